@@ -1,0 +1,5 @@
+//! The `loaderx` command-line tool.
+
+fn main() -> std::process::ExitCode {
+    loaderx_core::cli::main()
+}

@@ -1,0 +1,437 @@
+//! The Dense contract: every record has the schema's `item_shape`.
+//!
+//! [`DenseWriter<T>`] and [`Dense<T>`] fix the element type at compile time;
+//! [`DynDenseWriter`] and [`DynDense`] carry it as a [`DType`] value for code
+//! that learns it at run time (loaders, adapters, the CLI). A writer can only
+//! append and a reader can only read: they are different types.
+
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::path::Path;
+
+use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
+
+use crate::codec::{Codec, strided_sample, train_from_samples};
+use crate::dtype::{DType, Element};
+use crate::engine::{RecordSource, StoreReader, StoreWriter};
+use crate::error::{Error, ErrorKind, StoreKind};
+use crate::format::Schema;
+use crate::options::CreateOptions;
+
+/// A Dense store being built, element type known at run time.
+pub struct DynDenseWriter {
+    engine: StoreWriter,
+    dtype: DType,
+    item_shape: Vec<usize>,
+    record_bytes: usize,
+}
+
+struct FixedRecords<'a> {
+    bytes: &'a [u8],
+    width: usize,
+}
+
+impl RecordSource for FixedRecords<'_> {
+    fn len(&self) -> usize {
+        self.bytes.len() / self.width
+    }
+
+    fn record(&self, j: usize) -> (&[u8], &[u8]) {
+        (&[], &self.bytes[j * self.width..(j + 1) * self.width])
+    }
+}
+
+impl DynDenseWriter {
+    /// Creates a Dense store at the new path `path`.
+    pub fn create(
+        path: impl AsRef<Path>,
+        dtype: DType,
+        item_shape: &[usize],
+        options: &CreateOptions,
+    ) -> Result<DynDenseWriter, Error> {
+        let schema = Schema::dense(dtype, item_shape)?;
+        let record_bytes = schema.record_bytes().unwrap_or(0);
+        let (shards, dict) = options.validated()?;
+        let engine = StoreWriter::create(path.as_ref(), &schema, options.codec(), shards, dict)?;
+        Ok(DynDenseWriter {
+            engine,
+            dtype,
+            item_shape: item_shape.to_vec(),
+            record_bytes,
+        })
+    }
+
+    /// Appends `records` records whose C-order little-endian bytes are `bytes`.
+    pub fn append_bytes(&mut self, bytes: &[u8], records: usize) -> Result<(), Error> {
+        if records == 0 {
+            return Err(Error::invalid("append needs at least one record"));
+        }
+        if records.checked_mul(self.record_bytes) != Some(bytes.len()) {
+            return Err(Error::invalid(format!(
+                "{} bytes are not {records} records of {} bytes",
+                bytes.len(),
+                self.record_bytes
+            )));
+        }
+        self.engine.append(&FixedRecords {
+            bytes,
+            width: self.record_bytes,
+        })
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Shape of every record.
+    pub fn item_shape(&self) -> &[usize] {
+        &self.item_shape
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    /// True before the first append.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.engine.codec()
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        self.engine.data_shards()
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Syncs and publishes the store. Dropping a writer without `close`
+    /// leaves a store that refuses to open.
+    pub fn close(self) -> Result<(), Error> {
+        self.engine.close()
+    }
+}
+
+/// A Dense store being built, element type `T`.
+///
+/// ```
+/// use loaderx_core::{Codec, Dense, DenseWriter};
+/// use ndarray::Array3;
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("images");
+/// let images = Array3::<u8>::from_shape_fn((10, 28, 28), |(i, y, x)| (i + y + x) as u8);
+/// let mut w = DenseWriter::<u8>::create(&path, &[28, 28], Codec::Zstd)?;
+/// w.append(&images)?;
+/// w.close()?;
+///
+/// let ds = Dense::<u8>::open(&path)?;
+/// assert_eq!(ds.gather(&[3, 1])?.shape(), &[2, 28, 28]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct DenseWriter<T: Element> {
+    inner: DynDenseWriter,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T: Element> DenseWriter<T> {
+    /// Creates a store with default options (4 shards, no dictionary).
+    pub fn create(
+        path: impl AsRef<Path>,
+        item_shape: &[usize],
+        codec: Codec,
+    ) -> Result<Self, Error> {
+        Self::create_with(path, item_shape, &CreateOptions::new(codec))
+    }
+
+    /// Creates a store with `options`.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        item_shape: &[usize],
+        options: &CreateOptions,
+    ) -> Result<Self, Error> {
+        Ok(DenseWriter {
+            inner: DynDenseWriter::create(path, T::DTYPE, item_shape, options)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// Appends a batch: axis 0 indexes records, the rest must be `item_shape`.
+    pub fn append<S, D>(&mut self, batch: &ArrayBase<S, D>) -> Result<(), Error>
+    where
+        S: Data<Elem = T>,
+        D: Dimension,
+    {
+        let shape = batch.shape();
+        if shape.is_empty() || shape[1..] != self.inner.item_shape[..] {
+            return Err(ErrorKind::ShapeMismatch {
+                index: 0,
+                expected: format!("a batch of shape (B, {:?})", self.inner.item_shape),
+                found: shape.to_vec(),
+            }
+            .into());
+        }
+        let records = shape[0];
+        let data = batch.as_standard_layout();
+        let slice = data
+            .as_slice()
+            .ok_or_else(|| Error::invalid("batch is not contiguous"))?;
+        self.inner.append_bytes(T::as_bytes(slice), records)
+    }
+
+    /// Appends `records` records stored contiguously in `data`.
+    pub fn append_slice(&mut self, data: &[T], records: usize) -> Result<(), Error> {
+        self.inner.append_bytes(T::as_bytes(data), records)
+    }
+
+    /// Shape of every record.
+    pub fn item_shape(&self) -> &[usize] {
+        self.inner.item_shape()
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True before the first append.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// The untyped writer.
+    pub fn into_dyn(self) -> DynDenseWriter {
+        self.inner
+    }
+
+    /// Syncs and publishes the store.
+    pub fn close(self) -> Result<(), Error> {
+        self.inner.close()
+    }
+}
+
+/// An open Dense store, element type known at run time.
+pub struct DynDense {
+    engine: StoreReader,
+    dtype: DType,
+    item_shape: Vec<usize>,
+    record_bytes: usize,
+}
+
+impl DynDense {
+    /// Opens the Dense store at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
+        Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {
+        match engine.schema().clone() {
+            Schema::Dense { dtype, item_shape } => Ok(DynDense {
+                record_bytes: engine.schema().record_bytes().unwrap_or(0),
+                engine,
+                dtype,
+                item_shape,
+            }),
+            Schema::Ragged { .. } => Err(ErrorKind::KindMismatch {
+                path: engine.path().to_path_buf(),
+                expected: StoreKind::Dense,
+                found: StoreKind::Ragged,
+            }
+            .into()),
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Shape of every record.
+    pub fn item_shape(&self) -> &[usize] {
+        &self.item_shape
+    }
+
+    /// Bytes of one record.
+    pub fn record_bytes(&self) -> usize {
+        self.record_bytes
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.engine.codec()
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        self.engine.data_shards()
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Bytes the store occupies (payloads, table, dictionary).
+    pub fn stored_bytes(&self) -> u64 {
+        self.engine.stored_bytes()
+    }
+
+    /// The `zstd_dict` dictionary, if any.
+    pub fn dict(&self) -> Option<&[u8]> {
+        self.engine.dict()
+    }
+
+    /// Gathers the records at `indices`, in that order, into `dst`, which
+    /// must be exactly `indices.len() * record_bytes()` bytes.
+    pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
+        self.engine.gather_fixed(indices, self.record_bytes, dst)
+    }
+
+    /// Gathers the records at `indices` into a new byte vector.
+    pub fn gather_bytes(&self, indices: &[u64]) -> Result<Vec<u8>, Error> {
+        let mut out = vec![0u8; indices.len().saturating_mul(self.record_bytes)];
+        self.gather_into(indices, &mut out)?;
+        Ok(out)
+    }
+
+    /// This store as `Dense<T>`, if `T` is its element type.
+    pub fn typed<T: Element>(self) -> Result<Dense<T>, Error> {
+        if self.dtype != T::DTYPE {
+            return Err(ErrorKind::DTypeMismatch {
+                path: self.path().to_path_buf(),
+                expected: T::DTYPE,
+                found: self.dtype,
+            }
+            .into());
+        }
+        Ok(Dense {
+            inner: self,
+            _t: PhantomData,
+        })
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        if self.is_empty() {
+            return Err(ErrorKind::Dictionary {
+                detail: "cannot train a dictionary on an empty store".into(),
+            }
+            .into());
+        }
+        if self.record_bytes > crate::codec::DICT_SAMPLE_BYTES {
+            return Err(ErrorKind::Dictionary {
+                detail: "one record exceeds the 4 MiB sample budget".into(),
+            }
+            .into());
+        }
+        let n = usize::try_from(self.len()).unwrap_or(usize::MAX);
+        let idx: Vec<u64> = strided_sample(n, self.record_bytes)
+            .into_iter()
+            .map(|i| i as u64)
+            .collect();
+        let data = self.gather_bytes(&idx)?;
+        train_from_samples(&data, &vec![self.record_bytes; idx.len()])
+    }
+}
+
+/// An open Dense store of element type `T`; see [`DenseWriter`] for an example.
+///
+/// Reads return `(B, *item_shape)` arrays. A reader is `Send + Sync`: many
+/// threads may gather from one reader at once.
+pub struct Dense<T: Element> {
+    inner: DynDense,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Dense<T> {
+    /// Opens the store at `path`; its element type must be `T`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        DynDense::open(path)?.typed()
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Shape of every record.
+    pub fn item_shape(&self) -> &[usize] {
+        self.inner.item_shape()
+    }
+
+    /// The untyped reader.
+    pub fn as_dyn(&self) -> &DynDense {
+        &self.inner
+    }
+
+    /// Gathers the records at `indices`, in order, as a `(B, *item_shape)` array.
+    pub fn gather(&self, indices: &[u64]) -> Result<ArrayD<T>, Error> {
+        let per = self.inner.record_bytes / size_of::<T>();
+        let total = indices.len().saturating_mul(per);
+        let values = T::filled_vec(total, |bytes| self.inner.gather_into(indices, bytes))?
+            .ok_or_else(|| self.not_bool())?;
+        let mut shape = Vec::with_capacity(1 + self.item_shape().len());
+        shape.push(indices.len());
+        shape.extend_from_slice(self.item_shape());
+        ArrayD::from_shape_vec(IxDyn(&shape), values)
+            .map_err(|e| Error::invalid(format!("array shape: {e}")))
+    }
+
+    /// One record, of shape `item_shape`.
+    pub fn get(&self, index: u64) -> Result<ArrayD<T>, Error> {
+        let batch = self.gather(&[index])?;
+        Ok(batch.index_axis_move(ndarray::Axis(0), 0))
+    }
+
+    /// The records of `range`, in order.
+    pub fn range(&self, range: Range<u64>) -> Result<ArrayD<T>, Error> {
+        let indices: Vec<u64> = range.collect();
+        self.gather(&indices)
+    }
+
+    /// Gathers into caller memory: `dst` must hold exactly
+    /// `indices.len() * item_shape.product()` elements.
+    pub fn gather_into(&self, indices: &[u64], dst: &mut [T]) -> Result<(), Error> {
+        if T::fill_slice(dst, |bytes| self.inner.gather_into(indices, bytes))? {
+            Ok(())
+        } else {
+            Err(self.not_bool())
+        }
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        self.inner.train_dict()
+    }
+
+    fn not_bool(&self) -> Error {
+        Error::corrupt(
+            self.inner.path(),
+            "a bool record holds a byte other than 0 or 1",
+        )
+    }
+}

@@ -1,0 +1,50 @@
+//! File naming, locks and memory maps.
+//!
+//! Locks are `flock`s on `meta.zr`, exactly as Python loaderx takes them, so
+//! the two implementations exclude each other: a writer holds
+//! `LOCK_EX | LOCK_NB`, readers hold `LOCK_SH | LOCK_NB`; a busy lock is an
+//! [`ErrorKind::Busy`] error, never a wait.
+
+use std::fs::{File, TryLockError};
+use std::path::Path;
+
+use memmap2::{Mmap, MmapOptions};
+
+use crate::error::{Error, ErrorKind};
+
+/// Takes the lifetime lock of a store on its open `meta.zr`.
+pub(crate) fn lock(meta: &File, store: &Path, exclusive: bool) -> Result<(), Error> {
+    let result = if exclusive {
+        meta.try_lock()
+    } else {
+        meta.try_lock_shared()
+    };
+    match result {
+        Ok(()) => Ok(()),
+        Err(TryLockError::WouldBlock) => Err(ErrorKind::Busy {
+            path: store.to_path_buf(),
+        }
+        .into()),
+        Err(TryLockError::Error(e)) => Err(Error::io(store.join(crate::format::META_FILE), e)),
+    }
+}
+
+/// Maps the first `len` bytes of `file` read-only; `None` when `len` is zero.
+///
+/// The caller has checked that the file is at least `len` bytes long.
+pub(crate) fn map(file: &File, len: u64, path: &Path) -> Result<Option<Mmap>, Error> {
+    if len == 0 {
+        return Ok(None);
+    }
+    let len = usize::try_from(len)
+        .map_err(|_| Error::corrupt(path, "file too large to map on this platform"))?;
+    // SAFETY: memmap2 requires that the mapped file is not modified or truncated
+    // while mapped. Published stores are immutable: loaderx (this crate and the
+    // Python package) never writes to a published store, creators refuse
+    // existing paths, and every reader holds a shared flock on meta.zr for the
+    // whole life of the map, which keeps loaderx writers out. A foreign process
+    // truncating the files behind loaderx's back is outside that contract and
+    // documented as such (it would raise SIGBUS, as with NumPy's mmap_mode).
+    let map = unsafe { MmapOptions::new().len(len).map(file) };
+    map.map(Some).map_err(|e| Error::io(path, e))
+}

@@ -1,0 +1,62 @@
+//! Options shared by Dense and Ragged creation.
+
+use crate::codec::Codec;
+use crate::error::Error;
+use crate::format::{DEFAULT_DATA_SHARDS, MAX_DATA_SHARDS};
+
+/// How to create a store: codec, payload shard count and dictionary.
+///
+/// ```
+/// use loaderx_core::{Codec, CreateOptions};
+/// let opts = CreateOptions::new(Codec::Zstd).data_shards(8);
+/// assert_eq!(opts.codec(), Codec::Zstd);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateOptions {
+    codec: Codec,
+    data_shards: usize,
+    dict: Option<Vec<u8>>,
+}
+
+impl CreateOptions {
+    /// Options for `codec` with 4 payload shards and no dictionary.
+    pub fn new(codec: Codec) -> CreateOptions {
+        CreateOptions {
+            codec,
+            data_shards: usize::from(DEFAULT_DATA_SHARDS),
+            dict: None,
+        }
+    }
+
+    /// Number of payload files, 1..=255 (default 4). Records are striped over
+    /// them by id; it changes write parallelism, never read results.
+    pub fn data_shards(mut self, shards: usize) -> CreateOptions {
+        self.data_shards = shards;
+        self
+    }
+
+    /// The dictionary of a `zstd_dict` store (from [`crate::train_dict`] and friends).
+    pub fn dict_bytes(mut self, dict: impl Into<Vec<u8>>) -> CreateOptions {
+        self.dict = Some(dict.into());
+        self
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.codec
+    }
+
+    /// Checked shard count and dictionary.
+    pub(crate) fn validated(&self) -> Result<(u8, Option<&[u8]>), Error> {
+        let shards = u8::try_from(self.data_shards)
+            .ok()
+            .filter(|&s| s >= 1 && usize::from(s) <= MAX_DATA_SHARDS)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "data_shards {} must be between 1 and {MAX_DATA_SHARDS}",
+                    self.data_shards
+                ))
+            })?;
+        Ok((shards, self.dict.as_deref()))
+    }
+}

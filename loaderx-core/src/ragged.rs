@@ -1,0 +1,735 @@
+//! The Ragged contract: fixed element type and rank, per-record dimension lengths.
+//!
+//! A gathered batch is one allocation holding every record plus their shapes
+//! and byte offsets ([`RaggedBatch`]); each record is viewed as an
+//! `ArrayViewD` without copying. Inside the allocation each record occupies
+//! an 8-byte-aligned segment: its stored dimension header, then its elements,
+//! which therefore start 8-byte aligned.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+use std::path::Path;
+
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
+
+use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
+use crate::dtype::{DType, Element};
+use crate::engine::{RecordSource, StoreReader, StoreWriter};
+use crate::error::{Error, ErrorKind, StoreKind};
+use crate::format::{MAX_RECORD_LEN, Schema};
+use crate::options::CreateOptions;
+
+/// One record a [`RaggedWriter`] can append.
+pub trait RaggedRecord<T: Element> {
+    /// The record's shape; its length must be the store's `ndim`.
+    fn record_shape(&self) -> Cow<'_, [usize]>;
+    /// The record's elements in C order.
+    fn record_data(&self) -> Cow<'_, [T]>;
+}
+
+impl<T: Element, S: Data<Elem = T>, D: Dimension> RaggedRecord<T> for ArrayBase<S, D> {
+    fn record_shape(&self) -> Cow<'_, [usize]> {
+        Cow::Borrowed(self.shape())
+    }
+
+    fn record_data(&self) -> Cow<'_, [T]> {
+        match self.as_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(self.iter().copied().collect()),
+        }
+    }
+}
+
+impl<T: Element> RaggedRecord<T> for [T] {
+    fn record_shape(&self) -> Cow<'_, [usize]> {
+        Cow::Owned(vec![self.len()])
+    }
+
+    fn record_data(&self) -> Cow<'_, [T]> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl<T: Element> RaggedRecord<T> for Vec<T> {
+    fn record_shape(&self) -> Cow<'_, [usize]> {
+        Cow::Owned(vec![self.len()])
+    }
+
+    fn record_data(&self) -> Cow<'_, [T]> {
+        Cow::Borrowed(self)
+    }
+}
+
+impl<T: Element, R: RaggedRecord<T> + ?Sized> RaggedRecord<T> for &R {
+    fn record_shape(&self) -> Cow<'_, [usize]> {
+        (**self).record_shape()
+    }
+
+    fn record_data(&self) -> Cow<'_, [T]> {
+        (**self).record_data()
+    }
+}
+
+struct RaggedRecords<'a> {
+    heads: Vec<u8>,
+    head_len: usize,
+    bodies: Vec<&'a [u8]>,
+}
+
+impl RecordSource for RaggedRecords<'_> {
+    fn len(&self) -> usize {
+        self.bodies.len()
+    }
+
+    fn record(&self, j: usize) -> (&[u8], &[u8]) {
+        (
+            &self.heads[j * self.head_len..(j + 1) * self.head_len],
+            self.bodies[j],
+        )
+    }
+}
+
+/// A Ragged store being built, element type known at run time.
+pub struct DynRaggedWriter {
+    engine: StoreWriter,
+    dtype: DType,
+    ndim: usize,
+}
+
+impl DynRaggedWriter {
+    /// Creates a Ragged store of rank `ndim` at the new path `path`.
+    pub fn create(
+        path: impl AsRef<Path>,
+        dtype: DType,
+        ndim: usize,
+        options: &CreateOptions,
+    ) -> Result<DynRaggedWriter, Error> {
+        let schema = Schema::ragged(dtype, ndim)?;
+        let (shards, dict) = options.validated()?;
+        let engine = StoreWriter::create(path.as_ref(), &schema, options.codec(), shards, dict)?;
+        Ok(DynRaggedWriter {
+            engine,
+            dtype,
+            ndim,
+        })
+    }
+
+    /// Appends records given as `(shape, C-order little-endian bytes)`.
+    /// The whole batch is validated before anything is written.
+    pub fn append_bytes<'a, I>(&mut self, records: I) -> Result<(), Error>
+    where
+        I: IntoIterator<Item = (&'a [usize], &'a [u8])>,
+    {
+        let head_len = 8 * self.ndim;
+        let mut src = RaggedRecords {
+            heads: Vec::new(),
+            head_len,
+            bodies: Vec::new(),
+        };
+        for (index, (shape, bytes)) in records.into_iter().enumerate() {
+            let expected = shape
+                .iter()
+                .try_fold(self.dtype.size(), |acc, &d| acc.checked_mul(d));
+            if shape.len() != self.ndim || expected != Some(bytes.len()) {
+                return Err(ErrorKind::ShapeMismatch {
+                    index,
+                    expected: format!(
+                        "rank {} with {} bytes per {} element",
+                        self.ndim,
+                        self.dtype.size(),
+                        self.dtype
+                    ),
+                    found: shape.to_vec(),
+                }
+                .into());
+            }
+            if bytes.is_empty() {
+                return Err(Error::invalid(format!(
+                    "record {index} of the batch has no elements (shape {shape:?}); ragged records must be non-empty"
+                )));
+            }
+            if (bytes.len() + head_len) as u64 > MAX_RECORD_LEN {
+                return Err(Error::invalid(format!(
+                    "record {index} of the batch exceeds 2 GiB"
+                )));
+            }
+            for &d in shape {
+                src.heads.extend_from_slice(&(d as u64).to_le_bytes());
+            }
+            src.bodies.push(bytes);
+        }
+        self.engine.append(&src)
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    /// True before the first append.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.engine.codec()
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        self.engine.data_shards()
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Syncs and publishes the store. Dropping a writer without `close`
+    /// leaves a store that refuses to open.
+    pub fn close(self) -> Result<(), Error> {
+        self.engine.close()
+    }
+}
+
+/// A Ragged store being built, element type `T`.
+///
+/// ```
+/// use loaderx_core::{Codec, Ragged, RaggedWriter};
+///
+/// let dir = tempfile::tempdir()?;
+/// let path = dir.path().join("tokens");
+/// let seqs: Vec<Vec<i32>> = [3, 1, 4, 1, 5].iter().map(|&n| (0..n).collect()).collect();
+/// let mut w = RaggedWriter::<i32>::create(&path, 1, Codec::Zstd)?;
+/// w.append(&seqs)?;
+/// w.close()?;
+///
+/// let rs = Ragged::<i32>::open(&path)?;
+/// let batch = rs.gather(&[0, 2, 4])?;
+/// assert_eq!(batch.shape(1), &[4]);
+/// assert_eq!(batch.data(2), &[0, 1, 2, 3, 4]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RaggedWriter<T: Element> {
+    inner: DynRaggedWriter,
+    _t: PhantomData<fn(T)>,
+}
+
+impl<T: Element> RaggedWriter<T> {
+    /// Creates a store with default options (4 shards, no dictionary).
+    pub fn create(path: impl AsRef<Path>, ndim: usize, codec: Codec) -> Result<Self, Error> {
+        Self::create_with(path, ndim, &CreateOptions::new(codec))
+    }
+
+    /// Creates a store with `options`.
+    pub fn create_with(
+        path: impl AsRef<Path>,
+        ndim: usize,
+        options: &CreateOptions,
+    ) -> Result<Self, Error> {
+        Ok(RaggedWriter {
+            inner: DynRaggedWriter::create(path, T::DTYPE, ndim, options)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// Appends every record of `records`, in order, each keeping its own
+    /// shape. The whole batch is validated before anything is written.
+    pub fn append<I>(&mut self, records: I) -> Result<(), Error>
+    where
+        I: IntoIterator,
+        I::Item: RaggedRecord<T>,
+    {
+        let items: Vec<I::Item> = records.into_iter().collect();
+        let parts: Vec<_> = items
+            .iter()
+            .map(|r| (r.record_shape(), r.record_data()))
+            .collect();
+        self.inner
+            .append_bytes(parts.iter().map(|(s, d)| (&s[..], T::as_bytes(d))))
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+
+    /// Records appended so far.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True before the first append.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// The untyped writer.
+    pub fn into_dyn(self) -> DynRaggedWriter {
+        self.inner
+    }
+
+    /// Syncs and publishes the store.
+    pub fn close(self) -> Result<(), Error> {
+        self.inner.close()
+    }
+}
+
+/// Where each record of a gathered ragged batch lies in its buffer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaggedLayout {
+    ndim: usize,
+    offsets: Vec<usize>,
+    byte_lens: Vec<usize>,
+    dims: Vec<usize>,
+}
+
+impl RaggedLayout {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    /// True for an empty batch.
+    pub fn is_empty(&self) -> bool {
+        self.offsets.is_empty()
+    }
+
+    /// Shape of record `i`.
+    pub fn shape(&self, i: usize) -> &[usize] {
+        &self.dims[i * self.ndim..(i + 1) * self.ndim]
+    }
+
+    /// Byte range of record `i`'s elements in the buffer.
+    pub fn byte_range(&self, i: usize) -> std::ops::Range<usize> {
+        self.offsets[i]..self.offsets[i] + self.byte_lens[i]
+    }
+}
+
+/// A gathered ragged batch, element type known at run time: one allocation
+/// plus a [`RaggedLayout`].
+#[derive(Debug, Clone)]
+pub struct DynRaggedBatch {
+    storage: Vec<u64>,
+    layout: RaggedLayout,
+    dtype: DType,
+}
+
+impl DynRaggedBatch {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.layout.len()
+    }
+
+    /// True for an empty batch.
+    pub fn is_empty(&self) -> bool {
+        self.layout.is_empty()
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Shape of record `i`.
+    pub fn shape(&self, i: usize) -> &[usize] {
+        self.layout.shape(i)
+    }
+
+    /// Element bytes of record `i`.
+    pub fn bytes(&self, i: usize) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.storage)[self.layout.byte_range(i)]
+    }
+
+    /// Where each record lies in the allocation.
+    pub fn layout(&self) -> &RaggedLayout {
+        &self.layout
+    }
+
+    /// This batch with element type `T`, if `T` is its type and (for `bool`)
+    /// every byte is 0 or 1.
+    pub fn typed<T: Element>(self) -> Result<RaggedBatch<T>, Error> {
+        if self.dtype != T::DTYPE {
+            return Err(Error::invalid(format!(
+                "batch holds {}, asked for {}",
+                self.dtype,
+                T::DTYPE
+            )));
+        }
+        if (0..self.len()).any(|i| T::try_from_bytes(self.bytes(i)).is_none()) {
+            return Err(Error::invalid(format!(
+                "batch bytes are not valid {} values",
+                T::DTYPE
+            )));
+        }
+        Ok(RaggedBatch {
+            inner: self,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// A gathered ragged batch of element type `T`.
+#[derive(Debug, Clone)]
+pub struct RaggedBatch<T: Element> {
+    inner: DynRaggedBatch,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> RaggedBatch<T> {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.inner.len()
+    }
+
+    /// True for an empty batch.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Shape of record `i`.
+    pub fn shape(&self, i: usize) -> &[usize] {
+        self.inner.shape(i)
+    }
+
+    /// Elements of record `i`, C order.
+    pub fn data(&self, i: usize) -> &[T] {
+        T::try_from_bytes(self.inner.bytes(i))
+            .expect("element bytes were validated and aligned when the batch was built")
+    }
+
+    /// Record `i` as an array view.
+    pub fn view(&self, i: usize) -> ArrayViewD<'_, T> {
+        ArrayViewD::from_shape(IxDyn(self.shape(i)), self.data(i))
+            .expect("record shape and length were validated when the batch was built")
+    }
+
+    /// Every record as a view, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = ArrayViewD<'_, T>> + '_ {
+        (0..self.len()).map(|i| self.view(i))
+    }
+
+    /// Copies every record into its own array.
+    pub fn to_arrays(&self) -> Vec<ArrayD<T>> {
+        self.iter().map(|v| v.to_owned()).collect()
+    }
+
+    /// Where each record lies in the allocation.
+    pub fn layout(&self) -> &RaggedLayout {
+        self.inner.layout()
+    }
+
+    /// The untyped batch.
+    pub fn into_dyn(self) -> DynRaggedBatch {
+        self.inner
+    }
+}
+
+/// An open Ragged store, element type known at run time.
+pub struct DynRagged {
+    engine: StoreReader,
+    dtype: DType,
+    ndim: usize,
+}
+
+impl DynRagged {
+    /// Opens the Ragged store at `path`.
+    pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
+        Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
+        match *engine.schema() {
+            Schema::Ragged { dtype, ndim } => Ok(DynRagged {
+                engine,
+                dtype,
+                ndim,
+            }),
+            Schema::Dense { .. } => Err(ErrorKind::KindMismatch {
+                path: engine.path().to_path_buf(),
+                expected: StoreKind::Ragged,
+                found: StoreKind::Dense,
+            }
+            .into()),
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.engine.codec()
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        self.engine.data_shards()
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Bytes the store occupies (payloads, table, dictionary).
+    pub fn stored_bytes(&self) -> u64 {
+        self.engine.stored_bytes()
+    }
+
+    /// The `zstd_dict` dictionary, if any.
+    pub fn dict(&self) -> Option<&[u8]> {
+        self.engine.dict()
+    }
+
+    /// Element bytes of all records, from the location table.
+    pub fn logical_bytes(&self) -> Result<u64, Error> {
+        let head = 8 * self.ndim as u64;
+        (0..self.len()).try_fold(0u64, |acc, i| {
+            let logic = u64::from(self.engine.loc(i)?.logic_length);
+            Ok(acc + logic.saturating_sub(head))
+        })
+    }
+
+    /// Segment start and stored length of every record at `indices`, plus the total.
+    fn plan(
+        &self,
+        indices: &[u64],
+    ) -> Result<(Vec<crate::format::RecordLoc>, Vec<usize>, usize), Error> {
+        self.engine.check_indices(indices)?;
+        let head = 8 * self.ndim;
+        let mut locs = Vec::with_capacity(indices.len());
+        let mut starts = Vec::with_capacity(indices.len());
+        let mut total = 0usize;
+        for &i in indices {
+            let loc = self.engine.loc(i)?;
+            let logic = loc.logic_length as usize;
+            if logic <= head {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    i,
+                    format!("{logic} bytes cannot hold a {head}-byte shape header and elements"),
+                ));
+            }
+            starts.push(total);
+            total += logic.next_multiple_of(8);
+            locs.push(loc);
+        }
+        Ok((locs, starts, total))
+    }
+
+    /// Bytes a [`gather_into`](Self::gather_into) of `indices` needs.
+    pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
+        Ok(self.plan(indices)?.2)
+    }
+
+    /// Gathers the records at `indices` into caller memory of at least
+    /// [`gather_len`](Self::gather_len) bytes; returns where each record lies.
+    /// Records start 8-byte aligned relative to `dst`.
+    pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
+        let (locs, starts, total) = self.plan(indices)?;
+        if dst.len() < total {
+            return Err(ErrorKind::Buffer {
+                detail: format!("ragged gather needs {total} bytes, got {}", dst.len()),
+            }
+            .into());
+        }
+        let mut jobs = Vec::with_capacity(indices.len());
+        let mut rest = &mut dst[..total];
+        for ((&index, loc), &start) in indices.iter().zip(&locs).zip(&starts) {
+            let seg = (loc.logic_length as usize).next_multiple_of(8);
+            let (segment, tail) = rest.split_at_mut(seg);
+            rest = tail;
+            debug_assert!(start % 8 == 0);
+            jobs.push((index, *loc, &mut segment[..loc.logic_length as usize]));
+        }
+        self.engine.read_jobs(jobs)?;
+        let head = 8 * self.ndim;
+        let mut layout = RaggedLayout {
+            ndim: self.ndim,
+            offsets: Vec::with_capacity(indices.len()),
+            byte_lens: Vec::with_capacity(indices.len()),
+            dims: Vec::with_capacity(indices.len() * self.ndim),
+        };
+        for ((&index, loc), &start) in indices.iter().zip(&locs).zip(&starts) {
+            let payload = loc.logic_length as usize - head;
+            let mut elements = Some(1usize);
+            for chunk in dst[start..start + head].chunks_exact(8) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(chunk);
+                let d = usize::try_from(u64::from_le_bytes(b)).ok();
+                elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
+                layout.dims.push(d.unwrap_or(usize::MAX));
+            }
+            if elements.and_then(|e| e.checked_mul(self.dtype.size())) != Some(payload) {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    index,
+                    format!(
+                        "shape {:?} does not match its {payload} element bytes",
+                        &layout.dims[layout.dims.len() - self.ndim..]
+                    ),
+                ));
+            }
+            layout.offsets.push(start + head);
+            layout.byte_lens.push(payload);
+        }
+        Ok(layout)
+    }
+
+    /// Gathers the records at `indices`, in order, into one allocation.
+    pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
+        let total = self.gather_len(indices)?;
+        let mut storage = vec![0u64; total / 8];
+        let layout = self.gather_into(indices, bytemuck::cast_slice_mut(&mut storage))?;
+        Ok(DynRaggedBatch {
+            storage,
+            layout,
+            dtype: self.dtype,
+        })
+    }
+
+    /// This store as `Ragged<T>`, if `T` is its element type.
+    pub fn typed<T: Element>(self) -> Result<Ragged<T>, Error> {
+        if self.dtype != T::DTYPE {
+            return Err(ErrorKind::DTypeMismatch {
+                path: self.path().to_path_buf(),
+                expected: T::DTYPE,
+                found: self.dtype,
+            }
+            .into());
+        }
+        Ok(Ragged {
+            inner: self,
+            _t: PhantomData,
+        })
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        let n = self.len();
+        if n == 0 {
+            return Err(ErrorKind::Dictionary {
+                detail: "cannot train a dictionary on an empty store".into(),
+            }
+            .into());
+        }
+        let preview: Vec<u64> = (0..n.min(32)).collect();
+        let batch = self.gather(&preview)?;
+        let mean = (0..batch.len())
+            .map(|i| batch.bytes(i).len())
+            .sum::<usize>()
+            / batch.len();
+        let idx: Vec<u64> = strided_sample(usize::try_from(n).unwrap_or(usize::MAX), mean.max(1))
+            .into_iter()
+            .map(|i| i as u64)
+            .collect();
+        let mut data = Vec::new();
+        let mut sizes = Vec::new();
+        for chunk in idx.chunks(1024) {
+            let batch = self.gather(chunk)?;
+            for i in 0..batch.len() {
+                let b = batch.bytes(i);
+                if b.len() > DICT_SAMPLE_BYTES - data.len() {
+                    if sizes.is_empty() {
+                        return Err(ErrorKind::Dictionary {
+                            detail: "one record exceeds the 4 MiB sample budget".into(),
+                        }
+                        .into());
+                    }
+                    return train_from_samples(&data, &sizes);
+                }
+                data.extend_from_slice(b);
+                sizes.push(b.len());
+            }
+        }
+        train_from_samples(&data, &sizes)
+    }
+}
+
+/// An open Ragged store of element type `T`; see [`RaggedWriter`] for an example.
+pub struct Ragged<T: Element> {
+    inner: DynRagged,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Ragged<T> {
+    /// Opens the store at `path`; its element type must be `T`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        DynRagged::open(path)?.typed()
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+
+    /// The untyped reader.
+    pub fn as_dyn(&self) -> &DynRagged {
+        &self.inner
+    }
+
+    /// Gathers the records at `indices`, in order.
+    pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
+        self.inner.gather(indices)?.typed().map_err(|_| {
+            Error::corrupt(
+                self.inner.path(),
+                "a bool record holds a byte other than 0 or 1",
+            )
+        })
+    }
+
+    /// One record as an owned array.
+    pub fn get(&self, index: u64) -> Result<ArrayD<T>, Error> {
+        Ok(self.gather(&[index])?.view(0).to_owned())
+    }
+
+    /// The records of `range`, in order.
+    pub fn range(&self, range: std::ops::Range<u64>) -> Result<RaggedBatch<T>, Error> {
+        let indices: Vec<u64> = range.collect();
+        self.gather(&indices)
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        self.inner.train_dict()
+    }
+}

@@ -1,0 +1,151 @@
+//! Opening a store whose contract is only known at run time.
+
+use std::path::Path;
+
+use crate::codec::Codec;
+use crate::dense::DynDense;
+use crate::dtype::DType;
+use crate::engine::StoreReader;
+use crate::error::{Error, StoreKind};
+use crate::ragged::DynRagged;
+
+/// An open store of either contract.
+pub enum Store {
+    /// A Dense store.
+    Dense(DynDense),
+    /// A Ragged store.
+    Ragged(DynRagged),
+}
+
+impl Store {
+    /// Opens the store at `path`, whichever contract its schema declares.
+    pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
+        let engine = StoreReader::open(path.as_ref())?;
+        Ok(match engine.schema().kind() {
+            StoreKind::Dense => Store::Dense(DynDense::from_engine(engine)?),
+            StoreKind::Ragged => Store::Ragged(DynRagged::from_engine(engine)?),
+        })
+    }
+
+    /// The record contract.
+    pub fn kind(&self) -> StoreKind {
+        match self {
+            Store::Dense(_) => StoreKind::Dense,
+            Store::Ragged(_) => StoreKind::Ragged,
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        match self {
+            Store::Dense(s) => s.len(),
+            Store::Ragged(s) => s.len(),
+        }
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            Store::Dense(s) => s.dtype(),
+            Store::Ragged(s) => s.dtype(),
+        }
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        match self {
+            Store::Dense(s) => s.codec(),
+            Store::Ragged(s) => s.codec(),
+        }
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        match self {
+            Store::Dense(s) => s.data_shards(),
+            Store::Ragged(s) => s.data_shards(),
+        }
+    }
+
+    /// Bytes the store occupies.
+    pub fn stored_bytes(&self) -> u64 {
+        match self {
+            Store::Dense(s) => s.stored_bytes(),
+            Store::Ragged(s) => s.stored_bytes(),
+        }
+    }
+
+    /// Element bytes of all records (without Ragged shape headers); reads
+    /// every location of a Ragged store.
+    pub fn logical_bytes(&self) -> Result<u64, Error> {
+        match self {
+            Store::Dense(s) => Ok(s.len() * s.record_bytes() as u64),
+            Store::Ragged(s) => s.logical_bytes(),
+        }
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        match self {
+            Store::Dense(s) => s.path(),
+            Store::Ragged(s) => s.path(),
+        }
+    }
+
+    /// Visits every record in order, in bounded batches, with its shape and
+    /// element bytes. Every record is read and decoded; `bool` bytes must be 0 or 1.
+    pub fn for_each_record(
+        &self,
+        mut visit: impl FnMut(u64, &[usize], &[u8]) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        const BATCH_BYTES: usize = 32 << 20;
+        let n = self.len();
+        let check_bool = self.dtype() == DType::Bool;
+        let bad_bool = |index: u64| {
+            Error::corrupt_record(self.path(), index, "a bool element is neither 0 nor 1")
+        };
+        let mut start = 0u64;
+        match self {
+            Store::Dense(s) => {
+                let per = (BATCH_BYTES / s.record_bytes().max(1)).max(1) as u64;
+                let mut buf = Vec::new();
+                while start < n {
+                    let end = n.min(start + per);
+                    let idx: Vec<u64> = (start..end).collect();
+                    buf.resize(idx.len() * s.record_bytes(), 0);
+                    s.gather_into(&idx, &mut buf)?;
+                    for (k, rec) in buf.chunks_exact(s.record_bytes()).enumerate() {
+                        let index = start + k as u64;
+                        if check_bool && rec.iter().any(|&b| b > 1) {
+                            return Err(bad_bool(index));
+                        }
+                        visit(index, s.item_shape(), rec)?;
+                    }
+                    start = end;
+                }
+            }
+            Store::Ragged(s) => {
+                while start < n {
+                    let end = n.min(start + 4096);
+                    let idx: Vec<u64> = (start..end).collect();
+                    let batch = s.gather(&idx)?;
+                    for k in 0..batch.len() {
+                        let index = start + k as u64;
+                        let rec = batch.bytes(k);
+                        if check_bool && rec.iter().any(|&b| b > 1) {
+                            return Err(bad_bool(index));
+                        }
+                        visit(index, batch.shape(k), rec)?;
+                    }
+                    start = end;
+                }
+            }
+        }
+        Ok(())
+    }
+}
