@@ -18,8 +18,6 @@ use crate::format::{
 
 /// Gathers smaller than this many bytes run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 256 << 10;
-/// Bytes each parallel job handles at least.
-const JOB_MIN_BYTES: usize = 64 << 10;
 
 /// A published store opened read-only, holding a shared lock.
 pub(crate) struct StoreReader {
@@ -300,14 +298,19 @@ impl StoreReader {
     pub(crate) fn read_jobs(&self, jobs: Vec<(u64, RecordLoc, &mut [u8])>) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
         let io_err = |e: &io::Error| Error::io(&self.path, io::Error::new(e.kind(), e.to_string()));
-        if total < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2 {
+        // Decompression is CPU-bound: worth fanning out far sooner than a memcpy.
+        let min_bytes = match self.codec() {
+            Codec::Raw => PARALLEL_MIN_BYTES,
+            Codec::Zstd | Codec::ZstdDict => PARALLEL_MIN_BYTES / 16,
+        };
+        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
             let mut dec = self.decoder().map_err(|e| io_err(&e))?;
             for (index, loc, dst) in jobs {
                 self.read_at(index, loc, dst, &mut dec)?;
             }
             return Ok(());
         }
-        let per_job = (JOB_MIN_BYTES / (total / jobs.len()).max(1)).max(1);
+        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
         jobs.into_par_iter()
             .with_min_len(per_job)
             .try_for_each_init(
