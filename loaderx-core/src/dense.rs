@@ -388,6 +388,11 @@ impl<T: Element> Dense<T> {
         &self.inner
     }
 
+    /// Unwraps the untyped reader.
+    pub fn into_dyn(self) -> DynDense {
+        self.inner
+    }
+
     /// Gathers the records at `indices`, in order, as a `(B, *item_shape)` array.
     pub fn gather(&self, indices: &[u64]) -> Result<ArrayD<T>, Error> {
         let per = self.inner.record_bytes / size_of::<T>();

@@ -223,6 +223,32 @@ pub enum ErrorKind {
         /// What went wrong.
         detail: String,
     },
+    /// A loader could not gather a stream's batch.
+    #[error("step {step}: stream {stream:?}: {source}")]
+    Gather {
+        /// The step whose batch failed.
+        step: u64,
+        /// The stream.
+        stream: String,
+        /// What went wrong.
+        source: Error,
+    },
+    /// A loader's transform returned an error.
+    #[error("step {step}: transform failed: {source}")]
+    Transform {
+        /// The step whose batch failed.
+        step: u64,
+        /// The transform's error.
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A loader worker panicked (in the transform or a staging hook).
+    #[error("step {step}: loader worker panicked: {message}")]
+    WorkerPanicked {
+        /// The step being produced.
+        step: u64,
+        /// The panic message, when it was a string.
+        message: String,
+    },
     /// Any other invalid argument: bad option, empty batch, zero-byte or oversized record.
     #[error("{message}")]
     InvalidArgument {

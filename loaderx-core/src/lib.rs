@@ -43,6 +43,8 @@
 //! - `engine` (private): the untyped parallel store engine.
 //! - [`dense`] and [`ragged`]: the two typed record contracts.
 //! - [`store`]: opening a store of either contract; [`digest`]: the canonical digest.
+//! - [`sampler`]: batch indices as a pure function of `(seed, step)`.
+//! - [`loader`]: the endless, ordered, multi-threaded DataLoader.
 //!
 //! ## Concurrency and safety
 //!
@@ -61,8 +63,10 @@ pub mod dtype;
 mod engine;
 mod error;
 pub mod format;
+pub mod loader;
 mod options;
 pub mod ragged;
+pub mod sampler;
 pub mod store;
 
 pub use codec::{
@@ -72,11 +76,13 @@ pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result, StoreKind};
+pub use loader::{Batch, DataLoader, DataLoaderBuilder};
 pub use options::CreateOptions;
 pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
     RaggedWriter,
 };
+pub use sampler::{Sampler, SamplerMode};
 pub use store::Store;
 
 #[doc(no_inline)]

@@ -569,7 +569,9 @@ impl DynRagged {
             let (segment, tail) = rest.split_at_mut(seg);
             rest = tail;
             debug_assert!(start % 8 == 0);
-            jobs.push((index, *loc, &mut segment[..loc.logic_length as usize]));
+            let (record, padding) = segment.split_at_mut(loc.logic_length as usize);
+            padding.fill(0); // deterministic bytes, whatever the buffer held
+            jobs.push((index, *loc, record));
         }
         self.engine.read_jobs(jobs)?;
         let head = 8 * self.ndim;
@@ -705,6 +707,11 @@ impl<T: Element> Ragged<T> {
     /// The untyped reader.
     pub fn as_dyn(&self) -> &DynRagged {
         &self.inner
+    }
+
+    /// Unwraps the untyped reader.
+    pub fn into_dyn(self) -> DynRagged {
+        self.inner
     }
 
     /// Gathers the records at `indices`, in order.

@@ -1,0 +1,195 @@
+//! What a loader delivers: the step, its indices, and one column per stream.
+
+use std::sync::Arc;
+
+use ndarray::{ArrayViewD, IxDyn};
+
+use super::staging::StagedBuffer;
+use crate::dtype::{DType, Element};
+use crate::error::{Error, StoreKind};
+use crate::ragged::RaggedLayout;
+
+/// One loader step: the sampler's indices and every stream gathered at them.
+pub struct Batch {
+    pub(crate) step: u64,
+    pub(crate) indices: Vec<u64>,
+    pub(crate) names: Arc<[String]>,
+    pub(crate) columns: Vec<Column>,
+}
+
+impl Batch {
+    /// The sampler step this batch is.
+    pub fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// The record indices, in batch order; identical for every stream.
+    pub fn indices(&self) -> &[u64] {
+        &self.indices
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.indices.len()
+    }
+
+    /// True for an empty batch (never produced by a loader).
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    /// Stream names, in the order the loader was built with.
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The column of stream `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        let i = self.names.iter().position(|n| n == name)?;
+        self.columns.get(i)
+    }
+
+    /// Every column, in stream order.
+    pub fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    /// Takes the columns out, in stream order, paired with their names.
+    pub fn into_columns(self) -> Vec<(String, Column)> {
+        self.names.iter().cloned().zip(self.columns).collect()
+    }
+
+    /// Dense stream `name` as a `(B, *item_shape)` view of element type `T`.
+    pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>, Error> {
+        self.require(name)?.dense()
+    }
+
+    fn require(&self, name: &str) -> Result<&Column, Error> {
+        self.column(name)
+            .ok_or_else(|| Error::invalid(format!("the batch has no stream {name:?}")))
+    }
+
+    /// Ragged stream `name`: one view per record.
+    pub fn ragged<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
+        self.require(name)?.ragged()
+    }
+}
+
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch")
+            .field("step", &self.step)
+            .field("len", &self.indices.len())
+            .field("streams", &self.names)
+            .finish()
+    }
+}
+
+/// How a column's bytes are laid out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ColumnLayout {
+    /// Contiguous `(B, *item_shape)` C-order elements.
+    Dense {
+        /// `(B, *item_shape)`.
+        shape: Vec<usize>,
+    },
+    /// One segment per record; see [`RaggedLayout`].
+    Ragged(RaggedLayout),
+}
+
+/// One stream's part of a batch, in the buffer its staging provided.
+pub struct Column {
+    pub(crate) dtype: DType,
+    pub(crate) layout: ColumnLayout,
+    pub(crate) len: usize,
+    pub(crate) buffer: Box<dyn StagedBuffer>,
+}
+
+impl Column {
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Dense or Ragged.
+    pub fn kind(&self) -> StoreKind {
+        match self.layout {
+            ColumnLayout::Dense { .. } => StoreKind::Dense,
+            ColumnLayout::Ragged(_) => StoreKind::Ragged,
+        }
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &ColumnLayout {
+        &self.layout
+    }
+
+    /// The batch shape of a Dense column.
+    pub fn shape(&self) -> Option<&[usize]> {
+        match &self.layout {
+            ColumnLayout::Dense { shape } => Some(shape),
+            ColumnLayout::Ragged(_) => None,
+        }
+    }
+
+    /// The gathered bytes (Dense: the whole contiguous batch).
+    pub fn bytes(&self) -> &[u8] {
+        &self.buffer.as_bytes()[..self.len]
+    }
+
+    fn typed<'a, T: Element>(&self, bytes: &'a [u8]) -> Result<&'a [T], Error> {
+        if self.dtype != T::DTYPE {
+            return Err(Error::invalid(format!(
+                "column holds {}, asked for {}",
+                self.dtype,
+                T::DTYPE
+            )));
+        }
+        T::try_from_bytes(bytes).ok_or_else(|| {
+            Error::invalid(format!(
+                "column bytes are misaligned or not valid {} values",
+                T::DTYPE
+            ))
+        })
+    }
+
+    /// A Dense column as a `(B, *item_shape)` view.
+    pub fn dense<T: Element>(&self) -> Result<ArrayViewD<'_, T>, Error> {
+        let ColumnLayout::Dense { shape } = &self.layout else {
+            return Err(Error::invalid("column is ragged, not dense"));
+        };
+        let data = self.typed::<T>(self.bytes())?;
+        ArrayViewD::from_shape(IxDyn(shape), data).map_err(|e| Error::invalid(e.to_string()))
+    }
+
+    /// A Ragged column as one view per record.
+    pub fn ragged<T: Element>(&self) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
+        let ColumnLayout::Ragged(layout) = &self.layout else {
+            return Err(Error::invalid("column is dense, not ragged"));
+        };
+        let bytes = self.bytes();
+        (0..layout.len())
+            .map(|i| {
+                let data = self.typed::<T>(&bytes[layout.byte_range(i)])?;
+                ArrayViewD::from_shape(IxDyn(layout.shape(i)), data)
+                    .map_err(|e| Error::invalid(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// The staged buffer, e.g. for an adapter to take back its own tensor
+    /// with [`StagedBuffer::into_any`].
+    pub fn into_buffer(self) -> Box<dyn StagedBuffer> {
+        self.buffer
+    }
+}
+
+impl std::fmt::Debug for Column {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Column")
+            .field("dtype", &self.dtype)
+            .field("layout", &self.layout)
+            .field("bytes", &self.len)
+            .finish()
+    }
+}

@@ -1,0 +1,310 @@
+//! The endless, step-based, multi-threaded DataLoader.
+//!
+//! A loader gathers named streams (Dense and Ragged, mixed) at the indices a
+//! [`Sampler`] gives for each step, on worker threads, runs an optional
+//! transform there, and hands results to the consumer **in step order**,
+//! whatever the number of workers: batch `k` is always the sampler's step
+//! `k`, so a run is reproducible and [`DataLoaderBuilder::start_step`]
+//! resumes it exactly.
+//!
+//! - Workers claim steps in order and run ahead of the consumer by at most
+//!   `workers + prefetch` batches in flight (claimed and not yet delivered);
+//!   that bounds memory and the reorder window.
+//! - Each stream's batch is gathered straight into a buffer its [`Staging`]
+//!   hook provides; the default [`BufferPool`] recycles buffers when batches
+//!   are dropped, so steady state allocates nothing.
+//! - A gather error, a transform error or a panic reaches the consumer as
+//!   `Err` at its step, after which the iterator ends. Dropping the loader
+//!   stops and joins every worker.
+//!
+//! ```
+//! use loaderx_core::loader::DataLoader;
+//! use loaderx_core::sampler::SamplerMode;
+//! use loaderx_core::{Codec, Dense, DenseWriter, RaggedWriter, Ragged};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[4], Codec::Raw)?;
+//! w.append_slice(&(0..400).map(|v| v as f32).collect::<Vec<_>>(), 100)?;
+//! w.close()?;
+//! let mut w = RaggedWriter::<u32>::create(dir.path().join("tok"), 1, Codec::Zstd)?;
+//! w.append((0..100u32).map(|i| vec![i; 1 + i as usize % 5]))?;
+//! w.close()?;
+//!
+//! let loader = DataLoader::builder()
+//!     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
+//!     .stream("tok", Ragged::<u32>::open(dir.path().join("tok"))?)
+//!     .batch_size(16)
+//!     .mode(SamplerMode::Cyclic)
+//!     .seed(7)
+//!     .workers(2)
+//!     .build()?;
+//! for batch in loader.take(10) {
+//!     let batch = batch?;
+//!     let x = batch.dense::<f32>("x")?;          // (16, 4)
+//!     let tok = batch.ragged::<u32>("tok")?;     // 16 views
+//!     assert_eq!(x[[0, 0]] as u32 / 4, tok[0][0]); // streams line up
+//! }
+//! # Ok::<(), loaderx_core::Error>(())
+//! ```
+
+mod batch;
+mod pipeline;
+mod staging;
+
+use std::sync::Arc;
+
+pub use batch::{Batch, Column, ColumnLayout};
+pub use pipeline::{DataLoader, LoaderStats};
+pub use staging::{BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging};
+
+use crate::dense::{Dense, DynDense};
+use crate::dtype::Element;
+use crate::error::Error;
+use crate::ragged::{DynRagged, Ragged};
+use crate::sampler::{Sampler, SamplerMode};
+use crate::store::Store;
+
+/// A store a loader reads, shared between its workers.
+#[derive(Clone)]
+pub enum Stream {
+    /// A Dense store: each batch is one `(B, *item_shape)` block.
+    Dense(Arc<DynDense>),
+    /// A Ragged store: each batch is one allocation with per-record shapes.
+    Ragged(Arc<DynRagged>),
+}
+
+impl Stream {
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        match self {
+            Stream::Dense(s) => s.len(),
+            Stream::Ragged(s) => s.len(),
+        }
+    }
+
+    /// True when the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl From<DynDense> for Stream {
+    fn from(s: DynDense) -> Stream {
+        Stream::Dense(Arc::new(s))
+    }
+}
+
+impl From<Arc<DynDense>> for Stream {
+    fn from(s: Arc<DynDense>) -> Stream {
+        Stream::Dense(s)
+    }
+}
+
+impl<T: Element> From<Dense<T>> for Stream {
+    fn from(s: Dense<T>) -> Stream {
+        Stream::Dense(Arc::new(s.into_dyn()))
+    }
+}
+
+impl From<DynRagged> for Stream {
+    fn from(s: DynRagged) -> Stream {
+        Stream::Ragged(Arc::new(s))
+    }
+}
+
+impl From<Arc<DynRagged>> for Stream {
+    fn from(s: Arc<DynRagged>) -> Stream {
+        Stream::Ragged(s)
+    }
+}
+
+impl<T: Element> From<Ragged<T>> for Stream {
+    fn from(s: Ragged<T>) -> Stream {
+        Stream::Ragged(Arc::new(s.into_dyn()))
+    }
+}
+
+impl From<Store> for Stream {
+    fn from(s: Store) -> Stream {
+        match s {
+            Store::Dense(d) => d.into(),
+            Store::Ragged(r) => r.into(),
+        }
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send + Sync>;
+
+/// Configures a [`DataLoader`]; see the [module docs](self).
+pub struct DataLoaderBuilder {
+    streams: Vec<(String, Stream)>,
+    batch_size: usize,
+    mode: SamplerMode,
+    seed: u64,
+    sampler: Option<Sampler>,
+    workers: usize,
+    prefetch: usize,
+    start_step: u64,
+    shard: Option<(usize, usize)>,
+    staging: Option<Arc<dyn Staging>>,
+}
+
+impl Default for DataLoaderBuilder {
+    fn default() -> Self {
+        DataLoaderBuilder {
+            streams: Vec::new(),
+            batch_size: 256,
+            mode: SamplerMode::Cyclic,
+            seed: 42,
+            sampler: None,
+            workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
+            prefetch: 2,
+            start_step: 0,
+            shard: None,
+            staging: None,
+        }
+    }
+}
+
+impl DataLoader<Batch> {
+    /// A builder with the defaults: batch 256, `Cyclic` sampling with seed
+    /// 42, up to 4 workers, prefetch 2, starting at step 0.
+    pub fn builder() -> DataLoaderBuilder {
+        DataLoaderBuilder::default()
+    }
+}
+
+impl DataLoaderBuilder {
+    /// Adds a named stream; every stream must hold the same number of records.
+    pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
+        self.streams.push((name.into(), stream.into()));
+        self
+    }
+
+    /// Records per batch (default 256); ignored when a [`sampler`](Self::sampler) is given.
+    pub fn batch_size(mut self, batch_size: usize) -> Self {
+        self.batch_size = batch_size;
+        self
+    }
+
+    /// Sampling mode (default `Cyclic`).
+    pub fn mode(mut self, mode: SamplerMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sampler seed (default 42).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Uses a caller-built sampler (its length must match the streams');
+    /// batch size, mode, seed and sharding come from it.
+    pub fn sampler(mut self, sampler: Sampler) -> Self {
+        self.sampler = Some(sampler);
+        self
+    }
+
+    /// Worker threads gathering and transforming batches (default: up to 4).
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers;
+        self
+    }
+
+    /// Extra finished batches allowed to wait for the consumer (default 2).
+    pub fn prefetch(mut self, prefetch: usize) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// The first step to deliver: resuming at step `k` yields exactly what an
+    /// uninterrupted run yields from step `k` on.
+    pub fn start_step(mut self, step: u64) -> Self {
+        self.start_step = step;
+        self
+    }
+
+    /// Reads only rank `rank`'s share of every step (multi-host training).
+    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
+        self.shard = Some((rank, world_size));
+        self
+    }
+
+    /// Where batches are gathered (default: a [`BufferPool`]).
+    pub fn staging(mut self, staging: impl Staging) -> Self {
+        self.staging = Some(Arc::new(staging));
+        self
+    }
+
+    /// Starts a loader that delivers [`Batch`]es.
+    pub fn build(self) -> Result<DataLoader<Batch>, Error> {
+        self.start(Arc::new(Ok))
+    }
+
+    /// Starts a loader that runs `transform` on every batch, on the workers.
+    /// It may run concurrently on several threads; results are still
+    /// delivered in step order.
+    pub fn build_with<T, E, F>(self, transform: F) -> Result<DataLoader<T>, Error>
+    where
+        T: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch) -> Result<T, E> + Send + Sync + 'static,
+    {
+        self.start(Arc::new(move |b| transform(b).map_err(Into::into)))
+    }
+
+    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
+        let Some(first) = self.streams.first() else {
+            return Err(Error::invalid("a loader needs at least one stream"));
+        };
+        let len = first.1.len();
+        if self.streams.iter().any(|(_, s)| s.len() != len) {
+            let lengths: Vec<String> = self
+                .streams
+                .iter()
+                .map(|(n, s)| format!("{n}: {}", s.len()))
+                .collect();
+            return Err(Error::invalid(format!(
+                "all streams must hold the same number of records, got {}",
+                lengths.join(", ")
+            )));
+        }
+        for (i, (name, _)) in self.streams.iter().enumerate() {
+            if self.streams[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::invalid(format!("stream name {name:?} used twice")));
+            }
+        }
+        if self.workers == 0 {
+            return Err(Error::invalid("a loader needs at least one worker"));
+        }
+        let mut sampler = match self.sampler {
+            Some(s) if s.len() != len => {
+                return Err(Error::invalid(format!(
+                    "sampler covers {} records but the streams hold {len}",
+                    s.len()
+                )));
+            }
+            Some(s) => s,
+            None => Sampler::new(len, self.batch_size, self.mode, self.seed)?,
+        };
+        if let Some((rank, world)) = self.shard {
+            sampler = sampler.shard(rank, world)?;
+        }
+        let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
+        let staging = self
+            .staging
+            .unwrap_or_else(|| Arc::new(pool.clone()) as Arc<dyn Staging>);
+        Ok(pipeline::start(pipeline::Config {
+            streams: self.streams,
+            sampler,
+            workers: self.workers,
+            capacity: self.workers + self.prefetch,
+            start_step: self.start_step,
+            staging,
+            pool,
+            transform,
+        }))
+    }
+}

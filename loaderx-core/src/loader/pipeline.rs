@@ -1,0 +1,309 @@
+//! Worker threads, the in-order delivery window and shutdown.
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use super::batch::{Batch, Column, ColumnLayout};
+use super::staging::{BufferPool, StageRequest, Staging};
+use super::{Stream, Transform};
+use crate::error::{Error, ErrorKind, StoreKind};
+use crate::sampler::Sampler;
+
+pub(super) struct Config<T> {
+    pub(super) streams: Vec<(String, Stream)>,
+    pub(super) sampler: Sampler,
+    pub(super) workers: usize,
+    pub(super) capacity: usize,
+    pub(super) start_step: u64,
+    pub(super) staging: Arc<dyn Staging>,
+    pub(super) pool: BufferPool,
+    pub(super) transform: Transform<T>,
+}
+
+struct Producer<T> {
+    names: Arc<[String]>,
+    streams: Vec<Stream>,
+    sampler: Sampler,
+    staging: Arc<dyn Staging>,
+    transform: Transform<T>,
+}
+
+struct State<T> {
+    /// Next step a worker will claim.
+    next_claim: u64,
+    /// Claimed and not yet delivered.
+    in_flight: usize,
+    max_in_flight: usize,
+    done: BTreeMap<u64, Result<T, Error>>,
+    stop: bool,
+}
+
+struct Shared<T> {
+    state: Mutex<State<T>>,
+    /// Workers wait here for room in the window.
+    room: Condvar,
+    /// The consumer waits here for its next step.
+    ready: Condvar,
+    capacity: usize,
+}
+
+impl<T> Shared<T> {
+    fn lock(&self) -> MutexGuard<'_, State<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// What a loader did so far, for tests and monitoring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LoaderStats {
+    /// Most batches that were ever in flight at once (claimed by a worker and
+    /// not yet handed to the consumer); never more than `workers + prefetch`.
+    pub max_in_flight: usize,
+    /// Buffers the default pool allocated or grew (0 with a custom staging).
+    pub pool_allocations: u64,
+}
+
+/// An endless loader; an `Iterator` of `Result<T, Error>` in step order.
+/// See the [module docs](super).
+pub struct DataLoader<T> {
+    shared: Arc<Shared<T>>,
+    threads: Vec<JoinHandle<()>>,
+    next_step: u64,
+    failed: bool,
+    pool: BufferPool,
+    batch_size: usize,
+    steps_per_cycle: u64,
+}
+
+pub(super) fn start<T: Send + 'static>(config: Config<T>) -> DataLoader<T> {
+    let (names, streams): (Vec<String>, Vec<Stream>) = config.streams.into_iter().unzip();
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State {
+            next_claim: config.start_step,
+            in_flight: 0,
+            max_in_flight: 0,
+            done: BTreeMap::new(),
+            stop: false,
+        }),
+        room: Condvar::new(),
+        ready: Condvar::new(),
+        capacity: config.capacity,
+    });
+    let producer = Arc::new(Producer {
+        names: names.into(),
+        streams,
+        sampler: config.sampler.clone(),
+        staging: config.staging,
+        transform: config.transform,
+    });
+    let threads = (0..config.workers)
+        .map(|i| {
+            let shared = Arc::clone(&shared);
+            let producer = Arc::clone(&producer);
+            std::thread::Builder::new()
+                .name(format!("loaderx-worker-{i}"))
+                .spawn(move || work(&shared, &producer))
+        })
+        .filter_map(Result::ok)
+        .collect();
+    DataLoader {
+        shared,
+        threads,
+        next_step: config.start_step,
+        failed: false,
+        pool: config.pool,
+        batch_size: config.sampler.batch_size(),
+        steps_per_cycle: config.sampler.steps_per_cycle(),
+    }
+}
+
+fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
+    loop {
+        let step = {
+            let mut st = shared.lock();
+            while !st.stop && st.in_flight >= shared.capacity {
+                st = shared.room.wait(st).unwrap_or_else(|p| p.into_inner());
+            }
+            if st.stop {
+                return;
+            }
+            let step = st.next_claim;
+            st.next_claim += 1;
+            st.in_flight += 1;
+            st.max_in_flight = st.max_in_flight.max(st.in_flight);
+            step
+        };
+        let result =
+            catch_unwind(AssertUnwindSafe(|| producer.produce(step))).unwrap_or_else(|panic| {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "non-string panic payload".into());
+                Err(ErrorKind::WorkerPanicked { step, message }.into())
+            });
+        let mut st = shared.lock();
+        st.done.insert(step, result);
+        shared.ready.notify_all();
+    }
+}
+
+impl<T> Producer<T> {
+    fn produce(&self, step: u64) -> Result<T, Error> {
+        let mut indices = vec![0u64; self.sampler.batch_size()];
+        self.sampler.fill(step, &mut indices);
+        let mut columns = Vec::with_capacity(self.streams.len());
+        for (k, (name, stream)) in self.names.iter().zip(&self.streams).enumerate() {
+            let gather_err = |source: Error| -> Error {
+                ErrorKind::Gather {
+                    step,
+                    stream: name.clone(),
+                    source,
+                }
+                .into()
+            };
+            let column = match stream {
+                Stream::Dense(s) => {
+                    let mut shape = Vec::with_capacity(1 + s.item_shape().len());
+                    shape.push(indices.len());
+                    shape.extend_from_slice(s.item_shape());
+                    let len = indices.len() * s.record_bytes();
+                    let mut buffer = self.staging.stage(&StageRequest {
+                        step,
+                        stream: name,
+                        stream_index: k,
+                        kind: StoreKind::Dense,
+                        dtype: s.dtype(),
+                        bytes: len,
+                        shape: Some(&shape),
+                    })?;
+                    let dst = buffer
+                        .as_bytes_mut()
+                        .get_mut(..len)
+                        .ok_or_else(|| gather_err(Error::invalid("staged buffer too small")))?;
+                    s.gather_into(&indices, dst).map_err(gather_err)?;
+                    Column {
+                        dtype: s.dtype(),
+                        layout: ColumnLayout::Dense { shape },
+                        len,
+                        buffer,
+                    }
+                }
+                Stream::Ragged(s) => {
+                    let len = s.gather_len(&indices).map_err(gather_err)?;
+                    let mut buffer = self.staging.stage(&StageRequest {
+                        step,
+                        stream: name,
+                        stream_index: k,
+                        kind: StoreKind::Ragged,
+                        dtype: s.dtype(),
+                        bytes: len,
+                        shape: None,
+                    })?;
+                    let layout = s
+                        .gather_into(&indices, buffer.as_bytes_mut())
+                        .map_err(gather_err)?;
+                    Column {
+                        dtype: s.dtype(),
+                        layout: ColumnLayout::Ragged(layout),
+                        len,
+                        buffer,
+                    }
+                }
+            };
+            columns.push(column);
+        }
+        let batch = Batch {
+            step,
+            indices,
+            names: Arc::clone(&self.names),
+            columns,
+        };
+        (self.transform)(batch).map_err(|source| ErrorKind::Transform { step, source }.into())
+    }
+}
+
+impl<T> DataLoader<T> {
+    /// The step the next call to `next` delivers.
+    pub fn step(&self) -> u64 {
+        self.next_step
+    }
+
+    /// Records per batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
+    }
+
+    /// Steps in one sampler cycle (an "epoch" for code that wants one).
+    pub fn steps_per_cycle(&self) -> u64 {
+        self.steps_per_cycle
+    }
+
+    /// Counters of what the loader did so far.
+    pub fn stats(&self) -> LoaderStats {
+        LoaderStats {
+            max_in_flight: self.shared.lock().max_in_flight,
+            pool_allocations: self.pool.allocations(),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.shared.lock().stop = true;
+        self.shared.room.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<T> Iterator for DataLoader<T> {
+    type Item = Result<T, Error>;
+
+    /// The next step's result; `None` only after an error was delivered.
+    fn next(&mut self) -> Option<Result<T, Error>> {
+        if self.failed {
+            return None;
+        }
+        let result = {
+            let mut st = self.shared.lock();
+            loop {
+                if let Some(r) = st.done.remove(&self.next_step) {
+                    st.in_flight -= 1;
+                    break r;
+                }
+                st = self
+                    .shared
+                    .ready
+                    .wait(st)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        self.shared.room.notify_one();
+        self.next_step += 1;
+        if result.is_err() {
+            self.failed = true;
+            self.stop();
+        }
+        Some(result)
+    }
+}
+
+impl<T> std::fmt::Debug for DataLoader<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataLoader")
+            .field("next_step", &self.next_step)
+            .field("batch_size", &self.batch_size)
+            .field("workers", &self.threads.len())
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+impl<T> Drop for DataLoader<T> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,173 @@
+//! Where a batch is gathered: the staging hook and the default buffer pool.
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::dtype::DType;
+use crate::error::{Error, StoreKind};
+
+/// What a [`Staging`] hook is asked for: room for one stream's batch.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct StageRequest<'a> {
+    /// The step being produced.
+    pub step: u64,
+    /// The stream's name.
+    pub stream: &'a str,
+    /// The stream's position among the loader's streams.
+    pub stream_index: usize,
+    /// The stream's contract.
+    pub kind: StoreKind,
+    /// The stream's element type.
+    pub dtype: DType,
+    /// Bytes needed.
+    pub bytes: usize,
+    /// For Dense streams, the batch shape `(B, *item_shape)`.
+    pub shape: Option<&'a [usize]>,
+}
+
+/// A buffer one stream's batch is gathered into.
+///
+/// It must be at least the requested size and start 8-byte aligned, so that
+/// typed views of the batch are possible. An adapter gets its own buffer
+/// type back from a [`Column`](super::Column) with
+/// [`into_buffer`](super::Column::into_buffer) and [`into_any`](Self::into_any).
+pub trait StagedBuffer: Send + 'static {
+    /// The buffer's bytes.
+    fn as_bytes(&self) -> &[u8];
+    /// The buffer's bytes, writable.
+    fn as_bytes_mut(&mut self) -> &mut [u8];
+    /// The concrete buffer, for downcasting.
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+}
+
+/// Decides where each stream's batch is gathered: pinned host memory, a
+/// framework tensor's storage, or (by default) a reusable [`BufferPool`].
+pub trait Staging: Send + Sync + 'static {
+    /// A buffer of at least `request.bytes` bytes.
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error>;
+}
+
+#[derive(Debug)]
+struct PoolInner {
+    free: Mutex<Vec<Vec<u64>>>,
+    max_free: usize,
+    allocations: AtomicU64,
+}
+
+/// The default staging: 8-byte-aligned heap buffers that return to the pool
+/// when their batch is dropped, so a steady-state loader allocates nothing.
+#[derive(Debug, Clone)]
+pub struct BufferPool {
+    inner: Arc<PoolInner>,
+}
+
+impl BufferPool {
+    /// A pool that keeps at most `max_free` idle buffers.
+    pub fn new(max_free: usize) -> BufferPool {
+        BufferPool {
+            inner: Arc::new(PoolInner {
+                free: Mutex::new(Vec::new()),
+                max_free,
+                allocations: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// How many times the pool allocated or grew a buffer.
+    pub fn allocations(&self) -> u64 {
+        self.inner.allocations.load(Ordering::Relaxed)
+    }
+
+    /// A buffer of `bytes` bytes.
+    pub fn take(&self, bytes: usize) -> PooledBuffer {
+        let words = bytes.div_ceil(8);
+        let reused = {
+            let mut free = self.inner.free.lock().unwrap_or_else(|p| p.into_inner());
+            // Best fit: the smallest idle buffer that is large enough, else
+            // the largest one, grown.
+            let fit = free
+                .iter()
+                .enumerate()
+                .filter(|(_, v)| v.len() >= words)
+                .min_by_key(|(_, v)| v.len())
+                .or_else(|| free.iter().enumerate().max_by_key(|(_, v)| v.len()))
+                .map(|(i, _)| i);
+            fit.map(|i| free.swap_remove(i))
+        };
+        let storage = match reused {
+            Some(v) if v.len() >= words => v,
+            other => {
+                // Grow to a power of two so slowly growing ragged batches
+                // reallocate rarely.
+                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+                let mut v = other.unwrap_or_default();
+                v.resize(words.next_power_of_two(), 0);
+                v
+            }
+        };
+        PooledBuffer {
+            storage,
+            len: bytes,
+            pool: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl Staging for BufferPool {
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+        Ok(Box::new(self.take(request.bytes)))
+    }
+}
+
+/// A buffer from a [`BufferPool`]; goes back to the pool on drop.
+#[derive(Debug)]
+pub struct PooledBuffer {
+    storage: Vec<u64>,
+    len: usize,
+    pool: Arc<PoolInner>,
+}
+
+impl StagedBuffer for PooledBuffer {
+    fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.storage)[..self.len]
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.storage)[..self.len]
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+impl Drop for PooledBuffer {
+    fn drop(&mut self) {
+        let mut free = self.pool.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < self.pool.max_free {
+            free.push(std::mem::take(&mut self.storage));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pool_reuses_buffers() {
+        let pool = BufferPool::new(2);
+        let a = pool.take(100);
+        assert_eq!(a.as_bytes().len(), 100);
+        assert_eq!(a.as_bytes().as_ptr() as usize % 8, 0);
+        drop(a);
+        let b = pool.take(64);
+        assert_eq!(b.as_bytes().len(), 64);
+        assert_eq!(pool.allocations(), 1);
+        drop(b);
+        let _c = pool.take(1000);
+        assert_eq!(pool.allocations(), 2);
+    }
+}

@@ -1,0 +1,194 @@
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::*;
+
+fn mode(m: u8) -> SamplerMode {
+    [
+        SamplerMode::Sequential,
+        SamplerMode::Iid,
+        SamplerMode::Cyclic,
+    ][m as usize % 3]
+}
+
+/// Upper quantile of chi-square with `k` degrees of freedom at p = 1e-6
+/// (Wilson–Hilferty), so a correct sampler fails with negligible probability.
+fn chi2_limit(k: f64) -> f64 {
+    let z = 4.753; // one-sided normal quantile for 1e-6
+    let t = 2.0 / (9.0 * k);
+    k * (1.0 - t + z * t.sqrt()).powi(3)
+}
+
+fn chi2(counts: &[u64], expected: f64) -> f64 {
+    counts
+        .iter()
+        .map(|&c| (c as f64 - expected).powi(2) / expected)
+        .sum()
+}
+
+proptest! {
+    #[test]
+    fn feistel_is_a_permutation(n in 1u64..3000, key in any::<u64>()) {
+        let p = FeistelPermutation::new(n, key);
+        let mut seen = vec![false; n as usize];
+        for x in 0..n {
+            let y = p.apply(x);
+            prop_assert!(y < n);
+            prop_assert!(!seen[y as usize]);
+            seen[y as usize] = true;
+        }
+    }
+
+    #[test]
+    fn seek_equals_replay(m in 0u8..3, len in 1u64..500, b in 1usize..20, seed in any::<u64>(), k in 0u64..50) {
+        prop_assume!(mode(m) == SamplerMode::Iid || b as u64 <= len);
+        let mut replay = Sampler::new(len, b, mode(m), seed).unwrap();
+        for _ in 0..k {
+            replay.next_batch();
+        }
+        let expected = replay.next_batch().to_vec();
+        prop_assert_eq!(expected.len(), b);
+        prop_assert!(expected.iter().all(|&i| i < len));
+        let mut sought = Sampler::new(len, b, mode(m), seed).unwrap();
+        sought.seek(k);
+        prop_assert_eq!(sought.next_batch(), &expected[..]);
+        prop_assert_eq!(sought.step(), k + 1);
+    }
+
+    #[test]
+    fn shards_are_disjoint_and_cover(
+        m in prop_oneof![Just(0u8), Just(2u8)],
+        len in 1u64..400,
+        b in 1usize..8,
+        w in 1usize..5,
+        seed in any::<u64>(),
+        cycle in 0u64..3,
+    ) {
+        prop_assume!((b * w) as u64 <= len);
+        let ranks: Vec<Sampler> = (0..w)
+            .map(|r| Sampler::new(len, b, mode(m), seed).unwrap().shard(r, w).unwrap())
+            .collect();
+        let spc = ranks[0].steps_per_cycle();
+        prop_assert_eq!(spc, len / (b * w) as u64);
+        let mut seen = HashSet::new();
+        for s in ranks.iter() {
+            prop_assert_eq!(s.steps_per_cycle(), spc);
+            let mut out = vec![0; b];
+            for step in cycle * spc..(cycle + 1) * spc {
+                s.fill(step, &mut out);
+                for &i in &out {
+                    prop_assert!(i < len);
+                    prop_assert!(seen.insert(i), "index {} repeated within a cycle", i);
+                }
+            }
+        }
+        // Everything but the remainder (less than one global batch) is covered.
+        prop_assert_eq!(seen.len() as u64, spc * (b * w) as u64);
+        prop_assert!(len - (seen.len() as u64) < (b * w) as u64);
+    }
+}
+
+#[test]
+fn sequential_is_a_circular_sliding_window() {
+    let mut s = Sampler::new(10, 4, SamplerMode::Sequential, 0).unwrap();
+    assert_eq!(s.next_batch(), &[0, 1, 2, 3]);
+    assert_eq!(s.next_batch(), &[4, 5, 6, 7]);
+    assert_eq!(s.next_batch(), &[8, 9, 0, 1]);
+    let s = Sampler::new(10, 2, SamplerMode::Sequential, 0)
+        .unwrap()
+        .shard(1, 2)
+        .unwrap();
+    let mut out = [0; 2];
+    s.fill(0, &mut out);
+    assert_eq!(out, [2, 3]);
+}
+
+#[test]
+fn cyclic_remainder_differs_between_cycles() {
+    let s = Sampler::new(103, 10, SamplerMode::Cyclic, 5).unwrap();
+    let dropped = |cycle: u64| {
+        let mut seen = HashSet::new();
+        let mut out = [0; 10];
+        for step in cycle * 10..cycle * 10 + 10 {
+            s.fill(step, &mut out);
+            seen.extend(out);
+        }
+        (0..103).filter(|i| !seen.contains(i)).collect::<Vec<u64>>()
+    };
+    let (a, b, c) = (dropped(0), dropped(1), dropped(2));
+    assert_eq!(a.len(), 3);
+    assert!(a != b || b != c, "the dropped remainder never changes");
+}
+
+#[test]
+fn invalid_configurations_are_errors() {
+    assert!(Sampler::new(0, 1, SamplerMode::Iid, 0).is_err());
+    assert!(Sampler::new(5, 0, SamplerMode::Iid, 0).is_err());
+    assert!(Sampler::new(5, 6, SamplerMode::Cyclic, 0).is_err());
+    assert!(Sampler::new(5, 6, SamplerMode::Iid, 0).is_ok());
+    let s = Sampler::new(10, 3, SamplerMode::Cyclic, 0).unwrap();
+    assert!(s.clone().shard(2, 2).is_err());
+    assert!(s.clone().shard(0, 0).is_err());
+    assert!(s.shard(0, 4).is_err()); // 3 * 4 > 10
+    assert!("random".parse::<SamplerMode>().is_err());
+}
+
+#[test]
+fn iid_is_uniform() {
+    // 10 bins, 200k draws from fixed seeds: chi-square with 9 degrees of freedom.
+    for seed in [1u64, 2, 3] {
+        let mut s = Sampler::new(10, 1000, SamplerMode::Iid, seed).unwrap();
+        let mut counts = [0u64; 10];
+        for _ in 0..200 {
+            s.next_batch().iter().for_each(|&i| counts[i as usize] += 1);
+        }
+        let stat = chi2(&counts, 20_000.0);
+        assert!(
+            stat < chi2_limit(9.0),
+            "seed {seed}: chi2 {stat} over {counts:?}"
+        );
+    }
+    // A length just above 2^63 is where a modulo reduction is most biased:
+    // the top half of the range would be hit half as often. Count halves.
+    let n = (1u64 << 63) + (1 << 62);
+    let mut s = Sampler::new(n, 1000, SamplerMode::Iid, 9).unwrap();
+    let mut low = 0u64;
+    for _ in 0..100 {
+        low += s.next_batch().iter().filter(|&&i| i < n / 2).count() as u64;
+    }
+    let stat = chi2(&[low, 100_000 - low], 50_000.0);
+    assert!(stat < chi2_limit(1.0), "halves {low} / {}", 100_000 - low);
+}
+
+#[test]
+fn cyclic_positions_are_uniform() {
+    // Where each of 8 records lands within its cycle, over 16k cycles: an 8x8
+    // contingency table with 49 degrees of freedom.
+    let s = Sampler::new(8, 2, SamplerMode::Cyclic, 11).unwrap();
+    let cycles = 16_000u64;
+    let mut table = vec![0u64; 64];
+    let mut out = [0u64; 2];
+    for c in 0..cycles {
+        for step in 0..4 {
+            s.fill(c * 4 + step, &mut out);
+            for (j, &i) in out.iter().enumerate() {
+                table[i as usize * 8 + step as usize * 2 + j] += 1;
+            }
+        }
+    }
+    let stat = chi2(&table, cycles as f64 / 8.0);
+    assert!(stat < chi2_limit(49.0), "chi2 {stat}");
+}
+
+#[test]
+fn iterator_matches_next_batch() {
+    let a: Vec<Vec<u64>> = Sampler::new(50, 5, SamplerMode::Cyclic, 3)
+        .unwrap()
+        .take(12)
+        .collect();
+    let mut s = Sampler::new(50, 5, SamplerMode::Cyclic, 3).unwrap();
+    for batch in a {
+        assert_eq!(s.next_batch(), &batch[..]);
+    }
+}

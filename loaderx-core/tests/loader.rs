@@ -1,0 +1,432 @@
+//! The DataLoader: step order, exact resume, bounded memory, failures, shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+use std::any::Any;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
+
+use loaderx_core::loader::{Batch, DataLoader, StageRequest, StagedBuffer, Staging};
+use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{
+    Codec, Dense, DenseWriter, DynDense, Error, ErrorKind, Ragged, RaggedWriter,
+    digest::DigestBuilder,
+};
+
+const N: u64 = 1000;
+
+/// Dense `x` (u32[3] = [i, 2i, 3i]), Dense `y` (u8 scalar = i % 251), Ragged
+/// `tok` (u16 record of length 1 + i % 7, all equal to i).
+fn stores(dir: &Path) {
+    let x: Vec<u32> = (0..N as u32).flat_map(|i| [i, 2 * i, 3 * i]).collect();
+    let mut w = DenseWriter::<u32>::create(dir.join("x"), &[3], Codec::Zstd).unwrap();
+    w.append_slice(&x, N as usize).unwrap();
+    w.close().unwrap();
+    let y: Vec<u8> = (0..N).map(|i| (i % 251) as u8).collect();
+    let mut w = DenseWriter::<u8>::create(dir.join("y"), &[], Codec::Raw).unwrap();
+    w.append_slice(&y, N as usize).unwrap();
+    w.close().unwrap();
+    let mut w = RaggedWriter::<u16>::create(dir.join("tok"), 1, Codec::Zstd).unwrap();
+    w.append((0..N).map(|i| vec![i as u16; 1 + i as usize % 7]))
+        .unwrap();
+    w.close().unwrap();
+}
+
+fn builder(dir: &Path) -> loaderx_core::DataLoaderBuilder {
+    DataLoader::builder()
+        .stream("x", Dense::<u32>::open(dir.join("x")).unwrap())
+        .stream("y", Dense::<u8>::open(dir.join("y")).unwrap())
+        .stream("tok", Ragged::<u16>::open(dir.join("tok")).unwrap())
+        .batch_size(32)
+        .seed(9)
+}
+
+/// A fingerprint of everything a batch holds.
+fn fingerprint(b: &Batch) -> (u64, Vec<u64>, String) {
+    let mut d = DigestBuilder::new();
+    for c in b.columns() {
+        d.push(c.shape().unwrap_or(&[]), c.bytes());
+    }
+    (b.step(), b.indices().to_vec(), d.finish().sha256)
+}
+
+fn check_alignment(b: &Batch) {
+    let x = b.dense::<u32>("x").unwrap();
+    let y = b.dense::<u8>("y").unwrap();
+    let tok = b.ragged::<u16>("tok").unwrap();
+    assert_eq!(x.shape(), &[32, 3]);
+    for (k, &i) in b.indices().iter().enumerate() {
+        assert_eq!(x[[k, 2]], 3 * i as u32);
+        assert_eq!(y[[k]], (i % 251) as u8);
+        assert_eq!(tok[k].len(), 1 + i as usize % 7);
+        assert!(tok[k].iter().all(|&t| t == i as u16));
+    }
+}
+
+#[test]
+fn step_order_and_exact_resume_for_any_worker_count() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let reference: Vec<_> = builder(dir.path())
+        .workers(1)
+        .build()
+        .unwrap()
+        .take(40)
+        .map(|b| {
+            let b = b.unwrap();
+            check_alignment(&b);
+            fingerprint(&b)
+        })
+        .collect();
+    for (k, f) in reference.iter().enumerate() {
+        assert_eq!(f.0, k as u64);
+    }
+    let sampler = Sampler::new(N, 32, SamplerMode::Cyclic, 9).unwrap();
+    assert_eq!(reference[17].1, sampler.clone().nth(17).unwrap());
+    for workers in [1, 2, 4] {
+        let full: Vec<_> = builder(dir.path())
+            .workers(workers)
+            .prefetch(3)
+            .build()
+            .unwrap()
+            .take(40)
+            .map(|b| fingerprint(&b.unwrap()))
+            .collect();
+        assert_eq!(full, reference, "{workers} workers");
+        let resumed = builder(dir.path())
+            .workers(workers)
+            .start_step(23)
+            .build()
+            .unwrap();
+        assert_eq!(resumed.step(), 23);
+        let resumed: Vec<_> = resumed.take(17).map(|b| fingerprint(&b.unwrap())).collect();
+        assert_eq!(resumed, reference[23..], "resume with {workers} workers");
+    }
+}
+
+#[test]
+fn transform_runs_on_workers_and_keeps_order() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let main = std::thread::current().id();
+    let loader = builder(dir.path())
+        .workers(3)
+        .build_with(move |b: Batch| {
+            assert_ne!(std::thread::current().id(), main);
+            // Uneven work so workers finish out of order.
+            if b.step().is_multiple_of(3) {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Ok::<_, Error>((b.step(), b.dense::<u32>("x")?.sum()))
+        })
+        .unwrap();
+    for (k, r) in loader.take(30).enumerate() {
+        assert_eq!(r.unwrap().0, k as u64);
+    }
+}
+
+/// Counts live staged buffers, to prove the memory bound by accounting.
+#[derive(Default)]
+struct Counting {
+    live: Arc<AtomicUsize>,
+    max_live: Arc<AtomicUsize>,
+    fail_at: Option<u64>,
+    panic_at: Option<u64>,
+}
+
+struct CountedBuf {
+    bytes: Vec<u64>,
+    len: usize,
+    live: Arc<AtomicUsize>,
+}
+
+impl StagedBuffer for CountedBuf {
+    fn as_bytes(&self) -> &[u8] {
+        &bytemuck_bytes(&self.bytes)[..self.len]
+    }
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut bytemuck_bytes_mut(&mut self.bytes)[..len]
+    }
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+impl Drop for CountedBuf {
+    fn drop(&mut self) {
+        self.live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn bytemuck_bytes(v: &[u64]) -> &[u8] {
+    bytemuck::cast_slice(v)
+}
+
+fn bytemuck_bytes_mut(v: &mut [u64]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(v)
+}
+
+impl Staging for Counting {
+    fn stage(&self, r: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+        if Some(r.step) == self.fail_at {
+            return Err(Error::from(ErrorKind::InvalidArgument {
+                message: "staging refused".into(),
+            }));
+        }
+        if Some(r.step) == self.panic_at {
+            panic!("staging hook panicked at step {}", r.step);
+        }
+        let now = self.live.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_live.fetch_max(now, Ordering::SeqCst);
+        Ok(Box::new(CountedBuf {
+            bytes: vec![0; r.bytes.div_ceil(8)],
+            len: r.bytes,
+            live: Arc::clone(&self.live),
+        }))
+    }
+}
+
+#[test]
+fn memory_is_bounded_by_workers_plus_prefetch() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    for (workers, prefetch) in [(1, 1), (2, 3), (4, 2)] {
+        let staging = Counting::default();
+        let (live, max_live) = (Arc::clone(&staging.live), Arc::clone(&staging.max_live));
+        let mut loader = builder(dir.path())
+            .workers(workers)
+            .prefetch(prefetch)
+            .staging(staging)
+            .build()
+            .unwrap();
+        // A slow consumer that keeps the last 2 batches alive.
+        let mut held = std::collections::VecDeque::new();
+        for _ in 0..60 {
+            held.push_back(loader.next().unwrap().unwrap());
+            if held.len() > 2 {
+                held.pop_front();
+            }
+            std::thread::yield_now();
+        }
+        let cap = workers + prefetch;
+        assert!(loader.stats().max_in_flight <= cap, "{:?}", loader.stats());
+        assert!(loader.stats().max_in_flight >= 1);
+        // 3 streams per batch; in flight plus the 2 the consumer holds plus
+        // the one being handed over.
+        let bound = 3 * (cap + 3);
+        assert!(
+            max_live.load(Ordering::SeqCst) <= bound,
+            "{} > {bound}",
+            max_live.load(Ordering::SeqCst)
+        );
+        drop(held);
+        drop(loader);
+        assert_eq!(live.load(Ordering::SeqCst), 0, "buffers leaked");
+    }
+    // The default pool recycles: 200 steps allocate no more than the window holds.
+    let mut loader = builder(dir.path()).workers(2).prefetch(2).build().unwrap();
+    for _ in 0..200 {
+        drop(loader.next().unwrap().unwrap());
+    }
+    let stats = loader.stats();
+    assert!(stats.pool_allocations <= 3 * (4 + 2) as u64, "{stats:?}");
+}
+
+#[test]
+fn failures_reach_the_consumer_then_the_iterator_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    // Transform error at step 5.
+    let mut loader = builder(dir.path())
+        .workers(3)
+        .build_with(|b: Batch| {
+            if b.step() == 5 {
+                Err("bad batch".to_string())
+            } else {
+                Ok(b.step())
+            }
+        })
+        .unwrap();
+    for k in 0..5 {
+        assert_eq!(loader.next().unwrap().unwrap(), k);
+    }
+    let e = loader.next().unwrap().unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Transform { step: 5, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("bad batch"));
+    assert!(loader.next().is_none());
+
+    // Transform panic at step 2.
+    let mut loader = builder(dir.path())
+        .workers(2)
+        .build_with(|b: Batch| -> Result<u64, Error> {
+            assert!(b.step() != 2, "boom at two");
+            Ok(b.step())
+        })
+        .unwrap();
+    assert!(loader.next().unwrap().is_ok());
+    assert!(loader.next().unwrap().is_ok());
+    let e = loader.next().unwrap().unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::WorkerPanicked { step: 2, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("boom at two"));
+    assert!(loader.next().is_none());
+
+    // Staging error and staging panic.
+    let staging = Counting {
+        fail_at: Some(3),
+        ..Counting::default()
+    };
+    let results: Vec<_> = builder(dir.path())
+        .staging(staging)
+        .build()
+        .unwrap()
+        .collect();
+    assert_eq!(results.len(), 4);
+    assert!(results[3].is_err());
+    let staging = Counting {
+        panic_at: Some(0),
+        ..Counting::default()
+    };
+    let results: Vec<_> = builder(dir.path())
+        .staging(staging)
+        .build()
+        .unwrap()
+        .collect();
+    assert_eq!(results.len(), 1);
+
+    // Gather error: damage a record's stored dims in the ragged stream.
+    let damaged = tempfile::tempdir().unwrap();
+    stores(damaged.path());
+    let mut w = RaggedWriter::<u16>::create(damaged.path().join("bad"), 1, Codec::Raw).unwrap();
+    w.append((0..N).map(|i| vec![i as u16; 2])).unwrap();
+    w.close().unwrap();
+    std::fs::write(
+        damaged.path().join("bad").join("data_0.zr"),
+        vec![0xff; 12 * 250],
+    )
+    .unwrap();
+    let results: Vec<_> = builder(damaged.path())
+        .stream(
+            "bad",
+            Ragged::<u16>::open(damaged.path().join("bad")).unwrap(),
+        )
+        .build()
+        .unwrap()
+        .collect();
+    let e = results.last().unwrap().as_ref().unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Gather { step: 0, stream, .. } if stream == "bad"),
+        "{e}"
+    );
+}
+
+/// Runs `f` on another thread and fails if it takes more than 20 s.
+fn within_watchdog(f: impl FnOnce() + Send + 'static) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        f();
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(Duration::from_secs(20))
+        .expect("loader did not shut down in time");
+}
+
+#[test]
+fn dropping_stops_and_joins_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    for consumed in [0, 1, 7] {
+        let loader = builder(dir.path()).workers(4).prefetch(3).build().unwrap();
+        within_watchdog(move || {
+            let mut loader = loader;
+            for _ in 0..consumed {
+                loader.next().unwrap().unwrap();
+            }
+            // Let the workers fill the window before dropping.
+            std::thread::sleep(Duration::from_millis(50));
+            drop(loader);
+        });
+    }
+    // Slow transform: drop waits only for batches already being made.
+    let loader = builder(dir.path())
+        .workers(2)
+        .build_with(|b: Batch| {
+            std::thread::sleep(Duration::from_millis(30));
+            Ok::<_, Error>(b.step())
+        })
+        .unwrap();
+    within_watchdog(move || drop(loader));
+}
+
+#[test]
+fn shards_read_disjoint_indices() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let a: Vec<Vec<u64>> = builder(dir.path())
+        .shard(0, 2)
+        .build()
+        .unwrap()
+        .take(15)
+        .map(|b| b.unwrap().indices().to_vec())
+        .collect();
+    let b: Vec<Vec<u64>> = builder(dir.path())
+        .shard(1, 2)
+        .build()
+        .unwrap()
+        .take(15)
+        .map(|b| b.unwrap().indices().to_vec())
+        .collect();
+    let loader = builder(dir.path()).shard(1, 2).build().unwrap();
+    assert_eq!(loader.steps_per_cycle(), N / 64);
+    let mut seen = std::collections::HashSet::new();
+    for batch in a.iter().chain(&b) {
+        for &i in batch {
+            assert!(seen.insert(i), "index {i} read twice within a cycle");
+        }
+    }
+}
+
+#[test]
+fn bad_configurations_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    assert!(DataLoader::builder().build().is_err());
+    let mut w = DenseWriter::<u8>::create(dir.path().join("short"), &[], Codec::Raw).unwrap();
+    w.append_slice(&[1, 2, 3], 3).unwrap();
+    w.close().unwrap();
+    let e = builder(dir.path())
+        .stream("short", DynDense::open(dir.path().join("short")).unwrap())
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("same number of records"), "{e}");
+    assert!(
+        builder(dir.path())
+            .stream("x", DynDense::open(dir.path().join("x")).unwrap())
+            .build()
+            .is_err()
+    );
+    assert!(builder(dir.path()).workers(0).build().is_err());
+    assert!(builder(dir.path()).batch_size(0).build().is_err());
+    assert!(builder(dir.path()).shard(2, 2).build().is_err());
+    assert!(
+        builder(dir.path())
+            .sampler(Sampler::new(5, 2, SamplerMode::Iid, 0).unwrap())
+            .build()
+            .is_err()
+    );
+    // A caller-built sampler drives the loader.
+    let s = Sampler::new(N, 8, SamplerMode::Sequential, 0).unwrap();
+    let mut l = builder(dir.path()).sampler(s).build().unwrap();
+    assert_eq!(
+        l.next().unwrap().unwrap().indices(),
+        &[0, 1, 2, 3, 4, 5, 6, 7]
+    );
+}
