@@ -44,7 +44,7 @@
 //!     let tok = batch.ragged::<u32>("tok")?;     // 16 views
 //!     assert_eq!(x[[0, 0]] as u32 / 4, tok[0][0]); // streams line up
 //! }
-//! # Ok::<(), loaderx_core::Error>(())
+//! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 mod batch;
