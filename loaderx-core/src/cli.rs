@@ -11,6 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::codec::Codec;
 use crate::error::Error;
 use crate::store::Store;
 
@@ -41,6 +42,29 @@ pub enum Command {
         /// Store directory.
         store: PathBuf,
     },
+    /// Convert a dataset to Zrecord stores under OUT/<split>/<column>.
+    #[command(subcommand)]
+    Convert(Convert),
+}
+
+/// A `loaderx convert` source.
+#[derive(Debug, Subcommand)]
+pub enum Convert {
+    /// MNIST-format IDX files: DIR holds train-images-idx3-ubyte,
+    /// train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
+    /// t10k-labels-idx1-ubyte, each optionally gzipped.
+    Idx {
+        /// Directory with the four IDX files.
+        dir: PathBuf,
+        /// Output root (must not exist).
+        out: PathBuf,
+        /// raw, zstd or zstd_dict.
+        #[arg(long, default_value = "zstd")]
+        codec: Codec,
+        /// Payload shards per store (1..=255).
+        #[arg(long, default_value_t = 4)]
+        shards: usize,
+    },
 }
 
 /// Runs the tool with the process arguments.
@@ -67,6 +91,24 @@ pub fn run(command: &Command) -> Result<String, Error> {
             let s = Store::open(store)?;
             s.for_each_record(|_, _, _| Ok(()))?;
             Ok(format!("ok: {} records verified", s.len()))
+        }
+        Command::Convert(Convert::Idx {
+            dir,
+            out,
+            codec,
+            shards,
+        }) => {
+            let summary = crate::convert::idx::convert_idx_dir(dir, out, *codec, *shards)?;
+            let splits: Vec<String> = summary
+                .splits
+                .iter()
+                .map(|s| format!("{}: {} records of {:?}", s.name, s.records, s.image_shape))
+                .collect();
+            Ok(format!(
+                "wrote {} ({})",
+                summary.root.display(),
+                splits.join(", ")
+            ))
         }
     }
 }

@@ -57,6 +57,7 @@
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod codec;
+pub mod convert;
 pub mod dense;
 pub mod digest;
 pub mod dtype;

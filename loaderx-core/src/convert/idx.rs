@@ -1,0 +1,283 @@
+//! IDX files (the MNIST file format) to Zrecord.
+//!
+//! An IDX file is two zero bytes, a type code (`0x08` u8, `0x09` i8, `0x0B`
+//! i16, `0x0C` i32, `0x0D` f32, `0x0E` f64), the number of dimensions, each
+//! dimension as a big-endian u32, then the big-endian elements in C order.
+//! Files may be gzip-compressed (`.gz`).
+//!
+//! [`convert_idx_dir`] turns the four standard MNIST / Fashion-MNIST files
+//! into `OUT/{train,test}/{image,label}`:
+//!
+//! ```no_run
+//! use loaderx_core::Codec;
+//! use loaderx_core::convert::idx::convert_idx_dir;
+//!
+//! let summary = convert_idx_dir("/usr/share/datasets/fashion-mnist", "fashion", Codec::Zstd, 4)?;
+//! assert_eq!(summary.splits[0].records, 60_000);
+//! # Ok::<(), loaderx_core::Error>(())
+//! ```
+
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use flate2::read::GzDecoder;
+
+use super::convert_error;
+use super::output::StagedRoot;
+use crate::codec::{Codec, train_dict_from_array};
+use crate::dense::DynDenseWriter;
+use crate::dtype::DType;
+use crate::error::Error;
+use crate::options::CreateOptions;
+
+/// A decoded IDX array: little-endian C-order elements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IdxArray {
+    /// Element type.
+    pub dtype: DType,
+    /// Dimensions; the first one counts records.
+    pub dims: Vec<usize>,
+    /// Elements, little-endian, C order.
+    pub data: Vec<u8>,
+}
+
+fn idx_dtype(code: u8) -> Option<DType> {
+    Some(match code {
+        0x08 => DType::U8,
+        0x09 => DType::I8,
+        0x0B => DType::I16,
+        0x0C => DType::I32,
+        0x0D => DType::F32,
+        0x0E => DType::F64,
+        _ => return None,
+    })
+}
+
+/// Reads one IDX file (gzip-compressed when its name ends in `.gz`).
+pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
+    let path = path.as_ref();
+    let name = path.display().to_string();
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
+        Box::new(GzDecoder::new(BufReader::new(file)))
+    } else {
+        Box::new(BufReader::new(file))
+    };
+    let io = |e: std::io::Error| convert_error(&name, format!("cannot read IDX data: {e}"));
+    let mut magic = [0u8; 4];
+    reader.read_exact(&mut magic).map_err(io)?;
+    if magic[0] != 0 || magic[1] != 0 {
+        return Err(convert_error(&name, "not an IDX file (bad magic)"));
+    }
+    let dtype = idx_dtype(magic[2])
+        .ok_or_else(|| convert_error(&name, format!("unknown IDX type code 0x{:02x}", magic[2])))?;
+    let ndims = usize::from(magic[3]);
+    if ndims == 0 {
+        return Err(convert_error(&name, "IDX file declares zero dimensions"));
+    }
+    let mut dims = Vec::with_capacity(ndims);
+    for _ in 0..ndims {
+        let mut d = [0u8; 4];
+        reader.read_exact(&mut d).map_err(io)?;
+        dims.push(u32::from_be_bytes(d) as usize);
+    }
+    let bytes = dims
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| convert_error(&name, format!("dimensions {dims:?} overflow")))?;
+    // Read what is there (never allocating from the header alone), then check.
+    let mut data = Vec::new();
+    reader
+        .take(bytes as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(io)?;
+    if data.len() != bytes {
+        return Err(convert_error(
+            &name,
+            format!(
+                "dimensions {dims:?} need {bytes} bytes of data, file holds {}{}",
+                data.len().min(bytes),
+                if data.len() > bytes {
+                    " and more (trailing bytes)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    if dtype.size() > 1 {
+        for chunk in data.chunks_exact_mut(dtype.size()) {
+            chunk.reverse();
+        }
+    }
+    Ok(IdxArray { dtype, dims, data })
+}
+
+/// One converted split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdxSplit {
+    /// `train` or `test`.
+    pub name: String,
+    /// Records in each of its stores.
+    pub records: u64,
+    /// Shape of one image.
+    pub image_shape: Vec<usize>,
+}
+
+/// What [`convert_idx_dir`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdxSummary {
+    /// The published root.
+    pub root: PathBuf,
+    /// The splits, train first.
+    pub splits: Vec<IdxSplit>,
+}
+
+const SPLITS: [(&str, &str); 2] = [("train", "train"), ("test", "t10k")];
+
+fn find(dir: &Path, stem: &str) -> Result<PathBuf, Error> {
+    let plain = dir.join(stem);
+    let gz = dir.join(format!("{stem}.gz"));
+    [plain, gz]
+        .into_iter()
+        .find(|p| p.is_file())
+        .ok_or_else(|| {
+            convert_error(
+                dir.display().to_string(),
+                format!("missing {stem} (or {stem}.gz)"),
+            )
+        })
+}
+
+fn write_store(
+    path: &Path,
+    array: &IdxArray,
+    item_shape: &[usize],
+    codec: Codec,
+    shards: usize,
+) -> Result<(), Error> {
+    let mut options = CreateOptions::new(codec).data_shards(shards);
+    let records = array.dims[0];
+    if codec == Codec::ZstdDict {
+        let mut shape = vec![records];
+        shape.extend_from_slice(item_shape);
+        let dict = match array.dtype {
+            DType::U8 => train_dict_from_array(
+                &ndarray::ArrayViewD::from_shape(shape, &array.data)
+                    .map_err(|e| Error::invalid(e.to_string()))?,
+            )?,
+            // Other types train on their bytes as records of u8.
+            _ => crate::codec::train_dict(array.data.chunks(array.data.len() / records.max(1)))?,
+        };
+        options = options.dict_bytes(dict);
+    }
+    let mut w = DynDenseWriter::create(path, array.dtype, item_shape, &options)?;
+    if records > 0 {
+        w.append_bytes(&array.data, records)?;
+    }
+    w.close()
+}
+
+/// Converts the standard MNIST-format files in `dir` (`train-images-idx3-ubyte`,
+/// `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`,
+/// each optionally `.gz`) to `out/{train,test}/{image,label}`.
+pub fn convert_idx_dir(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    codec: Codec,
+    shards: usize,
+) -> Result<IdxSummary, Error> {
+    let dir = dir.as_ref();
+    let root = StagedRoot::new(out)?;
+    let mut splits = Vec::new();
+    for (split, prefix) in SPLITS {
+        let images_path = find(dir, &format!("{prefix}-images-idx3-ubyte"))?;
+        let labels_path = find(dir, &format!("{prefix}-labels-idx1-ubyte"))?;
+        let images = read_idx(&images_path)?;
+        let labels = read_idx(&labels_path)?;
+        let name = |p: &Path| p.display().to_string();
+        if images.dims.len() < 2 {
+            return Err(convert_error(
+                name(&images_path),
+                "images need at least 2 dimensions",
+            ));
+        }
+        if labels.dims.len() != 1 {
+            return Err(convert_error(
+                name(&labels_path),
+                format!("labels must be 1-dimensional, got {:?}", labels.dims),
+            ));
+        }
+        if images.dims[0] != labels.dims[0] {
+            return Err(convert_error(
+                name(dir),
+                format!(
+                    "{split}: {} images but {} labels",
+                    images.dims[0], labels.dims[0]
+                ),
+            ));
+        }
+        let image_shape = images.dims[1..].to_vec();
+        write_store(
+            &root.store_path(split, "image")?,
+            &images,
+            &image_shape,
+            codec,
+            shards,
+        )?;
+        write_store(
+            &root.store_path(split, "label")?,
+            &labels,
+            &[],
+            codec,
+            shards,
+        )?;
+        splits.push(IdxSplit {
+            name: split.to_owned(),
+            records: images.dims[0] as u64,
+            image_shape,
+        });
+    }
+    Ok(IdxSummary {
+        root: root.publish()?,
+        splits,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn idx(code: u8, dims: &[u32], data: &[u8]) -> Vec<u8> {
+        let mut out = vec![0, 0, code, dims.len() as u8];
+        for d in dims {
+            out.extend_from_slice(&d.to_be_bytes());
+        }
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn reads_and_validates() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a");
+        std::fs::write(&p, idx(0x0B, &[2], &[0x01, 0x02, 0xff, 0xfe])).unwrap();
+        let a = read_idx(&p).unwrap();
+        assert_eq!(a.dtype, DType::I16);
+        assert_eq!(a.data, [0x02, 0x01, 0xfe, 0xff]);
+        for (bytes, why) in [
+            (idx(0x08, &[3], &[1, 2]), "need 3 bytes"),
+            (idx(0x08, &[1], &[1, 2]), "trailing"),
+            (idx(0x07, &[1], &[1]), "type code"),
+            (vec![1, 0, 8, 1, 0, 0, 0, 1, 5], "magic"),
+            (idx(0x08, &[], &[]), "zero dimensions"),
+            (idx(0x08, &[u32::MAX, u32::MAX, u32::MAX], &[1]), "need"),
+            (vec![0, 0], "cannot read"),
+        ] {
+            std::fs::write(&p, bytes).unwrap();
+            let e = read_idx(&p).unwrap_err().to_string();
+            assert!(e.contains(why), "{e} (expected {why})");
+        }
+    }
+}
