@@ -4,7 +4,10 @@
 //!   shards, length, logical and on-disk bytes;
 //! - `loaderx digest STORE`: `<sha256-hex>  <length>`, the canonical digest;
 //! - `loaderx verify STORE`: reads and decodes every record; exits non-zero
-//!   with a one-line message naming the problem and the record.
+//!   with a one-line message naming the problem and the record;
+//! - `loaderx convert idx DIR OUT`: MNIST-format IDX files to stores;
+//! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
+//!   printing the commit sha it was read at.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +68,58 @@ pub enum Convert {
         #[arg(long, default_value_t = 4)]
         shards: usize,
     },
+    /// A Hugging Face Hub dataset (its parquet files): writes
+    /// OUT/SPLIT/COLUMN stores and prints the commit sha it was read at.
+    /// The token comes from --token, else HF_TOKEN, else the token file of
+    /// `huggingface-cli login`; HF_ENDPOINT and HF_HOME are honoured.
+    Hf {
+        /// Dataset repo id, e.g. ylecun/mnist.
+        repo: String,
+        /// Output root (must not exist).
+        out: PathBuf,
+        /// Branch, tag or commit sha.
+        #[arg(long, default_value = "main")]
+        revision: String,
+        /// Dataset config (subset), needed when there are several.
+        #[arg(long)]
+        config: Option<String>,
+        /// Splits to convert (default: all).
+        #[arg(long = "split", num_args = 1.., value_name = "SPLIT")]
+        splits: Vec<String>,
+        /// Access token for gated or private datasets (prefer HF_TOKEN: command lines are visible to other users).
+        #[arg(long)]
+        token: Option<Secret>,
+        /// Hub address (default: HF_ENDPOINT, else the public Hub, huggingface.co).
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// hf-hub cache directory (default: $HF_HOME/hub, else ~/.cache/huggingface/hub).
+        #[arg(long)]
+        cache_dir: Option<PathBuf>,
+        /// raw or zstd.
+        #[arg(long, default_value = "zstd")]
+        codec: Codec,
+        /// Payload shards per store (1..=255).
+        #[arg(long, default_value_t = 4)]
+        shards: usize,
+    },
+}
+
+/// A command-line secret (an access token): `Debug` never shows it.
+#[derive(Clone)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+impl std::str::FromStr for Secret {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Secret(s.to_owned()))
+    }
 }
 
 /// Runs the tool with the process arguments.
@@ -109,6 +164,39 @@ pub fn run(command: &Command) -> Result<String, Error> {
                 summary.root.display(),
                 splits.join(", ")
             ))
+        }
+        Command::Convert(Convert::Hf {
+            repo,
+            out,
+            revision,
+            config,
+            splits,
+            token,
+            endpoint,
+            cache_dir,
+            codec,
+            shards,
+        }) => {
+            use crate::convert::hf::{HfSource, convert_hf};
+            let mut source = HfSource::new(repo.as_str())
+                .revision(revision.as_str())
+                .splits(splits.iter().map(String::as_str))
+                .codec(*codec)
+                .shards(*shards)
+                .progress(true);
+            if let Some(c) = config {
+                source = source.config(c.as_str());
+            }
+            if let Some(Secret(t)) = token {
+                source = source.token(t.as_str());
+            }
+            if let Some(e) = endpoint {
+                source = source.endpoint(e.as_str());
+            }
+            if let Some(d) = cache_dir {
+                source = source.cache_dir(d);
+            }
+            Ok(convert_hf(&source, out)?.to_string())
         }
     }
 }

@@ -80,8 +80,8 @@ pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use loader::{Batch, DataLoader, DataLoaderBuilder};
 pub use options::CreateOptions;
 pub use ragged::{
-    DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
-    RaggedWriter,
+    DynRagged, DynRaggedBatch, DynRaggedWriter, PaddedBytes, Ragged, RaggedBatch, RaggedLayout,
+    RaggedRecord, RaggedWriter,
 };
 pub use sampler::{Sampler, SamplerMode};
 pub use store::Store;

@@ -317,6 +317,84 @@ impl RaggedLayout {
     }
 }
 
+/// A ragged batch padded with zeros to the largest length of every axis
+/// (see [`RaggedLayout::pad`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PaddedBytes {
+    /// C-order element bytes of shape [`shape`](Self::shape), zero past each record's extent.
+    pub bytes: Vec<u8>,
+    /// `(B, max_0, ..., max_{ndim-1})`.
+    pub shape: Vec<usize>,
+    /// Each record's own shape, `B * ndim` values in record order.
+    pub lengths: Vec<usize>,
+}
+
+impl RaggedLayout {
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// Pads the records in `bytes` (the buffer this layout describes, with
+    /// `elem_size`-byte elements) to a dense zero-padded block.
+    pub fn pad(&self, bytes: &[u8], elem_size: usize) -> PaddedBytes {
+        let (b, nd) = (self.len(), self.ndim);
+        let mut max = vec![0usize; nd];
+        for i in 0..b {
+            for (m, &d) in max.iter_mut().zip(self.shape(i)) {
+                *m = (*m).max(d);
+            }
+        }
+        let per_record: usize = max.iter().product::<usize>() * elem_size;
+        let mut out = vec![0u8; b * per_record];
+        for i in 0..b {
+            let dst = &mut out[i * per_record..(i + 1) * per_record];
+            copy_into_corner(
+                &bytes[self.byte_range(i)],
+                self.shape(i),
+                dst,
+                &max,
+                elem_size,
+            );
+        }
+        let mut shape = Vec::with_capacity(nd + 1);
+        shape.push(b);
+        shape.extend_from_slice(&max);
+        PaddedBytes {
+            bytes: out,
+            shape,
+            lengths: self.dims.clone(),
+        }
+    }
+}
+
+/// Copies a C-order record of `shape` into the corner of a C-order block of
+/// shape `max`, one contiguous innermost row at a time.
+fn copy_into_corner(src: &[u8], shape: &[usize], dst: &mut [u8], max: &[usize], size: usize) {
+    let nd = shape.len();
+    if nd == 0 {
+        return;
+    }
+    let row = shape[nd - 1] * size;
+    let rows: usize = shape[..nd - 1].iter().product();
+    let mut index = vec![0usize; nd - 1];
+    for r in 0..rows {
+        let off = index
+            .iter()
+            .zip(max)
+            .fold(0usize, |acc, (&ix, &m)| acc * m + ix);
+        let at = off * max[nd - 1] * size;
+        dst[at..at + row].copy_from_slice(&src[r * row..(r + 1) * row]);
+        for k in (0..index.len()).rev() {
+            index[k] += 1;
+            if index[k] < shape[k] {
+                break;
+            }
+            index[k] = 0;
+        }
+    }
+}
+
 /// A gathered ragged batch, element type known at run time: one allocation
 /// plus a [`RaggedLayout`].
 #[derive(Debug, Clone)]
@@ -531,6 +609,8 @@ impl DynRagged {
         let mut total = 0usize;
         for &i in indices {
             let loc = self.engine.loc(i)?;
+            // Memory is sized by the logical lengths: check them first.
+            self.engine.check_logical_length(i, loc)?;
             let logic = loc.logic_length as usize;
             if logic <= head {
                 return Err(Error::corrupt_record(
@@ -738,5 +818,29 @@ impl<T: Element> Ragged<T> {
     /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         self.inner.train_dict()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_places_records_in_the_corner() {
+        // Records (2, 3) and (1, 1) of u8 in one buffer (byte ranges 0..6, 8..9).
+        let layout = RaggedLayout {
+            ndim: 2,
+            offsets: vec![0, 8],
+            byte_lens: vec![6, 1],
+            dims: vec![2, 3, 1, 1],
+        };
+        let bytes = [1, 2, 3, 4, 5, 6, 0, 0, 9];
+        let p = layout.pad(&bytes, 1);
+        assert_eq!(p.shape, vec![2, 2, 3]);
+        assert_eq!(p.bytes, vec![1, 2, 3, 4, 5, 6, 9, 0, 0, 0, 0, 0]);
+        assert_eq!(p.lengths, vec![2, 3, 1, 1]);
+        let mut dst = [0u8; 8];
+        copy_into_corner(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
+        assert_eq!(dst, [7, 8, 9, 10, 0, 0, 0, 0]);
     }
 }

@@ -150,6 +150,9 @@ impl StagedBuffer for CountedBuf {
         let len = self.len;
         &mut bytemuck_bytes_mut(&mut self.bytes)[..len]
     }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
         self
     }

@@ -272,7 +272,7 @@ mod tests {
             (idx(0x07, &[1], &[1]), "type code"),
             (vec![1, 0, 8, 1, 0, 0, 0, 1, 5], "magic"),
             (idx(0x08, &[], &[]), "zero dimensions"),
-            (idx(0x08, &[u32::MAX, u32::MAX, u32::MAX], &[1]), "need"),
+            (idx(0x08, &[u32::MAX, u32::MAX, u32::MAX], &[1]), "overflow"),
             (vec![0, 0], "cannot read"),
         ] {
             std::fs::write(&p, bytes).unwrap();

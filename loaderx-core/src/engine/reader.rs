@@ -18,6 +18,9 @@ use crate::format::{
 
 /// Gathers smaller than this many bytes run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 256 << 10;
+/// No zstd frame decodes to more than this many times its size: a block
+/// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
+const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
 
 /// A published store opened read-only, holding a shared lock.
 pub(crate) struct StoreReader {
@@ -287,11 +290,50 @@ impl StoreReader {
                 ),
             ));
         }
+        dec.decode(self.stored(index, loc), dst)
+            .map_err(|e| Error::corrupt_record(&self.path, index, e))
+    }
+
+    /// The stored bytes of record `index` at `loc`, a location [`Self::loc`] validated.
+    fn stored(&self, index: u64, loc: RecordLoc) -> &[u8] {
         let shard = &self.shards[(index % self.shards.len() as u64) as usize];
         let start = loc.offset as usize;
-        let stored = &shard.bytes()[start..start + loc.phys_length as usize];
-        dec.decode(stored, dst)
-            .map_err(|e| Error::corrupt_record(&self.path, index, e))
+        &shard.bytes()[start..start + loc.phys_length as usize]
+    }
+
+    /// Checks that the stored bytes of record `index` at `loc` (validated by
+    /// [`Self::loc`]) can decode to its logical length, for callers that size
+    /// memory by that length before decoding: a raw record stores exactly its
+    /// logical bytes, a zstd frame that declares its content size (loaderx's
+    /// always do) declares this one, and no frame expands more than
+    /// [`ZSTD_MAX_EXPANSION`] times. A corrupt location table then cannot
+    /// make a gather allocate more than the store could ever decode.
+    pub(crate) fn check_logical_length(&self, index: u64, loc: RecordLoc) -> Result<(), Error> {
+        let logic = u64::from(loc.logic_length);
+        let phys = u64::from(loc.phys_length);
+        let declared = match self.codec.codec() {
+            Codec::Raw => Some(phys),
+            Codec::Zstd | Codec::ZstdDict => {
+                zstd::zstd_safe::get_frame_content_size(self.stored(index, loc)).map_err(|_| {
+                    Error::corrupt_record(&self.path, index, "stored bytes are not a zstd frame")
+                })?
+            }
+        };
+        let fits = match declared {
+            Some(n) => n == logic,
+            None => logic <= phys.saturating_mul(ZSTD_MAX_EXPANSION),
+        };
+        if fits {
+            return Ok(());
+        }
+        Err(Error::corrupt_record(
+            &self.path,
+            index,
+            match declared {
+                Some(n) => format!("logical length {logic} but the stored bytes hold {n}"),
+                None => format!("logical length {logic} cannot come from {phys} stored bytes"),
+            },
+        ))
     }
 
     /// Decodes every `(index, destination)` job, in parallel when worth it.

@@ -284,9 +284,12 @@ impl StoreWriter {
     }
 
     /// Syncs every file and publishes the static page; then releases the lock.
-    pub(crate) fn close(self) -> Result<(), Error> {
+    pub(crate) fn close(mut self) -> Result<(), Error> {
         if self.failed {
-            return Err(ErrorKind::WriterFailed { path: self.path }.into());
+            return Err(ErrorKind::WriterFailed {
+                path: self.path.clone(),
+            }
+            .into());
         }
         for (s, f) in self.data.iter().enumerate() {
             let p = || self.path.join(format::data_file(s));
@@ -302,12 +305,25 @@ impl StoreWriter {
             self.data.len() as u8,
             self.length,
             self.tails,
-            self.schema,
+            std::mem::take(&mut self.schema),
         );
         self.meta
             .write_all_at(&page.encode()[..], 0)
             .and_then(|()| self.meta.sync_data())
             .map_err(|e| Error::io(&meta_path, e))?;
         Ok(())
+    }
+}
+
+impl Drop for StoreWriter {
+    /// Releases the exclusive lock explicitly rather than by closing `meta.zr`.
+    ///
+    /// A `flock` belongs to the open file description, which a process forked
+    /// while this writer was alive (any `Command::spawn` on another thread,
+    /// until its `exec`; a forked worker, for its whole life) shares. Closing
+    /// our descriptor would leave the lock held through that copy, and the
+    /// store `Busy` after `close` or drop; `LOCK_UN` releases it everywhere.
+    fn drop(&mut self) {
+        let _ = self.meta.unlock();
     }
 }

@@ -177,6 +177,12 @@ impl Column {
             .collect()
     }
 
+    /// The staged buffer, by reference (e.g. to check its type with
+    /// [`StagedBuffer::as_any`]).
+    pub fn buffer(&self) -> &dyn StagedBuffer {
+        &*self.buffer
+    }
+
     /// The staged buffer, e.g. for an adapter to take back its own tensor
     /// with [`StagedBuffer::into_any`].
     pub fn into_buffer(self) -> Box<dyn StagedBuffer> {

@@ -38,6 +38,8 @@ pub trait StagedBuffer: Send + 'static {
     fn as_bytes(&self) -> &[u8];
     /// The buffer's bytes, writable.
     fn as_bytes_mut(&mut self) -> &mut [u8];
+    /// The concrete buffer, for downcasting by reference.
+    fn as_any(&self) -> &dyn Any;
     /// The concrete buffer, for downcasting.
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
@@ -136,6 +138,10 @@ impl StagedBuffer for PooledBuffer {
 
     fn as_bytes_mut(&mut self) -> &mut [u8] {
         &mut bytemuck::cast_slice_mut(&mut self.storage)[..self.len]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {

@@ -1,0 +1,56 @@
+//! How loaderx element types map to candle's.
+//!
+//! candle has no `i8`, `u16`, `u64` or `bool`. They are mapped explicitly
+//! and losslessly, or refused — never truncated:
+//!
+//! | loaderx | candle | how |
+//! |---------|--------|-----|
+//! | `bool`  | `U8`   | the same 0/1 bytes, no copy |
+//! | `u8`    | `U8`   | no copy |
+//! | `i8`    | `I16`  | widened |
+//! | `u16`   | `U32`  | widened |
+//! | `i16`   | `I16`  | no copy |
+//! | `u32`   | `U32`  | no copy |
+//! | `i32`   | `I32`  | no copy |
+//! | `u64`   | `I64`  | no copy when every value is at most `i64::MAX`; otherwise [`Error::OutOfRange`](crate::Error::OutOfRange) |
+//! | `i64`   | `I64`  | no copy |
+//! | `f16`   | `F16`  | no copy |
+//! | `f32`   | `F32`  | no copy |
+//! | `f64`   | `F64`  | no copy |
+//!
+//! "No copy" applies to Dense columns on the CPU device gathered through
+//! [`CandleStaging`](crate::CandleStaging): the loader gathers straight into
+//! the vector that becomes the tensor's storage.
+
+use candle_core::DType as CDType;
+use loaderx_core::DType;
+
+use crate::error::{Error, Result};
+
+/// The candle type a loaderx element type becomes (see the table).
+pub fn candle_dtype(dtype: DType) -> Result<CDType> {
+    Ok(match dtype {
+        DType::Bool | DType::U8 => CDType::U8,
+        DType::I8 | DType::I16 => CDType::I16,
+        DType::U16 | DType::U32 => CDType::U32,
+        DType::I32 => CDType::I32,
+        DType::U64 | DType::I64 => CDType::I64,
+        DType::F16 => CDType::F16,
+        DType::F32 => CDType::F32,
+        DType::F64 => CDType::F64,
+        other => return Err(Error::Unsupported(other)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_maps_to_a_type_at_least_as_wide() {
+        for d in DType::ALL {
+            assert!(candle_dtype(d).unwrap().size_in_bytes() >= d.size(), "{d}");
+        }
+        assert_eq!(candle_dtype(DType::F64).unwrap(), CDType::F64);
+    }
+}

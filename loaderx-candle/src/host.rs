@@ -1,0 +1,266 @@
+//! Host memory a batch is gathered into, and its conversion to tensors.
+
+use std::any::Any;
+
+use candle_core::op::BackpropOp;
+use candle_core::{CpuStorage, Device, Storage, Tensor};
+use half::f16;
+use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
+use loaderx_core::{DType, Element, StoreKind};
+
+use crate::dtype::candle_dtype;
+use crate::error::{Error, Result};
+
+/// A typed host vector holding one stream's batch in the store's own type.
+#[derive(Debug)]
+pub(crate) enum HostVec {
+    U8(Vec<u8>),
+    I8(Vec<i8>),
+    U16(Vec<u16>),
+    I16(Vec<i16>),
+    U32(Vec<u32>),
+    I32(Vec<i32>),
+    U64(Vec<u64>),
+    I64(Vec<i64>),
+    F16(Vec<f16>),
+    F32(Vec<f32>),
+    F64(Vec<f64>),
+}
+
+macro_rules! each_vec {
+    ($v:expr, $x:ident => $body:expr) => {
+        match $v {
+            HostVec::U8($x) => $body,
+            HostVec::I8($x) => $body,
+            HostVec::U16($x) => $body,
+            HostVec::I16($x) => $body,
+            HostVec::U32($x) => $body,
+            HostVec::I32($x) => $body,
+            HostVec::U64($x) => $body,
+            HostVec::I64($x) => $body,
+            HostVec::F16($x) => $body,
+            HostVec::F32($x) => $body,
+            HostVec::F64($x) => $body,
+        }
+    };
+}
+
+impl HostVec {
+    /// Zeroed storage for `bytes` bytes of `dtype` (ragged batches: `u64` words).
+    fn new(dtype: DType, kind: StoreKind, bytes: usize) -> HostVec {
+        if kind == StoreKind::Ragged {
+            return HostVec::U64(vec![0; bytes.div_ceil(8)]);
+        }
+        let n = bytes / dtype.size().max(1);
+        match dtype {
+            DType::I8 => HostVec::I8(vec![0; n]),
+            DType::U16 => HostVec::U16(vec![0; n]),
+            DType::I16 => HostVec::I16(vec![0; n]),
+            DType::U32 => HostVec::U32(vec![0; n]),
+            DType::I32 => HostVec::I32(vec![0; n]),
+            DType::U64 => HostVec::U64(vec![0; n]),
+            DType::I64 => HostVec::I64(vec![0; n]),
+            DType::F16 => HostVec::F16(vec![f16::ZERO; n]),
+            DType::F32 => HostVec::F32(vec![0.0; n]),
+            DType::F64 => HostVec::F64(vec![0.0; n]),
+            _ => HostVec::U8(vec![0; bytes]),
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        each_vec!(self, v => bytemuck::cast_slice(v))
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        each_vec!(self, v => bytemuck::cast_slice_mut(v))
+    }
+}
+
+/// A [`StagedBuffer`] of host memory that becomes a tensor's storage.
+#[derive(Debug)]
+pub struct HostBuffer {
+    vec: HostVec,
+    len: usize,
+}
+
+impl StagedBuffer for HostBuffer {
+    fn as_bytes(&self) -> &[u8] {
+        &self.vec.bytes()[..self.len]
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.vec.bytes_mut()[..len]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+/// The loader staging of this crate. On the CPU, each Dense batch is
+/// gathered straight into the typed vector that becomes the tensor's
+/// storage, so a batch is never copied after the gather. With the `cuda`
+/// feature and a CUDA device, Dense batches are gathered into pooled pinned
+/// host memory and uploaded asynchronously.
+#[derive(Debug, Clone, Default)]
+pub struct CandleStaging {
+    #[cfg(feature = "cuda")]
+    pinned: Option<crate::cuda::PinnedPool>,
+}
+
+impl CandleStaging {
+    /// The staging for batches bound to `device`.
+    pub fn for_device(device: &Device) -> CandleStaging {
+        #[cfg(feature = "cuda")]
+        {
+            CandleStaging {
+                pinned: device
+                    .is_cuda()
+                    .then(|| crate::cuda::PinnedPool::new(device)),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = device;
+            CandleStaging::default()
+        }
+    }
+}
+
+impl Staging for CandleStaging {
+    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
+        #[cfg(feature = "cuda")]
+        if let (Some(pool), StoreKind::Dense) = (&self.pinned, r.kind) {
+            return match pool.take(r.bytes) {
+                Ok(b) => Ok(Box::new(b)),
+                Err(e) => Err(loaderx_core::ErrorKind::InvalidArgument {
+                    message: format!("pinned staging: {e}"),
+                }
+                .into()),
+            };
+        }
+        Ok(Box::new(HostBuffer {
+            vec: HostVec::new(r.dtype, r.kind, r.bytes),
+            len: r.bytes,
+        }))
+    }
+}
+
+fn u64_to_i64(values: &[u64]) -> Result<()> {
+    match values.iter().find(|&&v| v > i64::MAX as u64) {
+        Some(v) => Err(Error::OutOfRange {
+            dtype: DType::U64,
+            value: v.to_string(),
+            target: candle_core::DType::I64,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Owned CPU storage in candle's type for `vec` (no copy where the types agree).
+pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage> {
+    Ok(match vec {
+        HostVec::U8(v) => CpuStorage::U8(v),
+        HostVec::I8(v) => CpuStorage::I16(v.into_iter().map(i16::from).collect()),
+        HostVec::U16(v) => CpuStorage::U32(v.into_iter().map(u32::from).collect()),
+        HostVec::I16(v) => CpuStorage::I16(v),
+        HostVec::U32(v) => CpuStorage::U32(v),
+        HostVec::I32(v) => CpuStorage::I32(v),
+        HostVec::U64(v) if dtype == DType::U64 => {
+            u64_to_i64(&v)?;
+            CpuStorage::I64(bytemuck::allocation::cast_vec(v))
+        }
+        HostVec::U64(v) => return storage_from_bytes(dtype, bytemuck::cast_slice(&v)),
+        HostVec::I64(v) => CpuStorage::I64(v),
+        HostVec::F16(v) => CpuStorage::F16(v),
+        HostVec::F32(v) => CpuStorage::F32(v),
+        HostVec::F64(v) => CpuStorage::F64(v),
+    })
+}
+
+fn typed<T: Element>(bytes: &[u8]) -> Result<Vec<T>> {
+    match T::try_from_bytes(bytes) {
+        Some(s) => Ok(s.to_vec()),
+        // Misaligned (a foreign staging buffer): read element by element.
+        None if T::DTYPE != DType::Bool => Ok(bytes
+            .chunks_exact(size_of::<T>())
+            .map(|c| {
+                let mut v = T::default();
+                let mut one = [v];
+                let _ = T::fill_slice(&mut one, |b| {
+                    b.copy_from_slice(c);
+                    Ok::<(), ()>(())
+                });
+                v = one[0];
+                v
+            })
+            .collect()),
+        None => Err(Error::Core(loaderx_core::Error::from(
+            loaderx_core::ErrorKind::InvalidArgument {
+                message: "bool bytes must be 0 or 1".into(),
+            },
+        ))),
+    }
+}
+
+/// CPU storage in candle's type, copied from element bytes of `dtype`.
+pub(crate) fn storage_from_bytes(dtype: DType, bytes: &[u8]) -> Result<CpuStorage> {
+    Ok(match dtype {
+        DType::Bool | DType::U8 => CpuStorage::U8(bytes.to_vec()),
+        DType::I8 => CpuStorage::I16(typed::<i8>(bytes)?.into_iter().map(i16::from).collect()),
+        DType::U16 => CpuStorage::U32(typed::<u16>(bytes)?.into_iter().map(u32::from).collect()),
+        DType::I16 => CpuStorage::I16(typed(bytes)?),
+        DType::U32 => CpuStorage::U32(typed(bytes)?),
+        DType::I32 => CpuStorage::I32(typed(bytes)?),
+        DType::U64 => {
+            let v = typed::<u64>(bytes)?;
+            u64_to_i64(&v)?;
+            CpuStorage::I64(bytemuck::allocation::cast_vec(v))
+        }
+        DType::I64 => CpuStorage::I64(typed(bytes)?),
+        DType::F16 => CpuStorage::F16(typed(bytes)?),
+        DType::F32 => CpuStorage::F32(typed(bytes)?),
+        DType::F64 => CpuStorage::F64(typed(bytes)?),
+        other => return Err(Error::Unsupported(other)),
+    })
+}
+
+/// A tensor of `shape` on `device` from owned CPU storage.
+pub(crate) fn tensor_on(storage: CpuStorage, shape: &[usize], device: &Device) -> Result<Tensor> {
+    let cpu = Tensor::from_storage(Storage::Cpu(storage), shape, BackpropOp::none(), false);
+    Ok(if device.is_cpu() {
+        cpu
+    } else {
+        cpu.to_device(device)?
+    })
+}
+
+/// CPU storage for a column's bytes: our own [`HostBuffer`] moves into the
+/// tensor without a copy, any other staging buffer is copied.
+pub(crate) fn storage_from_buffer(
+    dtype: DType,
+    buffer: Box<dyn StagedBuffer>,
+    len: usize,
+) -> Result<CpuStorage> {
+    candle_dtype(dtype)?;
+    let ours = buffer
+        .as_any()
+        .downcast_ref::<HostBuffer>()
+        .is_some_and(|h| h.len == len && h.vec.bytes().len() == len);
+    if !ours {
+        return storage_from_bytes(dtype, &buffer.as_bytes()[..len]);
+    }
+    match buffer.into_any().downcast::<HostBuffer>() {
+        Ok(host) => storage_from_host(dtype, host.vec),
+        Err(_) => Err(Error::Core(loaderx_core::Error::from(
+            loaderx_core::ErrorKind::InvalidArgument {
+                message: "staged buffer changed type".into(),
+            },
+        ))),
+    }
+}

@@ -1,0 +1,285 @@
+//! Store → loader → candle tensors: every dtype, alignment, ragged helpers,
+//! zero-copy hand-over.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use candle_core::{CpuStorage, DType as CDType, Device, Storage, Tensor};
+use loaderx_candle::{
+    CandleLoaderExt, CandleStaging, Error, RaggedMode, candle_dtype, dense_tensor,
+    into_dense_tensor, ragged_padded, ragged_tensors,
+};
+use loaderx_core::sampler::SamplerMode;
+use loaderx_core::{
+    Codec, CreateOptions, DType, DataLoader, DynDenseWriter, DynRaggedWriter, Element, f16,
+};
+
+/// Values of every dtype as f64, for comparing with tensors.
+fn as_f64(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+    fn conv<T: Element>(b: &[u8], f: impl Fn(T) -> f64) -> Vec<f64> {
+        T::try_from_bytes(b)
+            .unwrap()
+            .iter()
+            .map(|&v| f(v))
+            .collect()
+    }
+    match dtype {
+        DType::Bool => conv::<bool>(bytes, |v| v as u8 as f64),
+        DType::U8 => conv::<u8>(bytes, f64::from),
+        DType::I8 => conv::<i8>(bytes, f64::from),
+        DType::U16 => conv::<u16>(bytes, f64::from),
+        DType::I16 => conv::<i16>(bytes, f64::from),
+        DType::U32 => conv::<u32>(bytes, f64::from),
+        DType::I32 => conv::<i32>(bytes, f64::from),
+        DType::U64 => conv::<u64>(bytes, |v| v as f64),
+        DType::I64 => conv::<i64>(bytes, |v| v as f64),
+        DType::F16 => conv::<f16>(bytes, f64::from),
+        DType::F32 => conv::<f32>(bytes, f64::from),
+        _ => conv::<f64>(bytes, |v| v),
+    }
+}
+
+/// Extreme but representable values per dtype, as little-endian bytes.
+fn values(dtype: DType, n: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let k = i as i64 - (n as i64) / 2;
+        match dtype {
+            DType::Bool => out.push((i % 2) as u8),
+            DType::U8 => out.push([0, 1, 255, 128][i % 4]),
+            DType::I8 => out.push([i8::MIN, -1, 0, i8::MAX][i % 4] as u8),
+            DType::U16 => out.extend([0u16, 1, u16::MAX, 40_000][i % 4].to_le_bytes()),
+            DType::I16 => out.extend([i16::MIN, -1, 0, i16::MAX][i % 4].to_le_bytes()),
+            DType::U32 => out.extend([0u32, 1, u32::MAX, 3_000_000_000][i % 4].to_le_bytes()),
+            DType::I32 => out.extend([i32::MIN, -1, 0, i32::MAX][i % 4].to_le_bytes()),
+            DType::U64 => out.extend([0u64, 1, i64::MAX as u64, 1 << 40][i % 4].to_le_bytes()),
+            DType::I64 => out.extend([i64::MIN + 1, -1, k, 1 << 50][i % 4].to_le_bytes()),
+            DType::F16 => out.extend(f16::from_f32(k as f32 * 0.5).to_le_bytes()),
+            DType::F32 => out.extend((k as f32 * 1.5e10).to_le_bytes()),
+            _ => out.extend((k as f64 * 1e-300).to_le_bytes()),
+        }
+    }
+    out
+}
+
+fn tensor_f64(t: &Tensor) -> Vec<f64> {
+    t.to_dtype(CDType::F64)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap()
+}
+
+fn write_dense(path: &Path, dtype: DType, shape: &[usize], n: usize) -> Vec<u8> {
+    let width: usize = shape.iter().product();
+    let data = values(dtype, n * width);
+    let mut w =
+        DynDenseWriter::create(path, dtype, shape, &CreateOptions::new(Codec::Zstd)).unwrap();
+    w.append_bytes(&data, n).unwrap();
+    w.close().unwrap();
+    data
+}
+
+#[test]
+fn every_dtype_round_trips_to_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    for dtype in DType::ALL {
+        let path = dir.path().join(dtype.name());
+        let data = write_dense(&path, dtype, &[2, 3], 8);
+        let mut loader = DataLoader::builder()
+            .stream("x", loaderx_core::DynDense::open(&path).unwrap())
+            .batch_size(8)
+            .mode(SamplerMode::Sequential)
+            .build_candle(&Device::Cpu)
+            .unwrap();
+        let batch = loader.next().unwrap().unwrap();
+        let t = batch.dense("x").unwrap();
+        assert_eq!(t.dims(), &[8, 2, 3], "{dtype}");
+        assert_eq!(t.dtype(), candle_dtype(dtype).unwrap(), "{dtype}");
+        assert_eq!(tensor_f64(t), as_f64(dtype, &data), "{dtype}");
+    }
+}
+
+#[test]
+fn u64_above_i64_max_is_refused_not_truncated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big");
+    let mut w =
+        DynDenseWriter::create(&path, DType::U64, &[], &CreateOptions::new(Codec::Raw)).unwrap();
+    w.append_bytes(
+        &[(1u64 << 63).to_le_bytes(), 5u64.to_le_bytes()].concat(),
+        2,
+    )
+    .unwrap();
+    w.close().unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("x", loaderx_core::DynDense::open(&path).unwrap())
+        .batch_size(2)
+        .mode(SamplerMode::Sequential)
+        .build_candle(&Device::Cpu)
+        .unwrap();
+    let e = loader.next().unwrap().unwrap_err();
+    let source = std::error::Error::source(&e).unwrap();
+    assert!(
+        matches!(
+            source.downcast_ref::<Error>(),
+            Some(Error::OutOfRange { .. })
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("9223372036854775808"), "{e}");
+}
+
+#[test]
+fn streams_align_and_ragged_helpers_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 50u32;
+    let x: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut w = DynDenseWriter::create(
+        dir.path().join("x"),
+        DType::F32,
+        &[],
+        &CreateOptions::new(Codec::Raw),
+    )
+    .unwrap();
+    w.append_bytes(&x, n as usize).unwrap();
+    w.close().unwrap();
+    // Ragged rank 2: record i is (1 + i % 3, 2) of u16 value i.
+    let shapes: Vec<Vec<usize>> = (0..n).map(|i| vec![1 + i as usize % 3, 2]).collect();
+    let recs: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let count = (1 + i as usize % 3) * 2;
+            (0..count).flat_map(|_| (i as u16).to_le_bytes()).collect()
+        })
+        .collect();
+    let mut w = DynRaggedWriter::create(
+        dir.path().join("r"),
+        DType::U16,
+        2,
+        &CreateOptions::new(Codec::Zstd),
+    )
+    .unwrap();
+    w.append_bytes(shapes.iter().zip(&recs).map(|(s, r)| (&s[..], &r[..])))
+        .unwrap();
+    w.close().unwrap();
+
+    let builder = || {
+        DataLoader::builder()
+            .stream(
+                "x",
+                loaderx_core::DynDense::open(dir.path().join("x")).unwrap(),
+            )
+            .stream(
+                "r",
+                loaderx_core::DynRagged::open(dir.path().join("r")).unwrap(),
+            )
+            .batch_size(10)
+            .seed(3)
+            .workers(2)
+    };
+    let mut padded = builder().build_candle(&Device::Cpu).unwrap();
+    let mut per_record = builder()
+        .build_candle_ragged(&Device::Cpu, RaggedMode::PerRecord)
+        .unwrap();
+    for _ in 0..5 {
+        let a = padded.next().unwrap().unwrap();
+        let b = per_record.next().unwrap().unwrap();
+        assert_eq!(a.indices, b.indices);
+        let x = tensor_f64(a.dense("x").unwrap());
+        let p = a.padded("r").unwrap();
+        assert_eq!(p.values.dtype(), CDType::U32); // u16 widened
+        let max_rows = a.indices.iter().map(|&i| 1 + i as usize % 3).max().unwrap();
+        assert_eq!(p.values.dims(), &[10, max_rows, 2]);
+        let lengths = p.lengths.to_vec2::<u32>().unwrap();
+        let values = p
+            .values
+            .to_dtype(CDType::F64)
+            .unwrap()
+            .to_vec3::<f64>()
+            .unwrap();
+        for (k, &i) in a.indices.iter().enumerate() {
+            assert_eq!(x[k], i as f64);
+            let rows = 1 + i as usize % 3;
+            assert_eq!(lengths[k], vec![rows as u32, 2]);
+            for (r, row) in values[k].iter().enumerate() {
+                let want = if r < rows { i as f64 } else { 0.0 };
+                assert_eq!(row, &vec![want, want]);
+            }
+            let rec = &b.records("r").unwrap()[k];
+            assert_eq!(rec.dims(), &[rows, 2]);
+            assert!(tensor_f64(rec).iter().all(|&v| v == i as f64));
+        }
+    }
+}
+
+#[test]
+fn rank1_mask_and_column_helpers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = DynRaggedWriter::create(
+        dir.path().join("t"),
+        DType::I8,
+        1,
+        &CreateOptions::new(Codec::Raw),
+    )
+    .unwrap();
+    let recs: Vec<Vec<u8>> = vec![vec![1], vec![2, 2, 2], vec![0xff, 0xff]];
+    let shapes: Vec<Vec<usize>> = recs.iter().map(|r| vec![r.len()]).collect();
+    w.append_bytes(shapes.iter().zip(&recs).map(|(s, r)| (&s[..], &r[..])))
+        .unwrap();
+    w.close().unwrap();
+    let mut loader = DataLoader::builder()
+        .stream(
+            "t",
+            loaderx_core::DynRagged::open(dir.path().join("t")).unwrap(),
+        )
+        .batch_size(3)
+        .mode(SamplerMode::Sequential)
+        .build()
+        .unwrap();
+    let batch = loader.next().unwrap().unwrap();
+    let col = batch.column("t").unwrap();
+    let p = ragged_padded(col, &Device::Cpu).unwrap();
+    assert_eq!(
+        p.values.to_vec2::<i16>().unwrap(),
+        vec![vec![1, 0, 0], vec![2, 2, 2], vec![-1, -1, 0]]
+    );
+    assert_eq!(
+        p.mask().unwrap().to_vec2::<u8>().unwrap(),
+        vec![vec![1, 0, 0], vec![1, 1, 1], vec![1, 1, 0]]
+    );
+    assert_eq!(
+        ragged_tensors(col, &Device::Cpu).unwrap()[2]
+            .to_vec1::<i16>()
+            .unwrap(),
+        vec![-1, -1]
+    );
+    assert!(dense_tensor(col, &Device::Cpu).is_err());
+}
+
+#[test]
+fn cpu_hand_over_does_not_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x");
+    write_dense(&path, DType::F32, &[16], 32);
+    let mut loader = DataLoader::builder()
+        .stream("x", loaderx_core::DynDense::open(&path).unwrap())
+        .batch_size(32)
+        .staging(CandleStaging::default())
+        .build()
+        .unwrap();
+    let batch = loader.next().unwrap().unwrap();
+    let (_, column) = batch.into_columns().pop().unwrap();
+    let gathered_at = column.bytes().as_ptr() as usize;
+    let t = into_dense_tensor(column, &Device::Cpu).unwrap();
+    let (storage, _) = t.storage_and_layout();
+    let Storage::Cpu(CpuStorage::F32(v)) = &*storage else {
+        panic!("not f32 cpu storage")
+    };
+    assert_eq!(
+        v.as_ptr() as usize,
+        gathered_at,
+        "the tensor should own the gathered memory"
+    );
+}

@@ -1,0 +1,311 @@
+//! The Hugging Face `Image` feature: PNG or JPEG bytes in a `{bytes, path}`
+//! struct, decoded to `[H, W]` (one channel) or `[H, W, C]` pixels.
+//!
+//! A first pass reads only the headers ([`ImageSurvey`]) to decide the
+//! store: Dense when every image has one shape, Ragged otherwise. Images of
+//! different modes (e.g. `L` and `RGB`) in one column are an error, since
+//! converting them would change pixel values.
+
+use std::io::Cursor;
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, StructArray};
+use arrow_schema::DataType;
+use image::{ColorType, ImageDecoder, ImageReader};
+
+use crate::dtype::DType;
+
+use super::decode::RecordBuffer;
+
+/// The pixel layout of an image mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PixelFormat {
+    /// Element type of one channel.
+    pub(crate) dtype: DType,
+    /// Channels per pixel.
+    pub(crate) channels: usize,
+    /// The PIL-style mode name.
+    pub(crate) mode: &'static str,
+}
+
+impl PixelFormat {
+    /// The layout of decoded `color`.
+    pub(crate) fn of(color: ColorType) -> Option<PixelFormat> {
+        let (dtype, channels, mode) = match color {
+            ColorType::L8 => (DType::U8, 1, "L"),
+            ColorType::La8 => (DType::U8, 2, "LA"),
+            ColorType::Rgb8 => (DType::U8, 3, "RGB"),
+            ColorType::Rgba8 => (DType::U8, 4, "RGBA"),
+            ColorType::L16 => (DType::U16, 1, "I;16"),
+            ColorType::La16 => (DType::U16, 2, "LA;16"),
+            ColorType::Rgb16 => (DType::U16, 3, "RGB;16"),
+            ColorType::Rgba16 => (DType::U16, 4, "RGBA;16"),
+            ColorType::Rgb32F => (DType::F32, 3, "RGB;F32"),
+            ColorType::Rgba32F => (DType::F32, 4, "RGBA;F32"),
+            _ => return None,
+        };
+        Some(PixelFormat {
+            dtype,
+            channels,
+            mode,
+        })
+    }
+
+    /// Rank of a decoded image: 2 for one channel, else 3.
+    pub(crate) fn ndim(&self) -> usize {
+        if self.channels == 1 { 2 } else { 3 }
+    }
+
+    /// Shape of an image of `width` x `height` pixels.
+    pub(crate) fn shape(&self, width: u32, height: u32) -> Vec<usize> {
+        let mut shape = vec![height as usize, width as usize];
+        if self.channels > 1 {
+            shape.push(self.channels);
+        }
+        shape
+    }
+}
+
+/// What the header pass learned about one image column.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ImageSurvey {
+    /// Pixel layout of the first image, and its row.
+    pub(crate) format: Option<(PixelFormat, u64)>,
+    /// Shape of the first image.
+    pub(crate) first_shape: Option<Vec<usize>>,
+    /// True once two images had different shapes.
+    pub(crate) varying: bool,
+    /// Images seen.
+    pub(crate) count: u64,
+}
+
+impl ImageSurvey {
+    /// Folds one image header in; errors on a second mode.
+    pub(crate) fn add(
+        &mut self,
+        row: u64,
+        format: PixelFormat,
+        shape: Vec<usize>,
+    ) -> Result<(), String> {
+        match self.format {
+            None => self.format = Some((format, row)),
+            Some((first, first_row)) if first != format => {
+                return Err(format!(
+                    "images of different modes: row {first_row} is {} but row {row} is {}; \
+                     converting them would change pixel values",
+                    first.mode, format.mode
+                ));
+            }
+            Some(_) => {}
+        }
+        match &self.first_shape {
+            None => self.first_shape = Some(shape),
+            Some(s) if *s != shape => self.varying = true,
+            Some(_) => {}
+        }
+        self.count += 1;
+        Ok(())
+    }
+
+    /// The Dense item shape, when every image has the same shape.
+    pub(crate) fn dense_shape(&self) -> Option<&[usize]> {
+        if self.varying {
+            None
+        } else {
+            self.first_shape.as_deref()
+        }
+    }
+}
+
+/// The encoded bytes of each row's image, in row order.
+pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&[u8]>, String> {
+    let s: &StructArray = column
+        .as_struct_opt()
+        .ok_or_else(|| format!("expected an image struct, found {}", column.data_type()))?;
+    let bytes = s
+        .column_by_name("bytes")
+        .ok_or("the image struct has no `bytes` field")?;
+    let path = s.column_by_name("path");
+    let mut out = Vec::with_capacity(s.len());
+    for i in 0..s.len() {
+        let row = first_row + i as u64;
+        if s.is_null(i) {
+            return Err(format!(
+                "row {row} holds a null image; nulls cannot be stored losslessly"
+            ));
+        }
+        let value: Option<&[u8]> = if bytes.is_null(i) {
+            None
+        } else {
+            match bytes.data_type() {
+                DataType::Binary => Some(bytes.as_binary::<i32>().value(i)),
+                DataType::LargeBinary => Some(bytes.as_binary::<i64>().value(i)),
+                DataType::BinaryView => Some(bytes.as_binary_view().value(i)),
+                other => return Err(format!("image bytes stored as {other}")),
+            }
+        };
+        match value {
+            Some(v) => out.push(v),
+            None => {
+                let where_ = path
+                    .filter(|p| !p.is_null(i))
+                    .and_then(|p| match p.data_type() {
+                        DataType::Utf8 => Some(p.as_string::<i32>().value(i).to_owned()),
+                        DataType::LargeUtf8 => Some(p.as_string::<i64>().value(i).to_owned()),
+                        _ => None,
+                    })
+                    .map(|p| format!(" (it only names {p:?})"))
+                    .unwrap_or_default();
+                return Err(format!("row {row} has no embedded image bytes{where_}"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn reader(bytes: &[u8], row: u64) -> Result<ImageReader<Cursor<&[u8]>>, String> {
+    let r = ImageReader::new(Cursor::new(bytes))
+        .with_guessed_format()
+        .map_err(|e| format!("row {row}: cannot read the image: {e}"))?;
+    match r.format() {
+        Some(image::ImageFormat::Png | image::ImageFormat::Jpeg) => Ok(r),
+        Some(f) => Err(format!(
+            "row {row}: {f:?} images are not supported (only PNG and JPEG)"
+        )),
+        None => Err(format!(
+            "row {row}: not a PNG or JPEG image (unknown format)"
+        )),
+    }
+}
+
+/// Reads an image's header: its pixel layout and shape.
+pub(crate) fn probe(bytes: &[u8], row: u64) -> Result<(PixelFormat, Vec<usize>), String> {
+    let decoder = reader(bytes, row)?
+        .into_decoder()
+        .map_err(|e| format!("row {row}: cannot decode the image header: {e}"))?;
+    let color = decoder.color_type();
+    let format = PixelFormat::of(color)
+        .ok_or_else(|| format!("row {row}: unsupported color type {color:?}"))?;
+    let (w, h) = decoder.dimensions();
+    Ok((format, format.shape(w, h)))
+}
+
+/// A decoded image: its shape and C-order little-endian pixels.
+pub(crate) type Pixels = (Vec<usize>, Vec<u8>);
+
+/// Decodes one image to C-order little-endian pixels, checking that it has
+/// `format` (and `shape`, when given).
+pub(crate) fn decode(
+    bytes: &[u8],
+    row: u64,
+    format: PixelFormat,
+    shape: Option<&[usize]>,
+) -> Result<Pixels, String> {
+    let decoder = reader(bytes, row)?
+        .into_decoder()
+        .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
+    let found = PixelFormat::of(decoder.color_type());
+    if found != Some(format) {
+        return Err(format!(
+            "row {row}: image mode {} differs from the column's {}",
+            found.map_or("unknown", |f| f.mode),
+            format.mode
+        ));
+    }
+    let (w, h) = decoder.dimensions();
+    let got = format.shape(w, h);
+    if let Some(want) = shape
+        && want != got.as_slice()
+    {
+        return Err(format!(
+            "row {row}: image shape {got:?} differs from the column's {want:?}"
+        ));
+    }
+    let total = usize::try_from(decoder.total_bytes())
+        .map_err(|_| format!("row {row}: image too large"))?;
+    let mut pixels = vec![0u8; total];
+    decoder
+        .read_image(&mut pixels)
+        .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
+    let width = format.dtype.size();
+    if cfg!(target_endian = "big") && width > 1 {
+        for c in pixels.chunks_exact_mut(width) {
+            c.reverse();
+        }
+    }
+    Ok((got, pixels))
+}
+
+/// Decodes every image of `encoded` (in parallel) into `out`, in order.
+pub(crate) fn decode_into(
+    encoded: &[&[u8]],
+    first_row: u64,
+    format: PixelFormat,
+    shape: Option<&[usize]>,
+    out: &mut RecordBuffer,
+) -> Result<(), String> {
+    use rayon::prelude::*;
+    let decoded: Vec<Result<Pixels, String>> = encoded
+        .par_iter()
+        .enumerate()
+        .map(|(i, b)| decode(b, first_row + i as u64, format, shape))
+        .collect();
+    for d in decoded {
+        let (shape, pixels) = d?;
+        out.push(&shape, &pixels);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn png(color: image::ExtendedColorType, w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
+        use image::ImageEncoder;
+        let mut out = Vec::new();
+        image::codecs::png::PngEncoder::new(&mut out)
+            .write_image(pixels, w, h, color)
+            .unwrap();
+        out
+    }
+
+    #[test]
+    fn probes_and_decodes_png() {
+        let pixels: Vec<u8> = (0..12).collect();
+        let gray = png(image::ExtendedColorType::L8, 4, 3, &pixels);
+        let (f, shape) = probe(&gray, 0).unwrap();
+        assert_eq!(f.mode, "L");
+        assert_eq!(shape, [3, 4]);
+        let (s, p) = decode(&gray, 0, f, Some(&[3, 4])).unwrap();
+        assert_eq!(s, [3, 4]);
+        assert_eq!(p, pixels);
+        let rgb = png(image::ExtendedColorType::Rgb8, 2, 2, &pixels);
+        let (f2, shape) = probe(&rgb, 1).unwrap();
+        assert_eq!((f2.mode, shape), ("RGB", vec![2, 2, 3]));
+        assert!(decode(&rgb, 1, f, None).unwrap_err().contains("mode RGB"));
+        assert!(
+            decode(&gray, 0, f, Some(&[4, 3]))
+                .unwrap_err()
+                .contains("shape")
+        );
+        assert!(probe(b"GIF89a....", 7).unwrap_err().contains("row 7"));
+        assert!(probe(b"nothing", 7).is_err());
+    }
+
+    #[test]
+    fn survey_decides_dense_or_ragged_and_refuses_mixed_modes() {
+        let l = PixelFormat::of(ColorType::L8).unwrap();
+        let rgb = PixelFormat::of(ColorType::Rgb8).unwrap();
+        let mut s = ImageSurvey::default();
+        s.add(0, l, vec![28, 28]).unwrap();
+        s.add(1, l, vec![28, 28]).unwrap();
+        assert_eq!(s.dense_shape(), Some(&[28usize, 28][..]));
+        s.add(2, l, vec![28, 29]).unwrap();
+        assert_eq!(s.dense_shape(), None);
+        let e = s.add(3, rgb, vec![28, 28, 3]).unwrap_err();
+        assert!(e.contains("row 0 is L but row 3 is RGB"), "{e}");
+        assert_eq!(rgb.ndim(), 3);
+        assert_eq!(l.ndim(), 2);
+    }
+}

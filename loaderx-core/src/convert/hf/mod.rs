@@ -1,0 +1,588 @@
+//! Hugging Face Hub datasets (parquet) to Zrecord (feature `hf`).
+//!
+//! [`convert_hf`] resolves a dataset repo at a branch, tag or commit to an
+//! immutable commit sha, fetches its parquet files through `hf-hub`'s cache,
+//! and writes `OUT/<split>/<column>/`:
+//!
+//! - integer, float and bool columns (and `ClassLabel`) become Dense scalar
+//!   stores of the same element type;
+//! - fixed-size lists and fixed-shape arrays (`Array2D`..`Array5D`,
+//!   `List(length=n)`) become Dense stores of that shape, variable-length
+//!   lists Ragged stores with one dimension per nesting level;
+//! - `Image` columns (PNG or JPEG) become Dense `u8 [H, W]` / `[H, W, C]`
+//!   stores when every image has one shape, Ragged ones otherwise;
+//! - anything that cannot be stored losslessly (strings, nulls, images of
+//!   different modes, empty variable-length records) fails with the
+//!   column's name. Nothing is dropped or padded.
+//!
+//! Parquet files are looked for in the tree at the requested revision
+//! (`data/<split>-00000-of-00001.parquet`, `<config>/<split>-*.parquet`, ...),
+//! and when a branch or tag has none there, on the Hub's parquet conversion
+//! branch `refs/convert/parquet` (`<config>/<split>/0000.parquet`). The
+//! summary records both the commit the revision resolved to and the commit
+//! the files were read at.
+//!
+//! Rows are read in bounded batches (written every 32768 records or about
+//! 64 MiB of decoded bytes), so memory stays bounded whatever the dataset
+//! size. The output is built in a hidden sibling of `OUT` and renamed into
+//! place only after every store closed and the record counts agree.
+//!
+//! ```no_run
+//! use loaderx_core::convert::hf::{HfSource, convert_hf};
+//!
+//! let source = HfSource::new("ylecun/mnist").revision("main").splits(["train", "test"]);
+//! let summary = convert_hf(&source, "mnist")?;
+//! println!("{} at {}", summary.repo, summary.commit);
+//! assert_eq!(summary.splits[0].records, 60_000);
+//! # Ok::<(), loaderx_core::Error>(())
+//! ```
+
+mod decode;
+mod hub;
+mod images;
+mod layout;
+mod plan;
+mod split;
+
+use std::fmt;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use self::hub::{Hub, PARQUET_BRANCH, is_commit_sha};
+use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
+use self::split::{Settings, SplitSource, convert_split};
+use super::convert_error;
+use super::output::{StagedRoot, safe_component};
+use crate::codec::Codec;
+use crate::dtype::DType;
+use crate::error::{Error, StoreKind};
+
+/// The branch the Hub's parquet conversion follows.
+const DEFAULT_BRANCH: &str = "main";
+
+/// Records written per batch, at most.
+pub const BATCH_RECORDS: usize = 32_768;
+/// Decoded bytes buffered before a batch is written, about.
+pub const BATCH_BYTES: usize = 64 << 20;
+
+/// A dataset on the Hugging Face Hub and how to convert it; a builder.
+///
+/// The token is never printed: `Debug` shows only whether one is set.
+#[derive(Clone)]
+pub struct HfSource {
+    repo: String,
+    revision: String,
+    config: Option<String>,
+    splits: Vec<String>,
+    token: Option<String>,
+    endpoint: Option<String>,
+    cache_dir: Option<PathBuf>,
+    codec: Codec,
+    shards: usize,
+    progress: bool,
+    max_records: usize,
+    max_bytes: usize,
+}
+
+impl fmt::Debug for HfSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HfSource")
+            .field("repo", &self.repo)
+            .field("revision", &self.revision)
+            .field("config", &self.config)
+            .field("splits", &self.splits)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("endpoint", &self.endpoint)
+            .field("cache_dir", &self.cache_dir)
+            .field("codec", &self.codec)
+            .field("shards", &self.shards)
+            .field("progress", &self.progress)
+            .field("max_records", &self.max_records)
+            .field("max_bytes", &self.max_bytes)
+            .finish()
+    }
+}
+
+impl HfSource {
+    /// The dataset `repo` (`owner/name`) at branch `main`, every split of its
+    /// only config, zstd stores with 4 shards, no progress bar.
+    pub fn new(repo: impl Into<String>) -> HfSource {
+        HfSource {
+            repo: repo.into(),
+            revision: DEFAULT_BRANCH.to_owned(),
+            config: None,
+            splits: Vec::new(),
+            token: None,
+            endpoint: None,
+            cache_dir: None,
+            codec: Codec::Zstd,
+            shards: 4,
+            progress: false,
+            max_records: BATCH_RECORDS,
+            max_bytes: BATCH_BYTES,
+        }
+    }
+
+    /// Branch, tag or commit sha (default `main`).
+    pub fn revision(mut self, revision: impl Into<String>) -> HfSource {
+        self.revision = revision.into();
+        self
+    }
+
+    /// The dataset config (subset); needed when the dataset has several.
+    pub fn config(mut self, config: impl Into<String>) -> HfSource {
+        self.config = Some(config.into());
+        self
+    }
+
+    /// Only these splits (default: all of the config's).
+    pub fn splits<I, S>(mut self, splits: I) -> HfSource
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.splits = splits.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// The access token for gated or private datasets. Without one, `HF_TOKEN`
+    /// is used, else the token file of `huggingface-cli login`.
+    pub fn token(mut self, token: impl Into<String>) -> HfSource {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The Hub's address (default `HF_ENDPOINT`, else `https://huggingface.co`).
+    pub fn endpoint(mut self, endpoint: impl Into<String>) -> HfSource {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// hf-hub's cache directory (default `$HF_HOME/hub`, else
+    /// `~/.cache/huggingface/hub`).
+    pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> HfSource {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+
+    /// Codec of every store (default zstd). `zstd_dict` is not offered here.
+    pub fn codec(mut self, codec: Codec) -> HfSource {
+        self.codec = codec;
+        self
+    }
+
+    /// Payload shards per store (1..=255, default 4).
+    pub fn shards(mut self, shards: usize) -> HfSource {
+        self.shards = shards;
+        self
+    }
+
+    /// Shows a progress bar (records/s) and download bars on stderr when it
+    /// is a terminal (default off).
+    pub fn progress(mut self, progress: bool) -> HfSource {
+        self.progress = progress;
+        self
+    }
+
+    /// Write batches: at most `records` records, and about `bytes` decoded
+    /// bytes (defaults [`BATCH_RECORDS`], [`BATCH_BYTES`]).
+    pub fn batch_limits(mut self, records: usize, bytes: usize) -> HfSource {
+        self.max_records = records;
+        self.max_bytes = bytes;
+        self
+    }
+
+    /// The repo id.
+    pub fn repo(&self) -> &str {
+        &self.repo
+    }
+}
+
+/// One converted column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfColumn {
+    /// Column name, the store's directory name.
+    pub name: String,
+    /// Dense or Ragged.
+    pub kind: StoreKind,
+    /// Element type.
+    pub dtype: DType,
+    /// The record shape of a Dense store.
+    pub item_shape: Option<Vec<usize>>,
+    /// Rank of every record.
+    pub ndim: usize,
+    /// True for a decoded `Image` column.
+    pub image: bool,
+}
+
+impl fmt::Display for HfColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} {}", self.name, self.kind, self.dtype)?;
+        match &self.item_shape {
+            Some(shape) => write!(f, " {shape:?}"),
+            None => write!(f, " (rank {})", self.ndim),
+        }
+    }
+}
+
+/// One converted split.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfSplit {
+    /// Split name, the directory under the output root.
+    pub name: String,
+    /// Records in each of its stores.
+    pub records: u64,
+    /// True when the Hub's parquet conversion holds only part of the split
+    /// (`partial-<split>`): the stores hold exactly those rows.
+    pub partial: bool,
+    /// Its columns, in file order.
+    pub columns: Vec<HfColumn>,
+}
+
+/// What [`convert_hf`] wrote, and from which commit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HfSummary {
+    /// The published root.
+    pub root: PathBuf,
+    /// The dataset repo id.
+    pub repo: String,
+    /// The revision asked for.
+    pub revision: String,
+    /// The commit sha `revision` resolved to.
+    pub commit: String,
+    /// The commit the parquet files were read at: `commit`, or the head of
+    /// `refs/convert/parquet` when the tree at `commit` has no parquet files.
+    pub parquet_commit: String,
+    /// True when the files came from `refs/convert/parquet`.
+    pub from_parquet_branch: bool,
+    /// The config converted.
+    pub config: String,
+    /// Repo-relative names of the parquet files read.
+    pub files: Vec<String>,
+    /// The splits, in reading order (train, validation, test, others).
+    pub splits: Vec<HfSplit>,
+}
+
+impl fmt::Display for HfSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "wrote {} from {} at revision {} = commit {} (config {})",
+            self.root.display(),
+            self.repo,
+            self.revision,
+            self.commit,
+            self.config
+        )?;
+        if self.from_parquet_branch {
+            writeln!(
+                f,
+                "parquet files from {PARQUET_BRANCH} at commit {}",
+                self.parquet_commit
+            )?;
+        }
+        for (k, s) in self.splits.iter().enumerate() {
+            let columns: Vec<String> = s.columns.iter().map(ToString::to_string).collect();
+            write!(
+                f,
+                "{}: {} records{} [{}]",
+                s.name,
+                s.records,
+                if s.partial {
+                    " (partial: the Hub's parquet conversion holds only part of this split)"
+                } else {
+                    ""
+                },
+                columns.join(", ")
+            )?;
+            if k + 1 < self.splits.len() {
+                writeln!(f)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Picks the config and splits asked for from `layout`.
+fn select<'a>(
+    layout: &'a Layout,
+    config: Option<&str>,
+    splits: &[String],
+) -> Result<(&'a str, Vec<&'a SplitFiles>), String> {
+    let names = || layout.keys().cloned().collect::<Vec<_>>().join(", ");
+    let (name, found) = match config {
+        Some(c) => layout
+            .get_key_value(c)
+            .ok_or_else(|| format!("no config {c:?} with parquet files (configs: {})", names()))?,
+        None if layout.len() == 1 => layout.iter().next().ok_or("no parquet files")?,
+        None => {
+            return Err(format!(
+                "the dataset has several configs ({}); choose one with --config",
+                names()
+            ));
+        }
+    };
+    let chosen = if splits.is_empty() {
+        ordered_splits(found)
+    } else {
+        let mut out = Vec::new();
+        for s in splits {
+            let files = found.get(s).ok_or_else(|| {
+                format!(
+                    "config {name:?} has no split {s:?} (splits: {})",
+                    found.keys().cloned().collect::<Vec<_>>().join(", ")
+                )
+            })?;
+            if !out.iter().any(|f: &&SplitFiles| f.split == files.split) {
+                out.push(files);
+            }
+        }
+        out
+    };
+    Ok((name.as_str(), chosen))
+}
+
+fn progress_bar(total: u64, show: bool) -> ProgressBar {
+    let target = if show {
+        ProgressDrawTarget::stderr()
+    } else {
+        ProgressDrawTarget::hidden()
+    };
+    let bar = ProgressBar::with_draw_target(Some(total), target);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{msg:>12} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} records ({rate} records/s, ETA {eta})",
+    ) {
+        bar.set_style(style.with_key(
+            "rate",
+            |state: &indicatif::ProgressState, w: &mut dyn fmt::Write| {
+                let _ = write!(w, "{:.0}", state.per_sec());
+            },
+        ));
+    }
+    bar
+}
+
+/// Converts the dataset `source` to stores under the new directory `out`:
+/// `out/<split>/<column>/`. See the [module documentation](self).
+pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
+    let out = out.as_ref();
+    if std::fs::symlink_metadata(out).is_ok() {
+        return Err(crate::error::ErrorKind::AlreadyExists {
+            path: out.to_path_buf(),
+        }
+        .into());
+    }
+    if source.codec == Codec::ZstdDict {
+        return Err(Error::invalid(
+            "the Hugging Face converter writes raw or zstd stores, not zstd_dict",
+        ));
+    }
+    if source.max_records == 0 || source.max_bytes == 0 {
+        return Err(Error::invalid("batch limits must be positive"));
+    }
+    if let Some(c) = &source.config {
+        safe_component("config", c)?;
+    }
+    for s in &source.splits {
+        safe_component("split", s)?;
+    }
+    let show = source.progress && std::io::stderr().is_terminal();
+    let hub = Hub::new(
+        &source.repo,
+        source.endpoint.as_deref(),
+        source.cache_dir.as_ref(),
+        hub::find_token(source.token.as_deref()),
+        show,
+    )?;
+    let repo = source.repo.as_str();
+
+    let resolved = hub.resolve(&source.revision)?;
+    let mut layout = parse_layout(resolved.files.iter().map(String::as_str))
+        .map_err(|e| convert_error(repo, e))?;
+    let mut parquet_commit = resolved.sha.clone();
+    let wanted_missing =
+        |l: &Layout| l.is_empty() || source.config.as_ref().is_some_and(|c| !l.contains_key(c));
+    let mut from_parquet_branch = false;
+    if wanted_missing(&layout)
+        && !is_commit_sha(&source.revision)
+        && source.revision != PARQUET_BRANCH
+    {
+        // The Hub converts the head of `main`: its parquet files are those
+        // of another revision only when that revision is the same commit.
+        if source.revision != DEFAULT_BRANCH {
+            let head = hub.resolve(DEFAULT_BRANCH)?;
+            if head.sha != resolved.sha {
+                return Err(convert_error(
+                    repo,
+                    format!(
+                        "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
+                         converts {DEFAULT_BRANCH} (commit {}), not this revision",
+                        source.revision, resolved.sha, head.sha
+                    ),
+                ));
+            }
+        }
+        let branch = hub.resolve(PARQUET_BRANCH).map_err(|e| {
+            convert_error(
+                repo,
+                format!(
+                    "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
+                    source.revision, resolved.sha
+                ),
+            )
+        })?;
+        layout = parse_layout(branch.files.iter().map(String::as_str))
+            .map_err(|e| convert_error(repo, e))?;
+        parquet_commit = branch.sha;
+        from_parquet_branch = true;
+    }
+    if layout.is_empty() {
+        return Err(convert_error(
+            repo,
+            format!(
+                "no parquet files at revision {:?} (commit {}){}",
+                source.revision,
+                resolved.sha,
+                if is_commit_sha(&source.revision) {
+                    "; to use the Hub's parquet conversion, pass --revision refs/convert/parquet \
+                     (or that branch's commit sha)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    let (config, chosen) = select(&layout, source.config.as_deref(), &source.splits)
+        .map_err(|e| convert_error(repo, e))?;
+
+    // Fetch everything first, so an access problem fails before any work.
+    let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
+    let mut sources = Vec::new();
+    let mut files = Vec::new();
+    for s in &chosen {
+        let mut local = Vec::new();
+        for f in &s.files {
+            local.push((hub.fetch(&parquet_commit, f)?, format!("{repo}/{f}")));
+            files.push(f.clone());
+        }
+        sources.push(SplitSource {
+            name: s.split.clone(),
+            partial: s.partial,
+            files: local,
+            context: context.clone(),
+        });
+    }
+
+    let settings = Settings {
+        codec: source.codec,
+        shards: source.shards,
+        max_records: source.max_records,
+        max_bytes: source.max_bytes,
+    };
+    let total = sources
+        .iter()
+        .flat_map(|s| s.files.iter())
+        .map(|(p, _)| parquet_rows(p))
+        .sum::<u64>();
+    let bar = progress_bar(total, show);
+    let root = StagedRoot::new(out)?;
+    let splits: Result<Vec<HfSplit>, Error> = sources
+        .iter()
+        .map(|s| convert_split(&root, s, &settings, &bar))
+        .collect();
+    bar.finish_and_clear();
+    let splits = splits?;
+    let root = root.publish()?;
+    Ok(HfSummary {
+        root,
+        repo: repo.to_owned(),
+        revision: source.revision.clone(),
+        commit: resolved.sha,
+        parquet_commit,
+        from_parquet_branch,
+        config: config.to_owned(),
+        files,
+        splits,
+    })
+}
+
+/// Rows a parquet file declares (0 when unreadable; the conversion reports
+/// the real problem).
+fn parquet_rows(path: &Path) -> u64 {
+    std::fs::File::open(path)
+        .ok()
+        .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
+        .map(|r| {
+            use parquet::file::reader::FileReader;
+            u64::try_from(r.metadata().file_metadata().num_rows()).unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_and_split_selection() {
+        let l = parse_layout([
+            "a/train/0000.parquet",
+            "a/test/0000.parquet",
+            "b/train/0000.parquet",
+        ])
+        .unwrap();
+        assert!(
+            select(&l, None, &[])
+                .unwrap_err()
+                .contains("several configs (a, b)")
+        );
+        let (c, s) = select(&l, Some("a"), &[]).unwrap();
+        assert_eq!(c, "a");
+        assert_eq!(
+            s.iter().map(|s| s.split.as_str()).collect::<Vec<_>>(),
+            ["train", "test"]
+        );
+        let (_, s) = select(&l, Some("a"), &["test".into()]).unwrap();
+        assert_eq!(s.len(), 1);
+        assert!(
+            select(&l, Some("a"), &["dev".into()])
+                .unwrap_err()
+                .contains("no split \"dev\"")
+        );
+        assert!(
+            select(&l, Some("c"), &[])
+                .unwrap_err()
+                .contains("no config")
+        );
+        let l = parse_layout(["b/train/0000.parquet"]).unwrap();
+        assert_eq!(select(&l, None, &[]).unwrap().0, "b");
+    }
+
+    #[test]
+    fn bad_options_fail_before_any_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("x");
+        // An unroutable endpoint: these must fail before connecting.
+        let src = HfSource::new("a/b").endpoint("http://127.0.0.1:9");
+        for (s, why) in [
+            (src.clone().codec(Codec::ZstdDict), "zstd_dict"),
+            (src.clone().batch_limits(0, 1), "batch limits"),
+            (src.clone().splits([".."]), "split name"),
+            (src.clone().config("a/b"), "config name"),
+        ] {
+            let e = convert_hf(&s, &out).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        }
+        assert!(!out.exists());
+    }
+
+    #[test]
+    fn debug_never_shows_the_token() {
+        let s = HfSource::new("a/b").token("hf_very_secret");
+        let d = format!("{s:?}");
+        assert!(!d.contains("hf_very_secret"));
+        assert!(d.contains("redacted"));
+    }
+}

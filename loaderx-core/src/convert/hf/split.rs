@@ -1,0 +1,447 @@
+//! Converting one split's parquet files into one store per column.
+//!
+//! Rows are read in bounded batches and written whenever the buffered
+//! records reach `max_records` or their bytes reach `max_bytes`, so memory
+//! stays bounded whatever the dataset size. Image columns get a first pass
+//! over their headers to choose Dense or Ragged.
+
+use std::fs::File;
+use std::path::PathBuf;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+use indicatif::ProgressBar;
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+};
+use serde_json::Value;
+
+use super::decode::{RecordBuffer, decode_numeric};
+use super::images::{self, ImageSurvey, PixelFormat};
+use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
+use super::{HfColumn, HfSplit};
+use crate::codec::Codec;
+use crate::convert::convert_error;
+use crate::convert::output::StagedRoot;
+use crate::dense::DynDenseWriter;
+use crate::dtype::DType;
+use crate::error::{Error, StoreKind};
+use crate::options::CreateOptions;
+use crate::ragged::DynRaggedWriter;
+
+/// Store and batching settings shared by every split.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub(crate) codec: Codec,
+    pub(crate) shards: usize,
+    pub(crate) max_records: usize,
+    pub(crate) max_bytes: usize,
+}
+
+/// One split to convert: its local parquet files, in order.
+#[derive(Debug, Clone)]
+pub(crate) struct SplitSource {
+    /// Split name (the output directory).
+    pub(crate) name: String,
+    /// True when the Hub's parquet conversion kept only part of it.
+    pub(crate) partial: bool,
+    /// Local files and the names used in messages.
+    pub(crate) files: Vec<(PathBuf, String)>,
+    /// Prefix for messages, e.g. `owner/name@sha`.
+    pub(crate) context: String,
+}
+
+struct ParquetFile {
+    path: PathBuf,
+    label: String,
+    meta: ArrowReaderMetadata,
+}
+
+impl ParquetFile {
+    fn open(path: &PathBuf, label: &str) -> Result<ParquetFile, Error> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+            .map_err(|e| convert_error(label, format!("not a readable parquet file: {e}")))?;
+        Ok(ParquetFile {
+            path: path.clone(),
+            label: label.to_owned(),
+            meta,
+        })
+    }
+
+    fn rows(&self) -> u64 {
+        u64::try_from(self.meta.metadata().file_metadata().num_rows()).unwrap_or(0)
+    }
+
+    /// Average uncompressed bytes of a row, from the row-group statistics.
+    fn row_bytes(&self) -> usize {
+        let groups = self.meta.metadata().row_groups();
+        let bytes: i64 = groups.iter().map(|g| g.total_byte_size()).sum();
+        let rows: i64 = groups.iter().map(|g| g.num_rows()).sum();
+        usize::try_from(bytes / rows.max(1)).unwrap_or(0).max(1)
+    }
+
+    fn batches(
+        &self,
+        batch_rows: usize,
+        columns: Option<&[usize]>,
+    ) -> Result<impl Iterator<Item = Result<RecordBatch, Error>> + '_, Error> {
+        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let mut builder =
+            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+                .with_batch_size(batch_rows.max(1));
+        if let Some(columns) = columns {
+            let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+            builder = builder.with_projection(mask);
+        }
+        let reader = builder
+            .build()
+            .map_err(|e| convert_error(&self.label, format!("cannot read: {e}")))?;
+        Ok(reader
+            .map(move |b| b.map_err(|e| convert_error(&self.label, format!("cannot decode: {e}")))))
+    }
+}
+
+enum Writer {
+    Dense(DynDenseWriter),
+    Ragged(DynRaggedWriter),
+}
+
+impl Writer {
+    fn len(&self) -> u64 {
+        match self {
+            Writer::Dense(w) => w.len(),
+            Writer::Ragged(w) => w.len(),
+        }
+    }
+
+    fn close(self) -> Result<(), Error> {
+        match self {
+            Writer::Dense(w) => w.close(),
+            Writer::Ragged(w) => w.close(),
+        }
+    }
+}
+
+enum Decoder {
+    Numeric(Vec<Option<usize>>),
+    Image {
+        format: PixelFormat,
+        shape: Option<Vec<usize>>,
+    },
+}
+
+struct Column {
+    plan: ColumnPlan,
+    decoder: Decoder,
+    writer: Writer,
+    buffer: RecordBuffer,
+    summary: HfColumn,
+}
+
+fn column_error(ctx: &str, column: &str, detail: impl Into<String>) -> Error {
+    convert_error(format!("{ctx}: column {column:?}"), detail)
+}
+
+fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
+    a.fields().len() == b.fields().len()
+        && a.fields()
+            .iter()
+            .zip(b.fields().iter())
+            .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
+}
+
+/// Plans every column of a split from its first file's schema.
+fn plan_columns(ctx: &str, file: &ParquetFile) -> Result<Vec<ColumnPlan>, Error> {
+    let schema = file.meta.schema();
+    let features = hf_features(schema.metadata().get("huggingface").map(String::as_str))
+        .map_err(|e| convert_error(&file.label, e))?;
+    let mut plans = Vec::new();
+    for (index, field) in schema.fields().iter().enumerate() {
+        let name = field.name();
+        if plans.iter().any(|p: &ColumnPlan| &p.name == name) {
+            return Err(column_error(ctx, name, "the column name appears twice"));
+        }
+        let feature = features.as_ref().and_then(|f: &Value| f.get(name));
+        let kind = plan_column(field, feature).map_err(|e| column_error(ctx, name, e))?;
+        plans.push(ColumnPlan {
+            name: name.clone(),
+            index,
+            kind,
+        });
+    }
+    if plans.is_empty() {
+        return Err(convert_error(ctx, "the split has no columns"));
+    }
+    Ok(plans)
+}
+
+/// The header pass over every image column.
+fn survey_images(
+    ctx: &str,
+    files: &[ParquetFile],
+    plans: &[ColumnPlan],
+    settings: &Settings,
+) -> Result<Vec<(usize, ImageSurvey, u64)>, Error> {
+    use rayon::prelude::*;
+    let image_cols: Vec<&ColumnPlan> = plans
+        .iter()
+        .filter(|p| matches!(p.kind, ColumnKind::Image { .. }))
+        .collect();
+    if image_cols.is_empty() {
+        return Ok(Vec::new());
+    }
+    let indices: Vec<usize> = image_cols.iter().map(|p| p.index).collect();
+    // (column index, survey, decoded bytes)
+    let mut surveys: Vec<(usize, ImageSurvey, u64)> = image_cols
+        .iter()
+        .map(|p| (p.index, ImageSurvey::default(), 0))
+        .collect();
+    let mut row = 0u64;
+    for file in files {
+        let batch_rows = (settings.max_bytes / 4 / file.row_bytes()).clamp(1, settings.max_records);
+        for batch in file.batches(batch_rows, Some(&indices))? {
+            let batch = batch?;
+            for (k, plan) in image_cols.iter().enumerate() {
+                // The projected batch keeps the image columns in schema order.
+                let column = batch.column(k);
+                let encoded = images::encoded_images(column.as_ref(), row)
+                    .map_err(|e| column_error(ctx, &plan.name, e))?;
+                let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> = encoded
+                    .par_iter()
+                    .enumerate()
+                    .map(|(i, b)| images::probe(b, row + i as u64))
+                    .collect();
+                let (_, survey, bytes) = &mut surveys[k];
+                for (i, p) in probed.into_iter().enumerate() {
+                    let (format, shape) = p.map_err(|e| column_error(ctx, &plan.name, e))?;
+                    *bytes += (shape.iter().product::<usize>() * format.dtype.size()) as u64;
+                    survey
+                        .add(row + i as u64, format, shape)
+                        .map_err(|e| column_error(ctx, &plan.name, e))?;
+                }
+            }
+            row += batch.num_rows() as u64;
+        }
+    }
+    Ok(surveys)
+}
+
+fn describe(kind: StoreKind, dtype: DType, shape: Option<&[usize]>, ndim: usize) -> HfColumn {
+    HfColumn {
+        name: String::new(),
+        kind,
+        dtype,
+        item_shape: shape.map(<[usize]>::to_vec),
+        ndim,
+        image: false,
+    }
+}
+
+/// Converts one split into `root/<split>/<column>/`.
+pub(crate) fn convert_split(
+    root: &StagedRoot,
+    split: &SplitSource,
+    settings: &Settings,
+    progress: &ProgressBar,
+) -> Result<HfSplit, Error> {
+    let ctx = format!("{} split {:?}", split.context, split.name);
+    let files = split
+        .files
+        .iter()
+        .map(|(path, label)| ParquetFile::open(path, label))
+        .collect::<Result<Vec<_>, Error>>()?;
+    let Some(first) = files.first() else {
+        return Err(convert_error(&ctx, "the split has no parquet files"));
+    };
+    for f in &files[1..] {
+        if !same_fields(first.meta.schema(), f.meta.schema()) {
+            return Err(convert_error(
+                &f.label,
+                format!("its columns differ from those of {}", first.label),
+            ));
+        }
+    }
+    let plans = plan_columns(&ctx, first)?;
+    let total: u64 = files.iter().map(ParquetFile::rows).sum();
+
+    if plans
+        .iter()
+        .any(|p| matches!(p.kind, ColumnKind::Image { .. }))
+    {
+        progress.set_message(format!("{}: image headers", split.name));
+    }
+    let surveys = survey_images(&ctx, &files, &plans, settings)?;
+    progress.set_message(split.name.clone());
+
+    let options = CreateOptions::new(settings.codec).data_shards(settings.shards);
+    let mut decoded_row_bytes = 0usize;
+    let mut columns = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let path = root.store_path(&split.name, &plan.name)?;
+        let (decoder, mut summary) = match &plan.kind {
+            ColumnKind::Numeric { dtype, dims } => {
+                let summary = match plan.kind.fixed_shape() {
+                    Some(shape) => describe(StoreKind::Dense, *dtype, Some(&shape), shape.len()),
+                    None => describe(StoreKind::Ragged, *dtype, None, dims.len()),
+                };
+                (Decoder::Numeric(dims.clone()), summary)
+            }
+            ColumnKind::Image { mode } => {
+                let (survey, bytes) = surveys
+                    .iter()
+                    .find(|(i, _, _)| *i == plan.index)
+                    .map(|(_, s, b)| (s.clone(), *b))
+                    .unwrap_or_default();
+                decoded_row_bytes += usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX);
+                let format = match survey.format {
+                    Some((format, _)) => format,
+                    // No images at all: an empty ragged u8 store of rank 2.
+                    None => PixelFormat {
+                        dtype: DType::U8,
+                        channels: 1,
+                        mode: "L",
+                    },
+                };
+                if let Some(want) = mode
+                    && survey.format.is_some()
+                    && want != format.mode
+                {
+                    return Err(column_error(
+                        &ctx,
+                        &plan.name,
+                        format!(
+                            "the Image feature asks for mode {want} but the images are {}; \
+                             converting would change pixel values",
+                            format.mode
+                        ),
+                    ));
+                }
+                let shape = survey.dense_shape().map(<[usize]>::to_vec);
+                let mut summary = match &shape {
+                    Some(s) => describe(StoreKind::Dense, format.dtype, Some(s), s.len()),
+                    None => describe(StoreKind::Ragged, format.dtype, None, format.ndim()),
+                };
+                summary.image = true;
+                (Decoder::Image { format, shape }, summary)
+            }
+        };
+        summary.name = plan.name.clone();
+        let writer = match &summary.item_shape {
+            Some(shape) => Writer::Dense(DynDenseWriter::create(
+                &path,
+                summary.dtype,
+                shape,
+                &options,
+            )?),
+            None => Writer::Ragged(DynRaggedWriter::create(
+                &path,
+                summary.dtype,
+                summary.ndim,
+                &options,
+            )?),
+        };
+        columns.push(Column {
+            buffer: RecordBuffer::new(summary.ndim),
+            plan,
+            decoder,
+            writer,
+            summary,
+        });
+    }
+
+    let mut buffered = 0usize;
+    let mut done = 0u64;
+    for file in &files {
+        let row_bytes = file.row_bytes().saturating_add(decoded_row_bytes).max(1);
+        let batch_rows = (settings.max_bytes / 4 / row_bytes).clamp(1, settings.max_records);
+        for batch in file.batches(batch_rows, None)? {
+            let batch = batch?;
+            let mut offset = 0;
+            while offset < batch.num_rows() {
+                let take = (batch.num_rows() - offset).min(settings.max_records - buffered);
+                let part = batch.slice(offset, take);
+                for c in &mut columns {
+                    decode_part(&ctx, c, &part, done)?;
+                }
+                offset += take;
+                buffered += take;
+                done += take as u64;
+                progress.inc(take as u64);
+                let bytes: usize = columns.iter().map(|c| c.buffer.bytes()).sum();
+                if buffered >= settings.max_records || bytes >= settings.max_bytes {
+                    flush(&ctx, &mut columns, done - buffered as u64)?;
+                    buffered = 0;
+                }
+            }
+        }
+    }
+    flush(&ctx, &mut columns, done - buffered as u64)?;
+
+    let mut summaries = Vec::with_capacity(columns.len());
+    for c in columns {
+        let len = c.writer.len();
+        if len != total || done != total {
+            return Err(column_error(
+                &ctx,
+                &c.plan.name,
+                format!(
+                    "record counts disagree: the files declare {total} rows, {done} were read and {len} written"
+                ),
+            ));
+        }
+        c.writer
+            .close()
+            .map_err(|e| column_error(&ctx, &c.plan.name, e.to_string()))?;
+        summaries.push(c.summary);
+    }
+    Ok(HfSplit {
+        name: split.name.clone(),
+        records: total,
+        partial: split.partial,
+        columns: summaries,
+    })
+}
+
+fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) -> Result<(), Error> {
+    let array = part.column(c.plan.index);
+    match &c.decoder {
+        Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut c.buffer),
+        Decoder::Image { format, shape } => images::encoded_images(array.as_ref(), first_row)
+            .and_then(|enc| {
+                images::decode_into(&enc, first_row, *format, shape.as_deref(), &mut c.buffer)
+            }),
+    }
+    .map_err(|e| column_error(ctx, &c.plan.name, e))
+}
+
+/// Writes every column's buffered records; `first_row` is the split row of
+/// the first buffered record.
+fn flush(ctx: &str, columns: &mut [Column], first_row: u64) -> Result<(), Error> {
+    for c in columns.iter_mut() {
+        if c.buffer.len() == 0 {
+            continue;
+        }
+        let result = match &mut c.writer {
+            Writer::Dense(w) => w.append_bytes(&c.buffer.data, c.buffer.len()),
+            Writer::Ragged(w) => {
+                if let Some(i) = c.buffer.iter().position(|(_, bytes)| bytes.is_empty()) {
+                    let (shape, _) = c.buffer.record(i);
+                    return Err(column_error(
+                        ctx,
+                        &c.plan.name,
+                        format!(
+                            "row {} is empty (shape {shape:?}); Ragged stores cannot hold empty records",
+                            first_row + i as u64
+                        ),
+                    ));
+                }
+                w.append_bytes(c.buffer.iter())
+            }
+        };
+        result.map_err(|e| column_error(ctx, &c.plan.name, e.to_string()))?;
+        c.buffer.clear();
+    }
+    Ok(())
+}

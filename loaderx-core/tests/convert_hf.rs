@@ -1,0 +1,613 @@
+//! `convert_hf` and `loaderx convert hf` against a local stand-in for the
+//! Hugging Face Hub: the real `hf-hub` client talks to
+//! `tests/python/hf_mock_server.py` on 127.0.0.1, which serves parquet files
+//! written by the real `datasets` library (`tests/python/make_hf_fixtures.py`).
+//! Store contents are compared with digests the fixture script computed with
+//! numpy from the same data.
+//!
+//! Needs `LOADERX_PYTHON` (a python with `datasets` and `pillow`); the
+//! README's test command installs one. `LOADERX_SKIP_PYTHON=1` skips.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+
+use loaderx_core::convert::hf::{HfSource, HfSummary, convert_hf};
+use loaderx_core::{DynDense, Store, StoreKind, digest};
+use serde_json::Value;
+
+struct Fixtures {
+    dir: PathBuf,
+    expected: Value,
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn python() -> Option<PathBuf> {
+    if std::env::var_os("LOADERX_SKIP_PYTHON").is_some() {
+        eprintln!("SKIPPED: LOADERX_SKIP_PYTHON is set");
+        return None;
+    }
+    Some(
+        std::env::var_os("LOADERX_PYTHON")
+            .map(PathBuf::from)
+            .expect("set LOADERX_PYTHON to a python with `datasets` and `pillow` (./scripts/test installs one), or LOADERX_SKIP_PYTHON=1"),
+    )
+}
+
+/// Generates the fixtures once per test process.
+fn fixtures() -> Option<&'static Fixtures> {
+    static FIXTURES: OnceLock<Option<Fixtures>> = OnceLock::new();
+    FIXTURES
+        .get_or_init(|| {
+            let py = python()?;
+            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hf-fixtures");
+            if dir.exists() {
+                std::fs::remove_dir_all(&dir).unwrap();
+            }
+            // Offline, with the datasets library's caches inside the fixtures.
+            let out = Command::new(&py)
+                .arg(repo_root().join("tests/python/make_hf_fixtures.py"))
+                .arg(&dir)
+                .env("HF_HOME", dir.join("hf-home"))
+                .env("HF_DATASETS_OFFLINE", "1")
+                .env("HF_HUB_OFFLINE", "1")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "make_hf_fixtures.py failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let expected =
+                serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
+            Some(Fixtures { dir, expected })
+        })
+        .as_ref()
+}
+
+/// The mock Hub, killed when dropped.
+struct Mock {
+    child: Child,
+    url: String,
+    port: u16,
+}
+
+impl Mock {
+    fn start(fx: &Fixtures) -> Mock {
+        let mut child = Command::new(python().unwrap())
+            .arg(repo_root().join("tests/python/hf_mock_server.py"))
+            .arg(&fx.dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let port: u16 = line
+            .trim()
+            .strip_prefix("PORT ")
+            .unwrap_or_else(|| panic!("mock server said {line:?}"))
+            .parse()
+            .unwrap();
+        Mock {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            port,
+        }
+    }
+
+    /// Request counts by kind (`api`, `resolve`, `cdn`, `unauthorized`).
+    fn stats(&self) -> Value {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "GET /_mock/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        serde_json::from_str(body).unwrap()
+    }
+
+    fn source(&self, repo: &str, cache: &Path) -> HfSource {
+        HfSource::new(repo).endpoint(&self.url).cache_dir(cache)
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `loaderx convert hf ARGS` with a clean Hub environment plus `env`.
+fn cli(mock: &Mock, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+    cmd.args(["convert", "hf"])
+        .args(args)
+        .env("HF_ENDPOINT", &mock.url)
+        .env("HF_HOME", home)
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_TOKEN_PATH");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+fn sorted_keys(v: &Value) -> Vec<String> {
+    let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+    k.sort();
+    k
+}
+
+/// Checks every store under `out` against the fixture script's expectations.
+fn check_stores(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
+    let mut want_splits: Vec<String> = splits.iter().map(|s| s.to_string()).collect();
+    want_splits.sort();
+    assert_eq!(names(out), want_splits, "{}", out.display());
+    for split in splits {
+        let expect = &case["splits"][split];
+        let columns = &expect["columns"];
+        assert_eq!(names(&out.join(split)), sorted_keys(columns), "{split}");
+        for (name, col) in columns.as_object().unwrap() {
+            let path = out.join(split).join(name);
+            let what = format!("{split}/{name}");
+            let store = Store::open(&path).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(store.len(), col["records"].as_u64().unwrap(), "{what}");
+            assert_eq!(store.len(), expect["records"].as_u64().unwrap(), "{what}");
+            assert_eq!(
+                store.dtype().name(),
+                col["dtype"].as_str().unwrap(),
+                "{what}"
+            );
+            match (&store, col["kind"].as_str().unwrap()) {
+                (Store::Dense(d), "dense") => {
+                    let shape: Vec<usize> = serde_json::from_value(col["shape"].clone()).unwrap();
+                    assert_eq!(d.item_shape(), shape.as_slice(), "{what}");
+                }
+                (Store::Ragged(r), "ragged") => {
+                    assert_eq!(r.ndim() as u64, col["ndim"].as_u64().unwrap(), "{what}")
+                }
+                (s, k) => panic!("{what}: store is {:?}, expected {k}", s.kind()),
+            }
+            if let Some(d) = col.get("digest") {
+                assert_eq!(
+                    digest(&store).unwrap().sha256,
+                    d.as_str().unwrap(),
+                    "{what}: contents differ from the source"
+                );
+            }
+            if let Some(pixels) = col.get("pixels") {
+                // JPEG: decoders may round differently; allow a small error.
+                let want = std::fs::read(fx.dir.join(pixels.as_str().unwrap())).unwrap();
+                let ds = DynDense::open(&path).unwrap();
+                let all: Vec<u64> = (0..ds.len()).collect();
+                let got = ds.gather_bytes(&all).unwrap();
+                assert_eq!(got.len(), want.len(), "{what}");
+                let diffs: Vec<u32> = got
+                    .iter()
+                    .zip(&want)
+                    .map(|(a, b)| u32::from(a.abs_diff(*b)))
+                    .collect();
+                let max = diffs.iter().copied().max().unwrap();
+                let mean = diffs.iter().sum::<u32>() as f64 / diffs.len() as f64;
+                assert!(max <= 8 && mean < 1.0, "{what}: max {max}, mean {mean}");
+            }
+        }
+    }
+}
+
+fn check_summary(summary: &HfSummary, case: &Value, splits: &[&str]) {
+    assert_eq!(summary.repo, case["repo"].as_str().unwrap());
+    assert_eq!(summary.commit, case["commit"].as_str().unwrap());
+    assert_eq!(
+        summary.parquet_commit,
+        case["parquet_commit"].as_str().unwrap()
+    );
+    assert_eq!(summary.config, case["config"].as_str().unwrap());
+    let got: Vec<&str> = summary.splits.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(got, splits);
+    for s in &summary.splits {
+        let expect = &case["splits"][&s.name];
+        assert_eq!(s.records, expect["records"].as_u64().unwrap());
+        let mut cols: Vec<String> = s.columns.iter().map(|c| c.name.clone()).collect();
+        cols.sort();
+        assert_eq!(cols, sorted_keys(&expect["columns"]));
+        for c in &s.columns {
+            let e = &expect["columns"][&c.name];
+            let kind = match c.kind {
+                StoreKind::Dense => "dense",
+                StoreKind::Ragged => "ragged",
+            };
+            assert_eq!(kind, e["kind"].as_str().unwrap(), "{}", c.name);
+            assert_eq!(c.dtype.name(), e["dtype"].as_str().unwrap(), "{}", c.name);
+        }
+    }
+}
+
+#[test]
+fn mnist_like_images_from_the_parquet_branch() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["mnist"];
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+
+    // Small write batches: many flushes, crossing row groups and files.
+    let out = tmp.path().join("out").join("mnist");
+    let summary = convert_hf(
+        &mock
+            .source("test/mnist-like", &cache)
+            .batch_limits(100, 64 << 10),
+        &out,
+    )
+    .unwrap();
+    assert!(summary.from_parquet_branch);
+    assert_eq!(summary.revision, "main");
+    assert_eq!(summary.root, out);
+    assert_eq!(
+        summary.files,
+        [
+            "mnist/train/0000.parquet",
+            "mnist/train/0001.parquet",
+            "mnist/test/0000.parquet"
+        ]
+    );
+    check_summary(&summary, case, &["train", "test"]);
+    let image = &summary.splits[0].columns[0];
+    assert_eq!(image.name, "image");
+    assert!(image.image);
+    assert_eq!(image.item_shape.as_deref(), Some(&[28usize, 28][..]));
+    check_stores(fx, &out, case, &["train", "test"]);
+    let text = summary.to_string();
+    assert!(text.contains(case["commit"].as_str().unwrap()), "{text}");
+    assert!(text.contains("refs/convert/parquet"), "{text}");
+    // Only the published root is left next to it.
+    assert_eq!(names(&tmp.path().join("out")), ["mnist"]);
+
+    // A second conversion at the same commit reads hf-hub's cache.
+    let downloads = mock.stats()["cdn"].as_u64().unwrap();
+    assert!(downloads >= 3);
+    let out2 = tmp.path().join("out").join("test-only");
+    let summary = convert_hf(
+        &mock.source("test/mnist-like", &cache).splits(["test"]),
+        &out2,
+    )
+    .unwrap();
+    check_summary(&summary, case, &["test"]);
+    check_stores(fx, &out2, case, &["test"]);
+    assert_eq!(mock.stats()["cdn"].as_u64().unwrap(), downloads);
+
+    // Refuses an existing output; unknown split and config are named.
+    let e = convert_hf(&mock.source("test/mnist-like", &cache), &out).unwrap_err();
+    assert!(e.to_string().contains("already exists"), "{e}");
+    let e = convert_hf(
+        &mock.source("test/mnist-like", &cache).splits(["dev"]),
+        tmp.path().join("x"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no split \"dev\""), "{e}");
+    let e = convert_hf(
+        &mock.source("test/mnist-like", &cache).config("other"),
+        tmp.path().join("x"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no config \"other\""), "{e}");
+    // The parquet branch converts `main`, not an older tag.
+    let e = convert_hf(
+        &mock.source("test/mnist-like", &cache).revision("v0"),
+        tmp.path().join("x"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("not this revision"), "{e}");
+    assert!(!tmp.path().join("x").exists());
+}
+
+#[test]
+fn numeric_lists_and_arrays_through_the_cli() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["numeric"];
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("numeric");
+
+    // Default batches: train (40000 rows) needs two flushes of 32768.
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &["test/numeric", out.to_str().unwrap(), "--shards", "3"],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(
+        stdout.contains(case["commit"].as_str().unwrap()),
+        "{stdout}"
+    );
+    assert!(stdout.contains("tokens: ragged i32 (rank 1)"), "{stdout}");
+    assert!(stdout.contains("mat: dense f32 [3, 4]"), "{stdout}");
+    // No terminal: no progress bar.
+    assert!(stderr.is_empty(), "{stderr}");
+    check_stores(fx, &out, case, &["test", "train"]);
+    let Store::Dense(u64s) = Store::open(out.join("train/u64")).unwrap() else {
+        panic!("u64 is not dense")
+    };
+    assert_eq!(u64s.data_shards(), 3);
+    // The hf-hub cache went where HF_HOME says.
+    assert!(tmp.path().join("hf/hub/datasets--test--numeric").is_dir());
+
+    // The library with tiny batches writes the same records.
+    let out2 = tmp.path().join("numeric-small-batches");
+    let summary = convert_hf(
+        &mock
+            .source("test/numeric", &tmp.path().join("cache"))
+            .splits(["test"])
+            .batch_limits(7, 1 << 10),
+        &out2,
+    )
+    .unwrap();
+    check_summary(&summary, case, &["test"]);
+    check_stores(fx, &out2, case, &["test"]);
+}
+
+#[test]
+fn images_of_different_sizes_are_ragged() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["images"];
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("images");
+    let summary = convert_hf(&mock.source("test/images", &tmp.path().join("c")), &out).unwrap();
+    check_summary(&summary, case, &["train"]);
+    let cols = &summary.splits[0].columns;
+    assert_eq!(cols[0].kind, StoreKind::Ragged);
+    assert_eq!(cols[0].ndim, 3);
+    assert_eq!(cols[1].item_shape.as_deref(), Some(&[16usize, 16, 3][..]));
+    check_stores(fx, &out, case, &["train"]);
+}
+
+#[test]
+fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    for (config, needles) in [
+        ("strings", &["\"text\"", "strings"][..]),
+        ("nulls", &["\"maybe\"", "row 2 holds a null"][..]),
+        ("empty", &["\"seq\"", "row 2 is empty"][..]),
+        ("mixed", &["\"picture\"", "row 0 is L but row 1 is RGB"][..]),
+    ] {
+        let e = convert_hf(
+            &mock.source("test/bad", &cache).config(config),
+            work.join("out"),
+        )
+        .unwrap_err()
+        .to_string();
+        for n in needles {
+            assert!(e.contains(n), "{config}: {e}");
+        }
+        assert!(names(&work).is_empty(), "{config}: left {:?}", names(&work));
+    }
+    // Several configs and none chosen.
+    let e = convert_hf(&mock.source("test/bad", &cache), work.join("out")).unwrap_err();
+    assert!(e.to_string().contains("several configs"), "{e}");
+
+    // The CLI exits non-zero with the message.
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &[
+            "test/bad",
+            work.join("out").to_str().unwrap(),
+            "--config",
+            "strings",
+        ],
+        &[],
+    );
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("column \"text\""), "{stderr}");
+    assert!(names(&work).is_empty());
+}
+
+#[test]
+fn names_from_remote_data_cannot_escape() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("a").join("b");
+    std::fs::create_dir_all(&work).unwrap();
+    let e = convert_hf(
+        &mock.source("test/evil-column", &tmp.path().join("c")),
+        work.join("out"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("outside the output root"), "{e}");
+    let e = convert_hf(
+        &mock.source("test/evil-listing", &tmp.path().join("c")),
+        work.join("out"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("not a plain relative path"), "{e}");
+    // Files must come from the pinned commit.
+    let e = convert_hf(
+        &mock.source("test/liar", &tmp.path().join("c")),
+        work.join("out"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("from another commit"), "{e}");
+    assert!(names(&work).is_empty());
+    assert_eq!(names(tmp.path()), ["a", "c"]);
+    assert_eq!(names(&tmp.path().join("a")), ["b"]);
+}
+
+#[test]
+fn gated_repos_need_the_token_which_is_never_printed() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["gated"];
+    let token = case["token"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("hf");
+    let out = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
+
+    // No token at all, and a wrong one: 401, named as such.
+    let run = cli(&mock, &home, &["test/gated", &out("a")], &[]);
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("401"), "{stderr}");
+    let wrong = "hf_wrong_token_0000";
+    let run = cli(
+        &mock,
+        &home,
+        &["test/gated", &out("a"), "--token", wrong],
+        &[],
+    );
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("401"), "{stderr}");
+    assert!(!stderr.contains(wrong), "{stderr}");
+    assert!(!tmp.path().join("a").exists());
+
+    // HF_TOKEN, --token, and the token file of `huggingface-cli login`.
+    let run = cli(
+        &mock,
+        &home,
+        &["test/gated", &out("b")],
+        &[("HF_TOKEN", token)],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let run2 = cli(
+        &mock,
+        &home,
+        &["test/gated", &out("c"), "--token", token],
+        &[],
+    );
+    assert!(run2.status.success());
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("token"), format!("{token}\n")).unwrap();
+    let run3 = cli(&mock, &home, &["test/gated", &out("d")], &[]);
+    assert!(
+        run3.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run3.stderr)
+    );
+    for r in [&run, &run2, &run3] {
+        for stream in [&r.stdout, &r.stderr] {
+            assert!(!String::from_utf8_lossy(stream).contains(token));
+        }
+    }
+    for name in ["b", "c", "d"] {
+        check_stores(fx, &tmp.path().join(name), case, &["train"]);
+    }
+    assert!(mock.stats()["unauthorized"].as_u64().unwrap() >= 2);
+
+    // The library: an explicit token works; errors never show it.
+    let e = convert_hf(
+        &mock
+            .source("test/gated", &tmp.path().join("c2"))
+            .token(wrong),
+        tmp.path().join("e"),
+    )
+    .unwrap_err();
+    assert!(!format!("{e} {e:?}").contains(wrong));
+    let summary = convert_hf(
+        &mock
+            .source("test/gated", &tmp.path().join("c2"))
+            .token(token),
+        tmp.path().join("f"),
+    )
+    .unwrap();
+    check_summary(&summary, case, &["train"]);
+}
+
+#[test]
+fn revisions_resolve_to_pinned_commits() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let old = &fx.expected["moving_old"];
+    let new = &fx.expected["moving_new"];
+    let old_sha = old["commit"].as_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+
+    // `main` has moved on to the new commit.
+    let s = convert_hf(&mock.source("test/moving", &cache), tmp.path().join("main")).unwrap();
+    check_summary(&s, new, &["train"]);
+    check_stores(fx, &tmp.path().join("main"), new, &["train"]);
+
+    // The old commit, by sha and by tag, gives the old data.
+    for (rev, dir) in [(old_sha, "by-sha"), ("v1", "by-tag")] {
+        let s = convert_hf(
+            &mock.source("test/moving", &cache).revision(rev),
+            tmp.path().join(dir),
+        )
+        .unwrap();
+        assert_eq!(s.revision, rev);
+        assert_eq!(s.commit, old_sha);
+        check_summary(&s, old, &["train"]);
+        check_stores(fx, &tmp.path().join(dir), old, &["train"]);
+    }
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &[
+            "test/moving",
+            tmp.path().join("cli").to_str().unwrap(),
+            "--revision",
+            old_sha,
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success());
+    assert!(stdout.contains(&format!("commit {old_sha}")), "{stdout}");
+    check_stores(fx, &tmp.path().join("cli"), old, &["train"]);
+
+    // Unknown revisions and repos are errors, with nothing written.
+    let e = convert_hf(
+        &mock
+            .source("test/moving", &cache)
+            .revision("no-such-branch"),
+        tmp.path().join("x"),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("404"), "{e}");
+    let e = convert_hf(&mock.source("test/absent", &cache), tmp.path().join("x")).unwrap_err();
+    assert!(e.to_string().contains("401"), "{e}");
+    let e = convert_hf(&mock.source("../escape", &cache), tmp.path().join("x")).unwrap_err();
+    assert!(e.to_string().contains("not a Hub dataset id"), "{e}");
+    assert!(!tmp.path().join("x").exists());
+}

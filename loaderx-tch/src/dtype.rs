@@ -1,0 +1,67 @@
+//! How loaderx element types map to tch kinds.
+//!
+//! libtorch (as exposed by tch 0.22) has no `u16`, `u32` or `u64` kind. They
+//! are widened or checked, never truncated:
+//!
+//! | loaderx | tch `Kind` | how |
+//! |---------|------------|-----|
+//! | `bool`  | `Bool`     | same bytes, no copy |
+//! | `u8`    | `Uint8`    | no copy |
+//! | `i8`    | `Int8`     | no copy |
+//! | `u16`   | `Int`      | widened to i32 |
+//! | `i16`   | `Int16`    | no copy |
+//! | `u32`   | `Int64`    | widened to i64 |
+//! | `i32`   | `Int`      | no copy |
+//! | `u64`   | `Int64`    | no copy when every value is at most `i64::MAX`; otherwise [`Error::OutOfRange`](crate::Error::OutOfRange) |
+//! | `i64`   | `Int64`    | no copy |
+//! | `f16`   | `Half`     | no copy |
+//! | `f32`   | `Float`    | no copy |
+//! | `f64`   | `Double`   | no copy |
+//!
+//! "No copy" holds for Dense columns gathered through
+//! [`TchStaging`](crate::TchStaging) on the CPU: the loader gathers straight
+//! into the tensor's storage. For CUDA, the gather lands in pinned host
+//! memory and is copied to the device without blocking.
+
+use loaderx_core::DType;
+use tch::Kind;
+
+use crate::error::{Error, Result};
+
+/// The tch kind a loaderx element type becomes (see the table).
+pub fn tch_kind(dtype: DType) -> Result<Kind> {
+    Ok(match dtype {
+        DType::Bool => Kind::Bool,
+        DType::U8 => Kind::Uint8,
+        DType::I8 => Kind::Int8,
+        DType::I16 => Kind::Int16,
+        DType::U16 | DType::I32 => Kind::Int,
+        DType::U32 | DType::U64 | DType::I64 => Kind::Int64,
+        DType::F16 => Kind::Half,
+        DType::F32 => Kind::Float,
+        DType::F64 => Kind::Double,
+        other => return Err(Error::Unsupported(other)),
+    })
+}
+
+/// The kind holding the store's bytes unchanged, when libtorch has one.
+pub(crate) fn same_bytes_kind(dtype: DType) -> Option<Kind> {
+    match dtype {
+        DType::U16 | DType::U32 => None,
+        // u64 bytes are reinterpreted as i64 after a range check.
+        other => tch_kind(other).ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_maps_to_a_kind_at_least_as_wide() {
+        for d in DType::ALL {
+            let k = tch_kind(d).unwrap();
+            assert!(k.elt_size_in_bytes() >= d.size(), "{d}");
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! # loaderx-tch
+//!
+//! loaderx batches as [`tch::Tensor`]s: a multi-threaded, ordered,
+//! resumable loader for tch training loops, reading Zrecord stores.
+//!
+//! ```
+//! use loaderx_core::{Codec, DataLoader, Dense, DenseWriter};
+//! use loaderx_tch::TchLoaderExt;
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[3], Codec::Zstd)?;
+//! w.append_slice(&(0..30).map(|v| v as f32).collect::<Vec<_>>(), 10)?;
+//! w.close()?;
+//!
+//! let device = tch::Device::cuda_if_available();
+//! let mut loader = DataLoader::builder()
+//!     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
+//!     .batch_size(4)
+//!     .build_tch(device)?;
+//! let batch = loader.next().unwrap()?;
+//! assert_eq!(batch.dense("x")?.size(), [4, 3]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! On the CPU, Dense batches are gathered straight into the storage of the
+//! tensor you receive. With CUDA they are gathered into pinned host memory
+//! and copied to the device without blocking, so the copy overlaps the next
+//! gather. See [`dtype`] for the element type table.
+//!
+//! ## Building
+//!
+//! tch needs libtorch 2.9.0. `scripts/libtorch` in this repository extracts a
+//! CPU libtorch from the PyPI wheels and prints its path: build with
+//! `LIBTORCH=$(scripts/libtorch)`. For CUDA, install `torch==2.9.0` in a venv
+//! and build with `LIBTORCH_USE_PYTORCH=1`. This crate's build script adds an
+//! rpath to libtorch to its own test and example binaries and links
+//! `libtorch_cuda` explicitly where it exists.
+
+pub mod column;
+pub mod dtype;
+mod error;
+mod loader;
+mod staging;
+
+pub use column::{
+    Padded, dense_tensor, into_tensor, ragged_padded, ragged_tensors, tensor_from_bytes,
+};
+pub use dtype::tch_kind;
+pub use error::{Error, Result};
+pub use loader::{RaggedMode, TchColumn, TchLoaderExt, TensorBatch};
+pub use staging::{TchStaging, TensorBuffer};

@@ -1,0 +1,145 @@
+//! Gathering straight into tch tensors: CPU storage, or pinned host memory
+//! for a CUDA device.
+
+use std::any::Any;
+
+use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
+use loaderx_core::{ErrorKind, StoreKind};
+use tch::{Device, Tensor};
+
+use crate::dtype::same_bytes_kind;
+
+/// A tensor's CPU memory used as a loader buffer.
+#[derive(Debug)]
+pub struct TensorBuffer {
+    tensor: Tensor,
+    len: usize,
+}
+
+impl TensorBuffer {
+    /// Wraps a contiguous CPU tensor of exactly `len` bytes.
+    fn new(tensor: Tensor, len: usize) -> Option<TensorBuffer> {
+        let bytes = tensor.numel() * tensor.kind().elt_size_in_bytes();
+        (tensor.device() == Device::Cpu && tensor.is_contiguous() && bytes == len)
+            .then_some(TensorBuffer { tensor, len })
+    }
+
+    /// The tensor, which owns the gathered bytes.
+    pub fn into_tensor(self) -> Tensor {
+        self.tensor
+    }
+}
+
+impl StagedBuffer for TensorBuffer {
+    fn as_bytes(&self) -> &[u8] {
+        if self.len == 0 {
+            return &[];
+        }
+        // SAFETY: `new` checked that the tensor is a contiguous CPU tensor of
+        // exactly `len` bytes; its storage lives as long as `self.tensor`,
+        // which this buffer owns, and no other handle to it exists.
+        unsafe { std::slice::from_raw_parts(self.tensor.data_ptr() as *const u8, self.len) }
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        if self.len == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in `as_bytes`; `&mut self` makes this the only borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.tensor.data_ptr() as *mut u8, self.len) }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+/// Host bytes for what has no tensor of its own (ragged batches, u16/u32).
+#[derive(Debug)]
+struct HostBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl StagedBuffer for HostBytes {
+    fn as_bytes(&self) -> &[u8] {
+        &bytemuck_bytes(&self.words)[..self.len]
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut bytemuck_bytes_mut(&mut self.words)[..len]
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+        self
+    }
+}
+
+fn bytemuck_bytes(w: &[u64]) -> &[u8] {
+    bytemuck::cast_slice(w)
+}
+
+fn bytemuck_bytes_mut(w: &mut [u64]) -> &mut [u8] {
+    bytemuck::cast_slice_mut(w)
+}
+
+/// The loader staging of this crate.
+///
+/// Dense batches are gathered into a tensor allocated by libtorch: plain
+/// CPU memory for a CPU device (handed over without a copy), pinned host
+/// memory for a CUDA device (then copied to the device without blocking).
+/// Pinned blocks are pooled by libtorch's caching host allocator, which
+/// `pin_memory` goes through: a block returns to it when the batch's host
+/// tensor is dropped and the copy from it has completed.
+#[derive(Debug, Clone, Copy)]
+pub struct TchStaging {
+    device: Device,
+}
+
+impl TchStaging {
+    /// The staging for batches bound to `device`.
+    pub fn new(device: Device) -> TchStaging {
+        TchStaging { device }
+    }
+}
+
+impl Staging for TchStaging {
+    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
+        if let (StoreKind::Dense, Some(kind), Some(shape)) =
+            (r.kind, same_bytes_kind(r.dtype), r.shape)
+        {
+            let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+            let tch_err = |e: tch::TchError| -> loaderx_core::Error {
+                ErrorKind::InvalidArgument {
+                    message: format!("tch staging: {e}"),
+                }
+                .into()
+            };
+            let mut tensor =
+                Tensor::f_empty(size.as_slice(), (kind, Device::Cpu)).map_err(tch_err)?;
+            if self.device.is_cuda() {
+                // Without a usable CUDA driver pinning fails; the batch then
+                // stays in pageable memory and the device copy reports the error.
+                if let Ok(pinned) = tensor.f_pin_memory(self.device) {
+                    tensor = pinned;
+                }
+            }
+            if let Some(buffer) = TensorBuffer::new(tensor, r.bytes) {
+                return Ok(Box::new(buffer));
+            }
+        }
+        Ok(Box::new(HostBytes {
+            words: vec![0; r.bytes.div_ceil(8)],
+            len: r.bytes,
+        }))
+    }
+}
