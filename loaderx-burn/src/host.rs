@@ -29,6 +29,14 @@ impl AlignedBytes {
         }
     }
 
+    /// As [`zeroed`](Self::zeroed), or `None` when the memory cannot be had.
+    pub(crate) fn try_zeroed(len: usize) -> Option<AlignedBytes> {
+        let mut words = Vec::new();
+        words.try_reserve_exact(len.div_ceil(8)).ok()?;
+        words.resize(len.div_ceil(8), 0u64);
+        Some(AlignedBytes { words, len })
+    }
+
     pub(crate) fn from_slice(bytes: &[u8]) -> AlignedBytes {
         let mut b = AlignedBytes::zeroed(bytes.len());
         b.as_bytes_mut().copy_from_slice(bytes);
@@ -508,9 +516,26 @@ fn pad(column: &HostColumn, rows: &Range<usize>) -> Result<PaddedHost> {
             lengths.push(i64::try_from(d).unwrap_or(i64::MAX));
         }
     }
-    let per_record: usize = max.iter().product();
-    let mut values = AlignedBytes::zeroed(b * per_record * size);
-    let mut mask = vec![0u8; b * per_record];
+    // Zero-element records can claim any extent: (0, 10^9) and (10^9, 0)
+    // pad to 10^18 elements. Refuse what cannot be allocated.
+    let too_large = || {
+        Error::Invalid(format!(
+            "padding {b} records to the shape {max:?} needs more memory than can be allocated"
+        ))
+    };
+    let per_record = max
+        .iter()
+        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(too_large)?;
+    let elements = per_record.checked_mul(b).ok_or_else(too_large)?;
+    let total = elements
+        .checked_mul(size.max(1))
+        .filter(|&t| t <= isize::MAX as usize / 2)
+        .ok_or_else(too_large)?;
+    let mut values = AlignedBytes::try_zeroed(total).ok_or_else(too_large)?;
+    let mut mask = Vec::new();
+    mask.try_reserve_exact(elements).map_err(|_| too_large())?;
+    mask.resize(elements, 0u8);
     for (j, i) in rows.clone().enumerate() {
         let (shape, src) = column.record(i);
         let dst = &mut values.as_bytes_mut()[j * per_record * size..(j + 1) * per_record * size];

@@ -95,7 +95,7 @@ impl Padded {
 /// Pads a Ragged column with zeros to the largest length of every axis.
 pub fn ragged_padded(column: &Column, device: &Device) -> Result<Padded> {
     let layout = ragged_layout(column)?;
-    let padded = layout.pad(column.bytes(), column.dtype().size());
+    let padded = layout.pad(column.bytes(), column.dtype().size())?;
     let lengths = padded
         .lengths
         .iter()

@@ -51,8 +51,7 @@ impl DynDenseWriter {
     ) -> Result<DynDenseWriter, Error> {
         let schema = Schema::dense(dtype, item_shape)?;
         let record_bytes = schema.record_bytes().unwrap_or(0);
-        let (shards, dict) = options.validated()?;
-        let engine = StoreWriter::create(path.as_ref(), &schema, options.codec(), shards, dict)?;
+        let engine = StoreWriter::create(path.as_ref(), &schema, options)?;
         Ok(DynDenseWriter {
             engine,
             dtype,
@@ -308,9 +307,7 @@ impl DynDense {
 
     /// Gathers the records at `indices` into a new byte vector.
     pub fn gather_bytes(&self, indices: &[u64]) -> Result<Vec<u8>, Error> {
-        let mut out = vec![0u8; indices.len().saturating_mul(self.record_bytes)];
-        self.gather_into(indices, &mut out)?;
-        Ok(out)
+        self.engine.gather_fixed_vec(indices, self.record_bytes)
     }
 
     /// This store as `Dense<T>`, if `T` is its element type.
@@ -398,7 +395,7 @@ impl<T: Element> Dense<T> {
         let per = self.inner.record_bytes / size_of::<T>();
         let total = indices.len().saturating_mul(per);
         let values = T::filled_vec(total, |bytes| self.inner.gather_into(indices, bytes))?
-            .ok_or_else(|| self.not_bool())?;
+            .ok_or_else(|| self.not_bool(indices))?;
         let mut shape = Vec::with_capacity(1 + self.item_shape().len());
         shape.push(indices.len());
         shape.extend_from_slice(self.item_shape());
@@ -424,7 +421,7 @@ impl<T: Element> Dense<T> {
         if T::fill_slice(dst, |bytes| self.inner.gather_into(indices, bytes))? {
             Ok(())
         } else {
-            Err(self.not_bool())
+            Err(self.not_bool(indices))
         }
     }
 
@@ -433,10 +430,19 @@ impl<T: Element> Dense<T> {
         self.inner.train_dict()
     }
 
-    fn not_bool(&self) -> Error {
-        Error::corrupt(
-            self.inner.path(),
-            "a bool record holds a byte other than 0 or 1",
-        )
+    /// The error for a `bool` gather of `indices` that met a byte other than
+    /// 0 or 1, naming the first such record (found by reading them again:
+    /// this is the error path only).
+    fn not_bool(&self, indices: &[u64]) -> Error {
+        const WHAT: &str = "a bool record holds a byte other than 0 or 1";
+        let per = self.inner.record_bytes.max(1);
+        let first = self.inner.gather_bytes(indices).ok().and_then(|bytes| {
+            let at = bytes.iter().position(|&b| b > 1)?;
+            indices.get(at / per).copied()
+        });
+        match first {
+            Some(index) => Error::corrupt_record(self.inner.path(), index, WHAT),
+            None => Error::corrupt(self.inner.path(), WHAT),
+        }
     }
 }

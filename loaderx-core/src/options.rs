@@ -16,6 +16,7 @@ pub struct CreateOptions {
     codec: Codec,
     data_shards: usize,
     dict: Option<Vec<u8>>,
+    sync_on_close: bool,
 }
 
 impl CreateOptions {
@@ -25,6 +26,7 @@ impl CreateOptions {
             codec,
             data_shards: usize::from(DEFAULT_DATA_SHARDS),
             dict: None,
+            sync_on_close: true,
         }
     }
 
@@ -39,6 +41,22 @@ impl CreateOptions {
     pub fn dict_bytes(mut self, dict: impl Into<Vec<u8>>) -> CreateOptions {
         self.dict = Some(dict.into());
         self
+    }
+
+    /// Whether `close` flushes every file to stable storage before and after
+    /// publishing the header (default `true`). With `false` a store is still
+    /// published last, so a killed process never leaves one that opens, but
+    /// after a power loss or kernel crash the header may reach the disk
+    /// before the records it describes. Turn it off for scratch stores, or
+    /// when the caller syncs the file system itself.
+    pub fn sync_on_close(mut self, sync: bool) -> CreateOptions {
+        self.sync_on_close = sync;
+        self
+    }
+
+    /// Whether `close` syncs (see [`sync_on_close`](Self::sync_on_close)).
+    pub fn syncs_on_close(&self) -> bool {
+        self.sync_on_close
     }
 
     /// The codec.

@@ -105,8 +105,7 @@ impl DynRaggedWriter {
         options: &CreateOptions,
     ) -> Result<DynRaggedWriter, Error> {
         let schema = Schema::ragged(dtype, ndim)?;
-        let (shards, dict) = options.validated()?;
-        let engine = StoreWriter::create(path.as_ref(), &schema, options.codec(), shards, dict)?;
+        let engine = StoreWriter::create(path.as_ref(), &schema, options)?;
         Ok(DynRaggedWriter {
             engine,
             dtype,
@@ -337,7 +336,11 @@ impl RaggedLayout {
 
     /// Pads the records in `bytes` (the buffer this layout describes, with
     /// `elem_size`-byte elements) to a dense zero-padded block.
-    pub fn pad(&self, bytes: &[u8], elem_size: usize) -> PaddedBytes {
+    ///
+    /// The block can be far larger than the records: shapes `(0, 10^9)` and
+    /// `(10^9, 0)` hold no element but pad to `10^18`. A size that overflows
+    /// or cannot be allocated is an [`ErrorKind::InvalidArgument`] error.
+    pub fn pad(&self, bytes: &[u8], elem_size: usize) -> Result<PaddedBytes, Error> {
         let (b, nd) = (self.len(), self.ndim);
         let mut max = vec![0usize; nd];
         for i in 0..b {
@@ -345,8 +348,23 @@ impl RaggedLayout {
                 *m = (*m).max(d);
             }
         }
-        let per_record: usize = max.iter().product::<usize>() * elem_size;
-        let mut out = vec![0u8; b * per_record];
+        let too_large = || {
+            Error::invalid(format!(
+                "padding {b} records to the shape {max:?} of {elem_size}-byte elements \
+                 needs more memory than can be allocated"
+            ))
+        };
+        let per_record = max
+            .iter()
+            .try_fold(elem_size, |acc, &d| acc.checked_mul(d))
+            .ok_or_else(too_large)?;
+        let total = per_record
+            .checked_mul(b)
+            .filter(|&t| t <= isize::MAX as usize)
+            .ok_or_else(too_large)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(total).map_err(|_| too_large())?;
+        out.resize(total, 0u8);
         for i in 0..b {
             let dst = &mut out[i * per_record..(i + 1) * per_record];
             copy_into_corner(
@@ -360,11 +378,11 @@ impl RaggedLayout {
         let mut shape = Vec::with_capacity(nd + 1);
         shape.push(b);
         shape.extend_from_slice(&max);
-        PaddedBytes {
+        Ok(PaddedBytes {
             bytes: out,
             shape,
             lengths: self.dims.clone(),
-        }
+        })
     }
 }
 
@@ -433,6 +451,13 @@ impl DynRaggedBatch {
     /// Where each record lies in the allocation.
     pub fn layout(&self) -> &RaggedLayout {
         &self.layout
+    }
+
+    /// The batch zero-padded to the largest length of every axis (see
+    /// [`RaggedLayout::pad`]).
+    pub fn pad(&self) -> Result<PaddedBytes, Error> {
+        self.layout
+            .pad(bytemuck::cast_slice(&self.storage), self.dtype.size())
     }
 
     /// This batch with element type `T`, if `T` is its type and (for `bool`)
@@ -796,12 +821,17 @@ impl<T: Element> Ragged<T> {
 
     /// Gathers the records at `indices`, in order.
     pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
-        self.inner.gather(indices)?.typed().map_err(|_| {
-            Error::corrupt(
+        let batch = self.inner.gather(indices)?;
+        // Only `bool` can fail here: name the first record holding a bad byte.
+        let bad = (0..batch.len()).find(|&k| T::try_from_bytes(batch.bytes(k)).is_none());
+        match bad {
+            None => batch.typed(),
+            Some(k) => Err(Error::corrupt_record(
                 self.inner.path(),
+                indices[k],
                 "a bool record holds a byte other than 0 or 1",
-            )
-        })
+            )),
+        }
     }
 
     /// One record as an owned array.
@@ -835,12 +865,41 @@ mod tests {
             dims: vec![2, 3, 1, 1],
         };
         let bytes = [1, 2, 3, 4, 5, 6, 0, 0, 9];
-        let p = layout.pad(&bytes, 1);
+        let p = layout.pad(&bytes, 1).unwrap();
         assert_eq!(p.shape, vec![2, 2, 3]);
         assert_eq!(p.bytes, vec![1, 2, 3, 4, 5, 6, 9, 0, 0, 0, 0, 0]);
         assert_eq!(p.lengths, vec![2, 3, 1, 1]);
         let mut dst = [0u8; 8];
         copy_into_corner(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
         assert_eq!(dst, [7, 8, 9, 10, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn padding_that_cannot_be_allocated_is_an_error() {
+        // Two empty records whose extents multiply past any memory.
+        let layout = RaggedLayout {
+            ndim: 2,
+            offsets: vec![0, 0],
+            byte_lens: vec![0, 0],
+            dims: vec![0, 1 << 40, 1 << 40, 0],
+        };
+        let err = layout.pad(&[], 4).unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::InvalidArgument { .. }),
+            "{err}"
+        );
+        let overflow = RaggedLayout {
+            ndim: 2,
+            offsets: vec![0],
+            byte_lens: vec![0],
+            dims: vec![usize::MAX, 0],
+        };
+        let layout = RaggedLayout {
+            dims: vec![usize::MAX, 0, 0, 2],
+            offsets: vec![0, 0],
+            byte_lens: vec![0, 0],
+            ..overflow
+        };
+        assert!(layout.pad(&[], 1).is_err());
     }
 }

@@ -118,7 +118,12 @@ impl Store {
                     let end = n.min(start + per);
                     let idx: Vec<u64> = (start..end).collect();
                     buf.resize(idx.len() * s.record_bytes(), 0);
-                    s.gather_into(&idx, &mut buf)?;
+                    if let Err(e) = s.gather_into(&idx, &mut buf) {
+                        return Err(first_failure(&idx, e, |i| {
+                            let mut one = vec![0u8; s.record_bytes()];
+                            s.gather_into(&[i], &mut one)
+                        }));
+                    }
                     for (k, rec) in buf.chunks_exact(s.record_bytes()).enumerate() {
                         let index = start + k as u64;
                         if check_bool && rec.iter().any(|&b| b > 1) {
@@ -133,7 +138,9 @@ impl Store {
                 while start < n {
                     let end = n.min(start + 4096);
                     let idx: Vec<u64> = (start..end).collect();
-                    let batch = s.gather(&idx)?;
+                    let batch = s
+                        .gather(&idx)
+                        .map_err(|e| first_failure(&idx, e, |i| s.gather(&[i]).map(drop)))?;
                     for k in 0..batch.len() {
                         let index = start + k as u64;
                         let rec = batch.bytes(k);
@@ -148,4 +155,18 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// A batch read in parallel reports whichever bad record a worker met first;
+/// this reads `indices` one by one and returns the error of the lowest one
+/// that fails (or `batch_error` if none fails alone).
+fn first_failure(
+    indices: &[u64],
+    batch_error: Error,
+    read_one: impl Fn(u64) -> Result<(), Error>,
+) -> Error {
+    indices
+        .iter()
+        .find_map(|&i| read_one(i).err())
+        .unwrap_or(batch_error)
 }

@@ -6,7 +6,7 @@ use std::any::Any;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use loaderx_core::loader::{Batch, DataLoader, StageRequest, StagedBuffer, Staging};
 use loaderx_core::sampler::{Sampler, SamplerMode};
@@ -355,7 +355,21 @@ fn dropping_stops_and_joins_promptly() {
             }
             // Let the workers fill the window before dropping.
             std::thread::sleep(Duration::from_millis(50));
-            drop(loader);
+            joins_within_a_second(loader);
+        });
+    }
+    // Under load: large batches, every worker busy gathering and decoding.
+    for workers in [1, 2, 4] {
+        let loader = builder(dir.path())
+            .batch_size(N as usize)
+            .workers(workers)
+            .prefetch(4)
+            .build()
+            .unwrap();
+        within_watchdog(move || {
+            let mut loader = loader;
+            loader.next().unwrap().unwrap();
+            joins_within_a_second(loader);
         });
     }
     // Slow transform: drop waits only for batches already being made.
@@ -366,7 +380,15 @@ fn dropping_stops_and_joins_promptly() {
             Ok::<_, Error>(b.step())
         })
         .unwrap();
-    within_watchdog(move || drop(loader));
+    within_watchdog(move || joins_within_a_second(loader));
+}
+
+/// Drops `loader` and checks that its workers were joined within a second.
+fn joins_within_a_second<T>(loader: DataLoader<T>) {
+    let started = Instant::now();
+    drop(loader);
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "drop took {took:?}");
 }
 
 #[test]
@@ -432,4 +454,20 @@ fn bad_configurations_are_errors() {
         l.next().unwrap().unwrap().indices(),
         &[0, 1, 2, 3, 4, 5, 6, 7]
     );
+}
+
+#[test]
+fn a_start_step_at_the_end_of_u64_wraps() {
+    // Workers claim steps past u64::MAX: they wrap like the sampler's.
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let steps: Vec<u64> = builder(dir.path())
+        .workers(2)
+        .start_step(u64::MAX - 1)
+        .build()
+        .unwrap()
+        .take(4)
+        .map(|b| b.unwrap().step())
+        .collect();
+    assert_eq!(steps, vec![u64::MAX - 1, u64::MAX, 0, 1]);
 }

@@ -802,6 +802,34 @@ fn bad_record_locations_are_corrupt_records() {
 }
 
 #[test]
+fn verify_names_the_first_bad_record_of_a_parallel_batch() {
+    // Records read in parallel fail in whatever order the workers meet
+    // them; the full read (what `loaderx verify` runs) must still report the
+    // lowest bad index.
+    let dir = tempfile::tempdir().unwrap();
+    for kind in KINDS {
+        let path = dir.path().join(format!("{kind:?}"));
+        match kind {
+            Kind::Dense => build_dense(&path, Codec::Zstd, 3000, 16, 3),
+            Kind::Ragged => build_ragged(&path, Codec::Zstd, 3000, 3),
+        }
+        for bad in [2900, 1777, 1200] {
+            let t = tail(&path, shard_of(&path, bad));
+            let mut loc = read_loc(&path, bad);
+            loc.offset = t + 1;
+            write_loc(&path, bad, loc);
+        }
+        let store = Store::open(&path).unwrap();
+        assert_err!(
+            store.for_each_record(|_, _, _| Ok(())),
+            ErrorKind::CorruptRecord { index: 1200, .. },
+            "{kind:?}"
+        );
+        assert_err!(digest(&store), ErrorKind::CorruptRecord { index: 1200, .. });
+    }
+}
+
+#[test]
 fn damaged_zstd_frames() {
     const BAD: u64 = 5;
     for f in Fixture::all().into_iter().filter(|f| f.codec != Codec::Raw) {
@@ -979,17 +1007,14 @@ fn bool_bytes_other_than_0_and_1_are_rejected() {
         assert!(r.gather(&[0, 2, 4, 5]).is_ok());
         assert_err!(
             r.gather(&[0, BAD]),
-            ErrorKind::Corrupt { .. } | ErrorKind::CorruptRecord { .. },
+            ErrorKind::CorruptRecord { index: BAD, .. },
             "{codec}"
         );
-        assert_err!(
-            r.get(BAD),
-            ErrorKind::Corrupt { .. } | ErrorKind::CorruptRecord { .. }
-        );
+        assert_err!(r.get(BAD), ErrorKind::CorruptRecord { index: BAD, .. });
         let mut out = [false; 8];
         assert_err!(
             r.gather_into(&[BAD], &mut out),
-            ErrorKind::Corrupt { .. } | ErrorKind::CorruptRecord { .. }
+            ErrorKind::CorruptRecord { index: BAD, .. }
         );
         // The untyped reader hands out the stored bytes as they are.
         assert_eq!(r.as_dyn().gather_bytes(&[BAD]).unwrap(), bad_bytes);
@@ -1009,8 +1034,8 @@ fn bool_bytes_other_than_0_and_1_are_rejected() {
         let r = Ragged::<bool>::open(&ragged).unwrap();
         assert!(r.gather(&[0, 2, 4, 5]).is_ok());
         assert_err!(
-            r.gather(&[BAD]),
-            ErrorKind::Corrupt { .. } | ErrorKind::CorruptRecord { .. },
+            r.gather(&[0, BAD]),
+            ErrorKind::CorruptRecord { index: BAD, .. },
             "{codec}"
         );
         assert_err!(
@@ -1578,9 +1603,15 @@ struct ChildTest {
 
 impl ChildTest {
     fn spawn(test: &str, store: &Path) -> ChildTest {
+        Self::spawn_with(test, store, String::new())
+    }
+
+    /// As `spawn`, with `config` in the child's `LOADERX_CRASH_CONFIG`.
+    fn spawn_with(test: &str, store: &Path, config: String) -> ChildTest {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", test, "--nocapture", "--ignored"])
             .env(CHILD_STORE_ENV, store)
+            .env(CRASH_CONFIG_ENV, config)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -1701,6 +1732,232 @@ fn child_writer_process() {
         }
         next += 256;
     }
+}
+
+// The kill-point harness: a child process builds a store and is SIGKILLed at
+// a random moment; whatever it left behind must either refuse to open with a
+// clear error or open with exactly the contents of a completed build.
+
+const CRASH_CONFIG_ENV: &str = "LOADERX_CRASH_CONFIG";
+/// Kill points tried by `random_kill_points_never_leave_a_store_that_opens_wrong`.
+const KILL_POINTS: usize = 120;
+/// Records per crash build, appended in `CRASH_APPENDS` calls.
+const CRASH_RECORDS: u64 = 3072;
+const CRASH_APPENDS: u64 = 6;
+
+/// One build of the crash harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct CrashBuild {
+    kind: Kind,
+    codec: Codec,
+    shards: usize,
+}
+
+impl CrashBuild {
+    fn all() -> Vec<CrashBuild> {
+        let mut all = Vec::new();
+        for kind in KINDS {
+            for codec in CODECS {
+                for shards in [1, 4] {
+                    all.push(CrashBuild {
+                        kind,
+                        codec,
+                        shards,
+                    });
+                }
+            }
+        }
+        all
+    }
+
+    fn to_env(self) -> String {
+        format!("{:?},{},{}", self.kind, codec_tag(self.codec), self.shards)
+    }
+
+    fn from_env(s: &str) -> CrashBuild {
+        let parts: Vec<&str> = s.split(',').collect();
+        let kind = if parts[0] == "Dense" {
+            Kind::Dense
+        } else {
+            Kind::Ragged
+        };
+        let codec = CODECS[parts[1].parse::<usize>().unwrap()];
+        CrashBuild {
+            kind,
+            codec,
+            shards: parts[2].parse().unwrap(),
+        }
+    }
+
+    /// Builds the whole store at `path`, calling `event` after create, after
+    /// every append and after close.
+    fn build(self, path: &Path, mut event: impl FnMut(&str)) {
+        let per = CRASH_RECORDS / CRASH_APPENDS;
+        let opts = options(self.codec, self.shards);
+        match self.kind {
+            Kind::Dense => {
+                let mut w = DenseWriter::<u32>::create_with(path, &[64], &opts).unwrap();
+                event("created");
+                for k in 0..CRASH_APPENDS {
+                    w.append(&dense_batch(k * per..(k + 1) * per, 64)).unwrap();
+                    event("appended");
+                }
+                w.close().unwrap();
+            }
+            Kind::Ragged => {
+                let mut w = RaggedWriter::<u16>::create_with(path, 1, &opts).unwrap();
+                event("created");
+                for k in 0..CRASH_APPENDS {
+                    w.append((k * per..(k + 1) * per).map(ragged_record))
+                        .unwrap();
+                    event("appended");
+                }
+                w.close().unwrap();
+            }
+        }
+        event("closed");
+    }
+}
+
+/// What the parent saw of a child before it killed it.
+#[derive(Debug, Default)]
+struct KillTally {
+    before_create: usize,
+    during_append: usize,
+    during_close: usize,
+    after_close: usize,
+    refused: usize,
+    opened_whole: usize,
+}
+
+#[test]
+fn random_kill_points_never_leave_a_store_that_opens_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let builds = CrashBuild::all();
+
+    // A published neighbour that every crash must leave untouched, and the
+    // digest of each completed build.
+    let neighbour = dir.path().join("published");
+    build_dense(&neighbour, Codec::Zstd, 512, 16, 3);
+    let neighbour_digest = open_and_digest(&neighbour).unwrap();
+    let mut neighbour_bytes = Vec::new();
+    for entry in fs::read_dir(&neighbour).unwrap() {
+        let entry = entry.unwrap();
+        neighbour_bytes.push((entry.path(), fs::read(entry.path()).unwrap()));
+    }
+    let complete: Vec<_> = builds
+        .iter()
+        .map(|b| {
+            let path = dir.path().join(format!("complete_{}", b.to_env()));
+            b.build(&path, |_| {});
+            open_and_digest(&path).unwrap()
+        })
+        .collect();
+
+    // How long a child takes from spawn to a closed store, per build.
+    let spans: Vec<Duration> = builds
+        .iter()
+        .enumerate()
+        .map(|(k, b)| {
+            let path = dir.path().join(format!("calibrate_{k}"));
+            let started = Instant::now();
+            let mut child = ChildTest::spawn_with("child_crash_writer", &path, b.to_env());
+            assert!(child.wait_for("closed").is_some(), "{}", child.stderr());
+            let span = started.elapsed();
+            assert!(child.wait().success());
+            assert_eq!(open_and_digest(&path).unwrap(), complete[k]);
+            span
+        })
+        .collect();
+
+    let mut state = 0xC0FF_EE00_D15E_A5E5_u64;
+    let mut tally = KillTally::default();
+    for point in 0..KILL_POINTS {
+        let k = (xorshift(&mut state) % builds.len() as u64) as usize;
+        let build = builds[k];
+        // Uniform over the child's whole life and a little past it.
+        let max = spans[k].as_micros() as u64 * 5 / 4;
+        let delay = Duration::from_micros(xorshift(&mut state) % max.max(1));
+        let path = dir.path().join(format!("killed_{point}"));
+
+        let mut child = ChildTest::spawn_with("child_crash_writer", &path, build.to_env());
+        std::thread::sleep(delay);
+        let status = child.kill();
+        let seen: Vec<String> = child.lines.try_iter().collect();
+        let stderr = child.stderr();
+        assert!(
+            status.signal() == Some(9) || status.success(),
+            "kill point {point} ({build:?}): child failed on its own: {status:?}\n{stderr}"
+        );
+        let appended = seen.iter().filter(|l| l.contains("appended")).count();
+        if seen.iter().any(|l| l.contains("closed")) {
+            tally.after_close += 1;
+        } else if appended == CRASH_APPENDS as usize {
+            tally.during_close += 1;
+        } else if seen.iter().any(|l| l.contains("created")) {
+            tally.during_append += 1;
+        } else {
+            tally.before_create += 1;
+        }
+
+        match open_and_digest(&path) {
+            Ok(d) => {
+                // Only a finished build may open, and then only whole.
+                assert_eq!(
+                    d, complete[k],
+                    "kill point {point} ({build:?}) opened partial"
+                );
+                tally.opened_whole += 1;
+            }
+            Err(e) => {
+                assert!(
+                    matches!(
+                        e.kind(),
+                        ErrorKind::NotPublished { .. } | ErrorKind::NotAStore { .. }
+                    ),
+                    "kill point {point} ({build:?}, after {seen:?}): unexpected error {e}"
+                );
+                assert!(
+                    !seen.iter().any(|l| l.contains("closed")),
+                    "kill point {point}: a closed store refused to open: {e}"
+                );
+                tally.refused += 1;
+            }
+        }
+        if point % 20 == 19 {
+            assert_eq!(open_and_digest(&neighbour).unwrap(), neighbour_digest);
+        }
+    }
+    for (file, bytes) in &neighbour_bytes {
+        assert_eq!(
+            &fs::read(file).unwrap(),
+            bytes,
+            "{} changed",
+            file.display()
+        );
+    }
+    eprintln!("{KILL_POINTS} kill points: {tally:?}");
+    assert_eq!(tally.refused + tally.opened_whole, KILL_POINTS);
+    // The random points must have landed inside the build, not only around it.
+    assert!(tally.during_append > 0 && tally.refused > 0, "{tally:?}");
+}
+
+/// Child of `random_kill_points_never_leave_a_store_that_opens_wrong`: runs
+/// one crash build, reporting each step on stdout.
+#[test]
+#[ignore = "child process, run by random_kill_points_never_leave_a_store_that_opens_wrong"]
+fn child_crash_writer() {
+    let (Some(path), Ok(config)) = (
+        std::env::var_os(CHILD_STORE_ENV),
+        std::env::var(CRASH_CONFIG_ENV),
+    ) else {
+        return;
+    };
+    let mut out = std::io::stdout();
+    CrashBuild::from_env(&config).build(Path::new(&path), |event| {
+        writeln!(out, "{event}").unwrap();
+        out.flush().unwrap();
+    });
 }
 
 // ---------------------------------------------------------------------------
@@ -1842,4 +2099,88 @@ fn child_reader_process() {
     assert_eq!(d, cross_process_expected_digest());
     println!("{DIGEST_PREFIX}{d}");
     std::io::stdout().flush().unwrap();
+}
+
+#[test]
+fn readers_open_and_close_while_others_gather() {
+    const N: u64 = 2048;
+    const W: usize = 32;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dense");
+    build_dense(&path, Codec::ZstdDict, N, W, 3);
+    let shared = Dense::<u32>::open(&path).unwrap();
+    let expected = open_and_digest(&path).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let shared = &shared;
+            s.spawn(move || {
+                let mut state = 0x51_7CC1_B727_220A ^ (t + 1);
+                for _ in 0..40 {
+                    let idx = random_indices(&mut state, N, 512);
+                    let batch = shared.gather(&idx).unwrap();
+                    for (row, &i) in batch.outer_iter().zip(&idx) {
+                        assert_eq!(row[W - 1], dense_value(i, W - 1));
+                    }
+                }
+            });
+        }
+        for t in 0..3u64 {
+            let path = &path;
+            let expected = &expected;
+            s.spawn(move || {
+                let mut state = 0x3C6E_F372_FE94_F82B ^ (t + 1);
+                for round in 0..25 {
+                    let store = Store::open(path).unwrap();
+                    if round % 5 == 0 {
+                        assert_eq!(&digest(&store).unwrap(), expected);
+                    } else if let Store::Dense(d) = &store {
+                        let idx = random_indices(&mut state, N, 64);
+                        assert_eq!(d.gather_bytes(&idx).unwrap().len(), idx.len() * W * 4);
+                    }
+                    drop(store);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_writer_in_another_process_excludes_readers_and_writers() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held");
+    let mut child = ChildTest::spawn("child_holding_writer", &path);
+    if child.wait_for(APPENDED).is_none() {
+        let _ = child.kill();
+        panic!("the child writer never appended: {}", child.stderr());
+    }
+    assert_err!(Store::open(&path), ErrorKind::Busy { path: p } if *p == path);
+    assert_err!(Dense::<u32>::open(&path), ErrorKind::Busy { .. });
+    assert_err!(
+        DenseWriter::<u32>::create(&path, &[WIDTH], Codec::Raw),
+        ErrorKind::AlreadyExists { .. }
+    );
+    // Its published neighbour stays readable by both processes meanwhile.
+    let other = dir.path().join("other");
+    build_dense(&other, Codec::Raw, RECORDS, WIDTH, 2);
+    assert_eq!(Dense::<u32>::open(&other).unwrap().len(), RECORDS);
+    let status = child.kill();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    // The lock dies with the process; what is left is not published.
+    assert_err!(Store::open(&path), ErrorKind::NotPublished { .. });
+}
+
+/// Child of `a_writer_in_another_process_excludes_readers_and_writers`:
+/// creates a store, appends once and holds the writer open until killed.
+#[test]
+#[ignore = "child process, run by a_writer_in_another_process_excludes_readers_and_writers"]
+fn child_holding_writer() {
+    let Some(path) = std::env::var_os(CHILD_STORE_ENV) else {
+        return;
+    };
+    let mut w = DenseWriter::<u32>::create_with(&path, &[WIDTH], &options(Codec::Zstd, 2)).unwrap();
+    w.append(&dense_batch(0..100, WIDTH)).unwrap();
+    println!("{APPENDED}");
+    std::io::stdout().flush().unwrap();
+    std::thread::sleep(Duration::from_secs(30));
+    drop(w);
 }

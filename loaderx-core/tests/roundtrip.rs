@@ -312,3 +312,32 @@ fn multi_window_append_keeps_ids() {
     assert_eq!(r.len(), 90);
     assert_eq!(r.stored_bytes(), 90 * (1 << 20) + 4096 + 90 * 16);
 }
+
+#[test]
+fn gather_bytes_small_and_large_batches() {
+    // Small batches copy on the calling thread, large ones (>= 256 KiB) in
+    // parallel straight into fresh memory: both must return the records.
+    let dir = tempfile::tempdir().unwrap();
+    const N: usize = 4096;
+    const W: usize = 300;
+    let data: Vec<u8> = (0..N * W).map(|k| (k * 31 / 7 % 251) as u8).collect();
+    for (codec, shards) in [(Codec::Raw, 4), (Codec::Raw, 3), (Codec::Zstd, 4)] {
+        let path = dir.path().join(format!("{codec}_{shards}"));
+        let mut w =
+            DynDenseWriter::create(&path, DType::U8, &[W], &options(codec, shards)).unwrap();
+        w.append_bytes(&data, N).unwrap();
+        w.close().unwrap();
+        let r = DynDense::open(&path).unwrap();
+        for len in [1usize, 7, 300, 2000, 4096] {
+            let idx: Vec<u64> = (0..len).map(|k| ((k * 2654435761) % N) as u64).collect();
+            let got = r.gather_bytes(&idx).unwrap();
+            let want: Vec<u8> = idx
+                .iter()
+                .flat_map(|&i| data[i as usize * W..(i as usize + 1) * W].iter().copied())
+                .collect();
+            assert_eq!(got, want, "{codec} shards {shards} len {len}");
+        }
+        assert!(r.gather_bytes(&[N as u64]).is_err());
+        assert_eq!(r.gather_bytes(&[]).unwrap(), Vec::<u8>::new());
+    }
+}

@@ -159,7 +159,7 @@ impl Padded {
 /// Pads a Ragged column with zeros to the largest length of every axis.
 pub fn ragged_padded(column: &Column, device: Device) -> Result<Padded> {
     let layout = ragged_layout(column)?;
-    let padded = layout.pad(column.bytes(), column.dtype().size());
+    let padded = layout.pad(column.bytes(), column.dtype().size())?;
     let lengths: Vec<i64> = padded.lengths.iter().map(|&d| d as i64).collect();
     let lengths =
         Tensor::f_from_slice(&lengths)?.f_reshape([layout.len() as i64, layout.ndim() as i64])?;

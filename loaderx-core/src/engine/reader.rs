@@ -18,6 +18,9 @@ use crate::format::{
 
 /// Gathers smaller than this many bytes run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 256 << 10;
+/// Raw gathers into fresh memory fan out from this batch size: their cost is
+/// dominated by location lookups and page misses, which two threads overlap.
+const RAW_PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// No zstd frame decodes to more than this many times its size: a block
 /// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
 const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
@@ -28,6 +31,9 @@ pub(crate) struct StoreReader {
     _meta: File,
     table: Option<Mmap>,
     shards: Vec<Shard>,
+    /// `shards.len() - 1` when the shard count is a power of two (the
+    /// default 4 is), so a record's shard is a mask instead of a division.
+    shard_mask: Option<u64>,
     length: u64,
     schema: Schema,
     codec: CodecState,
@@ -169,6 +175,9 @@ impl StoreReader {
             path: path.to_path_buf(),
             _meta: meta,
             table,
+            shard_mask: shard_count
+                .is_power_of_two()
+                .then(|| shard_count as u64 - 1),
             shards,
             length: h.length,
             schema,
@@ -223,6 +232,20 @@ impl StoreReader {
 
     /// The validated location of record `index` (which must be in range).
     pub(crate) fn loc(&self, index: u64) -> Result<RecordLoc, Error> {
+        self.located(index).map(|(loc, _)| loc)
+    }
+
+    /// The payload shard holding record `index`.
+    fn shard_of(&self, index: u64) -> &Shard {
+        let s = match self.shard_mask {
+            Some(mask) => index & mask,
+            None => index % self.shards.len() as u64,
+        };
+        &self.shards[s as usize]
+    }
+
+    /// The validated location of record `index` and its shard.
+    fn located(&self, index: u64) -> Result<(RecordLoc, &Shard), Error> {
         let at = (index as usize)
             .checked_mul(RECORD_LOC_LEN)
             .and_then(|x| x.checked_add(STATIC_PAGE_LEN))
@@ -238,7 +261,7 @@ impl StoreReader {
         let mut b = [0u8; RECORD_LOC_LEN];
         b.copy_from_slice(entry);
         let loc = RecordLoc::decode(&b);
-        let shard = &self.shards[(index % self.shards.len() as u64) as usize];
+        let shard = self.shard_of(index);
         let in_bounds = loc
             .offset
             .checked_add(u64::from(loc.phys_length))
@@ -263,7 +286,7 @@ impl StoreReader {
                 ),
             ));
         }
-        Ok(loc)
+        Ok((loc, shard))
     }
 
     /// A decoder for one worker.
@@ -296,7 +319,7 @@ impl StoreReader {
 
     /// The stored bytes of record `index` at `loc`, a location [`Self::loc`] validated.
     fn stored(&self, index: u64, loc: RecordLoc) -> &[u8] {
-        let shard = &self.shards[(index % self.shards.len() as u64) as usize];
+        let shard = self.shard_of(index);
         let start = loc.offset as usize;
         &shard.bytes()[start..start + loc.phys_length as usize]
     }
@@ -393,5 +416,77 @@ impl StoreReader {
             .map(|(&i, d)| Ok((i, self.loc(i)?, d)))
             .collect::<Result<Vec<_>, Error>>()?;
         self.read_jobs(jobs)
+    }
+
+    /// Gathers fixed-width records into a new vector. Raw records are copied
+    /// straight out of the mapped shards into fresh memory (never zeroed
+    /// first: for small records the zeroing costs as much as the copy);
+    /// compressed ones decode as in [`Self::gather_fixed`].
+    pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
+        let total = indices
+            .len()
+            .checked_mul(width)
+            .ok_or_else(|| ErrorKind::Buffer {
+                detail: format!("{} records of {width} bytes overflow memory", indices.len()),
+            })?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(total)
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate {total} bytes for the gather"),
+            })?;
+        if self.codec() != Codec::Raw || width == 0 {
+            out.resize(total, 0);
+            self.gather_fixed(indices, width, &mut out)?;
+            return Ok(out);
+        }
+        self.check_indices(indices)?;
+        let record = |index: u64| -> Result<&[u8], Error> {
+            let (loc, shard) = self.located(index)?;
+            if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {
+                return Err(Error::corrupt_record(
+                    &self.path,
+                    index,
+                    format!(
+                        "raw record stores {} bytes for {} logical, expected {width}",
+                        loc.phys_length, loc.logic_length
+                    ),
+                ));
+            }
+            let start = loc.offset as usize;
+            Ok(&shard.bytes()[start..start + width])
+        };
+        // Locations are resolved for a run of records before any is copied:
+        // the table reads are independent, so their cache and TLB misses
+        // overlap instead of queueing behind each copy.
+        let threads = rayon::current_num_threads();
+        if total < RAW_PARALLEL_MIN_BYTES || indices.len() < 2 || threads < 2 {
+            let sources = indices
+                .iter()
+                .map(|&i| record(i))
+                .collect::<Result<Vec<_>, Error>>()?;
+            for src in sources {
+                out.extend_from_slice(src);
+            }
+            return Ok(out);
+        }
+        let per_job = indices.len().div_ceil(2 * threads).max(1);
+        out.spare_capacity_mut()[..total]
+            .par_chunks_mut(width * per_job)
+            .zip(indices.par_chunks(per_job))
+            .try_for_each(|(dst, chunk)| {
+                let sources = chunk
+                    .iter()
+                    .map(|&i| record(i))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                for (d, src) in dst.chunks_exact_mut(width).zip(sources) {
+                    d.write_copy_of_slice(src);
+                }
+                Ok::<(), Error>(())
+            })?;
+        // SAFETY: the capacity was reserved above and the loop, which returned
+        // without error, wrote all `total` bytes (`indices.len()` chunks of
+        // `width`); `u8` has no invalid values.
+        unsafe { out.set_len(total) };
+        Ok(out)
     }
 }

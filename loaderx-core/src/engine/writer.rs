@@ -14,6 +14,7 @@ use crate::format::{
     self, DICT_FILE, MAX_DATA_SHARDS, MAX_RECORD_LEN, META_FILE, RECORD_LOC_LEN, RecordLoc,
     STATIC_PAGE_LEN, Schema, StaticPage,
 };
+use crate::options::CreateOptions;
 
 /// Logical bytes encoded per append window before its payloads are written.
 const WINDOW_BYTES: usize = 64 << 20;
@@ -41,6 +42,8 @@ pub(crate) struct StoreWriter {
     length: u64,
     tails: [u64; MAX_DATA_SHARDS],
     failed: bool,
+    /// Whether `close` syncs every file (see `CreateOptions::sync_on_close`).
+    sync: bool,
 }
 
 /// One worker's share of a window: records `first, first + shards, ...` of one shard.
@@ -48,6 +51,8 @@ struct Task {
     shard: usize,
     first: usize,
     count: usize,
+    /// Logical bytes of its records.
+    bytes: usize,
 }
 
 /// What a worker produced for a task.
@@ -61,13 +66,10 @@ impl StoreWriter {
     pub(crate) fn create(
         path: &Path,
         schema: &Schema,
-        codec: Codec,
-        data_shards: u8,
-        dict: Option<&[u8]>,
+        options: &CreateOptions,
     ) -> Result<StoreWriter, Error> {
-        if data_shards == 0 {
-            return Err(Error::invalid("data_shards must be between 1 and 255"));
-        }
+        let (data_shards, dict) = options.validated()?;
+        let (codec, sync) = (options.codec(), options.syncs_on_close());
         let codec = CodecState::new(codec, dict, true).map_err(Error::invalid)?;
         let schema = schema.encode()?;
         if fs::symlink_metadata(path).is_ok() {
@@ -106,7 +108,7 @@ impl StoreWriter {
         if let Some(d) = dict {
             let f = create(DICT_FILE)?;
             f.write_all_at(d, 0)
-                .and_then(|()| f.sync_all())
+                .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
                 .map_err(|e| Error::io(path.join(DICT_FILE), e))?;
         }
         Ok(StoreWriter {
@@ -118,6 +120,7 @@ impl StoreWriter {
             length: 0,
             tails: [0; MAX_DATA_SHARDS],
             failed: false,
+            sync,
         })
     }
 
@@ -218,61 +221,103 @@ impl StoreWriter {
                     shard,
                     first,
                     count,
+                    bytes,
                 });
             }
         }
         let codec = &self.codec;
-        let encoded: Vec<Encoded> = tasks
-            .par_iter()
-            .map_init(
-                || codec.encoder(),
-                |enc, task| -> io::Result<Encoded> {
-                    let enc = enc
-                        .as_mut()
-                        .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
-                    let mut out = Encoded {
-                        bytes: Vec::new(),
-                        lengths: Vec::with_capacity(task.count),
-                    };
-                    for k in 0..task.count {
-                        let (head, body) = src.record(task.first + k * shards);
-                        let phys = enc.encode(head, body, &mut out.bytes)?;
-                        let phys = u32::try_from(phys)
-                            .map_err(|_| io::Error::other("encoded record exceeds 4 GiB"))?;
-                        out.lengths.push((phys, (head.len() + body.len()) as u32));
-                    }
-                    Ok(out)
-                },
-            )
-            .collect::<io::Result<_>>()
-            .map_err(|e| Error::io(&self.path, e))?;
-
-        // Assign offsets in task order, so equal input gives equal files.
-        let mut tails = self.tails;
-        let mut locs = vec![[0u8; RECORD_LOC_LEN]; end - start];
-        let mut writes = Vec::with_capacity(tasks.len());
-        for (task, enc) in tasks.iter().zip(&encoded) {
-            let at = tails[task.shard];
-            let mut offset = at;
-            for (k, &(phys, logic)) in enc.lengths.iter().enumerate() {
-                let loc = RecordLoc {
-                    offset,
-                    phys_length: phys,
-                    logic_length: logic,
-                };
-                locs[task.first - start + k * shards] = loc.encode();
-                offset += u64::from(phys);
-            }
-            tails[task.shard] = offset;
-            writes.push((task.shard, at, &enc.bytes));
-        }
         let path = &self.path;
         let data = &self.data;
-        writes.par_iter().try_for_each(|&(shard, at, bytes)| {
-            data[shard]
-                .write_all_at(bytes, at)
-                .map_err(|e| Error::io(path.join(format::data_file(shard)), e))
-        })?;
+        let write_err =
+            |shard: usize, e: io::Error| Error::io(path.join(format::data_file(shard)), e);
+        let mut tails = self.tails;
+        let mut locs = vec![[0u8; RECORD_LOC_LEN]; end - start];
+        if codec.codec() == Codec::Raw {
+            // Stored lengths are known up front, so offsets are too: each
+            // worker packs a task into a buffer it reuses (warm in cache, no
+            // fresh pages) and writes it at once.
+            let mut at = Vec::with_capacity(tasks.len());
+            for task in &tasks {
+                at.push(tails[task.shard]);
+                let mut offset = tails[task.shard];
+                for k in 0..task.count {
+                    let j = task.first + k * shards;
+                    let (head, body) = src.record(j);
+                    let len = (head.len() + body.len()) as u32;
+                    locs[j - start] = RecordLoc {
+                        offset,
+                        phys_length: len,
+                        logic_length: len,
+                    }
+                    .encode();
+                    offset += u64::from(len);
+                }
+                tails[task.shard] = offset;
+            }
+            tasks
+                .par_iter()
+                .zip(at)
+                .try_for_each_init(Vec::new, |buf, (task, at)| {
+                    buf.clear();
+                    for k in 0..task.count {
+                        let (head, body) = src.record(task.first + k * shards);
+                        buf.extend_from_slice(head);
+                        buf.extend_from_slice(body);
+                    }
+                    data[task.shard]
+                        .write_all_at(buf, at)
+                        .map_err(|e| write_err(task.shard, e))
+                })?;
+        } else {
+            let encoded: Vec<Encoded> = tasks
+                .par_iter()
+                .map_init(
+                    || codec.encoder(),
+                    |enc, task| -> io::Result<Encoded> {
+                        let enc = enc
+                            .as_mut()
+                            .map_err(|e| io::Error::new(e.kind(), e.to_string()))?;
+                        // A frame is rarely larger than half its input here.
+                        let mut out = Encoded {
+                            bytes: Vec::with_capacity(task.bytes / 2),
+                            lengths: Vec::with_capacity(task.count),
+                        };
+                        for k in 0..task.count {
+                            let (head, body) = src.record(task.first + k * shards);
+                            let phys = enc.encode(head, body, &mut out.bytes)?;
+                            let phys = u32::try_from(phys)
+                                .map_err(|_| io::Error::other("encoded record exceeds 4 GiB"))?;
+                            out.lengths.push((phys, (head.len() + body.len()) as u32));
+                        }
+                        Ok(out)
+                    },
+                )
+                .collect::<io::Result<_>>()
+                .map_err(|e| Error::io(&self.path, e))?;
+
+            // Assign offsets in task order, so equal input gives equal files.
+            let mut writes = Vec::with_capacity(tasks.len());
+            for (task, enc) in tasks.iter().zip(&encoded) {
+                let at = tails[task.shard];
+                let mut offset = at;
+                for (k, &(phys, logic)) in enc.lengths.iter().enumerate() {
+                    let loc = RecordLoc {
+                        offset,
+                        phys_length: phys,
+                        logic_length: logic,
+                    };
+                    locs[task.first - start + k * shards] = loc.encode();
+                    offset += u64::from(phys);
+                }
+                tails[task.shard] = offset;
+                writes.push((task.shard, at, &enc.bytes));
+            }
+            writes.par_iter().try_for_each(|&(shard, at, bytes)| {
+                data[shard]
+                    .write_all_at(bytes, at)
+                    .map_err(|e| write_err(shard, e))
+            })?;
+        }
         let table_at = format::record_loc_offset(base)
             .ok_or_else(|| Error::invalid("record table offset overflow"))?;
         self.meta
@@ -294,12 +339,16 @@ impl StoreWriter {
         for (s, f) in self.data.iter().enumerate() {
             let p = || self.path.join(format::data_file(s));
             f.set_len(self.tails[s]).map_err(|e| Error::io(p(), e))?;
-            f.sync_all().map_err(|e| Error::io(p(), e))?;
+            if self.sync {
+                f.sync_all().map_err(|e| Error::io(p(), e))?;
+            }
         }
         let meta_path = self.path.join(META_FILE);
-        self.meta
-            .sync_data()
-            .map_err(|e| Error::io(&meta_path, e))?;
+        if self.sync {
+            self.meta
+                .sync_data()
+                .map_err(|e| Error::io(&meta_path, e))?;
+        }
         let page = StaticPage::published(
             self.codec.codec(),
             self.data.len() as u8,
@@ -309,7 +358,13 @@ impl StoreWriter {
         );
         self.meta
             .write_all_at(&page.encode()[..], 0)
-            .and_then(|()| self.meta.sync_data())
+            .and_then(|()| {
+                if self.sync {
+                    self.meta.sync_data()
+                } else {
+                    Ok(())
+                }
+            })
             .map_err(|e| Error::io(&meta_path, e))?;
         Ok(())
     }

@@ -131,7 +131,8 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
                 return;
             }
             let step = st.next_claim;
-            st.next_claim += 1;
+            // Steps wrap at u64::MAX like the sampler's (a start step may be anything).
+            st.next_claim = st.next_claim.wrapping_add(1);
             st.in_flight += 1;
             st.max_in_flight = st.max_in_flight.max(st.in_flight);
             step
@@ -282,7 +283,7 @@ impl<T> Iterator for DataLoader<T> {
             }
         };
         self.shared.room.notify_one();
-        self.next_step += 1;
+        self.next_step = self.next_step.wrapping_add(1);
         if result.is_err() {
             self.failed = true;
             self.stop();

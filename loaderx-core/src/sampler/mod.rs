@@ -222,12 +222,12 @@ impl Sampler {
     }
 
     /// Draws the batch of the current step and advances by one. The slice is
-    /// reused by the next call.
+    /// reused by the next call. The step counter wraps from `u64::MAX` to 0.
     pub fn next_batch(&mut self) -> &[u64] {
         let mut buf = std::mem::take(&mut self.buf);
         self.fill(self.step, &mut buf);
         self.buf = buf;
-        self.step += 1;
+        self.step = self.step.wrapping_add(1);
         &self.buf
     }
 }

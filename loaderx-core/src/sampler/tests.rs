@@ -192,3 +192,24 @@ fn iterator_matches_next_batch() {
         assert_eq!(s.next_batch(), &batch[..]);
     }
 }
+
+#[test]
+fn the_step_counter_wraps_at_the_end_of_u64() {
+    // Found by the `sampler` fuzz target: `next_batch` at step u64::MAX overflowed.
+    for mode in [
+        SamplerMode::Sequential,
+        SamplerMode::Iid,
+        SamplerMode::Cyclic,
+    ] {
+        let mut s = Sampler::new(1000, 16, mode, 3).unwrap();
+        s.seek(u64::MAX);
+        let last = s.next_batch().to_vec();
+        let mut out = vec![0; 16];
+        s.fill(u64::MAX, &mut out);
+        assert_eq!(last, out);
+        assert_eq!(s.step(), 0);
+        let first = s.next_batch().to_vec();
+        s.fill(0, &mut out);
+        assert_eq!(first, out);
+    }
+}

@@ -1,0 +1,71 @@
+//! The loaderx benchmark suite (`loaderx-bench`). Builds the workloads, runs every
+//! contender in the same run and prints markdown tables with ratio columns
+//! (progress on stderr). See the README's "Benchmarks" section for the
+//! method and the latest tables.
+//!
+//! ```text
+//! loaderx-bench [--quick] [--python PY] [--sections stores,sampler,loader]
+//!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
+//! ```
+
+pub mod loader;
+pub mod python;
+pub mod report;
+pub mod sampler;
+pub mod stores;
+pub mod suite;
+pub mod timing;
+pub mod workload;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The loaderx benchmark suite.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+pub struct Args {
+    /// Tiny workloads and short timings: a smoke run, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Python with loaderx==2.4.6 (default: $LOADERX_PYTHON); without one
+    /// the Python columns are left out.
+    #[arg(long, env = "LOADERX_PYTHON")]
+    pub python: Option<PathBuf>,
+    /// Sections to run.
+    #[arg(long, value_delimiter = ',', default_value = "stores,sampler,loader")]
+    pub sections: Vec<String>,
+    /// Store workloads to run.
+    #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
+    pub workloads: Vec<String>,
+    /// Minimum accumulated time per timed measurement, seconds.
+    #[arg(long)]
+    pub min_seconds: Option<f64>,
+    /// Where the stores are written (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[command(subcommand)]
+    /// An internal subcommand; none runs the suite.
+    pub command: Option<Child>,
+}
+
+/// Internal subcommands.
+#[derive(Subcommand, Debug)]
+pub enum Child {
+    /// Internal: one loader contender in its own process.
+    #[command(hide = true)]
+    LoaderChild {
+        /// `ours` or `burn`.
+        which: String,
+        /// The Dense store to load.
+        store: PathBuf,
+        /// Records per batch.
+        batch: usize,
+        /// Worker threads.
+        workers: usize,
+        /// Prefetched batches.
+        prefetch: usize,
+        /// Minimum timed seconds.
+        seconds: f64,
+    },
+}

@@ -1,0 +1,46 @@
+//! `loaderx-bench`: the benchmark suite. Builds the workloads, runs every
+//! contender in the same run and prints markdown tables with ratio columns
+//! (progress on stderr). See the README's "Benchmarks" section for the
+//! method and the latest tables.
+//!
+//! ```text
+//! loaderx-bench [--quick] [--python PY] [--sections stores,sampler,loader]
+//!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
+//! ```
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use loaderx_bench::{Args, Child, loader, suite};
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match &args.command {
+        Some(Child::LoaderChild {
+            which,
+            store,
+            batch,
+            workers,
+            prefetch,
+            seconds,
+        }) => loader::child(
+            which,
+            store,
+            loader::LoaderConfig {
+                batch: *batch,
+                workers: *workers,
+                prefetch: *prefetch,
+                min: Duration::from_secs_f64(*seconds),
+            },
+        ),
+        None => suite::run(&args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("loaderx-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! The physical limits: a parallel memcpy of the workload's bytes, and one
+//! flat file (sequential write; mmap fancy-index gather, as NumPy does it).
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use memmap2::Mmap;
+use rayon::prelude::*;
+
+use super::{Backend, Gathered, Result, Strided, allocated, output};
+use crate::workload::Workload;
+
+/// Copies the gathered records out of the in-memory source with the same
+/// thread pool the stores use: what any gather costs at least.
+pub struct Memcpy<'w> {
+    w: &'w Workload,
+}
+
+impl<'w> Memcpy<'w> {
+    /// Over `w`'s bytes.
+    pub fn new(w: &'w Workload) -> Memcpy<'w> {
+        Memcpy { w }
+    }
+}
+
+impl Backend for Memcpy<'_> {
+    fn name(&self) -> String {
+        "memcpy (in memory, limit)".into()
+    }
+
+    fn write(&mut self, _: &Workload, _: &Path) -> Result<Duration> {
+        Ok(Duration::ZERO)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        0
+    }
+
+    fn gather(&self, idx: &[u64]) -> Result<Box<dyn Gathered + Send>> {
+        let w = self.w;
+        let mut offsets = Vec::with_capacity(idx.len() + 1);
+        offsets.push(0);
+        for &i in idx {
+            offsets.push(offsets[offsets.len() - 1] + w.range(i as usize).len());
+        }
+        let total = offsets[idx.len()];
+        // Fresh, never-zeroed memory, filled in parallel: the cheapest way
+        // any gather can hand over its records.
+        let mut buf: Vec<u8> = Vec::with_capacity(total);
+        let mut parts = Vec::with_capacity(idx.len());
+        let mut rest = &mut buf.spare_capacity_mut()[..total];
+        for &i in idx {
+            let (head, tail) = rest.split_at_mut(w.range(i as usize).len());
+            parts.push((head, i as usize));
+            rest = tail;
+        }
+        parts.into_par_iter().with_min_len(4).for_each(|(dst, i)| {
+            dst.write_copy_of_slice(&w.flat[w.range(i)]);
+        });
+        // SAFETY: `parts` covered all `total` bytes of the reserved capacity,
+        // each written by `write_copy_of_slice` above; `u8` has no invalid values.
+        unsafe { buf.set_len(total) };
+        Ok(output(w, (buf, offsets)))
+    }
+}
+
+/// The workload as one flat file: written sequentially in 8 MiB pieces;
+/// Dense gathers copy rows out of a memory map on the calling thread, as
+/// NumPy's `mmap[idx]` fancy indexing does.
+pub struct FlatFile<'w> {
+    w: &'w Workload,
+    path: PathBuf,
+    map: Option<Mmap>,
+}
+
+impl<'w> FlatFile<'w> {
+    /// For `w`.
+    pub fn new(w: &'w Workload) -> FlatFile<'w> {
+        FlatFile {
+            w,
+            path: PathBuf::new(),
+            map: None,
+        }
+    }
+}
+
+impl Backend for FlatFile<'_> {
+    fn name(&self) -> String {
+        "flat file (write) / mmap fancy index (gather)".into()
+    }
+
+    fn write(&mut self, w: &Workload, dir: &Path) -> Result<Duration> {
+        self.path = dir.join("flat.bin");
+        let mut f = File::create(&self.path)?;
+        let started = Instant::now();
+        for piece in w.flat.chunks(8 << 20) {
+            f.write_all(piece)?;
+        }
+        drop(f);
+        let took = started.elapsed();
+        let f = File::open(&self.path)?;
+        // SAFETY: the file was just written by this process and nothing
+        // modifies or truncates it while the map lives.
+        self.map = Some(unsafe { Mmap::map(&f)? });
+        Ok(took)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        allocated(&self.path)
+    }
+
+    fn gather(&self, idx: &[u64]) -> Result<Box<dyn Gathered + Send>> {
+        let map = self.map.as_ref().ok_or("gather before write")?;
+        let stride = self.w.range(0).len();
+        let mut buf = Vec::with_capacity(idx.len() * stride);
+        for &i in idx {
+            buf.extend_from_slice(&map[self.w.range(i as usize)]);
+        }
+        Ok(Box::new(Strided { buf, stride }))
+    }
+}

@@ -1,0 +1,686 @@
+//! The whole run: store tables per workload, the sampler table, the loader
+//! table, then the target checklist.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use loaderx_core::{Codec, train_dict};
+
+use crate::Args;
+use crate::loader::{LoaderConfig, LoaderRun};
+use crate::report::{Table, Target, num, ratio};
+use crate::stores::arrow::{Columnar, Format};
+use crate::stores::codec_loop::ZstdLoop;
+use crate::stores::flat::{FlatFile, Memcpy};
+use crate::stores::lmdb::Lmdb;
+use crate::stores::zrecord::Zrecord;
+use crate::stores::{Backend, Result};
+use crate::timing::{GatherStats, Iid, time_gather};
+use crate::workload::{self, Workload};
+
+const CODECS: [Codec; 3] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict];
+const MIB: f64 = (1 << 20) as f64;
+
+/// One measured contender.
+struct Row {
+    name: String,
+    kind: RowKind,
+    write_s: Option<f64>,
+    disk: Option<u64>,
+    gather: Option<GatherStats>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RowKind {
+    Ours,
+    /// Ours with the default durable close (write only).
+    OursSynced,
+    /// memcpy (raw) or the bare zstd loop (compressed): the gather reference.
+    Limit,
+    /// The flat file: the raw write reference and the mmap fancy index.
+    Flat,
+    Python,
+    NumpyMmap,
+    Other,
+}
+
+impl Row {
+    fn write_mib_s(&self, bytes: usize) -> Option<f64> {
+        self.write_s
+            .filter(|s| *s > 0.0)
+            .map(|s| bytes as f64 / MIB / s)
+    }
+}
+
+fn spinner(quiet: bool) -> ProgressBar {
+    let bar = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Flushes dirty pages system-wide (`sync(1)`), outside any timer.
+fn settle_page_cache() {
+    let _ = std::process::Command::new("sync").status();
+}
+
+/// Checks `b`'s output for 4 IID batches against the source.
+fn check(b: &dyn Backend, w: &Workload) -> Result<()> {
+    let mut iid = Iid::new(w.len(), 1);
+    for _ in 0..4 {
+        let idx = iid.batch(w.batch);
+        let out = b.gather(&idx)?;
+        for (k, &i) in idx.iter().enumerate() {
+            if out.record(k) != w.record(i as usize) {
+                return Err(format!("{} returned wrong bytes for record {i}", b.name()).into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes, checks and times one contender; removes what it wrote.
+fn measure(
+    mut b: Box<dyn Backend + '_>,
+    kind: RowKind,
+    w: &Workload,
+    dir: &Path,
+    min: Duration,
+    gather: bool,
+    bar: &ProgressBar,
+) -> Result<Row> {
+    let name = b.name();
+    bar.set_message(format!("{}: {name}: write", w.key));
+    std::fs::create_dir_all(dir)?;
+    // Start every write with no dirty pages left by the previous contender,
+    // so none pays for another's writeback (the timed write itself syncs
+    // nothing, unless it is the synced-close row).
+    settle_page_cache();
+    let write = b.write(w, dir)?;
+    let disk = b.disk_bytes();
+    let stats = if gather {
+        bar.set_message(format!("{}: {name}: check + gather", w.key));
+        check(&*b, w)?;
+        Some(time_gather(
+            w.len(),
+            w.batch,
+            2,
+            min,
+            |idx| b.gather(idx),
+            |idx| w.bytes_of(idx),
+        ))
+    } else {
+        None
+    };
+    drop(b);
+    std::fs::remove_dir_all(dir)?;
+    Ok(Row {
+        name,
+        kind,
+        write_s: (kind != RowKind::Limit || !write.is_zero()).then_some(write.as_secs_f64()),
+        disk: (disk > 0).then_some(disk),
+        gather: stats,
+    })
+}
+
+/// Python loaderx on the same source (and NumPy mmap fancy indexing, raw Dense).
+fn python_rows(
+    py: &Path,
+    w: &Workload,
+    src: &Path,
+    codec: Codec,
+    dict: &Path,
+    out: &Path,
+    min: Duration,
+) -> Result<Vec<Row>> {
+    let mut args = vec![
+        "store".to_string(),
+        "--kind".into(),
+        if w.dense.is_some() { "dense" } else { "ragged" }.into(),
+        "--source".into(),
+        src.display().to_string(),
+        "--codec".into(),
+        codec.to_string(),
+        "--batch".into(),
+        w.batch.to_string(),
+        "--seed".into(),
+        "2".into(),
+        "--min-seconds".into(),
+        min.as_secs_f64().to_string(),
+        "--out".into(),
+        out.display().to_string(),
+    ];
+    if codec == Codec::ZstdDict {
+        args.extend(["--dict".into(), dict.display().to_string()]);
+    }
+    settle_page_cache();
+    let results = crate::python::run(py, &args)?;
+    let _ = std::fs::remove_dir_all(out);
+    let mut rows = Vec::new();
+    for v in results {
+        let gather = GatherStats {
+            calls: crate::python::num(&v, "gather_calls")? as u64,
+            seconds: crate::python::num(&v, "gather_s")?,
+            records: crate::python::num(&v, "gather_records")? as u64,
+            bytes: crate::python::num(&v, "gather_logical_bytes")? as u64,
+            p95_ms: crate::python::num(&v, "p95_ms")?,
+        };
+        let numpy = v.get("cmd").and_then(|c| c.as_str()) == Some("numpy_mmap");
+        rows.push(Row {
+            name: if numpy {
+                "NumPy mmap fancy index (Python)".into()
+            } else {
+                format!("Python loaderx 2.4.6 {codec}")
+            },
+            kind: if numpy {
+                RowKind::NumpyMmap
+            } else {
+                RowKind::Python
+            },
+            write_s: if numpy {
+                None
+            } else {
+                Some(crate::python::num(&v, "write_s")?)
+            },
+            disk: if numpy {
+                None
+            } else {
+                Some(crate::python::num(&v, "disk_bytes")? as u64)
+            },
+            gather: Some(gather),
+        });
+    }
+    Ok(rows)
+}
+
+fn find(rows: &[Row], kind: RowKind) -> Option<&Row> {
+    rows.iter().find(|r| r.kind == kind)
+}
+
+fn gather_mib(r: Option<&Row>) -> Option<f64> {
+    r.and_then(|r| r.gather).map(|g| g.mib_s())
+}
+
+/// The store tables of one workload; adds its targets.
+fn store_workload(
+    args: &Args,
+    w: &Workload,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let dir = root.join(w.key);
+    std::fs::create_dir_all(&dir)?;
+    bar.set_message(format!("{}: training the zstd dictionary", w.key));
+    let dict = train_dict((0..w.len()).map(|i| w.record(i)))?;
+    let dict_file = dir.join("dict.bin");
+    std::fs::write(&dict_file, &dict)?;
+    let src = dir.join("py_source");
+    if args.python.is_some() {
+        crate::python::write_source(w, &src)?;
+    }
+    let mut out = format!(
+        "#### {}\n\n{} records, {:.1} MiB logical; IID batches of {}\n\n",
+        w.title,
+        w.len(),
+        w.bytes() as f64 / MIB,
+        w.batch
+    );
+    let mut table = Table::new(&[
+        "codec",
+        "contender",
+        "write MiB/s>",
+        "gather MiB/s>",
+        "krecords/s>",
+        "p95 ms>",
+        "disk MiB>",
+        "gather vs limit>",
+        "write vs limit>",
+        "gather vs Python>",
+    ]);
+    for codec in CODECS {
+        let d = (codec == Codec::ZstdDict).then(|| dict.clone());
+        let sub = |name: &str| dir.join(format!("{codec}_{name}"));
+        let mut rows = vec![
+            measure(
+                Box::new(Zrecord::new(codec, d.clone())),
+                RowKind::Ours,
+                w,
+                &sub("zrecord"),
+                min,
+                true,
+                bar,
+            )?,
+            measure(
+                Box::new(Zrecord::new(codec, d.clone()).synced()),
+                RowKind::OursSynced,
+                w,
+                &sub("zrecord_sync"),
+                min,
+                false,
+                bar,
+            )?,
+        ];
+        if codec == Codec::Raw {
+            rows.push(measure(
+                Box::new(Memcpy::new(w)),
+                RowKind::Limit,
+                w,
+                &sub("memcpy"),
+                min,
+                true,
+                bar,
+            )?);
+            rows.push(measure(
+                Box::new(FlatFile::new(w)),
+                RowKind::Flat,
+                w,
+                &sub("flat"),
+                min,
+                w.dense.is_some(),
+                bar,
+            )?);
+        } else {
+            rows.push(measure(
+                Box::new(ZstdLoop::new(w, d.clone())),
+                RowKind::Limit,
+                w,
+                &sub("zstd_loop"),
+                min,
+                true,
+                bar,
+            )?);
+        }
+        rows.push(measure(
+            Box::new(Lmdb::new(w, codec, d.clone())),
+            RowKind::Other,
+            w,
+            &sub("lmdb"),
+            min,
+            true,
+            bar,
+        )?);
+        if codec != Codec::ZstdDict {
+            rows.push(measure(
+                Box::new(Columnar::new(w, Format::Ipc, codec)),
+                RowKind::Other,
+                w,
+                &sub("ipc"),
+                min,
+                true,
+                bar,
+            )?);
+            rows.push(measure(
+                Box::new(Columnar::new(w, Format::Parquet, codec)),
+                RowKind::Other,
+                w,
+                &sub("parquet"),
+                min,
+                true,
+                bar,
+            )?);
+        }
+        if let Some(py) = &args.python {
+            bar.set_message(format!("{}: Python loaderx {codec}", w.key));
+            rows.extend(python_rows(
+                py,
+                w,
+                &src,
+                codec,
+                &dict_file,
+                &sub("python"),
+                min,
+            )?);
+        }
+
+        let limit = find(&rows, RowKind::Limit);
+        // The write reference: a plain file (raw) or the compress loop.
+        let write_ref = if codec == Codec::Raw {
+            find(&rows, RowKind::Flat)
+        } else {
+            limit
+        };
+        let python = find(&rows, RowKind::Python);
+        for r in &rows {
+            let g = r.gather;
+            table.row(vec![
+                codec.to_string(),
+                if matches!(r.kind, RowKind::Ours | RowKind::OursSynced) {
+                    format!("**{}**", r.name)
+                } else {
+                    r.name.clone()
+                },
+                num(r.write_mib_s(w.bytes()), 0),
+                num(g.map(|g| g.mib_s()), 0),
+                num(g.map(|g| g.krec_s()), 1),
+                num(g.map(|g| g.p95_ms), 2),
+                num(r.disk.map(|d| d as f64 / MIB), 1),
+                ratio(g.map(|g| g.mib_s()), gather_mib(limit)),
+                ratio(
+                    r.write_mib_s(w.bytes()),
+                    write_ref.and_then(|x| x.write_mib_s(w.bytes())),
+                ),
+                ratio(g.map(|g| g.mib_s()), gather_mib(python)),
+            ]);
+        }
+
+        let ours = find(&rows, RowKind::Ours);
+        let g = gather_mib(ours);
+        let wr = ours.and_then(|o| o.write_mib_s(w.bytes()));
+        let ratio_of = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        let key = w.key;
+        match codec {
+            Codec::Raw => {
+                if matches!(key, "b" | "c") {
+                    targets.push(Target {
+                        what: format!("({key}) raw gather vs mmap fancy index"),
+                        wanted: 1.0,
+                        measured: ratio_of(g, gather_mib(find(&rows, RowKind::Flat))),
+                    });
+                }
+                if key == "a" {
+                    targets.push(Target {
+                        what: "(a) raw gather vs memcpy".into(),
+                        wanted: 0.95,
+                        measured: ratio_of(g, gather_mib(limit)),
+                    });
+                }
+                if key == "d" {
+                    targets.push(Target {
+                        what: "(d) raw gather vs Python loaderx".into(),
+                        wanted: 7.0,
+                        measured: ratio_of(g, gather_mib(python)),
+                    });
+                }
+                targets.push(Target {
+                    what: format!("({key}) raw write vs plain file write"),
+                    wanted: 0.8,
+                    measured: ratio_of(wr, write_ref.and_then(|x| x.write_mib_s(w.bytes()))),
+                });
+            }
+            _ => {
+                targets.push(Target {
+                    what: format!("({key}) {codec} gather vs bare decompress loop"),
+                    wanted: 0.85,
+                    measured: ratio_of(g, gather_mib(limit)),
+                });
+                targets.push(Target {
+                    what: format!("({key}) {codec} gather vs Python loaderx"),
+                    wanted: 5.0,
+                    measured: ratio_of(g, gather_mib(python)),
+                });
+                targets.push(Target {
+                    what: format!("({key}) {codec} write vs bare compress loop"),
+                    wanted: 0.8,
+                    measured: ratio_of(wr, write_ref.and_then(|x| x.write_mib_s(w.bytes()))),
+                });
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    out.push_str(&table.render());
+    Ok(out)
+}
+
+fn sampler_section(args: &Args, min: Duration, targets: &mut Vec<Target>) -> Result<String> {
+    let rows = crate::sampler::run(min, args.python.as_deref())?;
+    let mut t = Table::new(&[
+        "batch",
+        "loaderx-rs M/s>",
+        "rand::rng() M/s>",
+        "rand SmallRng M/s>",
+        "Python loaderx M/s>",
+        "vs rand::rng()>",
+        "vs SmallRng>",
+        "vs Python>",
+    ]);
+    for r in &rows {
+        t.row(vec![
+            r.batch.to_string(),
+            num(Some(r.ours / 1e6), 1),
+            num(Some(r.rand_default / 1e6), 1),
+            num(Some(r.rand_small / 1e6), 1),
+            num(r.python.map(|p| p / 1e6), 1),
+            ratio(Some(r.ours), Some(r.rand_default)),
+            ratio(Some(r.ours), Some(r.rand_small)),
+            ratio(Some(r.ours), r.python),
+        ]);
+        if r.batch == 256 {
+            targets.push(Target {
+                what: "sampler IID B=256 vs Python loaderx".into(),
+                wanted: 1.0,
+                measured: r.python.map(|p| r.ours / p),
+            });
+            targets.push(Target {
+                what: "sampler IID B=256 vs rand (rand::rng(), the default generator)".into(),
+                wanted: 3.0,
+                measured: Some(r.ours / r.rand_default),
+            });
+            targets.push(Target {
+                what: "sampler IID B=256 vs rand (SmallRng, its fastest)".into(),
+                wanted: 3.0,
+                measured: Some(r.ours / r.rand_small),
+            });
+        }
+    }
+    Ok(format!(
+        "#### Sampler: IID over {} records, indices per second\n\n{}",
+        crate::sampler::N,
+        t.render()
+    ))
+}
+
+fn loader_section(
+    args: &Args,
+    images: &[u8],
+    scale: usize,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let mut t = Table::new(&[
+        "workload",
+        "codec",
+        "loader",
+        "batches/s>",
+        "records/s>",
+        "peak anon RSS MiB>",
+        "VmHWM MiB>",
+        "RSS bound MiB>",
+        "vs Python>",
+        "vs burn>",
+    ]);
+    for key in ["a", "b"] {
+        let w = workload::build(key, images, scale);
+        let c = LoaderConfig {
+            batch: w.batch,
+            workers: 2,
+            prefetch: 4,
+            min,
+        };
+        let batch_bytes = w.batch * w.range(0).len();
+        let bound = ((c.workers + c.prefetch + 2) * batch_bytes + (64 << 20)) as f64 / MIB;
+        let mut burn: Option<LoaderRun> = None;
+        for codec in [Codec::Raw, Codec::Zstd] {
+            let dir = root.join(format!("loader_{key}_{codec}"));
+            std::fs::create_dir_all(&dir)?;
+            let mut z = Zrecord::new(codec, None);
+            z.write(&w, &dir)?;
+            let store = z.path().to_path_buf();
+            bar.set_message(format!("loader ({key}) {codec}: loaderx-rs"));
+            let ours = crate::loader::run_child("ours", &store, c)?;
+            if burn.is_none() {
+                bar.set_message(format!("loader ({key}): burn DataLoaderBuilder"));
+                burn = Some(crate::loader::run_child("burn", &store, c)?);
+            }
+            let python = match &args.python {
+                Some(py) => {
+                    bar.set_message(format!("loader ({key}) {codec}: Python loaderx"));
+                    Some(crate::loader::run_python(py, &store, c)?)
+                }
+                None => None,
+            };
+            drop(z);
+            std::fs::remove_dir_all(&dir)?;
+            let mut add = |name: &str, r: &LoaderRun, is_ours: bool| {
+                t.row(vec![
+                    w.title.clone(),
+                    codec.to_string(),
+                    if is_ours {
+                        format!("**{name}**")
+                    } else {
+                        name.to_string()
+                    },
+                    num(Some(r.batches_per_s), 1),
+                    num(Some(r.batches_per_s * w.batch as f64), 0),
+                    num(Some(r.peak_anon as f64 / MIB), 1),
+                    num(Some(r.vm_hwm as f64 / MIB), 1),
+                    if is_ours {
+                        num(Some(bound), 1)
+                    } else {
+                        "-".into()
+                    },
+                    ratio(Some(r.batches_per_s), python.map(|p| p.batches_per_s)),
+                    ratio(Some(r.batches_per_s), burn.map(|b| b.batches_per_s)),
+                ]);
+            };
+            add("loaderx-rs DataLoader", &ours, true);
+            if let Some(b) = &burn {
+                add(
+                    "burn DataLoaderBuilder + InMemDataset (records in memory)",
+                    b,
+                    false,
+                );
+            }
+            if let Some(p) = &python {
+                add("Python loaderx 2.4.6 DataLoader", p, false);
+            }
+            targets.push(Target {
+                what: format!("loader ({key}) {codec} vs Python loaderx"),
+                wanted: 5.0,
+                measured: python.map(|p| ours.batches_per_s / p.batches_per_s),
+            });
+            targets.push(Target {
+                what: format!("loader ({key}) {codec} vs burn DataLoaderBuilder"),
+                wanted: 2.0,
+                measured: burn.map(|b| ours.batches_per_s / b.batches_per_s),
+            });
+            targets.push(Target {
+                what: format!("loader ({key}) {codec} peak anon RSS within bound ({bound:.0} MiB)"),
+                wanted: 1.0,
+                measured: Some(bound / (ours.peak_anon as f64 / MIB)),
+            });
+        }
+    }
+    Ok(format!(
+        "#### Loader end to end: IID, 2 workers, prefetch 4, identity transform\n\n{}",
+        t.render()
+    ))
+}
+
+/// One line about the machine.
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines().next().map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap_or("0")
+                    .parse::<u64>()
+                    .unwrap_or(0)
+            })
+        })
+        .unwrap_or(0);
+    format!(
+        "{cpu}, {} threads available, rayon pool {}, {:.0} GiB RAM",
+        std::thread::available_parallelism().map_or(1, usize::from),
+        rayon::current_num_threads(),
+        mem as f64 / (1 << 20) as f64
+    )
+}
+
+/// Runs the sections `args` asks for and prints the report.
+pub fn run(args: &Args) -> Result<()> {
+    let started = Instant::now();
+    let scale = if args.quick { 100 } else { 1 };
+    let min =
+        Duration::from_secs_f64(
+            args.min_seconds
+                .unwrap_or(if args.quick { 0.05 } else { 2.0 }),
+        );
+    let tmp;
+    let root: PathBuf = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            tmp = tempfile::tempdir()?;
+            tmp.path().to_path_buf()
+        }
+    };
+    let images = workload::fashion_images(!args.quick)?;
+    let bar = spinner(!std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let mut targets = Vec::new();
+    let mut out = format!("### loaderx-bench\n\nMachine: {}\n\n", machine());
+    let wants = |s: &str| args.sections.iter().any(|x| x == s);
+    if wants("stores") {
+        for key in workload::KEYS {
+            if !args.workloads.iter().any(|x| x == key) {
+                continue;
+            }
+            bar.set_message(format!("{key}: building the workload"));
+            let w = workload::build(key, &images, scale);
+            let section = store_workload(args, &w, &root, min, &mut targets, &bar)?;
+            eprintln!("{section}");
+            out.push_str(&section);
+            out.push('\n');
+        }
+    }
+    if wants("sampler") {
+        bar.set_message("sampler");
+        let section = sampler_section(args, min, &mut targets)?;
+        eprintln!("{section}");
+        out.push_str(&section);
+        out.push('\n');
+    }
+    if wants("loader") {
+        let section = loader_section(
+            args,
+            &images,
+            scale,
+            &root,
+            min.max(Duration::from_millis(200)) * 3 / 2,
+            &mut targets,
+            &bar,
+        )?;
+        eprintln!("{section}");
+        out.push_str(&section);
+        out.push('\n');
+    }
+    bar.finish_and_clear();
+    out.push_str("#### Targets\n\n");
+    out.push_str(&crate::report::targets(&targets));
+    out.push_str(&format!(
+        "\nTotal run time {:.0} s.\n",
+        started.elapsed().as_secs_f64()
+    ));
+    println!("{out}");
+    Ok(())
+}

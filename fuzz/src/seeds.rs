@@ -1,0 +1,173 @@
+//! Seed corpora: small valid inputs for every target, written by the
+//! library's own writers, so the fuzzer starts from real stores.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+use loaderx_core::format::Schema;
+use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter};
+
+use crate::input::StoreInput;
+
+/// Records in each seed store.
+const RECORDS: usize = 7;
+
+/// Writes every target's seeds under `dir/<target>/`; returns how many.
+pub fn write_all(dir: &Path) -> io::Result<usize> {
+    let mut n = 0;
+    for (target, seeds) in [
+        ("store", store_seeds()?),
+        ("ragged_record", ragged_record_seeds()),
+        ("schema", schema_seeds()),
+        ("sampler", sampler_seeds()),
+    ] {
+        let out = dir.join(target);
+        fs::create_dir_all(&out)?;
+        for (name, bytes) in seeds {
+            fs::write(out.join(format!("seed_{name}")), bytes)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+fn options(codec: Codec, shards: usize) -> CreateOptions {
+    let o = CreateOptions::new(codec).data_shards(shards);
+    if codec == Codec::ZstdDict {
+        // zstd accepts any bytes as a raw-content dictionary.
+        o.dict_bytes(
+            (0..512u32)
+                .map(|k| (k * 31 % 251) as u8)
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        o
+    }
+}
+
+fn other(e: loaderx_core::Error) -> io::Error {
+    io::Error::other(e.to_string())
+}
+
+/// Element bytes of record `i`, `n` elements of `dtype` (valid for bool).
+fn elements(dtype: DType, i: usize, n: usize) -> Vec<u8> {
+    (0..n * dtype.size())
+        .map(|k| {
+            if dtype == DType::Bool {
+                ((i + k) % 2) as u8
+            } else {
+                (i * 7 + k % 5) as u8
+            }
+        })
+        .collect()
+}
+
+/// Dense and Ragged stores over the codecs, several dtypes, ranks and shard counts.
+pub fn store_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
+    let tmp = std::env::temp_dir().join(format!("loaderx-seeds-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    fs::create_dir_all(&tmp)?;
+    let mut seeds = Vec::new();
+    let cases = [
+        (DType::U8, &[4usize][..], 1usize),
+        (DType::I32, &[2, 3][..], 3),
+        (DType::F16, &[][..], 2),
+        (DType::Bool, &[5][..], 1),
+        (DType::F64, &[2][..], 4),
+    ];
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        for &(dtype, shape, shards) in &cases {
+            let name = format!("dense_{dtype}_{}d_{codec}_{shards}s", shape.len());
+            let path = tmp.join(&name);
+            let mut w = DynDenseWriter::create(&path, dtype, shape, &options(codec, shards))
+                .map_err(other)?;
+            let per: usize = shape.iter().product();
+            let bytes: Vec<u8> = (0..RECORDS).flat_map(|i| elements(dtype, i, per)).collect();
+            w.append_bytes(&bytes, RECORDS).map_err(other)?;
+            w.close().map_err(other)?;
+            seeds.push((name, StoreInput::read_dir(&path)?.encode()));
+        }
+        for (dtype, ndim, shards) in [(DType::U16, 1, 2), (DType::U8, 3, 1), (DType::F32, 2, 3)] {
+            let name = format!("ragged_{dtype}_{ndim}d_{codec}_{shards}s");
+            let path = tmp.join(&name);
+            let mut w = DynRaggedWriter::create(&path, dtype, ndim, &options(codec, shards))
+                .map_err(other)?;
+            let records: Vec<(Vec<usize>, Vec<u8>)> = (0..RECORDS)
+                .map(|i| {
+                    let shape: Vec<usize> = (0..ndim).map(|a| 1 + (i + a) % 3).collect();
+                    let n = shape.iter().product();
+                    (shape, elements(dtype, i, n))
+                })
+                .collect();
+            w.append_bytes(records.iter().map(|(s, b)| (&s[..], &b[..])))
+                .map_err(other)?;
+            w.close().map_err(other)?;
+            seeds.push((name, StoreInput::read_dir(&path)?.encode()));
+        }
+    }
+    let _ = fs::remove_dir_all(&tmp);
+    Ok(seeds)
+}
+
+/// `[dtype, ndim - 1, codec]` and a valid payload (shape header, elements).
+pub fn ragged_record_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut seeds = Vec::new();
+    for (k, shape) in [&[3usize][..], &[2, 2], &[1, 0, 4], &[2, 1, 1, 3]]
+        .iter()
+        .enumerate()
+    {
+        for (d, dtype) in DType::ALL
+            .iter()
+            .enumerate()
+            .filter(|(d, _)| d % 3 == k % 3)
+        {
+            for codec in [0u8, 1] {
+                let n: usize = shape.iter().product();
+                let mut bytes = vec![d as u8, (shape.len() - 1) as u8, codec];
+                for &dim in *shape {
+                    bytes.extend_from_slice(&(dim as u64).to_le_bytes());
+                }
+                bytes.extend(elements(*dtype, k, n));
+                seeds.push((format!("{dtype}_{}d_{codec}", shape.len()), bytes));
+            }
+        }
+    }
+    seeds
+}
+
+/// Dense and Ragged schemas as the writer encodes them.
+pub fn schema_seeds() -> Vec<(String, Vec<u8>)> {
+    let mut seeds = Vec::new();
+    for (d, dtype) in DType::ALL.iter().enumerate() {
+        let shape: Vec<usize> = (0..d % 4).map(|a| 2 + a).collect();
+        if let Ok(bytes) = Schema::dense(*dtype, &shape).and_then(|s| s.encode()) {
+            seeds.push((format!("dense_{dtype}_{}d", shape.len()), bytes));
+        }
+        if let Ok(bytes) = Schema::ragged(*dtype, 1 + d % 3).and_then(|s| s.encode()) {
+            seeds.push((format!("ragged_{dtype}_{}d", 1 + d % 3), bytes));
+        }
+    }
+    seeds
+}
+
+/// `(len, batch, mode, seed, world, step)` as little-endian u64 words.
+pub fn sampler_seeds() -> Vec<(String, Vec<u8>)> {
+    let cases: [(&str, [u64; 6]); 6] = [
+        ("sequential", [1000, 32, 0, 1, 0, 5]),
+        ("iid", [60_000, 256, 1, 42, 0, 123_456]),
+        ("cyclic", [60_000, 256, 2, 7, 0, 300]),
+        ("cyclic_sharded", [1 << 40, 64, 2, 9, 3, 1 << 33]),
+        ("cyclic_small", [5, 2, 2, 3, 1, 11]),
+        ("iid_huge", [u64::MAX, 8, 1, 0, 7, u64::MAX]),
+    ];
+    cases
+        .iter()
+        .map(|(name, words)| {
+            (
+                (*name).to_string(),
+                words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+            )
+        })
+        .collect()
+}

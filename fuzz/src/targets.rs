@@ -1,0 +1,206 @@
+//! The fuzz targets: each takes arbitrary bytes and returns normally unless
+//! the library panics or breaks a promise it makes.
+
+use loaderx_core::codec::Codec;
+use loaderx_core::format::{MAX_DATA_SHARDS, RecordLoc, Schema, StaticPage};
+use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{DType, DynRagged, Store, digest};
+
+use crate::input::{StoreInput, scratch_dir};
+
+/// Logical bytes one gather of a target may ask for. A store may legitimately
+/// hold records that large (a zstd frame of zeros is tiny); the fuzzer should
+/// spend its time on parsing, not on filling memory.
+const GATHER_BUDGET: usize = 64 << 20;
+/// Records a target reads through the whole-store digest.
+const DIGEST_RECORDS: u64 = 64;
+
+/// Opens a store made of the files in `data` (see [`crate::input`]) and, when
+/// it opens, gathers from it: the first records, the last, repeats, and the
+/// whole store through the digest when it is small.
+pub fn store(data: &[u8]) {
+    let Some(input) = StoreInput::decode(data) else {
+        return;
+    };
+    let dir = scratch_dir();
+    if let Err(e) = input.write_dir(&dir) {
+        panic!("cannot write the scratch store {}: {e}", dir.display());
+    }
+    if let Ok(store) = Store::open(&dir) {
+        exercise(&store);
+    }
+}
+
+/// Reads from an open store the way a training loop and `loaderx verify` do.
+fn exercise(store: &Store) {
+    let n = store.len();
+    if n == 0 {
+        return;
+    }
+    let mut indices: Vec<u64> = (0..n.min(8)).collect();
+    indices.extend([n - 1, n / 2, 0, n - 1]);
+    match store {
+        Store::Dense(d) => {
+            let per = d.record_bytes().max(1);
+            indices.truncate((GATHER_BUDGET / per).max(1));
+            if per.saturating_mul(indices.len()) > GATHER_BUDGET {
+                return;
+            }
+            if let Ok(bytes) = d.gather_bytes(&indices) {
+                assert_eq!(bytes.len(), per * indices.len());
+            }
+        }
+        Store::Ragged(r) => {
+            ragged(r, &indices);
+        }
+    }
+    if n <= DIGEST_RECORDS {
+        let mut seen = 0u64;
+        let visited = store.for_each_record(|i, _, _| {
+            assert_eq!(i, seen, "records visited out of order");
+            seen += 1;
+            Ok(())
+        });
+        if visited.is_ok() {
+            assert_eq!(seen, n);
+            // A store that reads whole also digests.
+            let _ = digest(store);
+        }
+    }
+}
+
+/// Gathers `indices` from a Ragged store and pads the batch.
+fn ragged(r: &DynRagged, indices: &[u64]) {
+    let Ok(len) = r.gather_len(indices) else {
+        return;
+    };
+    if len > GATHER_BUDGET {
+        return;
+    }
+    let Ok(batch) = r.gather(indices) else {
+        return;
+    };
+    assert_eq!(batch.len(), indices.len());
+    let size = batch.dtype().size();
+    for i in 0..batch.len() {
+        let elements: usize = batch.shape(i).iter().product();
+        assert_eq!(batch.bytes(i).len(), elements * size);
+    }
+    if let Ok(padded) = batch.pad() {
+        let elements: usize = padded.shape.iter().product();
+        assert_eq!(padded.bytes.len(), elements * size);
+        assert_eq!(padded.lengths.len(), batch.len() * batch.layout().ndim());
+    }
+}
+
+/// A one-record Ragged store whose record payload (shape header and
+/// elements) is the input, after three bytes that choose the dtype, the
+/// rank (1 to 4) and the codec (raw or zstd).
+pub fn ragged_record(data: &[u8]) {
+    let [dtype, ndim, codec, payload @ ..] = data else {
+        return;
+    };
+    let dtype = DType::ALL[usize::from(*dtype) % DType::ALL.len()];
+    let ndim = 1 + usize::from(ndim % 4);
+    let (codec, stored) = if codec % 2 == 0 {
+        (Codec::Raw, payload.to_vec())
+    } else {
+        let Ok(frame) = zstd::bulk::compress(payload, 1) else {
+            return;
+        };
+        (Codec::Zstd, frame)
+    };
+    let (Ok(schema), Ok(logical)) = (
+        Schema::ragged(dtype, ndim).and_then(|s| s.encode()),
+        u32::try_from(payload.len()),
+    ) else {
+        return;
+    };
+    let mut tails = [0u64; MAX_DATA_SHARDS];
+    tails[0] = stored.len() as u64;
+    let mut meta = StaticPage::published(codec, 1, 1, tails, schema)
+        .encode()
+        .to_vec();
+    let loc = RecordLoc {
+        offset: 0,
+        phys_length: stored.len() as u32,
+        logic_length: logical,
+    };
+    meta.extend_from_slice(&loc.encode());
+    let input = StoreInput {
+        meta,
+        data: vec![stored],
+        dict: None,
+    };
+    let dir = scratch_dir();
+    if let Err(e) = input.write_dir(&dir) {
+        panic!("cannot write the scratch store {}: {e}", dir.display());
+    }
+    let Ok(store) = DynRagged::open(&dir) else {
+        return;
+    };
+    ragged(&store, &[0, 0]);
+}
+
+/// Decodes the input as a store schema; a schema that decodes must encode
+/// back to bytes that decode to the same schema.
+pub fn schema(data: &[u8]) {
+    let Ok(schema) = Schema::decode(data) else {
+        return;
+    };
+    let _ = schema.record_bytes();
+    let _ = (schema.kind(), schema.dtype(), schema.ndim());
+    if let Ok(bytes) = schema.encode() {
+        assert_eq!(
+            Schema::decode(&bytes).as_ref(),
+            Ok(&schema),
+            "schema does not survive a round trip"
+        );
+    }
+}
+
+/// Builds a sampler from the input's numbers and checks its promises: every
+/// index in range, `seek` replays, sharded ranks are disjoint within a step,
+/// cyclic batches hold distinct indices.
+pub fn sampler(data: &[u8]) {
+    let mut words = data.chunks(8).map(|c| {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(b)
+    });
+    let mut next = || words.next().unwrap_or(0);
+    let len = next();
+    let batch = (next() % 1024) as usize;
+    let mode = [
+        SamplerMode::Sequential,
+        SamplerMode::Iid,
+        SamplerMode::Cyclic,
+    ][(next() % 3) as usize];
+    let seed = next();
+    let world = 1 + (next() % 8) as usize;
+    let step = next();
+    let Ok(base) = Sampler::new(len, batch, mode, seed) else {
+        return;
+    };
+    let mut seen = std::collections::HashSet::new();
+    for rank in 0..world {
+        let Ok(mut s) = base.clone().shard(rank, world) else {
+            return;
+        };
+        let mut out = vec![0u64; s.batch_size()];
+        s.fill(step, &mut out);
+        assert!(out.iter().all(|&i| i < len), "index out of range");
+        s.seek(step);
+        assert_eq!(s.next_batch(), &out[..], "seek does not replay");
+        if mode == SamplerMode::Cyclic {
+            for &i in &out {
+                assert!(seen.insert(i), "cyclic index {i} repeated within a step");
+            }
+        }
+        if mode == SamplerMode::Sequential && world == 1 {
+            for w in out.windows(2) {
+                assert_eq!(w[1], (w[0] + 1) % len, "sequential batch not consecutive");
+            }
+        }
+    }
+}

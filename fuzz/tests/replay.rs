@@ -1,0 +1,97 @@
+//! Replays the committed corpora (`fuzz/corpus/<target>/*`, what AFL++ kept
+//! after minimisation) and the inputs that once crashed a target
+//! (`fuzz/regressions/<target>/*`) through the fuzz targets on each `cargo test`.
+
+use std::fs;
+use std::path::PathBuf;
+
+use loaderx_fuzz::targets;
+
+/// Every file of `fuzz/<dir>/<target>/`, sorted; none when it is missing.
+fn files(dir: &str, target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(dir)
+        .join(target);
+    let Ok(entries) = fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut paths: Vec<_> = entries
+        .map(|e| {
+            e.unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .path()
+        })
+        .filter(|p| p.is_file())
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            (p, bytes)
+        })
+        .collect()
+}
+
+/// Replays the corpus AFL++ kept for `target`, and the inputs that once
+/// crashed it (`fuzz/regressions/<target>/`, kept by hand, never minimised).
+fn replay(target: &str, run: fn(&[u8])) {
+    let corpus = files("corpus", target);
+    assert!(
+        corpus.len() >= 4,
+        "corpus of {target} holds {} inputs; run scripts/fuzz",
+        corpus.len()
+    );
+    let regressions = files("regressions", target);
+    for (path, bytes) in corpus.iter().chain(&regressions) {
+        let outcome = std::panic::catch_unwind(|| run(bytes));
+        assert!(outcome.is_ok(), "{target} panics on {}", path.display());
+    }
+    eprintln!(
+        "{target}: {} corpus inputs and {} regressions replayed",
+        corpus.len(),
+        regressions.len()
+    );
+}
+
+#[test]
+fn store_corpus() {
+    replay("store", targets::store);
+}
+
+#[test]
+fn ragged_record_corpus() {
+    replay("ragged_record", targets::ragged_record);
+}
+
+#[test]
+fn schema_corpus() {
+    replay("schema", targets::schema);
+}
+
+#[test]
+fn sampler_corpus() {
+    replay("sampler", targets::sampler);
+}
+
+#[test]
+fn seeds_are_valid_inputs() {
+    // Every store seed must open and read whole: the fuzzer starts from
+    // real stores, not from noise.
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let n = loaderx_fuzz::seeds::write_all(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(n >= 20, "{n} seeds");
+    for entry in fs::read_dir(dir.path().join("store")).unwrap_or_else(|e| panic!("{e}")) {
+        let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
+        let bytes = fs::read(&path).unwrap_or_else(|e| panic!("{e}"));
+        let input = loaderx_fuzz::input::StoreInput::decode(&bytes)
+            .unwrap_or_else(|| panic!("{} is empty", path.display()));
+        let store_dir = dir.path().join("open");
+        input
+            .write_dir(&store_dir)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let store = loaderx_core::Store::open(&store_dir)
+            .unwrap_or_else(|e| panic!("seed {} does not open: {e}", path.display()));
+        loaderx_core::digest(&store)
+            .unwrap_or_else(|e| panic!("seed {} does not read: {e}", path.display()));
+    }
+}
