@@ -18,9 +18,6 @@ use crate::format::{
 
 /// Gathers smaller than this many bytes run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 256 << 10;
-/// Raw gathers into fresh memory fan out from this batch size: their cost is
-/// dominated by location lookups and page misses, which two threads overlap.
-const RAW_PARALLEL_MIN_BYTES: usize = 64 << 10;
 /// No zstd frame decodes to more than this many times its size: a block
 /// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
 const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
@@ -459,7 +456,7 @@ impl StoreReader {
         // the table reads are independent, so their cache and TLB misses
         // overlap instead of queueing behind each copy.
         let threads = rayon::current_num_threads();
-        if total < RAW_PARALLEL_MIN_BYTES || indices.len() < 2 || threads < 2 {
+        if total < PARALLEL_MIN_BYTES || indices.len() < 2 || threads < 2 {
             let sources = indices
                 .iter()
                 .map(|&i| record(i))
