@@ -22,13 +22,20 @@ pub fn store(data: &[u8]) {
     let Some(input) = StoreInput::decode(data) else {
         return;
     };
+    let dir = write_scratch(&input);
+    if let Ok(store) = Store::open(&dir) {
+        exercise(&store);
+    }
+}
+
+/// Writes `input` into this thread's scratch directory and returns it. A
+/// failure there is the harness's, not the library's: it panics.
+fn write_scratch(input: &StoreInput) -> std::path::PathBuf {
     let dir = scratch_dir();
     if let Err(e) = input.write_dir(&dir) {
         panic!("cannot write the scratch store {}: {e}", dir.display());
     }
-    if let Ok(store) = Store::open(&dir) {
-        exercise(&store);
-    }
+    dir
 }
 
 /// Reads from an open store the way a training loop and `loaderx verify` do.
@@ -132,10 +139,7 @@ pub fn ragged_record(data: &[u8]) {
         data: vec![stored],
         dict: None,
     };
-    let dir = scratch_dir();
-    if let Err(e) = input.write_dir(&dir) {
-        panic!("cannot write the scratch store {}: {e}", dir.display());
-    }
+    let dir = write_scratch(&input);
     let Ok(store) = DynRagged::open(&dir) else {
         return;
     };

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use super::{Backend, Gathered, Result, Strided, allocated, output};
+use super::{Backend, Gathered, Result, Strided, allocated, offsets, output, split_records};
 use crate::workload::Workload;
 
 /// Copies the gathered records out of the in-memory source with the same
@@ -40,22 +40,12 @@ impl Backend for Memcpy<'_> {
 
     fn gather(&self, idx: &[u64]) -> Result<Box<dyn Gathered + Send>> {
         let w = self.w;
-        let mut offsets = Vec::with_capacity(idx.len() + 1);
-        offsets.push(0);
-        for &i in idx {
-            offsets.push(offsets[offsets.len() - 1] + w.range(i as usize).len());
-        }
+        let offsets = offsets(w, idx);
         let total = offsets[idx.len()];
         // Fresh, never-zeroed memory, filled in parallel: the cheapest way
         // any gather can hand over its records.
         let mut buf: Vec<u8> = Vec::with_capacity(total);
-        let mut parts = Vec::with_capacity(idx.len());
-        let mut rest = &mut buf.spare_capacity_mut()[..total];
-        for &i in idx {
-            let (head, tail) = rest.split_at_mut(w.range(i as usize).len());
-            parts.push((head, i as usize));
-            rest = tail;
-        }
+        let parts = split_records(w, idx, &mut buf.spare_capacity_mut()[..total]);
         parts.into_par_iter().with_min_len(4).for_each(|(dst, i)| {
             dst.write_copy_of_slice(&w.flat[w.range(i)]);
         });

@@ -113,6 +113,34 @@ pub fn zstd_level(codec: Codec) -> Option<i32> {
     }
 }
 
+/// Where each of `w`'s records at `idx` starts when packed back to back,
+/// and (last) their total length.
+pub fn offsets(w: &Workload, idx: &[u64]) -> Vec<usize> {
+    let mut offsets = Vec::with_capacity(idx.len() + 1);
+    offsets.push(0);
+    for &i in idx {
+        offsets.push(offsets[offsets.len() - 1] + w.range(i as usize).len());
+    }
+    offsets
+}
+
+/// Splits `buf` (at least the records' total length) into one destination
+/// per record at `idx`, paired with the record's index.
+pub fn split_records<'a, T>(
+    w: &Workload,
+    idx: &[u64],
+    buf: &'a mut [T],
+) -> Vec<(&'a mut [T], usize)> {
+    let mut parts = Vec::with_capacity(idx.len());
+    let mut rest = buf;
+    for &i in idx {
+        let (head, tail) = rest.split_at_mut(w.range(i as usize).len());
+        parts.push((head, i as usize));
+        rest = tail;
+    }
+    parts
+}
+
 /// A fresh buffer for `w`'s records at `idx`, filled in parallel by `fill`
 /// (given per-thread state from `init`, a destination and a record index);
 /// returns the buffer and each record's offset.
@@ -123,19 +151,9 @@ pub fn scatter<S>(
     fill: impl Fn(&mut S, &mut [u8], usize) -> Result<()> + Send + Sync,
 ) -> Result<(Vec<u8>, Vec<usize>)> {
     use rayon::prelude::*;
-    let mut offsets = Vec::with_capacity(idx.len() + 1);
-    offsets.push(0);
-    for &i in idx {
-        offsets.push(offsets[offsets.len() - 1] + w.range(i as usize).len());
-    }
+    let offsets = offsets(w, idx);
     let mut buf = vec![0u8; offsets[idx.len()]];
-    let mut parts = Vec::with_capacity(idx.len());
-    let mut rest = &mut buf[..];
-    for &i in idx {
-        let (head, tail) = rest.split_at_mut(w.range(i as usize).len());
-        parts.push((head, i as usize));
-        rest = tail;
-    }
+    let parts = split_records(w, idx, &mut buf);
     parts
         .into_par_iter()
         .with_min_len(4)
