@@ -7,6 +7,7 @@ use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
 use loaderx_core::loader::{Batch, Column, ColumnLayout};
 use loaderx_core::ndarray::{ArrayViewD, IxDyn};
+use loaderx_core::ragged::copy_into_padded;
 use loaderx_core::{DType, Element, StoreKind};
 
 use crate::dataset::Record;
@@ -555,50 +556,9 @@ fn pad(column: &HostColumn, rows: &Range<usize>) -> Result<PaddedHost> {
     })
 }
 
-/// Copies a C-order record of `shape` into the corner of a C-order block of
-/// shape `max`, one contiguous innermost row at a time.
-fn copy_into_padded(src: &[u8], shape: &[usize], dst: &mut [u8], max: &[usize], size: usize) {
-    let Some((&last, outer)) = shape.split_last() else {
-        // A scalar record fills its one element.
-        dst[..src.len()].copy_from_slice(src);
-        return;
-    };
-    let row = last * size;
-    let rows: usize = outer.iter().product();
-    let mut index = vec![0usize; outer.len()];
-    for r in 0..rows {
-        let mut off = 0usize;
-        for (k, &ix) in index.iter().enumerate() {
-            off = off * max[k] + ix;
-        }
-        let at = off * max[outer.len()] * size;
-        dst[at..at + row].copy_from_slice(&src[r * row..(r + 1) * row]);
-        for k in (0..index.len()).rev() {
-            index[k] += 1;
-            if index[k] < outer[k] {
-                break;
-            }
-            index[k] = 0;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn padding_places_rows_in_the_corner() {
-        let mut dst = [0u8; 12];
-        copy_into_padded(&[1, 2, 3, 4, 5, 6], &[2, 3], &mut dst, &[3, 4], 1);
-        assert_eq!(dst, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
-        let mut dst = [0u8; 8];
-        copy_into_padded(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
-        assert_eq!(dst, [7, 8, 9, 10, 0, 0, 0, 0]);
-        let mut dst = [0u8; 2];
-        copy_into_padded(&[3, 4], &[], &mut dst, &[], 2);
-        assert_eq!(dst, [3, 4]);
-    }
 
     #[test]
     fn aligned_bytes_round_trip() {

@@ -367,7 +367,7 @@ impl RaggedLayout {
         out.resize(total, 0u8);
         for i in 0..b {
             let dst = &mut out[i * per_record..(i + 1) * per_record];
-            copy_into_corner(
+            copy_into_padded(
                 &bytes[self.byte_range(i)],
                 self.shape(i),
                 dst,
@@ -386,26 +386,29 @@ impl RaggedLayout {
     }
 }
 
-/// Copies a C-order record of `shape` into the corner of a C-order block of
-/// shape `max`, one contiguous innermost row at a time.
-fn copy_into_corner(src: &[u8], shape: &[usize], dst: &mut [u8], max: &[usize], size: usize) {
-    let nd = shape.len();
-    if nd == 0 {
+/// Copies a C-order record of `shape` (`size`-byte elements) into the corner
+/// of a C-order block of shape `max` in `dst`, one contiguous innermost row
+/// at a time; the rest of `dst` is left as it is. A scalar record (empty
+/// shape) fills the block's one element. The padding step of
+/// [`RaggedLayout::pad`], for callers that pad their own buffers.
+pub fn copy_into_padded(src: &[u8], shape: &[usize], dst: &mut [u8], max: &[usize], size: usize) {
+    let Some((&last, outer)) = shape.split_last() else {
+        dst[..src.len()].copy_from_slice(src);
         return;
-    }
-    let row = shape[nd - 1] * size;
-    let rows: usize = shape[..nd - 1].iter().product();
-    let mut index = vec![0usize; nd - 1];
+    };
+    let row = last * size;
+    let rows: usize = outer.iter().product();
+    let mut index = vec![0usize; outer.len()];
     for r in 0..rows {
         let off = index
             .iter()
             .zip(max)
             .fold(0usize, |acc, (&ix, &m)| acc * m + ix);
-        let at = off * max[nd - 1] * size;
+        let at = off * max[outer.len()] * size;
         dst[at..at + row].copy_from_slice(&src[r * row..(r + 1) * row]);
         for k in (0..index.len()).rev() {
             index[k] += 1;
-            if index[k] < shape[k] {
+            if index[k] < outer[k] {
                 break;
             }
             index[k] = 0;
@@ -870,8 +873,14 @@ mod tests {
         assert_eq!(p.bytes, vec![1, 2, 3, 4, 5, 6, 9, 0, 0, 0, 0, 0]);
         assert_eq!(p.lengths, vec![2, 3, 1, 1]);
         let mut dst = [0u8; 8];
-        copy_into_corner(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
+        copy_into_padded(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
         assert_eq!(dst, [7, 8, 9, 10, 0, 0, 0, 0]);
+        let mut dst = [0u8; 12];
+        copy_into_padded(&[1, 2, 3, 4, 5, 6], &[2, 3], &mut dst, &[3, 4], 1);
+        assert_eq!(dst, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
+        let mut dst = [0u8; 2];
+        copy_into_padded(&[3, 4], &[], &mut dst, &[], 2);
+        assert_eq!(dst, [3, 4]);
     }
 
     #[test]
