@@ -35,14 +35,26 @@ pub fn write_all(dir: &Path) -> io::Result<usize> {
 fn options(codec: Codec, shards: usize) -> CreateOptions {
     let o = CreateOptions::new(codec).data_shards(shards);
     if codec == Codec::ZstdDict {
-        // zstd accepts any bytes as a raw-content dictionary.
-        o.dict_bytes(
-            (0..512u32)
-                .map(|k| (k * 31 % 251) as u8)
-                .collect::<Vec<_>>(),
-        )
+        // A dictionary trained by zstd, with its magic, header and entropy
+        // tables: mutating those is where a damaged dict.zr used to panic.
+        o.dict_bytes(trained_dict())
     } else {
         o
+    }
+}
+
+/// A small dictionary trained by zstd (the same every time).
+fn trained_dict() -> Vec<u8> {
+    let records: Vec<Vec<u8>> = (0..2000u32)
+        .map(|i| {
+            (0..96)
+                .map(|k| ((i % 13) * 17 + k * 3 + i / 50) as u8)
+                .collect()
+        })
+        .collect();
+    match loaderx_core::train_dict(&records) {
+        Ok(d) => d,
+        Err(e) => panic!("training the seed dictionary: {e}"),
     }
 }
 

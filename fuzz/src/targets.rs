@@ -192,7 +192,15 @@ pub fn sampler(data: &[u8]) {
             return;
         };
         let mut out = vec![0u64; s.batch_size()];
-        s.fill(step, &mut out);
+        if let Err(e) = s.fill(step, &mut out) {
+            panic!("fill of a valid sampler failed: {e}");
+        }
+        // An output of any other length is refused, never walked.
+        let mut longer = vec![0u64; s.batch_size() + 1 + (step % 7) as usize];
+        assert!(
+            s.fill(step, &mut longer).is_err(),
+            "a longer output was accepted"
+        );
         assert!(out.iter().all(|&i| i < len), "index out of range");
         s.seek(step);
         assert_eq!(s.next_batch(), &out[..], "seek does not replay");

@@ -35,8 +35,6 @@
 //! - A loaderx type added later without a burn counterpart is
 //!   [`Error::Unsupported`].
 
-use std::convert::Infallible;
-
 use burn::tensor::kind::{Basic, Kind, TensorKind};
 use burn::tensor::{BoolStore, DType as BurnDType, Device, IntDType, Tensor, TensorData};
 use loaderx_core::{DType, Element, f16};
@@ -100,7 +98,7 @@ fn typed_vec<T: Element>(stream: &str, bytes: &[u8]) -> Result<Vec<T>> {
     let n = bytes.len() / size_of::<T>();
     match T::filled_vec(n, |dst| {
         dst.copy_from_slice(bytes);
-        Ok::<(), Infallible>(())
+        Ok::<(), loaderx_core::Error>(())
     }) {
         Ok(Some(values)) => Ok(values),
         _ => Err(Error::Invalid(format!(

@@ -318,7 +318,7 @@ fn an_epoch_is_one_cycle_of_the_sampler_in_step_order() {
             let step = e * 6 + k as u64;
             assert_eq!(b.step, step);
             let mut want = vec![0u64; 8];
-            sampler.fill(step, &mut want);
+            sampler.fill(step, &mut want).unwrap();
             assert_eq!(b.indices, want);
             // Streams line up with the indices.
             let x = floats(b.x.clone());

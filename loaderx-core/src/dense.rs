@@ -18,6 +18,14 @@ use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::Schema;
 use crate::options::CreateOptions;
 
+/// The error for appending a `bool` record holding a byte other than 0 or 1:
+/// stored, it would make every later read of the record fail.
+pub(crate) fn not_bool_error(index: usize, byte: u8) -> Error {
+    Error::invalid(format!(
+        "record {index} of the batch: byte {byte} is not a bool (0 or 1)"
+    ))
+}
+
 /// A Dense store being built, element type known at run time.
 pub struct DynDenseWriter {
     engine: StoreWriter,
@@ -61,6 +69,12 @@ impl DynDenseWriter {
     }
 
     /// Appends `records` records whose C-order little-endian bytes are `bytes`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] when `bytes` is not `records` records
+    /// long, `records` is 0, or a `bool` store is given a byte other than 0
+    /// or 1; an I/O error, after which the writer is failed for good.
     pub fn append_bytes(&mut self, bytes: &[u8], records: usize) -> Result<(), Error> {
         if records == 0 {
             return Err(Error::invalid("append needs at least one record"));
@@ -71,6 +85,11 @@ impl DynDenseWriter {
                 bytes.len(),
                 self.record_bytes
             )));
+        }
+        if self.dtype == DType::Bool
+            && let Some(at) = bytes.iter().position(|&b| b > 1)
+        {
+            return Err(not_bool_error(at / self.record_bytes.max(1), bytes[at]));
         }
         self.engine.append(&FixedRecords {
             bytes,
@@ -392,8 +411,18 @@ impl<T: Element> Dense<T> {
 
     /// Gathers the records at `indices`, in order, as a `(B, *item_shape)` array.
     pub fn gather(&self, indices: &[u64]) -> Result<ArrayD<T>, Error> {
+        // Indices first: nothing is allocated for a batch that cannot be read.
+        self.inner.engine.check_indices(indices)?;
         let per = self.inner.record_bytes / size_of::<T>();
-        let total = indices.len().saturating_mul(per);
+        let total = indices
+            .len()
+            .checked_mul(per)
+            .ok_or_else(|| ErrorKind::Buffer {
+                detail: format!(
+                    "{} records of {per} elements overflow memory",
+                    indices.len()
+                ),
+            })?;
         let values = T::filled_vec(total, |bytes| self.inner.gather_into(indices, bytes))?
             .ok_or_else(|| self.not_bool(indices))?;
         let mut shape = Vec::with_capacity(1 + self.item_shape().len());

@@ -171,10 +171,12 @@ pub trait Element: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug + 
     /// alignment does not fit, or (for `bool`) a byte is neither 0 nor 1.
     fn try_from_bytes(bytes: &[u8]) -> Option<&[Self]>;
 
-    /// Builds a vector of `len` elements whose bytes `fill` writes.
+    /// Builds a vector of `len` elements whose bytes `fill` writes; the
+    /// memory is reserved fallibly (a [`ErrorKind::Buffer`] error, not an
+    /// abort, when it cannot be had).
     ///
     /// For plain numeric types `fill` writes straight into the vector's memory.
-    fn filled_vec<E>(
+    fn filled_vec<E: From<Error>>(
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Option<Vec<Self>>, E>;
@@ -185,6 +187,16 @@ pub trait Element: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug + 
         dst: &mut [Self],
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<bool, E>;
+}
+
+/// `len` default elements, reserved fallibly.
+pub(crate) fn zeroed_vec<T: Clone + Default>(len: usize) -> Result<Vec<T>, Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| ErrorKind::Buffer {
+        detail: format!("cannot allocate {len} elements of {} bytes", size_of::<T>()),
+    })?;
+    v.resize(len, T::default());
+    Ok(v)
 }
 
 macro_rules! pod_element {
@@ -201,11 +213,11 @@ macro_rules! pod_element {
                 bytemuck::try_cast_slice(bytes).ok()
             }
 
-            fn filled_vec<E>(
+            fn filled_vec<E: From<Error>>(
                 len: usize,
                 fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
             ) -> Result<Option<Vec<Self>>, E> {
-                let mut v = vec![<$t>::default(); len];
+                let mut v = zeroed_vec::<$t>(len)?;
                 fill(bytemuck::cast_slice_mut(&mut v))?;
                 Ok(Some(v))
             }
@@ -239,11 +251,11 @@ impl Element for bool {
     }
 
     /// Gathers into bytes, then checks every byte is 0 or 1 (`None` otherwise).
-    fn filled_vec<E>(
+    fn filled_vec<E: From<Error>>(
         len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<Option<Vec<Self>>, E> {
-        let mut bytes = vec![0u8; len];
+        let mut bytes = zeroed_vec::<u8>(len)?;
         fill(&mut bytes)?;
         if bytes.iter().any(|&b| b > 1) {
             return Ok(None);
@@ -255,13 +267,16 @@ impl Element for bool {
         dst: &mut [Self],
         fill: impl FnOnce(&mut [u8]) -> Result<(), E>,
     ) -> Result<bool, E> {
-        match Self::filled_vec(dst.len(), fill)? {
-            Some(v) => {
-                dst.copy_from_slice(&v);
-                Ok(true)
-            }
-            None => Ok(false),
+        // The caller's slice is the size bound: an equal byte buffer.
+        let mut bytes = vec![0u8; dst.len()];
+        fill(&mut bytes)?;
+        if bytes.iter().any(|&b| b > 1) {
+            return Ok(false);
         }
+        for (d, b) in dst.iter_mut().zip(bytes) {
+            *d = b == 1;
+        }
+        Ok(true)
     }
 }
 
@@ -284,10 +299,26 @@ mod tests {
     fn bool_bytes_are_checked() {
         assert_eq!(bool::try_from_bytes(&[0, 1]), Some(&[false, true][..]));
         assert_eq!(bool::try_from_bytes(&[2]), None);
-        let v: Result<_, ()> = bool::filled_vec(2, |b| {
+        let v = bool::filled_vec(2, |b| {
             b.copy_from_slice(&[1, 7]);
-            Ok(())
+            Ok::<(), Error>(())
         });
-        assert_eq!(v, Ok(None));
+        assert!(matches!(v, Ok(None)));
+        let mut dst = [true; 2];
+        assert!(
+            !bool::fill_slice(&mut dst, |b| {
+                b.copy_from_slice(&[1, 7]);
+                Ok::<(), ()>(())
+            })
+            .unwrap()
+        );
+        assert!(
+            bool::fill_slice(&mut dst, |b| {
+                b.copy_from_slice(&[0, 1]);
+                Ok::<(), ()>(())
+            })
+            .unwrap()
+        );
+        assert_eq!(dst, [false, true]);
     }
 }

@@ -26,10 +26,10 @@ impl Error {
         *self.0
     }
 
-    pub(crate) fn io(path: impl AsRef<Path>, source: io::Error) -> Self {
+    pub(crate) fn io(path: impl AsRef<Path>, error: io::Error) -> Self {
         ErrorKind::Io {
             path: path.as_ref().to_path_buf(),
-            source,
+            error,
         }
         .into()
     }
@@ -81,11 +81,11 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        std::error::Error::source(&*self.0)
-    }
-}
+/// The message of an error already holds its cause's (an I/O error, a failed
+/// gather, a transform's error), so `source` returns `None`: a report that
+/// walks the chain (`anyhow`'s `{:#}`, `eyre`) prints each cause once, as
+/// with `csv::Error`. The causes themselves are fields of [`ErrorKind`].
+impl std::error::Error for Error {}
 
 /// Which record contract a store follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -110,12 +110,12 @@ impl fmt::Display for StoreKind {
 #[non_exhaustive]
 pub enum ErrorKind {
     /// An operating-system I/O error on a file of a store.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file or directory involved.
         path: PathBuf,
-        /// The underlying error.
-        source: io::Error,
+        /// The underlying error (its message is part of this one's).
+        error: io::Error,
     },
     /// `create` was given a path that already exists.
     #[error("{}: path already exists; a store is always created at a new path", path.display())]
@@ -224,22 +224,31 @@ pub enum ErrorKind {
         detail: String,
     },
     /// A loader could not gather a stream's batch.
-    #[error("step {step}: stream {stream:?}: {source}")]
+    #[error("step {step}: stream {stream:?}: {error}")]
     Gather {
         /// The step whose batch failed.
         step: u64,
         /// The stream.
         stream: String,
-        /// What went wrong.
-        source: Error,
+        /// What went wrong (its message is part of this one's).
+        error: Error,
     },
     /// A loader's transform returned an error.
-    #[error("step {step}: transform failed: {source}")]
+    #[error("step {step}: transform failed: {error}")]
     Transform {
         /// The step whose batch failed.
         step: u64,
-        /// The transform's error.
-        source: Box<dyn std::error::Error + Send + Sync>,
+        /// The transform's error (its message is part of this one's).
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The loader could not start one of its worker threads (the process or
+    /// its cgroup is out of threads or memory).
+    #[error("cannot start loader worker thread {worker}: {error}")]
+    WorkerSpawn {
+        /// Which worker (0-based).
+        worker: usize,
+        /// The operating system's error (its message is part of this one's).
+        error: io::Error,
     },
     /// A loader worker panicked (in the transform or a staging hook).
     #[error("step {step}: loader worker panicked: {message}")]
@@ -263,4 +272,50 @@ pub enum ErrorKind {
         /// What is wrong.
         message: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every message in an error's chain, as chain reporters print them.
+    fn chain(e: &dyn std::error::Error) -> Vec<String> {
+        let mut out = vec![e.to_string()];
+        let mut at = e.source();
+        while let Some(cause) = at {
+            out.push(cause.to_string());
+            at = cause.source();
+        }
+        out
+    }
+
+    #[test]
+    fn a_report_prints_each_cause_once() {
+        let io = io::Error::other("disk on fire");
+        let inner = Error::io("/store/data_0.zr", io);
+        let outer: Error = ErrorKind::Gather {
+            step: 7,
+            stream: "image".into(),
+            error: inner,
+        }
+        .into();
+        let report = chain(&outer).join(": ");
+        assert_eq!(report.matches("disk on fire").count(), 1, "{report}");
+        assert_eq!(report.matches("data_0.zr").count(), 1, "{report}");
+        assert!(report.starts_with("step 7: stream \"image\""), "{report}");
+        // The same through the kind, which is an error type of its own.
+        let kind_report = chain(outer.kind()).join(": ");
+        assert_eq!(
+            kind_report.matches("disk on fire").count(),
+            1,
+            "{kind_report}"
+        );
+
+        let t: Error = ErrorKind::Transform {
+            step: 1,
+            error: "bad pixel".into(),
+        }
+        .into();
+        assert_eq!(chain(&t).join(": ").matches("bad pixel").count(), 1);
+    }
 }

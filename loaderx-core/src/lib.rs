@@ -54,6 +54,12 @@
 //! while read. Payloads are memory-mapped: a store must not be modified by
 //! other software while open (loaderx itself never modifies a published store).
 
+// The format is little-endian and records are read and written as native
+// bytes (bytemuck casts): refuse to build where the two differ, rather than
+// silently write stores no other implementation reads.
+#[cfg(target_endian = "big")]
+compile_error!("loaderx-core supports little-endian targets only (Zrecord is little-endian)");
+
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod codec;
@@ -71,7 +77,8 @@ pub mod sampler;
 pub mod store;
 
 pub use codec::{
-    AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, train_dict, train_dict_from_array,
+    AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, train_dict,
+    train_dict_from_array,
 };
 pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};

@@ -142,6 +142,11 @@ impl DynRaggedWriter {
                 }
                 .into());
             }
+            if self.dtype == DType::Bool
+                && let Some(&b) = bytes.iter().find(|&&b| b > 1)
+            {
+                return Err(crate::dense::not_bool_error(index, b));
+            }
             if bytes.is_empty() {
                 return Err(Error::invalid(format!(
                     "record {index} of the batch has no elements (shape {shape:?}); ragged records must be non-empty"
@@ -648,7 +653,14 @@ impl DynRagged {
                 ));
             }
             starts.push(total);
-            total += logic.next_multiple_of(8);
+            total = total
+                .checked_add(logic.next_multiple_of(8))
+                .ok_or_else(|| ErrorKind::Buffer {
+                    detail: format!(
+                        "a ragged gather of {} records overflows memory",
+                        indices.len()
+                    ),
+                })?;
             locs.push(loc);
         }
         Ok((locs, starts, total))
@@ -718,7 +730,10 @@ impl DynRagged {
     /// Gathers the records at `indices`, in order, into one allocation.
     pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let total = self.gather_len(indices)?;
-        let mut storage = vec![0u64; total / 8];
+        // Sized by logical lengths that `plan` bounded by the stored bytes;
+        // still reserved fallibly, so a batch too large for this machine is
+        // an error rather than an abort.
+        let mut storage = crate::dtype::zeroed_vec::<u64>(total / 8)?;
         let layout = self.gather_into(indices, bytemuck::cast_slice_mut(&mut storage))?;
         Ok(DynRaggedBatch {
             storage,

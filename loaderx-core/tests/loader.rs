@@ -471,3 +471,41 @@ fn a_start_step_at_the_end_of_u64_wraps() {
         .collect();
     assert_eq!(steps, vec![u64::MAX - 1, u64::MAX, 0, 1]);
 }
+
+#[test]
+fn a_sought_sampler_starts_the_loader_at_its_step() {
+    // A custom sampler that was `seek`ed used to have its step ignored.
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let sampler = || Sampler::new(N, 10, SamplerMode::Cyclic, 9).unwrap();
+    let mut sought = sampler();
+    sought.seek(37);
+    let mut from_sampler = builder(dir.path()).sampler(sought.clone()).build().unwrap();
+    let mut from_start = builder(dir.path())
+        .sampler(sampler())
+        .start_step(37)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let (a, b) = (
+            from_sampler.next().unwrap().unwrap(),
+            from_start.next().unwrap().unwrap(),
+        );
+        assert_eq!(fingerprint(&a), fingerprint(&b));
+    }
+    assert_eq!(from_sampler.step(), 40);
+    // Agreeing positions are fine; conflicting ones are refused.
+    assert!(
+        builder(dir.path())
+            .sampler(sought.clone())
+            .start_step(37)
+            .build()
+            .is_ok()
+    );
+    let e = builder(dir.path())
+        .sampler(sought)
+        .start_step(5)
+        .build()
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+}

@@ -341,3 +341,25 @@ fn gather_bytes_small_and_large_batches() {
         assert_eq!(r.gather_bytes(&[]).unwrap(), Vec::<u8>::new());
     }
 }
+
+#[test]
+fn bool_bytes_other_than_0_and_1_are_refused_at_append() {
+    // Stored, such a byte made every later read of the record fail.
+    let dir = tempfile::tempdir().unwrap();
+    let opts = CreateOptions::new(Codec::Raw);
+    let mut w = DynDenseWriter::create(dir.path().join("d"), DType::Bool, &[2], &opts).unwrap();
+    let e = w.append_bytes(&[0, 1, 1, 2], 2).unwrap_err();
+    assert!(e.to_string().contains("record 1"), "{e}");
+    w.append_bytes(&[0, 1, 1, 0], 2).unwrap();
+    w.close().unwrap();
+    assert_eq!(Dense::<bool>::open(dir.path().join("d")).unwrap().len(), 2);
+
+    let mut w = DynRaggedWriter::create(dir.path().join("r"), DType::Bool, 1, &opts).unwrap();
+    let e = w
+        .append_bytes([(&[1usize][..], &[1u8][..]), (&[2][..], &[0, 3][..])])
+        .unwrap_err();
+    assert!(e.to_string().contains("record 1"), "{e}");
+    assert_eq!(w.len(), 0, "nothing of a refused batch is written");
+    w.append_bytes([(&[2usize][..], &[1u8, 0][..])]).unwrap();
+    w.close().unwrap();
+}

@@ -29,6 +29,30 @@ fn check_u64(bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Checks that `bool` bytes are 0 or 1: any other byte in a `Kind::Bool`
+/// tensor is undefined behaviour in libtorch when read back.
+fn check_bool(bytes: &[u8]) -> Result<()> {
+    match bytes.iter().find(|&&b| b > 1) {
+        Some(&b) => Err(Error::OutOfRange {
+            dtype: DType::Bool,
+            value: b.to_string(),
+            target: Kind::Bool,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks the values of `dtype` that the tensor kind holds as the same bytes
+/// but not every bit pattern of (`u64` above `i64::MAX`, `bool` bytes other
+/// than 0 and 1).
+fn check_values(dtype: DType, bytes: &[u8]) -> Result<()> {
+    match dtype {
+        DType::U64 => check_u64(bytes),
+        DType::Bool => check_bool(bytes),
+        _ => Ok(()),
+    }
+}
+
 fn widened<S: Element, D: tch::kind::Element>(bytes: &[u8], f: impl Fn(S) -> D) -> Vec<D> {
     bytes
         .chunks_exact(size_of::<S>())
@@ -55,9 +79,7 @@ pub fn tensor_from_bytes(
         DType::U16 => Tensor::f_from_slice(&widened::<u16, i32>(bytes, i32::from))?,
         DType::U32 => Tensor::f_from_slice(&widened::<u32, i64>(bytes, i64::from))?,
         other => {
-            if other == DType::U64 {
-                check_u64(bytes)?;
-            }
+            check_values(other, bytes)?;
             Tensor::f_from_data_size(
                 bytes,
                 &[bytes.len() as i64 / other.size() as i64],
@@ -98,9 +120,7 @@ pub fn into_tensor(column: Column, device: Device) -> Result<Tensor> {
     {
         return tensor_from_bytes(dtype, column.bytes(), &shape, device);
     }
-    if dtype == DType::U64 {
-        check_u64(column.bytes())?;
-    }
+    check_values(dtype, column.bytes())?;
     let tensor = match column.into_buffer().into_any().downcast::<TensorBuffer>() {
         Ok(buffer) => buffer.into_tensor(),
         Err(_) => return Err(Error::MissingStream("staged tensor".into())),

@@ -138,10 +138,13 @@ fn u64_above_i64_max_is_refused() {
         .build_tch(Device::Cpu)
         .unwrap();
     let e = loader.next().unwrap().unwrap_err();
-    let source = std::error::Error::source(&e).unwrap();
+    // The adapter's error is the transform's, a field of the loader's error.
+    let loaderx_core::ErrorKind::Transform { error, .. } = e.kind() else {
+        panic!("{e}");
+    };
     assert!(
         matches!(
-            source.downcast_ref::<Error>(),
+            error.downcast_ref::<Error>(),
             Some(Error::OutOfRange { .. })
         ),
         "{e}"
@@ -269,4 +272,42 @@ fn pinned_path_falls_back_cleanly_without_cuda() {
         .unwrap();
     assert!(loader.next().unwrap().is_err());
     assert!(loader.next().is_none());
+}
+
+#[test]
+fn bool_bytes_other_than_0_and_1_are_refused() {
+    // A Kind::Bool tensor holding 2 is undefined behaviour when read back.
+    let e = loaderx_tch::tensor_from_bytes(DType::Bool, &[0, 1, 2], &[3], Device::Cpu).unwrap_err();
+    assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
+    let t = loaderx_tch::tensor_from_bytes(DType::Bool, &[0, 1, 1], &[3], Device::Cpu).unwrap();
+    assert_eq!(t.kind(), Kind::Bool);
+
+    // Through the loader and the zero-copy staging: a store damaged on disk.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b");
+    let opts = CreateOptions::new(Codec::Raw).data_shards(1);
+    let mut w = DynDenseWriter::create(&path, DType::Bool, &[], &opts).unwrap();
+    w.append_bytes(&[0, 1, 1, 0], 4).unwrap();
+    w.close().unwrap();
+    let shard = path.join("data_0.zr");
+    let mut bytes = std::fs::read(&shard).unwrap();
+    bytes[2] = 2;
+    std::fs::write(&shard, bytes).unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("b", DynDense::open(&path).unwrap())
+        .batch_size(4)
+        .mode(SamplerMode::Sequential)
+        .build_tch(Device::Cpu)
+        .unwrap();
+    let e = loader.next().unwrap().unwrap_err();
+    let loaderx_core::ErrorKind::Transform { error, .. } = e.kind() else {
+        panic!("{e}");
+    };
+    assert!(
+        matches!(
+            error.downcast_ref::<Error>(),
+            Some(Error::OutOfRange { .. })
+        ),
+        "{e}"
+    );
 }

@@ -25,6 +25,11 @@ pub(crate) use dict::{strided_sample, train_from_samples};
 /// zstd level used by both compressed codecs, as in Python loaderx.
 pub const ZSTD_LEVEL: i32 = 3;
 
+/// Largest dictionary a store may have (16 MiB): writers refuse larger
+/// `dict_bytes` and readers refuse a larger `dict.zr` without reading it.
+/// [`train_dict`] makes at most [`DICT_MAX_BYTES`] (32 KiB).
+pub const MAX_DICT_LEN: usize = 16 << 20;
+
 /// How every record of a store is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Codec {
@@ -104,9 +109,24 @@ impl CodecState {
     ) -> Result<Self, String> {
         let (encoder_dict, decoder_dict) = match (codec, dict) {
             (Codec::ZstdDict, Some(d)) if !d.is_empty() => {
+                if d.len() > MAX_DICT_LEN {
+                    return Err(format!(
+                        "dictionary is {} bytes, more than the {MAX_DICT_LEN}-byte limit",
+                        d.len()
+                    ));
+                }
+                // libzstd refuses a buffer that starts with the dictionary
+                // magic but holds bad entropy tables; the `zstd` crate's
+                // infallible constructors would panic on it, so the fallible
+                // ones check it first (a dictionary is small: preparing it
+                // twice costs microseconds).
                 if for_writing {
+                    zstd::zstd_safe::CDict::try_create(d, ZSTD_LEVEL)
+                        .ok_or("zstd refuses the dictionary (damaged entropy tables?)")?;
                     (Some(Arc::new(EncoderDictionary::copy(d, ZSTD_LEVEL))), None)
                 } else {
+                    zstd::zstd_safe::DDict::try_create(d)
+                        .ok_or("zstd refuses the dictionary (damaged entropy tables?)")?;
                     (None, Some(Arc::new(DecoderDictionary::copy(d))))
                 }
             }
@@ -272,5 +292,30 @@ mod tests {
         assert!(CodecState::new(Codec::ZstdDict, None, false).is_err());
         assert!(CodecState::new(Codec::ZstdDict, Some(&[]), false).is_err());
         assert!(CodecState::new(Codec::Zstd, Some(&[1]), false).is_err());
+    }
+
+    #[test]
+    fn a_damaged_dictionary_is_an_error_not_a_panic() {
+        let recs: Vec<Vec<u8>> = (0..2000u32)
+            .map(|i| (0..200).map(|j| ((i * 7 + j * 13) % 251) as u8).collect())
+            .collect();
+        let dict = train_dict(&recs).unwrap();
+        assert_eq!(&dict[..4], &[0x37, 0xA4, 0x30, 0xEC]);
+        for len in [8usize, 64] {
+            let cut = &dict[..len];
+            for for_writing in [false, true] {
+                let e = CodecState::new(Codec::ZstdDict, Some(cut), for_writing)
+                    .err()
+                    .unwrap_or_else(|| panic!("{len} bytes accepted (writing: {for_writing})"));
+                assert!(e.contains("refuses"), "{e}");
+            }
+        }
+        for for_writing in [false, true] {
+            assert!(CodecState::new(Codec::ZstdDict, Some(&dict), for_writing).is_ok());
+            // Content without the magic is a raw-content dictionary: accepted.
+            assert!(CodecState::new(Codec::ZstdDict, Some(&dict[8..]), for_writing).is_ok());
+        }
+        let huge = vec![1u8; MAX_DICT_LEN + 1];
+        assert!(CodecState::new(Codec::ZstdDict, Some(&huge), true).is_err());
     }
 }

@@ -5,7 +5,9 @@
 //! `LOCK_EX | LOCK_NB`, readers hold `LOCK_SH | LOCK_NB`; a busy lock is an
 //! [`ErrorKind::Busy`] error, never a wait.
 
-use std::fs::{File, TryLockError};
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use memmap2::{Mmap, MmapOptions};
@@ -27,6 +29,27 @@ pub(crate) fn lock(meta: &File, store: &Path, exclusive: bool) -> Result<(), Err
         .into()),
         Err(TryLockError::Error(e)) => Err(Error::io(store.join(crate::format::META_FILE), e)),
     }
+}
+
+/// Opens one file of a store read-only, refusing anything but a regular
+/// file: `O_NONBLOCK` keeps a FIFO (or a device) planted under a store's
+/// name from blocking the open, and the type is checked on the open file.
+/// Returns the file and its length; `Ok(None)` when the file does not exist.
+pub(crate) fn open_regular(path: &Path) -> Result<Option<(File, u64)>, Error> {
+    let file = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::corrupt(path, "not a regular file"));
+    }
+    Ok(Some((file, meta.len())))
 }
 
 /// Maps the first `len` bytes of `file` read-only; `None` when `len` is zero.

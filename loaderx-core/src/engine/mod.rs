@@ -14,8 +14,11 @@
 //!   payload shards, and gathers records in parallel straight into caller
 //!   memory: a raw record is one `memcpy` from the page cache, a compressed one
 //!   decompresses into its destination.
-//! - [`files`] holds file naming, locking and memory mapping.
+//! - [`files`] holds file naming, locking and memory mapping; [`durable`]
+//!   the syncs and the no-replace rename that make creation and publication
+//!   crash-safe.
 
+pub(crate) mod durable;
 pub(crate) mod files;
 pub(crate) mod reader;
 pub(crate) mod writer;

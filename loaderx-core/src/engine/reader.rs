@@ -1,6 +1,6 @@
 //! Opening a published store and gathering its records.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use crate::codec::{Codec, CodecState, Decoder};
+use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN};
 use crate::engine::files;
 use crate::error::{Error, ErrorKind};
 use crate::format::{
@@ -58,17 +58,14 @@ impl StoreReader {
     /// Opens and validates the store at `path`.
     pub(crate) fn open(path: &Path) -> Result<StoreReader, Error> {
         let meta_path = path.join(META_FILE);
-        let meta = match File::open(&meta_path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(ErrorKind::NotAStore {
-                    path: path.to_path_buf(),
-                }
-                .into());
+        let Some((meta, _)) = files::open_regular(&meta_path)? else {
+            return Err(ErrorKind::NotAStore {
+                path: path.to_path_buf(),
             }
-            Err(e) => return Err(Error::io(&meta_path, e)),
+            .into());
         };
         files::lock(&meta, path, false)?;
+        // The length under the lock: a writer may have been growing it.
         let meta_len = file_len(&meta, &meta_path)?;
         if meta_len < STATIC_PAGE_LEN as u64 {
             if meta_len == 0 {
@@ -125,10 +122,28 @@ impl StoreReader {
         let schema = Schema::decode(&page.schema).map_err(bad)?;
 
         let dict_path = path.join(DICT_FILE);
-        let dict = match fs::read(&dict_path) {
-            Ok(d) => Some(d),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Error::io(&dict_path, e)),
+        let dict = match files::open_regular(&dict_path)? {
+            None => None,
+            Some(_) if codec != Codec::ZstdDict => {
+                return Err(Error::corrupt(
+                    path,
+                    format!("{codec} store has an unexpected dict.zr"),
+                ));
+            }
+            Some((_, len)) if len > MAX_DICT_LEN as u64 => {
+                return Err(Error::corrupt(
+                    &dict_path,
+                    format!("dict.zr is {len} bytes, more than the {MAX_DICT_LEN}-byte limit"),
+                ));
+            }
+            Some((f, len)) => {
+                // The length was bounded above; read no more than it, and
+                // notice a file that changed size underneath.
+                let mut d = vec![0u8; len as usize];
+                f.read_exact_at(&mut d, 0)
+                    .map_err(|e| Error::io(&dict_path, e))?;
+                Some(d)
+            }
         };
         let codec = match (codec, &dict) {
             (Codec::ZstdDict, None) => {
@@ -150,12 +165,10 @@ impl StoreReader {
         let mut shards = Vec::with_capacity(shard_count);
         for s in 0..shard_count {
             let p = path.join(format::data_file(s));
-            let f = File::open(&p).map_err(|e| match e.kind() {
-                io::ErrorKind::NotFound => Error::corrupt(&p, "payload shard is missing"),
-                _ => Error::io(&p, e),
-            })?;
+            let Some((f, len)) = files::open_regular(&p)? else {
+                return Err(Error::corrupt(&p, "payload shard is missing"));
+            };
             let tail = page.tails[s];
-            let len = file_len(&f, &p)?;
             if len < tail {
                 return Err(Error::corrupt(
                     &p,
@@ -324,10 +337,11 @@ impl StoreReader {
     /// Checks that the stored bytes of record `index` at `loc` (validated by
     /// [`Self::loc`]) can decode to its logical length, for callers that size
     /// memory by that length before decoding: a raw record stores exactly its
-    /// logical bytes, a zstd frame that declares its content size (loaderx's
-    /// always do) declares this one, and no frame expands more than
-    /// [`ZSTD_MAX_EXPANSION`] times. A corrupt location table then cannot
-    /// make a gather allocate more than the store could ever decode.
+    /// logical bytes; a zstd frame that declares its content size (loaderx's
+    /// always do) must declare this one, and whatever it declares, no frame
+    /// expands more than [`ZSTD_MAX_EXPANSION`] times its stored size. A
+    /// corrupt location table or a forged frame header then cannot make a
+    /// gather allocate more than the store's bytes could ever decode to.
     pub(crate) fn check_logical_length(&self, index: u64, loc: RecordLoc) -> Result<(), Error> {
         let logic = u64::from(loc.logic_length);
         let phys = u64::from(loc.phys_length);
@@ -339,21 +353,17 @@ impl StoreReader {
                 })?
             }
         };
-        let fits = match declared {
-            Some(n) => n == logic,
-            None => logic <= phys.saturating_mul(ZSTD_MAX_EXPANSION),
-        };
-        if fits {
+        let detail = if declared.is_some_and(|n| n != logic) {
+            format!(
+                "logical length {logic} but the stored bytes hold {}",
+                declared.unwrap_or_default()
+            )
+        } else if logic > phys.saturating_mul(ZSTD_MAX_EXPANSION) {
+            format!("logical length {logic} cannot come from {phys} stored bytes")
+        } else {
             return Ok(());
-        }
-        Err(Error::corrupt_record(
-            &self.path,
-            index,
-            match declared {
-                Some(n) => format!("logical length {logic} but the stored bytes hold {n}"),
-                None => format!("logical length {logic} cannot come from {phys} stored bytes"),
-            },
-        ))
+        };
+        Err(Error::corrupt_record(&self.path, index, detail))
     }
 
     /// Decodes every `(index, destination)` job, in parallel when worth it.
@@ -420,6 +430,7 @@ impl StoreReader {
     /// first: for small records the zeroing costs as much as the copy);
     /// compressed ones decode as in [`Self::gather_fixed`].
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
+        self.check_indices(indices)?;
         let total = indices
             .len()
             .checked_mul(width)
@@ -436,7 +447,6 @@ impl StoreReader {
             self.gather_fixed(indices, width, &mut out)?;
             return Ok(out);
         }
-        self.check_indices(indices)?;
         let record = |index: u64| -> Result<&[u8], Error> {
             let (loc, shard) = self.located(index)?;
             if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {

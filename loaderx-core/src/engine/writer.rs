@@ -4,10 +4,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
 use crate::codec::{Codec, CodecState};
+use crate::engine::durable::{self, Point};
 use crate::engine::files;
 use crate::error::{Error, ErrorKind};
 use crate::format::{
@@ -22,6 +24,9 @@ const WINDOW_BYTES: usize = 64 << 20;
 const WINDOW_RECORDS: usize = 1 << 16;
 /// Logical bytes one worker encodes per task.
 const TASK_BYTES: usize = 1 << 20;
+
+/// Tells apart the staging directories of stores created by one process.
+static STAGING_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// A batch of records to append, each given as a head and a body that are
 /// stored back to back (Ragged records: dimension header, then payload).
@@ -63,6 +68,16 @@ struct Encoded {
 
 impl StoreWriter {
     /// Creates a new store directory at `path`, which must not exist.
+    ///
+    /// The directory is built under a hidden sibling name that nobody else
+    /// knows (`.{name}.creating-{pid}-{n}`): `meta.zr` is created and
+    /// exclusively locked there, its all-zero (unpublished) static page
+    /// written, the payload shards and the dictionary created; only then is
+    /// it renamed to `path`, refusing to replace anything. So a reader that
+    /// probes `path` meanwhile finds nothing, or a locked unpublished store,
+    /// and never takes a lock the writer then fails on; and a `create` that
+    /// fails (a full disk, no file descriptors left, `path` taken meanwhile)
+    /// removes what it made and leaves `path` as it was.
     pub(crate) fn create(
         path: &Path,
         schema: &Schema,
@@ -72,45 +87,48 @@ impl StoreWriter {
         let (codec, sync) = (options.codec(), options.syncs_on_close());
         let codec = CodecState::new(codec, dict, true).map_err(Error::invalid)?;
         let schema = schema.encode()?;
-        if fs::symlink_metadata(path).is_ok() {
-            return Err(ErrorKind::AlreadyExists {
+        let exists = || -> Error {
+            ErrorKind::AlreadyExists {
                 path: path.to_path_buf(),
             }
-            .into());
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        }
-        fs::create_dir(path).map_err(|e| match e.kind() {
-            io::ErrorKind::AlreadyExists => ErrorKind::AlreadyExists {
-                path: path.to_path_buf(),
-            }
-            .into(),
-            _ => Error::io(path, e),
-        })?;
-        let create = |name: &str| {
-            let p = path.join(name);
-            OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .open(&p)
-                .map_err(|e| Error::io(&p, e))
+            .into()
         };
-        let meta = create(META_FILE)?;
-        files::lock(&meta, path, true)?;
-        // An all-zero static page: the store exists but is not published.
-        meta.write_all_at(&[0u8; STATIC_PAGE_LEN], 0)
-            .map_err(|e| Error::io(path.join(META_FILE), e))?;
-        let data = (0..usize::from(data_shards))
-            .map(|s| create(&format::data_file(s)))
-            .collect::<Result<Vec<_>, _>>()?;
-        if let Some(d) = dict {
-            let f = create(DICT_FILE)?;
-            f.write_all_at(d, 0)
-                .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
-                .map_err(|e| Error::io(path.join(DICT_FILE), e))?;
+        if fs::symlink_metadata(path).is_ok() {
+            return Err(exists());
         }
+        let Some(name) = path.file_name() else {
+            return Err(Error::invalid(format!(
+                "{}: a store path must end in a name",
+                path.display()
+            )));
+        };
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        let staged = parent.join(format!(
+            ".{}.creating-{}-{}",
+            name.to_string_lossy(),
+            std::process::id(),
+            STAGING_COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir(&staged).map_err(|e| Error::io(&staged, e))?;
+        let built = Self::populate(&staged, data_shards, dict, sync).and_then(|(meta, data)| {
+            match durable::rename_noreplace(&staged, path) {
+                Ok(()) => Ok((meta, data)),
+                Err(e) if durable::is_exists(&e) => Err(exists()),
+                Err(e) => Err(Error::io(path, e)),
+            }
+        });
+        let (meta, data) = match built {
+            Ok(files) => files,
+            Err(e) => {
+                // Nothing was published and nobody else knows the staged name.
+                let _ = fs::remove_dir_all(&staged);
+                return Err(e);
+            }
+        };
         Ok(StoreWriter {
             path: path.to_path_buf(),
             meta,
@@ -122,6 +140,46 @@ impl StoreWriter {
             failed: false,
             sync,
         })
+    }
+
+    /// Creates the files of a new store in the directory `dir`, which only
+    /// this writer knows: `meta.zr` locked, with an all-zero static page
+    /// (the store exists but is not published), the shards and the dictionary.
+    fn populate(
+        dir: &Path,
+        data_shards: u8,
+        dict: Option<&[u8]>,
+        sync: bool,
+    ) -> Result<(File, Vec<File>), Error> {
+        let mut created = 0;
+        let mut create = |name: &str| {
+            let p = dir.join(name);
+            let n = created;
+            created += 1;
+            durable::fail_point(Point::CreateFile(n))
+                .and_then(|()| {
+                    OpenOptions::new()
+                        .read(true)
+                        .write(true)
+                        .create_new(true)
+                        .open(&p)
+                })
+                .map_err(|e| Error::io(&p, e))
+        };
+        let meta = create(META_FILE)?;
+        files::lock(&meta, dir, true)?;
+        meta.write_all_at(&[0u8; STATIC_PAGE_LEN], 0)
+            .map_err(|e| Error::io(dir.join(META_FILE), e))?;
+        let data = (0..usize::from(data_shards))
+            .map(|s| create(&format::data_file(s)))
+            .collect::<Result<Vec<_>, _>>()?;
+        if let Some(d) = dict {
+            let f = create(DICT_FILE)?;
+            f.write_all_at(d, 0)
+                .and_then(|()| if sync { f.sync_all() } else { Ok(()) })
+                .map_err(|e| Error::io(dir.join(DICT_FILE), e))?;
+        }
+        Ok((meta, data))
     }
 
     /// The store directory.
@@ -329,6 +387,13 @@ impl StoreWriter {
     }
 
     /// Syncs every file and publishes the static page; then releases the lock.
+    ///
+    /// With syncing on (the default), the order makes publication durable:
+    /// payload shards, then the location table, then the store directory and
+    /// its parent (the names of the files and of the store itself), and only
+    /// then the published header, synced last. A header that cannot be
+    /// synced is overwritten with zeros again, so a store whose `close`
+    /// failed never opens as published.
     pub(crate) fn close(mut self) -> Result<(), Error> {
         if self.failed {
             return Err(ErrorKind::WriterFailed {
@@ -348,6 +413,12 @@ impl StoreWriter {
             self.meta
                 .sync_data()
                 .map_err(|e| Error::io(&meta_path, e))?;
+            durable::sync_dir(&self.path).map_err(|e| Error::io(&self.path, e))?;
+            let parent = match self.path.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p,
+                _ => Path::new("."),
+            };
+            durable::sync_dir(parent).map_err(|e| Error::io(parent, e))?;
         }
         let page = StaticPage::published(
             self.codec.codec(),
@@ -358,14 +429,19 @@ impl StoreWriter {
         );
         self.meta
             .write_all_at(&page.encode()[..], 0)
-            .and_then(|()| {
-                if self.sync {
-                    self.meta.sync_data()
-                } else {
-                    Ok(())
-                }
-            })
             .map_err(|e| Error::io(&meta_path, e))?;
+        if self.sync {
+            let synced =
+                durable::fail_point(Point::PublishSync).and_then(|()| self.meta.sync_data());
+            if let Err(e) = synced {
+                // The header is in the page cache, where readers would see
+                // it: take it back. (If even this write fails, the store is
+                // published but was never reported so; nothing better exists.)
+                let _ = self.meta.write_all_at(&[0u8; STATIC_PAGE_LEN], 0);
+                self.failed = true;
+                return Err(Error::io(&meta_path, e));
+            }
+        }
         Ok(())
     }
 }
@@ -380,5 +456,104 @@ impl Drop for StoreWriter {
     /// store `Busy` after `close` or drop; `LOCK_UN` releases it everywhere.
     fn drop(&mut self) {
         let _ = self.meta.unlock();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Dense, DenseWriter, ErrorKind as Kind, Store};
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_create_that_fails_leaves_nothing_and_can_be_retried() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let opts = CreateOptions::new(Codec::Raw).data_shards(4);
+        // meta.zr, four shards, then the rename: fail each in turn.
+        let points = (0..5).map(Point::CreateFile).chain([Point::Rename]);
+        for point in points {
+            durable::arm(point);
+            let e = crate::DynDenseWriter::create(&path, crate::DType::U8, &[3], &opts)
+                .err()
+                .unwrap_or_else(|| panic!("{point:?} did not fail"));
+            assert!(matches!(e.kind(), Kind::Io { .. }), "{point:?}: {e}");
+            assert!(
+                leftovers(dir.path()).is_empty(),
+                "{point:?}: {:?}",
+                leftovers(dir.path())
+            );
+            assert!(matches!(
+                Store::open(&path).err().unwrap().kind(),
+                Kind::NotAStore { .. }
+            ));
+        }
+        let mut w = DenseWriter::<u8>::create_with(&path, &[3], &opts).unwrap();
+        w.append_slice(&[1, 2, 3], 1).unwrap();
+        w.close().unwrap();
+        assert_eq!(leftovers(dir.path()), ["store"]);
+        assert_eq!(
+            Dense::<u8>::open(&path).unwrap().get(0).unwrap().as_slice(),
+            Some(&[1, 2, 3][..])
+        );
+    }
+
+    #[test]
+    fn a_path_taken_while_creating_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        // Someone else's directory appears between the check and the rename.
+        fs::create_dir(&path).unwrap();
+        fs::write(path.join("theirs"), b"x").unwrap();
+        let staged = dir.path().join(".store.creating-x");
+        fs::create_dir(&staged).unwrap();
+        let e = durable::rename_noreplace(&staged, &path).unwrap_err();
+        assert!(durable::is_exists(&e));
+        assert_eq!(fs::read(path.join("theirs")).unwrap(), b"x");
+        // And through `create`: refused before anything is made.
+        let e = DenseWriter::<u8>::create(&path, &[1], Codec::Raw)
+            .err()
+            .unwrap();
+        assert!(matches!(e.kind(), Kind::AlreadyExists { .. }), "{e}");
+    }
+
+    #[test]
+    fn close_syncs_the_store_directory_and_its_parent_before_publishing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let mut w = DenseWriter::<u8>::create(&path, &[1], Codec::Zstd).unwrap();
+        w.append_slice(&[7], 1).unwrap();
+        durable::take_synced_dirs();
+        w.close().unwrap();
+        assert_eq!(
+            durable::take_synced_dirs(),
+            [path.clone(), dir.path().to_path_buf()]
+        );
+        // Without syncing, none.
+        let path2 = dir.path().join("store2");
+        let opts = CreateOptions::new(Codec::Raw).sync_on_close(false);
+        let mut w = DenseWriter::<u8>::create_with(&path2, &[1], &opts).unwrap();
+        w.append_slice(&[7], 1).unwrap();
+        w.close().unwrap();
+        assert!(durable::take_synced_dirs().is_empty());
+    }
+
+    #[test]
+    fn a_header_that_cannot_be_synced_is_not_published() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        let mut w = DenseWriter::<u8>::create(&path, &[1], Codec::Raw).unwrap();
+        w.append_slice(&[7, 8], 2).unwrap();
+        durable::arm(Point::PublishSync);
+        let e = w.close().unwrap_err();
+        assert!(matches!(e.kind(), Kind::Io { .. }), "{e}");
+        let e = Store::open(&path).err().unwrap();
+        assert!(matches!(e.kind(), Kind::NotPublished { .. }), "{e}");
     }
 }

@@ -145,7 +145,7 @@ pub struct DataLoaderBuilder {
     sampler: Option<Sampler>,
     workers: usize,
     prefetch: usize,
-    start_step: u64,
+    start_step: Option<u64>,
     shard: Option<(usize, usize)>,
     staging: Option<Arc<dyn Staging>>,
 }
@@ -160,7 +160,7 @@ impl Default for DataLoaderBuilder {
             sampler: None,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
             prefetch: 2,
-            start_step: 0,
+            start_step: None,
             shard: None,
             staging: None,
         }
@@ -201,7 +201,10 @@ impl DataLoaderBuilder {
     }
 
     /// Uses a caller-built sampler (its length must match the streams');
-    /// batch size, mode, seed and sharding come from it.
+    /// batch size, mode, seed and sharding come from it. A sampler that was
+    /// [`seek`](Sampler::seek)ed or advanced starts the loader at its step,
+    /// unless [`start_step`](Self::start_step) says otherwise, in which case
+    /// the two must agree (or the sampler be at step 0).
     pub fn sampler(mut self, sampler: Sampler) -> Self {
         self.sampler = Some(sampler);
         self
@@ -222,7 +225,7 @@ impl DataLoaderBuilder {
     /// The first step to deliver: resuming at step `k` yields exactly what an
     /// uninterrupted run yields from step `k` on.
     pub fn start_step(mut self, step: u64) -> Self {
-        self.start_step = step;
+        self.start_step = Some(step);
         self
     }
 
@@ -292,19 +295,29 @@ impl DataLoaderBuilder {
         if let Some((rank, world)) = self.shard {
             sampler = sampler.shard(rank, world)?;
         }
+        // A sampler's own position is honoured, never silently dropped.
+        let start_step = match (self.start_step, sampler.step()) {
+            (Some(k), s) if s != 0 && s != k => {
+                return Err(Error::invalid(format!(
+                    "start_step({k}) conflicts with the given sampler, which is at step {s}"
+                )));
+            }
+            (Some(k), _) => k,
+            (None, s) => s,
+        };
         let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
         let staging = self
             .staging
             .unwrap_or_else(|| Arc::new(pool.clone()) as Arc<dyn Staging>);
-        Ok(pipeline::start(pipeline::Config {
+        pipeline::start(pipeline::Config {
             streams: self.streams,
             sampler,
             workers: self.workers,
             capacity: self.workers + self.prefetch,
-            start_step: self.start_step,
+            start_step,
             staging,
             pool,
             transform,
-        }))
+        })
     }
 }

@@ -78,7 +78,27 @@ pub struct DataLoader<T> {
     steps_per_cycle: u64,
 }
 
-pub(super) fn start<T: Send + 'static>(config: Config<T>) -> DataLoader<T> {
+#[cfg(test)]
+thread_local! {
+    /// Test hook: make spawning worker `n` and later fail, as it does when
+    /// the process or its cgroup has no threads left (`ulimit -u`, `pids.max`).
+    static FAIL_SPAWN_FROM: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+fn spawn_worker(i: usize, body: impl FnOnce() + Send + 'static) -> std::io::Result<JoinHandle<()>> {
+    #[cfg(test)]
+    if FAIL_SPAWN_FROM.with(|f| f.get()).is_some_and(|n| i >= n) {
+        return Err(std::io::Error::from_raw_os_error(libc::EAGAIN));
+    }
+    std::thread::Builder::new()
+        .name(format!("loaderx-worker-{i}"))
+        .spawn(body)
+}
+
+/// Starts the workers. A worker that cannot be spawned is an error: the
+/// threads already started are stopped and joined before it is returned, so
+/// a loader never waits on workers that do not exist.
+pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T>, Error> {
     let (names, streams): (Vec<String>, Vec<Stream>) = config.streams.into_iter().unzip();
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
@@ -99,25 +119,25 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> DataLoader<T> {
         staging: config.staging,
         transform: config.transform,
     });
-    let threads = (0..config.workers)
-        .map(|i| {
-            let shared = Arc::clone(&shared);
-            let producer = Arc::clone(&producer);
-            std::thread::Builder::new()
-                .name(format!("loaderx-worker-{i}"))
-                .spawn(move || work(&shared, &producer))
-        })
-        .filter_map(Result::ok)
-        .collect();
-    DataLoader {
+    let mut loader = DataLoader {
         shared,
-        threads,
+        threads: Vec::with_capacity(config.workers),
         next_step: config.start_step,
         failed: false,
         pool: config.pool,
         batch_size: config.sampler.batch_size(),
         steps_per_cycle: config.sampler.steps_per_cycle(),
+    };
+    for i in 0..config.workers {
+        let shared = Arc::clone(&loader.shared);
+        let producer = Arc::clone(&producer);
+        match spawn_worker(i, move || work(&shared, &producer)) {
+            Ok(handle) => loader.threads.push(handle),
+            // Dropping the loader stops and joins the workers started so far.
+            Err(error) => return Err(ErrorKind::WorkerSpawn { worker: i, error }.into()),
+        }
     }
+    Ok(loader)
 }
 
 fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
@@ -155,14 +175,14 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
 impl<T> Producer<T> {
     fn produce(&self, step: u64) -> Result<T, Error> {
         let mut indices = vec![0u64; self.sampler.batch_size()];
-        self.sampler.fill(step, &mut indices);
+        self.sampler.fill(step, &mut indices)?;
         let mut columns = Vec::with_capacity(self.streams.len());
         for (k, (name, stream)) in self.names.iter().zip(&self.streams).enumerate() {
-            let gather_err = |source: Error| -> Error {
+            let gather_err = |error: Error| -> Error {
                 ErrorKind::Gather {
                     step,
                     stream: name.clone(),
-                    source,
+                    error,
                 }
                 .into()
             };
@@ -223,7 +243,7 @@ impl<T> Producer<T> {
             names: Arc::clone(&self.names),
             columns,
         };
-        (self.transform)(batch).map_err(|source| ErrorKind::Transform { step, source }.into())
+        (self.transform)(batch).map_err(|error| ErrorKind::Transform { step, error }.into())
     }
 }
 
@@ -306,5 +326,48 @@ impl<T> std::fmt::Debug for DataLoader<T> {
 impl<T> Drop for DataLoader<T> {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sampler::SamplerMode;
+    use crate::{Codec, DenseWriter};
+
+    #[test]
+    fn a_worker_that_cannot_be_spawned_is_an_error_not_a_hang() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x");
+        let mut w = DenseWriter::<u32>::create(&path, &[2], Codec::Raw).unwrap();
+        w.append_slice(&(0..64).collect::<Vec<u32>>(), 32).unwrap();
+        w.close().unwrap();
+        let store = Arc::new(crate::Dense::<u32>::open(&path).unwrap().into_dyn());
+        for fail_from in [0usize, 1, 3] {
+            FAIL_SPAWN_FROM.with(|f| f.set(Some(fail_from)));
+            let built = DataLoader::builder()
+                .stream("x", Arc::clone(&store))
+                .batch_size(4)
+                .mode(SamplerMode::Sequential)
+                .workers(4)
+                .build();
+            FAIL_SPAWN_FROM.with(|f| f.set(None));
+            let e = built
+                .err()
+                .unwrap_or_else(|| panic!("built with failing worker {fail_from}"));
+            assert!(
+                matches!(e.kind(), ErrorKind::WorkerSpawn { worker, .. } if *worker == fail_from),
+                "{e}"
+            );
+        }
+        // With every spawn succeeding, the same loader delivers.
+        let mut ok = DataLoader::builder()
+            .stream("x", Arc::clone(&store))
+            .batch_size(4)
+            .mode(SamplerMode::Sequential)
+            .workers(4)
+            .build()
+            .unwrap();
+        assert_eq!(ok.next().unwrap().unwrap().indices(), &[0, 1, 2, 3]);
     }
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
-use crate::error::{Error, StoreKind};
+use crate::error::{Error, ErrorKind, StoreKind};
 
 /// What a [`Staging`] hook is asked for: room for one stream's batch.
 #[derive(Debug, Clone)]
@@ -82,13 +82,22 @@ impl BufferPool {
         self.inner.allocations.load(Ordering::Relaxed)
     }
 
-    /// A buffer of `bytes` bytes.
-    pub fn take(&self, bytes: usize) -> PooledBuffer {
+    /// A buffer of `bytes` bytes, 8-byte aligned.
+    ///
+    /// Reuses the best-fitting idle buffer (the smallest one large enough);
+    /// otherwise grows the largest idle one, or allocates, to exactly the
+    /// size asked (rounded up to 8 bytes) — never to a power of two, which
+    /// would take up to twice the memory a batch needs.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the memory cannot be
+    /// had: sizes come from stores, and a batch too large for this machine
+    /// must be an error rather than an abort.
+    pub fn take(&self, bytes: usize) -> Result<PooledBuffer, Error> {
         let words = bytes.div_ceil(8);
         let reused = {
             let mut free = self.inner.free.lock().unwrap_or_else(|p| p.into_inner());
-            // Best fit: the smallest idle buffer that is large enough, else
-            // the largest one, grown.
             let fit = free
                 .iter()
                 .enumerate()
@@ -101,25 +110,27 @@ impl BufferPool {
         let storage = match reused {
             Some(v) if v.len() >= words => v,
             other => {
-                // Grow to a power of two so slowly growing ragged batches
-                // reallocate rarely.
                 self.inner.allocations.fetch_add(1, Ordering::Relaxed);
                 let mut v = other.unwrap_or_default();
-                v.resize(words.next_power_of_two(), 0);
+                v.try_reserve_exact(words - v.len())
+                    .map_err(|_| ErrorKind::Buffer {
+                        detail: format!("cannot allocate a {bytes}-byte staging buffer"),
+                    })?;
+                v.resize(words, 0);
                 v
             }
         };
-        PooledBuffer {
+        Ok(PooledBuffer {
             storage,
             len: bytes,
             pool: Arc::clone(&self.inner),
-        }
+        })
     }
 }
 
 impl Staging for BufferPool {
     fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
-        Ok(Box::new(self.take(request.bytes)))
+        Ok(Box::new(self.take(request.bytes)?))
     }
 }
 
@@ -165,15 +176,26 @@ mod tests {
     #[test]
     fn pool_reuses_buffers() {
         let pool = BufferPool::new(2);
-        let a = pool.take(100);
+        let a = pool.take(100).unwrap();
         assert_eq!(a.as_bytes().len(), 100);
         assert_eq!(a.as_bytes().as_ptr() as usize % 8, 0);
         drop(a);
-        let b = pool.take(64);
+        let b = pool.take(64).unwrap();
         assert_eq!(b.as_bytes().len(), 64);
         assert_eq!(pool.allocations(), 1);
         drop(b);
-        let _c = pool.take(1000);
+        let c = pool.take(1000).unwrap();
         assert_eq!(pool.allocations(), 2);
+        // Grown to the size asked, not to the next power of two.
+        assert_eq!(c.storage.len(), 125);
+    }
+
+    #[test]
+    fn a_buffer_larger_than_memory_is_an_error() {
+        let pool = BufferPool::new(2);
+        let e = pool.take(usize::MAX / 2).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");
+        // The pool still works afterwards.
+        assert_eq!(pool.take(16).unwrap().as_bytes().len(), 16);
     }
 }

@@ -42,13 +42,22 @@ impl FeistelPermutation {
         (l << self.half_bits) | r
     }
 
-    /// The image of `x` (which must be below `n`).
-    pub fn apply(&self, x: u64) -> u64 {
-        debug_assert!(x < self.n);
+    /// The image of `x`, or `None` when `x` is not below `n`.
+    ///
+    /// Cycle-walking only terminates for points of the domain `0..n`: the
+    /// walk follows `x`'s cycle of the network until it comes back below
+    /// `n`, which a cycle through `x < n` always does (at `x` itself, at the
+    /// latest). From a point outside, the cycle may never return (for
+    /// `n = 10`, key 1, 10 is a fixed point), so such points are refused
+    /// before walking.
+    pub fn apply(&self, x: u64) -> Option<u64> {
+        if x >= self.n {
+            return None;
+        }
         let mut y = self.encrypt(x);
         while y >= self.n {
             y = self.encrypt(y);
         }
-        y
+        Some(y)
     }
 }

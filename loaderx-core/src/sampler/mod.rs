@@ -188,9 +188,23 @@ impl Sampler {
         (self.len / (self.batch_size as u64 * self.world_size)).max(1)
     }
 
-    /// Writes the batch of `step` into `out` (`batch_size` long). Pure: the
-    /// same `(seed, rank, world_size, step)` always gives the same indices.
-    pub fn fill(&self, step: u64, out: &mut [u64]) {
+    /// Writes the batch of `step` into `out`, which must be exactly
+    /// [`batch_size`](Self::batch_size) long. Pure: the same
+    /// `(seed, rank, world_size, step)` always gives the same indices.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// `out` is not `batch_size` long (a longer slice would address positions
+    /// past the end of a cycle).
+    pub fn fill(&self, step: u64, out: &mut [u64]) -> Result<(), Error> {
+        if out.len() != self.batch_size {
+            return Err(Error::invalid(format!(
+                "sampler output has room for {} indices, the batch size is {}",
+                out.len(),
+                self.batch_size
+            )));
+        }
         let b = self.batch_size as u64;
         let global = b * self.world_size;
         match self.mode {
@@ -212,20 +226,31 @@ impl Sampler {
             SamplerMode::Cyclic => {
                 let spc = self.steps_per_cycle();
                 let cycle = step / spc;
+                // Below spc * B * W <= len, since `out` is B long.
                 let base = (step % spc) * global + self.rank * b;
                 let perm = FeistelPermutation::new(self.len, rng::mix(self.seed, cycle));
                 for (j, o) in out.iter_mut().enumerate() {
-                    *o = perm.apply(base + j as u64);
+                    let position = base + j as u64;
+                    *o = perm.apply(position).ok_or_else(|| {
+                        Error::invalid(format!(
+                            "cyclic position {position} outside 0..{}",
+                            self.len
+                        ))
+                    })?;
                 }
             }
         }
+        Ok(())
     }
 
     /// Draws the batch of the current step and advances by one. The slice is
     /// reused by the next call. The step counter wraps from `u64::MAX` to 0.
     pub fn next_batch(&mut self) -> &[u64] {
         let mut buf = std::mem::take(&mut self.buf);
-        self.fill(self.step, &mut buf);
+        buf.resize(self.batch_size, 0);
+        // `buf` is batch_size long, the one thing `fill` checks.
+        let filled = self.fill(self.step, &mut buf);
+        debug_assert!(filled.is_ok());
         self.buf = buf;
         self.step = self.step.wrapping_add(1);
         &self.buf

@@ -33,7 +33,7 @@ proptest! {
         let p = FeistelPermutation::new(n, key);
         let mut seen = vec![false; n as usize];
         for x in 0..n {
-            let y = p.apply(x);
+            let y = p.apply(x).unwrap();
             prop_assert!(y < n);
             prop_assert!(!seen[y as usize]);
             seen[y as usize] = true;
@@ -41,19 +41,33 @@ proptest! {
     }
 
     #[test]
-    fn seek_equals_replay(m in 0u8..3, len in 1u64..500, b in 1usize..20, seed in any::<u64>(), k in 0u64..50) {
+    fn batches_depend_on_the_step_alone(
+        m in 0u8..3,
+        len in 1u64..500,
+        b in 1usize..20,
+        seed in any::<u64>(),
+        steps in proptest::collection::vec(0u64..200, 1..12),
+    ) {
         prop_assume!(mode(m) == SamplerMode::Iid || b as u64 <= len);
-        let mut replay = Sampler::new(len, b, mode(m), seed).unwrap();
-        for _ in 0..k {
-            replay.next_batch();
+        // A sampler that drew other steps in any order, or was sought there,
+        // gives step k exactly what a fresh sampler gives at step k.
+        let mut wandering = Sampler::new(len, b, mode(m), seed).unwrap();
+        for &k in &steps {
+            let mut fresh = Sampler::new(len, b, mode(m), seed).unwrap();
+            for _ in 0..k {
+                fresh.next_batch();
+            }
+            let expected = fresh.next_batch().to_vec();
+            wandering.seek(k);
+            prop_assert_eq!(wandering.next_batch(), &expected[..]);
+            prop_assert_eq!(wandering.step(), k + 1);
+            prop_assert!(expected.iter().all(|&i| i < len));
+            // Independent reference for the sliding window.
+            if mode(m) == SamplerMode::Sequential {
+                let want: Vec<u64> = (0..b as u64).map(|j| (k * b as u64 + j) % len).collect();
+                prop_assert_eq!(expected, want);
+            }
         }
-        let expected = replay.next_batch().to_vec();
-        prop_assert_eq!(expected.len(), b);
-        prop_assert!(expected.iter().all(|&i| i < len));
-        let mut sought = Sampler::new(len, b, mode(m), seed).unwrap();
-        sought.seek(k);
-        prop_assert_eq!(sought.next_batch(), &expected[..]);
-        prop_assert_eq!(sought.step(), k + 1);
     }
 
     #[test]
@@ -76,7 +90,7 @@ proptest! {
             prop_assert_eq!(s.steps_per_cycle(), spc);
             let mut out = vec![0; b];
             for step in cycle * spc..(cycle + 1) * spc {
-                s.fill(step, &mut out);
+                s.fill(step, &mut out).unwrap();
                 for &i in &out {
                     prop_assert!(i < len);
                     prop_assert!(seen.insert(i), "index {} repeated within a cycle", i);
@@ -100,7 +114,7 @@ fn sequential_is_a_circular_sliding_window() {
         .shard(1, 2)
         .unwrap();
     let mut out = [0; 2];
-    s.fill(0, &mut out);
+    s.fill(0, &mut out).unwrap();
     assert_eq!(out, [2, 3]);
 }
 
@@ -111,7 +125,7 @@ fn cyclic_remainder_differs_between_cycles() {
         let mut seen = HashSet::new();
         let mut out = [0; 10];
         for step in cycle * 10..cycle * 10 + 10 {
-            s.fill(step, &mut out);
+            s.fill(step, &mut out).unwrap();
             seen.extend(out);
         }
         (0..103).filter(|i| !seen.contains(i)).collect::<Vec<u64>>()
@@ -162,6 +176,56 @@ fn iid_is_uniform() {
 }
 
 #[test]
+fn iid_needs_lemires_rejection_step() {
+    // For n = 3 * 2^62, the multiply-shift alone maps x to floor(3x / 2^64 * 2^62)
+    // = floor(3x' / 4) for x' = x / 2^62: residues mod 3 come out 1/2, 1/4,
+    // 1/4 instead of 1/3 each. Only the rejection step makes them uniform, so
+    // this test fails if it is ever dropped (the halves test above does not).
+    let n = 3u64 << 62;
+    let mut s = Sampler::new(n, 1000, SamplerMode::Iid, 21).unwrap();
+    let mut counts = [0u64; 3];
+    for _ in 0..90 {
+        s.next_batch()
+            .iter()
+            .for_each(|&i| counts[(i % 3) as usize] += 1);
+    }
+    let stat = chi2(&counts, 30_000.0);
+    assert!(stat < chi2_limit(2.0), "residues mod 3: {counts:?}");
+}
+
+#[test]
+fn fill_refuses_an_output_of_the_wrong_length() {
+    // n = 10, seed 1: a 20-long output used to walk positions 10..20, and
+    // cycle-walking from 10 (a fixed point of that cycle's network) never
+    // came back below 10: `fill` looped forever.
+    for mode in [
+        SamplerMode::Sequential,
+        SamplerMode::Iid,
+        SamplerMode::Cyclic,
+    ] {
+        let s = Sampler::new(10, 3, mode, 1).unwrap();
+        for len in [0usize, 2, 4, 20] {
+            let mut out = vec![0u64; len];
+            let e = s.fill(0, &mut out).unwrap_err();
+            assert!(e.to_string().contains("batch size is 3"), "{e}");
+        }
+        let mut out = [0u64; 3];
+        s.fill(5, &mut out).unwrap();
+        assert!(out.iter().all(|&i| i < 10));
+    }
+}
+
+#[test]
+fn the_permutation_refuses_points_outside_its_domain() {
+    for key in 0..64 {
+        let p = FeistelPermutation::new(10, key);
+        assert_eq!(p.apply(10), None);
+        assert_eq!(p.apply(u64::MAX), None);
+        assert!(p.apply(9).is_some_and(|y| y < 10));
+    }
+}
+
+#[test]
 fn cyclic_positions_are_uniform() {
     // Where each of 8 records lands within its cycle, over 16k cycles: an 8x8
     // contingency table with 49 degrees of freedom.
@@ -171,7 +235,7 @@ fn cyclic_positions_are_uniform() {
     let mut out = [0u64; 2];
     for c in 0..cycles {
         for step in 0..4 {
-            s.fill(c * 4 + step, &mut out);
+            s.fill(c * 4 + step, &mut out).unwrap();
             for (j, &i) in out.iter().enumerate() {
                 table[i as usize * 8 + step as usize * 2 + j] += 1;
             }
@@ -205,11 +269,11 @@ fn the_step_counter_wraps_at_the_end_of_u64() {
         s.seek(u64::MAX);
         let last = s.next_batch().to_vec();
         let mut out = vec![0; 16];
-        s.fill(u64::MAX, &mut out);
+        s.fill(u64::MAX, &mut out).unwrap();
         assert_eq!(last, out);
         assert_eq!(s.step(), 0);
         let first = s.next_batch().to_vec();
-        s.fill(0, &mut out);
+        s.fill(0, &mut out).unwrap();
         assert_eq!(first, out);
     }
 }
