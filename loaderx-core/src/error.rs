@@ -26,6 +26,39 @@ impl Error {
         *self.0
     }
 
+    /// The store, file or directory the error is about, when there is one
+    /// (for a loader's `Gather` error, the stream's store).
+    pub fn path(&self) -> Option<&Path> {
+        match &*self.0 {
+            ErrorKind::Io { path, .. }
+            | ErrorKind::AlreadyExists { path }
+            | ErrorKind::NotAStore { path }
+            | ErrorKind::NotPublished { path }
+            | ErrorKind::Busy { path }
+            | ErrorKind::Corrupt { path, .. }
+            | ErrorKind::CorruptRecord { path, .. }
+            | ErrorKind::DTypeMismatch { path, .. }
+            | ErrorKind::KindMismatch { path, .. }
+            | ErrorKind::IndexOutOfRange { path, .. }
+            | ErrorKind::WriterFailed { path } => Some(path),
+            ErrorKind::Gather { error, .. } => error.path(),
+            _ => None,
+        }
+    }
+
+    /// The record index the error is about, when there is one: a corrupt
+    /// record, an index out of range, or (for a loader's `Gather` error)
+    /// the record of the stream's error.
+    pub fn record(&self) -> Option<u64> {
+        match &*self.0 {
+            ErrorKind::CorruptRecord { index, .. } | ErrorKind::IndexOutOfRange { index, .. } => {
+                Some(*index)
+            }
+            ErrorKind::Gather { error, .. } => error.record(),
+            _ => None,
+        }
+    }
+
     pub(crate) fn io(path: impl AsRef<Path>, error: io::Error) -> Self {
         ErrorKind::Io {
             path: path.as_ref().to_path_buf(),
@@ -309,6 +342,14 @@ mod tests {
             kind_report.matches("disk on fire").count(),
             1,
             "{kind_report}"
+        );
+
+        assert_eq!(outer.path(), Some(Path::new("/store/data_0.zr")));
+        assert_eq!(outer.record(), None);
+        let rec = Error::corrupt_record("/s", 12, "bad frame");
+        assert_eq!(
+            (rec.path(), rec.record()),
+            (Some(Path::new("/s")), Some(12))
         );
 
         let t: Error = ErrorKind::Transform {
