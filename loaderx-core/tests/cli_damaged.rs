@@ -56,15 +56,16 @@ fn loc(store: &Path, index: u64) -> RecordLoc {
     RecordLoc::decode(&b)
 }
 
-type Damage = fn(&Path);
+/// Builds or damages the store at a path.
+type Step = fn(&Path);
 
 /// Damaged stores of every class: what is damaged, how it was built, how.
-fn cases() -> Vec<(&'static str, fn(&Path), Damage)> {
-    let d_raw: fn(&Path) = |p| dense(p, Codec::Raw);
-    let d_zstd: fn(&Path) = |p| dense(p, Codec::Zstd);
-    let d_dict: fn(&Path) = |p| dense(p, Codec::ZstdDict);
-    let r_zstd: fn(&Path) = |p| ragged(p, Codec::Zstd);
-    let r_raw: fn(&Path) = |p| ragged(p, Codec::Raw);
+fn cases() -> Vec<(&'static str, Step, Step)> {
+    let d_raw: Step = |p| dense(p, Codec::Raw);
+    let d_zstd: Step = |p| dense(p, Codec::Zstd);
+    let d_dict: Step = |p| dense(p, Codec::ZstdDict);
+    let r_zstd: Step = |p| ragged(p, Codec::Zstd);
+    let r_raw: Step = |p| ragged(p, Codec::Raw);
     vec![
         ("meta.zr truncated", d_raw, |p| {
             fs::OpenOptions::new()
