@@ -242,6 +242,16 @@ impl DataLoaderBuilder {
     }
 
     /// Starts a loader that delivers [`Batch`]es.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
+    /// a bad configuration (no stream, streams of different lengths, a name
+    /// used twice, no worker, a sampler that does not fit, a `start_step`
+    /// that conflicts with the given sampler's step);
+    /// [`ErrorKind::WorkerSpawn`](crate::ErrorKind::WorkerSpawn) when a
+    /// worker thread cannot be started (the threads already started are
+    /// stopped and joined first).
     pub fn build(self) -> Result<DataLoader<Batch>, Error> {
         self.start(Arc::new(Ok))
     }
@@ -249,6 +259,10 @@ impl DataLoaderBuilder {
     /// Starts a loader that runs `transform` on every batch, on the workers.
     /// It may run concurrently on several threads; results are still
     /// delivered in step order.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
     pub fn build_with<T, E, F>(self, transform: F) -> Result<DataLoader<T>, Error>
     where
         T: Send + 'static,
