@@ -54,10 +54,7 @@
 //! while read. Payloads are memory-mapped: a store must not be modified by
 //! other software while open (loaderx itself never modifies a published store).
 
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod codec;
-pub mod convert;
 pub mod dense;
 pub mod digest;
 pub mod dtype;

@@ -1,4 +1,4 @@
-"""A local stand-in for the Hugging Face Hub, for loaderx-core's tests.
+"""A local stand-in for the Hugging Face Hub, for the converter tests (loaderx-cli/tests/convert_hf.rs).
 
     python hf_mock_server.py FIXTURES_DIR
 

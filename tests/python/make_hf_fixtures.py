@@ -1,4 +1,4 @@
-"""Builds Hugging Face Hub fixtures for loaderx-core's `convert_hf` test.
+"""Builds Hugging Face Hub fixtures for the converter tests (loaderx-cli/tests/convert_hf.rs).
 
     python make_hf_fixtures.py OUT
 

@@ -1,4 +1,4 @@
-//! `convert_hf` and `loaderx convert hf` against a local stand-in for the
+//! `loaderx_convert::hf::convert_hf` and `loaderx convert hf` against a local stand-in for the
 //! Hugging Face Hub: the real `hf-hub` client talks to
 //! `tests/python/hf_mock_server.py` on 127.0.0.1, which serves parquet files
 //! written by the real `datasets` library (`tests/python/make_hf_fixtures.py`).
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use loaderx_core::convert::hf::{HfSource, HfSummary, convert_hf};
+use loaderx_convert::hf::{HfSource, HfSummary, convert_hf};
 use loaderx_core::{DynDense, Store, StoreKind, digest};
 use serde_json::Value;
 

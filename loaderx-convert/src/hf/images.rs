@@ -13,7 +13,7 @@ use arrow_array::{Array, StructArray};
 use arrow_schema::DataType;
 use image::{ColorType, ImageDecoder, ImageReader};
 
-use crate::dtype::DType;
+use loaderx_core::DType;
 
 use super::decode::RecordBuffer;
 

@@ -21,14 +21,10 @@ use super::decode::{RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
 use super::{HfColumn, HfSplit};
-use crate::codec::Codec;
-use crate::convert::convert_error;
-use crate::convert::output::StagedRoot;
-use crate::dense::DynDenseWriter;
-use crate::dtype::DType;
-use crate::error::{Error, StoreKind};
-use crate::options::CreateOptions;
-use crate::ragged::DynRaggedWriter;
+use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
+
+use crate::error::Error;
+use crate::output::StagedRoot;
 
 /// Store and batching settings shared by every split.
 #[derive(Debug, Clone)]
@@ -62,7 +58,7 @@ impl ParquetFile {
     fn open(path: &PathBuf, label: &str) -> Result<ParquetFile, Error> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-            .map_err(|e| convert_error(label, format!("not a readable parquet file: {e}")))?;
+            .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
         Ok(ParquetFile {
             path: path.clone(),
             label: label.to_owned(),
@@ -97,9 +93,9 @@ impl ParquetFile {
         }
         let reader = builder
             .build()
-            .map_err(|e| convert_error(&self.label, format!("cannot read: {e}")))?;
+            .map_err(|e| source_error(&self.label, format!("cannot read: {e}")))?;
         Ok(reader
-            .map(move |b| b.map_err(|e| convert_error(&self.label, format!("cannot decode: {e}")))))
+            .map(move |b| b.map_err(|e| source_error(&self.label, format!("cannot decode: {e}")))))
     }
 }
 
@@ -117,10 +113,10 @@ impl Writer {
     }
 
     fn close(self) -> Result<(), Error> {
-        match self {
+        Ok(match self {
             Writer::Dense(w) => w.close(),
             Writer::Ragged(w) => w.close(),
-        }
+        }?)
     }
 }
 
@@ -141,7 +137,19 @@ struct Column {
 }
 
 fn column_error(ctx: &str, column: &str, detail: impl Into<String>) -> Error {
-    convert_error(format!("{ctx}: column {column:?}"), detail)
+    Error::Column {
+        context: ctx.to_owned(),
+        column: column.to_owned(),
+        row: None,
+        detail: detail.into(),
+    }
+}
+
+fn source_error(file: &str, detail: impl Into<String>) -> Error {
+    Error::Source {
+        file: file.to_owned(),
+        detail: detail.into(),
+    }
 }
 
 fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
@@ -156,7 +164,7 @@ fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
 fn plan_columns(ctx: &str, file: &ParquetFile) -> Result<Vec<ColumnPlan>, Error> {
     let schema = file.meta.schema();
     let features = hf_features(schema.metadata().get("huggingface").map(String::as_str))
-        .map_err(|e| convert_error(&file.label, e))?;
+        .map_err(|e| source_error(&file.label, e))?;
     let mut plans = Vec::new();
     for (index, field) in schema.fields().iter().enumerate() {
         let name = field.name();
@@ -172,7 +180,7 @@ fn plan_columns(ctx: &str, file: &ParquetFile) -> Result<Vec<ColumnPlan>, Error>
         });
     }
     if plans.is_empty() {
-        return Err(convert_error(ctx, "the split has no columns"));
+        return Err(source_error(ctx, "the split has no columns"));
     }
     Ok(plans)
 }
@@ -253,11 +261,11 @@ pub(crate) fn convert_split(
         .map(|(path, label)| ParquetFile::open(path, label))
         .collect::<Result<Vec<_>, Error>>()?;
     let Some(first) = files.first() else {
-        return Err(convert_error(&ctx, "the split has no parquet files"));
+        return Err(source_error(&ctx, "the split has no parquet files"));
     };
     for f in &files[1..] {
         if !same_fields(first.meta.schema(), f.meta.schema()) {
-            return Err(convert_error(
+            return Err(source_error(
                 &f.label,
                 format!("its columns differ from those of {}", first.label),
             ));

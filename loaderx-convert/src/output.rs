@@ -3,7 +3,7 @@
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 
 /// A converter output under construction: a hidden sibling directory of the
 /// final root, renamed into place by [`StagedRoot::publish`]. Dropping it
@@ -18,14 +18,15 @@ pub struct StagedRoot {
 /// Checks that a name taken from source data (split, config, column) is one
 /// plain path component: not empty, `.` or `..`, without separators, NUL or
 /// a leading dot, so it can never escape the output root.
-pub fn safe_component(kind: &str, name: &str) -> Result<(), Error> {
+pub fn safe_component(kind: &'static str, name: &str) -> Result<(), Error> {
     let mut components = Path::new(name).components();
     let plain =
         matches!(components.next(), Some(Component::Normal(_))) && components.next().is_none();
     if !plain || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
-        return Err(Error::invalid(format!(
-            "{kind} name {name:?} is not a plain directory name; refusing to write outside the output root"
-        )));
+        return Err(Error::UnsafeName {
+            kind,
+            name: name.to_owned(),
+        });
     }
     Ok(())
 }
@@ -35,7 +36,7 @@ impl StagedRoot {
     pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
         let target = target.as_ref().to_path_buf();
         if fs::symlink_metadata(&target).is_ok() {
-            return Err(ErrorKind::AlreadyExists { path: target }.into());
+            return Err(Error::AlreadyExists { path: target });
         }
         let name = target
             .file_name()
@@ -74,10 +75,9 @@ impl StagedRoot {
     /// Renames the finished root into place.
     pub fn publish(mut self) -> Result<PathBuf, Error> {
         if fs::symlink_metadata(&self.target).is_ok() {
-            return Err(ErrorKind::AlreadyExists {
+            return Err(Error::AlreadyExists {
                 path: self.target.clone(),
-            }
-            .into());
+            });
         }
         fs::rename(&self.temp, &self.target).map_err(|e| Error::io(&self.target, e))?;
         self.published = true;

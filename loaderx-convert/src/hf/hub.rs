@@ -15,8 +15,14 @@ use std::path::PathBuf;
 use hf_hub::api::sync::{Api, ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
 
-use crate::convert::convert_error;
 use crate::error::Error;
+
+fn hub_detail(repo: &str, detail: impl Into<String>) -> Error {
+    Error::Hub {
+        repo: repo.to_owned(),
+        detail: detail.into(),
+    }
+}
 
 /// The branch the Hub keeps its parquet conversion of a dataset on.
 pub(crate) const PARQUET_BRANCH: &str = "refs/convert/parquet";
@@ -156,7 +162,7 @@ impl Hub {
             )
         })?;
         if !is_commit_sha(&info.sha) {
-            return Err(convert_error(
+            return Err(hub_detail(
                 &self.repo,
                 format!(
                     "the Hub answered revision {revision:?} with {:?}, not a commit sha",
@@ -186,7 +192,7 @@ impl Hub {
             .get(file)
             .map_err(|e| hub_error(&self.repo, &format!("cannot download {file}"), &e))?;
         if path != expected {
-            return Err(convert_error(
+            return Err(hub_detail(
                 &self.repo,
                 format!(
                     "the Hub served {file} from another commit than the pinned {sha} ({})",
@@ -216,7 +222,7 @@ fn hub_error(repo: &str, what: &str, e: &ApiError) -> Error {
         },
         other => other.to_string(),
     };
-    convert_error(repo, format!("{what}: {detail}"))
+    hub_detail(repo, format!("{what}: {detail}"))
 }
 
 #[cfg(test)]

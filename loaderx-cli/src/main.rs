@@ -1,4 +1,4 @@
-//! The `loaderx` command-line tool (feature `cli`).
+//! The `loaderx` command-line tool.
 //!
 //! - `loaderx info STORE`: contract, element type, shape or rank, codec,
 //!   shards, length, logical and on-disk bytes;
@@ -14,22 +14,25 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::codec::Codec;
-use crate::error::Error;
-use crate::store::Store;
+use loaderx_convert::hf::{HfSource, convert_hf};
+use loaderx_convert::idx::convert_idx_dir;
+use loaderx_core::{Codec, Store};
+
+/// Any failure of a command.
+type Error = Box<dyn std::error::Error>;
 
 /// loaderx: Zrecord stores for Rust training loops.
 #[derive(Debug, Parser)]
 #[command(name = "loaderx", version, about)]
-pub struct Cli {
+struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 /// A `loaderx` subcommand.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum Command {
     /// Print a store's schema, codec, shards, length and sizes.
     Info {
         /// Store directory.
@@ -52,7 +55,7 @@ pub enum Command {
 
 /// A `loaderx convert` source.
 #[derive(Debug, Subcommand)]
-pub enum Convert {
+enum Convert {
     /// MNIST-format IDX files: DIR holds train-images-idx3-ubyte,
     /// train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
     /// t10k-labels-idx1-ubyte, each optionally gzipped.
@@ -106,7 +109,7 @@ pub enum Convert {
 
 /// A command-line secret (an access token): `Debug` never shows it.
 #[derive(Clone)]
-pub struct Secret(pub String);
+struct Secret(String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,8 +125,7 @@ impl std::str::FromStr for Secret {
     }
 }
 
-/// Runs the tool with the process arguments.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli.command) {
         Ok(text) => {
@@ -138,10 +140,10 @@ pub fn main() -> ExitCode {
 }
 
 /// Runs one command and returns what it prints.
-pub fn run(command: &Command) -> Result<String, Error> {
+fn run(command: &Command) -> Result<String, Error> {
     match command {
         Command::Info { store } => info(&Store::open(store)?),
-        Command::Digest { store } => Ok(crate::digest::digest(&Store::open(store)?)?.to_string()),
+        Command::Digest { store } => Ok(loaderx_core::digest(&Store::open(store)?)?.to_string()),
         Command::Verify { store } => {
             let s = Store::open(store)?;
             s.for_each_record(|_, _, _| Ok(()))?;
@@ -153,7 +155,7 @@ pub fn run(command: &Command) -> Result<String, Error> {
             codec,
             shards,
         }) => {
-            let summary = crate::convert::idx::convert_idx_dir(dir, out, *codec, *shards)?;
+            let summary = convert_idx_dir(dir, out, *codec, *shards)?;
             let splits: Vec<String> = summary
                 .splits
                 .iter()
@@ -177,7 +179,6 @@ pub fn run(command: &Command) -> Result<String, Error> {
             codec,
             shards,
         }) => {
-            use crate::convert::hf::{HfSource, convert_hf};
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
                 .splits(splits.iter().map(String::as_str))

@@ -16,7 +16,7 @@
 use arrow_schema::{DataType, Field};
 use serde_json::Value;
 
-use crate::dtype::DType;
+use loaderx_core::DType;
 
 /// How one source column is decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]

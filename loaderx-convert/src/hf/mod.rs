@@ -28,13 +28,13 @@
 //! place only after every store closed and the record counts agree.
 //!
 //! ```no_run
-//! use loaderx_core::convert::hf::{HfSource, convert_hf};
+//! use loaderx_convert::hf::{HfSource, convert_hf};
 //!
 //! let source = HfSource::new("ylecun/mnist").revision("main").splits(["train", "test"]);
 //! let summary = convert_hf(&source, "mnist")?;
 //! println!("{} at {}", summary.repo, summary.commit);
 //! assert_eq!(summary.splits[0].records, 60_000);
-//! # Ok::<(), loaderx_core::Error>(())
+//! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
 mod decode;
@@ -53,11 +53,17 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use self::hub::{Hub, PARQUET_BRANCH, is_commit_sha};
 use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
 use self::split::{Settings, SplitSource, convert_split};
-use super::convert_error;
-use super::output::{StagedRoot, safe_component};
-use crate::codec::Codec;
-use crate::dtype::DType;
-use crate::error::{Error, StoreKind};
+use loaderx_core::{Codec, DType, StoreKind};
+
+use crate::error::Error;
+use crate::output::{StagedRoot, safe_component};
+
+fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
+    Error::Layout {
+        repo: repo.to_owned(),
+        detail: detail.into(),
+    }
+}
 
 /// The branch the Hub's parquet conversion follows.
 const DEFAULT_BRANCH: &str = "main";
@@ -307,20 +313,31 @@ impl fmt::Display for HfSummary {
 
 /// Picks the config and splits asked for from `layout`.
 fn select<'a>(
+    repo: &str,
     layout: &'a Layout,
     config: Option<&str>,
     splits: &[String],
-) -> Result<(&'a str, Vec<&'a SplitFiles>), String> {
-    let names = || layout.keys().cloned().collect::<Vec<_>>().join(", ");
+) -> Result<(&'a str, Vec<&'a SplitFiles>), Error> {
+    let names = || layout.keys().cloned().collect::<Vec<_>>();
     let (name, found) = match config {
         Some(c) => layout
             .get_key_value(c)
-            .ok_or_else(|| format!("no config {c:?} with parquet files (configs: {})", names()))?,
-        None if layout.len() == 1 => layout.iter().next().ok_or("no parquet files")?,
+            .ok_or_else(|| Error::UnknownConfig {
+                repo: repo.to_owned(),
+                config: c.to_owned(),
+                available: names(),
+            })?,
+        None if layout.len() == 1 => layout
+            .iter()
+            .next()
+            .ok_or_else(|| layout_error(repo, "no parquet files"))?,
         None => {
-            return Err(format!(
-                "the dataset has several configs ({}); choose one with --config",
-                names()
+            return Err(layout_error(
+                repo,
+                format!(
+                    "the dataset has several configs ({}); choose one with --config",
+                    names().join(", ")
+                ),
             ));
         }
     };
@@ -329,11 +346,11 @@ fn select<'a>(
     } else {
         let mut out = Vec::new();
         for s in splits {
-            let files = found.get(s).ok_or_else(|| {
-                format!(
-                    "config {name:?} has no split {s:?} (splits: {})",
-                    found.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
+            let files = found.get(s).ok_or_else(|| Error::UnknownSplit {
+                repo: repo.to_owned(),
+                config: name.clone(),
+                split: s.clone(),
+                available: found.keys().cloned().collect(),
             })?;
             if !out.iter().any(|f: &&SplitFiles| f.split == files.split) {
                 out.push(files);
@@ -369,10 +386,9 @@ fn progress_bar(total: u64, show: bool) -> ProgressBar {
 pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
     let out = out.as_ref();
     if std::fs::symlink_metadata(out).is_ok() {
-        return Err(crate::error::ErrorKind::AlreadyExists {
+        return Err(Error::AlreadyExists {
             path: out.to_path_buf(),
-        }
-        .into());
+        });
     }
     if source.codec == Codec::ZstdDict {
         return Err(Error::invalid(
@@ -400,7 +416,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
 
     let resolved = hub.resolve(&source.revision)?;
     let mut layout = parse_layout(resolved.files.iter().map(String::as_str))
-        .map_err(|e| convert_error(repo, e))?;
+        .map_err(|e| layout_error(repo, e))?;
     let mut parquet_commit = resolved.sha.clone();
     let wanted_missing =
         |l: &Layout| l.is_empty() || source.config.as_ref().is_some_and(|c| !l.contains_key(c));
@@ -414,7 +430,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         if source.revision != DEFAULT_BRANCH {
             let head = hub.resolve(DEFAULT_BRANCH)?;
             if head.sha != resolved.sha {
-                return Err(convert_error(
+                return Err(layout_error(
                     repo,
                     format!(
                         "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
@@ -425,7 +441,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             }
         }
         let branch = hub.resolve(PARQUET_BRANCH).map_err(|e| {
-            convert_error(
+            layout_error(
                 repo,
                 format!(
                     "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
@@ -434,12 +450,12 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             )
         })?;
         layout = parse_layout(branch.files.iter().map(String::as_str))
-            .map_err(|e| convert_error(repo, e))?;
+            .map_err(|e| layout_error(repo, e))?;
         parquet_commit = branch.sha;
         from_parquet_branch = true;
     }
     if layout.is_empty() {
-        return Err(convert_error(
+        return Err(layout_error(
             repo,
             format!(
                 "no parquet files at revision {:?} (commit {}){}",
@@ -454,8 +470,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             ),
         ));
     }
-    let (config, chosen) = select(&layout, source.config.as_deref(), &source.splits)
-        .map_err(|e| convert_error(repo, e))?;
+    let (config, chosen) = select(repo, &layout, source.config.as_deref(), &source.splits)?;
 
     // Fetch everything first, so an access problem fails before any work.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
@@ -534,30 +549,33 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            select(&l, None, &[])
+            select("r", &l, None, &[])
                 .unwrap_err()
+                .to_string()
                 .contains("several configs (a, b)")
         );
-        let (c, s) = select(&l, Some("a"), &[]).unwrap();
+        let (c, s) = select("r", &l, Some("a"), &[]).unwrap();
         assert_eq!(c, "a");
         assert_eq!(
             s.iter().map(|s| s.split.as_str()).collect::<Vec<_>>(),
             ["train", "test"]
         );
-        let (_, s) = select(&l, Some("a"), &["test".into()]).unwrap();
+        let (_, s) = select("r", &l, Some("a"), &["test".into()]).unwrap();
         assert_eq!(s.len(), 1);
         assert!(
-            select(&l, Some("a"), &["dev".into()])
+            select("r", &l, Some("a"), &["dev".into()])
                 .unwrap_err()
+                .to_string()
                 .contains("no split \"dev\"")
         );
         assert!(
-            select(&l, Some("c"), &[])
+            select("r", &l, Some("c"), &[])
                 .unwrap_err()
+                .to_string()
                 .contains("no config")
         );
         let l = parse_layout(["b/train/0000.parquet"]).unwrap();
-        assert_eq!(select(&l, None, &[]).unwrap().0, "b");
+        assert_eq!(select("r", &l, None, &[]).unwrap().0, "b");
     }
 
     #[test]
