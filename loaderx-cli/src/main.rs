@@ -32,6 +32,7 @@ struct Cli {
 
 /// A `loaderx` subcommand.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Command {
     /// Print a store's schema, codec, shards, length and sizes.
     Info {
@@ -55,6 +56,7 @@ enum Command {
 
 /// A `loaderx convert` source.
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Convert {
     /// MNIST-format IDX files: DIR holds train-images-idx3-ubyte,
     /// train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
@@ -104,7 +106,46 @@ enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
+        /// Convert only these columns, in this order (comma-separated).
+        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+        columns: Vec<String>,
+        /// Leave these columns out (comma-separated).
+        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+        drop: Vec<String>,
+        /// Store string columns as Ragged u8 records of their UTF-8 bytes.
+        #[arg(long, value_enum, conflicts_with = "tokenizer")]
+        text: Option<TextArg>,
+        /// Tokenize string columns into Ragged u32 token ids with this
+        /// tokenizer: a tokenizer.json, a directory holding one, or a Hub
+        /// model repo id (its tokenizer.json, at --tokenizer-revision).
+        #[arg(long, value_name = "REF")]
+        tokenizer: Option<String>,
+        /// Branch, tag or commit of a Hub tokenizer.
+        #[arg(long, default_value = "main", requires = "tokenizer")]
+        tokenizer_revision: String,
+        /// Add the tokenizer's special tokens (e.g. [CLS] ... [SEP]).
+        #[arg(long, requires = "tokenizer")]
+        add_special_tokens: bool,
+        /// Append the EOS token id to every record.
+        #[arg(long, requires = "tokenizer")]
+        append_eos: bool,
+        /// The EOS token (default: tokenizer_config.json's eos_token, else a usual name).
+        #[arg(long, requires = "append_eos")]
+        eos_token: Option<String>,
+        /// Leave out rows holding an empty string or list (in every column of their split).
+        #[arg(long)]
+        drop_empty_rows: bool,
+        /// Leave out rows holding a null (in every column of their split).
+        #[arg(long)]
+        drop_null_rows: bool,
     },
+}
+
+/// `--text` encodings.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TextArg {
+    /// Each string's UTF-8 bytes.
+    Bytes,
 }
 
 /// A command-line secret (an access token): `Debug` never shows it.
@@ -178,13 +219,37 @@ fn run(command: &Command) -> Result<String, Error> {
             cache_dir,
             codec,
             shards,
+            columns,
+            drop,
+            text,
+            tokenizer,
+            tokenizer_revision,
+            add_special_tokens,
+            append_eos,
+            eos_token,
+            drop_empty_rows,
+            drop_null_rows,
         }) => {
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
                 .splits(splits.iter().map(String::as_str))
                 .codec(*codec)
                 .shards(*shards)
+                .columns(columns.iter().map(String::as_str))
+                .drop(drop.iter().map(String::as_str))
+                .drop_empty_rows(*drop_empty_rows)
+                .drop_null_rows(*drop_null_rows)
                 .progress(true);
+            if let Some(TextArg::Bytes) = text {
+                source = source.text_bytes();
+            }
+            if let Some(t) = tokenizer {
+                source = source
+                    .tokenizer(t.as_str())
+                    .tokenizer_revision(tokenizer_revision.as_str())
+                    .add_special_tokens(*add_special_tokens)
+                    .append_eos(*append_eos, eos_token.as_deref());
+            }
             if let Some(c) = config {
                 source = source.config(c.as_str());
             }

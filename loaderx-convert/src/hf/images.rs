@@ -131,7 +131,8 @@ pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&
         let row = first_row + i as u64;
         if s.is_null(i) {
             return Err(format!(
-                "row {row} holds a null image; nulls cannot be stored losslessly"
+                "row {row} holds a null image; nulls cannot be stored losslessly \
+                 (--drop-null-rows leaves such rows out)"
             ));
         }
         let value: Option<&[u8]> = if bytes.is_null(i) {

@@ -4,6 +4,11 @@
 //! records reach `max_records` or their bytes reach `max_bytes`, so memory
 //! stays bounded whatever the dataset size. Image columns get a first pass
 //! over their headers to choose Dense or Ragged.
+//!
+//! Only the selected columns are read (`columns` / `drop`). With
+//! `drop_null_rows` / `drop_empty_rows`, a row holding a null or an empty
+//! value in any selected column is left out of every column of the split,
+//! so the stores stay aligned; the counts are reported.
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -20,19 +25,29 @@ use serde_json::Value;
 use super::decode::{RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
-use super::{HfColumn, HfSplit};
+use super::rows::{empty_rows, kept_runs, null_rows};
+use super::text::{TextEncoder, decode_text};
+use super::{ColumnSource, HfColumn, HfSplit};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
 
 use crate::error::Error;
 use crate::output::StagedRoot;
 
-/// Store and batching settings shared by every split.
-#[derive(Debug, Clone)]
+/// Store, batching, selection and encoding settings shared by every split.
+#[derive(Clone)]
 pub(crate) struct Settings {
     pub(crate) codec: Codec,
     pub(crate) shards: usize,
     pub(crate) max_records: usize,
     pub(crate) max_bytes: usize,
+    /// Keep only these columns, in this order (empty: all).
+    pub(crate) columns: Vec<String>,
+    /// Leave these columns out.
+    pub(crate) drop: Vec<String>,
+    /// How string columns are stored; `None` refuses them.
+    pub(crate) text: Option<TextEncoder>,
+    pub(crate) drop_null_rows: bool,
+    pub(crate) drop_empty_rows: bool,
 }
 
 /// One split to convert: its local parquet files, in order.
@@ -126,6 +141,7 @@ enum Decoder {
         format: PixelFormat,
         shape: Option<Vec<usize>>,
     },
+    Text(TextEncoder),
 }
 
 struct Column {
@@ -145,6 +161,15 @@ fn column_error(ctx: &str, column: &str, detail: impl Into<String>) -> Error {
     }
 }
 
+fn row_error(ctx: &str, column: &str, row: u64, detail: impl Into<String>) -> Error {
+    Error::Column {
+        context: ctx.to_owned(),
+        column: column.to_owned(),
+        row: Some(row),
+        detail: detail.into(),
+    }
+}
+
 fn source_error(file: &str, detail: impl Into<String>) -> Error {
     Error::Source {
         file: file.to_owned(),
@@ -160,29 +185,119 @@ fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
             .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
 }
 
-/// Plans every column of a split from its first file's schema.
-fn plan_columns(ctx: &str, file: &ParquetFile) -> Result<Vec<ColumnPlan>, Error> {
+/// The names of the columns to convert, in output order: `columns` (or
+/// every column) minus `drop`. Unknown names are errors listing the columns.
+fn select_columns(ctx: &str, all: &[String], settings: &Settings) -> Result<Vec<String>, Error> {
+    for (flag, names) in [("--columns", &settings.columns), ("--drop", &settings.drop)] {
+        if let Some(bad) = names.iter().find(|n| !all.contains(n)) {
+            return Err(Error::UnknownColumn {
+                context: ctx.to_owned(),
+                flag,
+                column: bad.clone(),
+                available: all.to_vec(),
+            });
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let wanted = if settings.columns.is_empty() {
+        all
+    } else {
+        settings.columns.as_slice()
+    };
+    for name in wanted {
+        if !settings.drop.contains(name) && !out.contains(name) {
+            out.push(name.clone());
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::invalid(format!(
+            "{ctx}: --columns and --drop leave no column to convert"
+        )));
+    }
+    Ok(out)
+}
+
+/// Plans the selected columns of a split from its first file's schema.
+fn plan_columns(
+    ctx: &str,
+    file: &ParquetFile,
+    settings: &Settings,
+) -> Result<Vec<ColumnPlan>, Error> {
     let schema = file.meta.schema();
     let features = hf_features(schema.metadata().get("huggingface").map(String::as_str))
         .map_err(|e| source_error(&file.label, e))?;
-    let mut plans = Vec::new();
-    for (index, field) in schema.fields().iter().enumerate() {
+    let mut all: Vec<String> = Vec::new();
+    for field in schema.fields() {
         let name = field.name();
-        if plans.iter().any(|p: &ColumnPlan| &p.name == name) {
+        if all.contains(name) {
             return Err(column_error(ctx, name, "the column name appears twice"));
         }
-        let feature = features.as_ref().and_then(|f: &Value| f.get(name));
-        let kind = plan_column(field, feature).map_err(|e| column_error(ctx, name, e))?;
-        plans.push(ColumnPlan {
-            name: name.clone(),
-            index,
-            kind,
-        });
+        all.push(name.clone());
     }
-    if plans.is_empty() {
+    if all.is_empty() {
         return Err(source_error(ctx, "the split has no columns"));
     }
+    let leave_out = |name: &str| format!("; leave the column out with --drop {name}");
+    let mut plans = Vec::new();
+    for name in select_columns(ctx, &all, settings)? {
+        let (index, field) = schema
+            .column_with_name(&name)
+            .ok_or_else(|| column_error(ctx, &name, "missing from the schema"))?;
+        let feature = features.as_ref().and_then(|f: &Value| f.get(&name));
+        let kind = plan_column(field, feature)
+            .map_err(|e| column_error(ctx, &name, format!("{e}{}", leave_out(&name))))?;
+        if kind == ColumnKind::Text && settings.text.is_none() {
+            return Err(column_error(
+                ctx,
+                &name,
+                format!(
+                    "strings cannot be stored in a numeric store as they are; store their UTF-8 \
+                     bytes with --text bytes or token ids with --tokenizer REF{}",
+                    leave_out(&name)
+                ),
+            ));
+        }
+        plans.push(ColumnPlan { name, index, kind });
+    }
     Ok(plans)
+}
+
+/// Which rows of `part` to leave out, and why: `(mask, nulls, empties)`;
+/// `None` when no row is dropped.
+fn rows_to_drop(
+    columns: &[Column],
+    part: &RecordBatch,
+    settings: &Settings,
+) -> Option<(Vec<bool>, u64, u64)> {
+    if !settings.drop_null_rows && !settings.drop_empty_rows {
+        return None;
+    }
+    let mut mask = vec![false; part.num_rows()];
+    let (mut nulls, mut empties) = (0u64, 0u64);
+    for (enabled, find, count) in [
+        (
+            settings.drop_null_rows,
+            null_rows as fn(&dyn arrow_array::Array) -> Vec<bool>,
+            &mut nulls,
+        ),
+        (settings.drop_empty_rows, empty_rows, &mut empties),
+    ] {
+        if !enabled {
+            continue;
+        }
+        for c in columns {
+            let Some(array) = part.column_by_name(&c.plan.name) else {
+                continue;
+            };
+            for (i, hit) in find(array.as_ref()).into_iter().enumerate() {
+                if hit && !mask[i] {
+                    mask[i] = true;
+                    *count += 1;
+                }
+            }
+        }
+    }
+    (nulls + empties > 0).then_some((mask, nulls, empties))
 }
 
 /// The header pass over every image column.
@@ -200,7 +315,15 @@ fn survey_images(
     if image_cols.is_empty() {
         return Ok(Vec::new());
     }
-    let indices: Vec<usize> = image_cols.iter().map(|p| p.index).collect();
+    // Rows the conversion will drop must not decide the image layout: the
+    // survey reads every selected column when rows may be dropped.
+    let dropping = settings.drop_null_rows || settings.drop_empty_rows;
+    let mut indices: Vec<usize> = if dropping {
+        plans.iter().map(|p| p.index).collect()
+    } else {
+        image_cols.iter().map(|p| p.index).collect()
+    };
+    indices.sort_unstable();
     // (column index, survey, decoded bytes)
     let mut surveys: Vec<(usize, ImageSurvey, u64)> = image_cols
         .iter()
@@ -211,23 +334,47 @@ fn survey_images(
         let batch_rows = (settings.max_bytes / 4 / file.row_bytes()).clamp(1, settings.max_records);
         for batch in file.batches(batch_rows, Some(&indices))? {
             let batch = batch?;
+            let drop = if dropping {
+                let mut drop = vec![false; batch.num_rows()];
+                for p in plans {
+                    if let Some(a) = batch.column_by_name(&p.name) {
+                        let masks = [
+                            settings.drop_null_rows.then(|| null_rows(a.as_ref())),
+                            settings.drop_empty_rows.then(|| empty_rows(a.as_ref())),
+                        ];
+                        for m in masks.into_iter().flatten() {
+                            for (d, hit) in drop.iter_mut().zip(m) {
+                                *d |= hit;
+                            }
+                        }
+                    }
+                }
+                drop
+            } else {
+                vec![false; batch.num_rows()]
+            };
             for (k, plan) in image_cols.iter().enumerate() {
-                // The projected batch keeps the image columns in schema order.
-                let column = batch.column(k);
-                let encoded = images::encoded_images(column.as_ref(), row)
-                    .map_err(|e| column_error(ctx, &plan.name, e))?;
-                let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> = encoded
-                    .par_iter()
-                    .enumerate()
-                    .map(|(i, b)| images::probe(b, row + i as u64))
-                    .collect();
-                let (_, survey, bytes) = &mut surveys[k];
-                for (i, p) in probed.into_iter().enumerate() {
-                    let (format, shape) = p.map_err(|e| column_error(ctx, &plan.name, e))?;
-                    *bytes += (shape.iter().product::<usize>() * format.dtype.size()) as u64;
-                    survey
-                        .add(row + i as u64, format, shape)
+                let column = batch
+                    .column_by_name(&plan.name)
+                    .ok_or_else(|| column_error(ctx, &plan.name, "missing from a batch"))?;
+                for (start, end) in kept_runs(&drop) {
+                    let first = row + start as u64;
+                    let run = column.slice(start, end - start);
+                    let encoded = images::encoded_images(run.as_ref(), first)
                         .map_err(|e| column_error(ctx, &plan.name, e))?;
+                    let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> = encoded
+                        .par_iter()
+                        .enumerate()
+                        .map(|(i, b)| images::probe(b, first + i as u64))
+                        .collect();
+                    let (_, survey, bytes) = &mut surveys[k];
+                    for (i, p) in probed.into_iter().enumerate() {
+                        let (format, shape) = p.map_err(|e| column_error(ctx, &plan.name, e))?;
+                        *bytes += (shape.iter().product::<usize>() * format.dtype.size()) as u64;
+                        survey
+                            .add(first + i as u64, format, shape)
+                            .map_err(|e| column_error(ctx, &plan.name, e))?;
+                    }
                 }
             }
             row += batch.num_rows() as u64;
@@ -236,14 +383,20 @@ fn survey_images(
     Ok(surveys)
 }
 
-fn describe(kind: StoreKind, dtype: DType, shape: Option<&[usize]>, ndim: usize) -> HfColumn {
+fn describe(
+    kind: StoreKind,
+    dtype: DType,
+    shape: Option<&[usize]>,
+    ndim: usize,
+    source: ColumnSource,
+) -> HfColumn {
     HfColumn {
         name: String::new(),
         kind,
         dtype,
         item_shape: shape.map(<[usize]>::to_vec),
         ndim,
-        image: false,
+        source,
     }
 }
 
@@ -271,7 +424,7 @@ pub(crate) fn convert_split(
             ));
         }
     }
-    let plans = plan_columns(&ctx, first)?;
+    let plans = plan_columns(&ctx, first, settings)?;
     let total: u64 = files.iter().map(ParquetFile::rows).sum();
 
     if plans
@@ -291,10 +444,33 @@ pub(crate) fn convert_split(
         let (decoder, mut summary) = match &plan.kind {
             ColumnKind::Numeric { dtype, dims } => {
                 let summary = match plan.kind.fixed_shape() {
-                    Some(shape) => describe(StoreKind::Dense, *dtype, Some(&shape), shape.len()),
-                    None => describe(StoreKind::Ragged, *dtype, None, dims.len()),
+                    Some(shape) => describe(
+                        StoreKind::Dense,
+                        *dtype,
+                        Some(&shape),
+                        shape.len(),
+                        ColumnSource::Numeric,
+                    ),
+                    None => describe(
+                        StoreKind::Ragged,
+                        *dtype,
+                        None,
+                        dims.len(),
+                        ColumnSource::Numeric,
+                    ),
                 };
                 (Decoder::Numeric(dims.clone()), summary)
+            }
+            ColumnKind::Text => {
+                let Some(encoder) = settings.text.clone() else {
+                    return Err(column_error(&ctx, &plan.name, "no text encoding chosen"));
+                };
+                let (dtype, source) = match &encoder {
+                    TextEncoder::Bytes => (DType::U8, ColumnSource::TextBytes),
+                    TextEncoder::Tokens(_) => (DType::U32, ColumnSource::Tokens),
+                };
+                let summary = describe(StoreKind::Ragged, dtype, None, 1, source);
+                (Decoder::Text(encoder), summary)
             }
             ColumnKind::Image { mode } => {
                 let (survey, bytes) = surveys
@@ -327,11 +503,22 @@ pub(crate) fn convert_split(
                     ));
                 }
                 let shape = survey.dense_shape().map(<[usize]>::to_vec);
-                let mut summary = match &shape {
-                    Some(s) => describe(StoreKind::Dense, format.dtype, Some(s), s.len()),
-                    None => describe(StoreKind::Ragged, format.dtype, None, format.ndim()),
+                let summary = match &shape {
+                    Some(s) => describe(
+                        StoreKind::Dense,
+                        format.dtype,
+                        Some(s),
+                        s.len(),
+                        ColumnSource::Image,
+                    ),
+                    None => describe(
+                        StoreKind::Ragged,
+                        format.dtype,
+                        None,
+                        format.ndim(),
+                        ColumnSource::Image,
+                    ),
                 };
-                summary.image = true;
                 (Decoder::Image { format, shape }, summary)
             }
         };
@@ -359,43 +546,61 @@ pub(crate) fn convert_split(
         });
     }
 
+    let mut projection: Vec<usize> = columns.iter().map(|c| c.plan.index).collect();
+    projection.sort_unstable();
     let mut buffered = 0usize;
-    let mut done = 0u64;
+    let mut read = 0u64;
+    let mut kept = 0u64;
+    let (mut dropped_null, mut dropped_empty) = (0u64, 0u64);
     for file in &files {
         let row_bytes = file.row_bytes().saturating_add(decoded_row_bytes).max(1);
         let batch_rows = (settings.max_bytes / 4 / row_bytes).clamp(1, settings.max_records);
-        for batch in file.batches(batch_rows, None)? {
+        for batch in file.batches(batch_rows, Some(&projection))? {
             let batch = batch?;
             let mut offset = 0;
             while offset < batch.num_rows() {
                 let take = (batch.num_rows() - offset).min(settings.max_records - buffered);
                 let part = batch.slice(offset, take);
-                for c in &mut columns {
-                    decode_part(&ctx, c, &part, done)?;
+                let runs = match rows_to_drop(&columns, &part, settings) {
+                    Some((mask, nulls, empties)) => {
+                        dropped_null += nulls;
+                        dropped_empty += empties;
+                        kept_runs(&mask)
+                    }
+                    None => vec![(0, take)],
+                };
+                for (start, end) in runs {
+                    let run = part.slice(start, end - start);
+                    for c in &mut columns {
+                        decode_part(&ctx, c, &run, read + start as u64)?;
+                    }
+                    buffered += end - start;
+                    kept += (end - start) as u64;
                 }
                 offset += take;
-                buffered += take;
-                done += take as u64;
+                read += take as u64;
                 progress.inc(take as u64);
                 let bytes: usize = columns.iter().map(|c| c.buffer.bytes()).sum();
                 if buffered >= settings.max_records || bytes >= settings.max_bytes {
-                    flush(&ctx, &mut columns, done - buffered as u64)?;
+                    flush(&ctx, &mut columns)?;
                     buffered = 0;
                 }
             }
         }
     }
-    flush(&ctx, &mut columns, done - buffered as u64)?;
+    flush(&ctx, &mut columns)?;
 
     let mut summaries = Vec::with_capacity(columns.len());
     for c in columns {
         let len = c.writer.len();
-        if len != total || done != total {
+        if len != kept || read != total || kept + dropped_null + dropped_empty != total {
             return Err(column_error(
                 &ctx,
                 &c.plan.name,
                 format!(
-                    "record counts disagree: the files declare {total} rows, {done} were read and {len} written"
+                    "record counts disagree: the files declare {total} rows, {read} were read, \
+                     {} dropped and {len} written",
+                    dropped_null + dropped_empty
                 ),
             ));
         }
@@ -406,47 +611,61 @@ pub(crate) fn convert_split(
     }
     Ok(HfSplit {
         name: split.name.clone(),
-        records: total,
+        records: kept,
+        source_rows: total,
+        dropped_null_rows: dropped_null,
+        dropped_empty_rows: dropped_empty,
         partial: split.partial,
         columns: summaries,
     })
 }
 
+/// Decodes the rows of `part` (split rows from `first_row` on) into the
+/// column's buffer.
 fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) -> Result<(), Error> {
-    let array = part.column(c.plan.index);
+    let array = part
+        .column_by_name(&c.plan.name)
+        .ok_or_else(|| column_error(ctx, &c.plan.name, "missing from a batch"))?;
+    let before = c.buffer.len();
     match &c.decoder {
-        Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut c.buffer),
+        Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut c.buffer)
+            .map_err(|e| column_error(ctx, &c.plan.name, e))?,
         Decoder::Image { format, shape } => images::encoded_images(array.as_ref(), first_row)
             .and_then(|enc| {
                 images::decode_into(&enc, first_row, *format, shape.as_deref(), &mut c.buffer)
-            }),
+            })
+            .map_err(|e| column_error(ctx, &c.plan.name, e))?,
+        Decoder::Text(encoder) => decode_text(array.as_ref(), first_row, encoder, &mut c.buffer)
+            .map_err(|(row, e)| row_error(ctx, &c.plan.name, row, e))?,
     }
-    .map_err(|e| column_error(ctx, &c.plan.name, e))
+    if matches!(c.writer, Writer::Ragged(_)) {
+        for i in before..c.buffer.len() {
+            let (shape, bytes) = c.buffer.record(i);
+            if bytes.is_empty() {
+                return Err(row_error(
+                    ctx,
+                    &c.plan.name,
+                    first_row + (i - before) as u64,
+                    format!(
+                        "the record is empty (shape {shape:?}); Ragged stores cannot hold empty \
+                         records (--drop-empty-rows leaves such rows out)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
-/// Writes every column's buffered records; `first_row` is the split row of
-/// the first buffered record.
-fn flush(ctx: &str, columns: &mut [Column], first_row: u64) -> Result<(), Error> {
+/// Writes every column's buffered records.
+fn flush(ctx: &str, columns: &mut [Column]) -> Result<(), Error> {
     for c in columns.iter_mut() {
         if c.buffer.len() == 0 {
             continue;
         }
         let result = match &mut c.writer {
             Writer::Dense(w) => w.append_bytes(&c.buffer.data, c.buffer.len()),
-            Writer::Ragged(w) => {
-                if let Some(i) = c.buffer.iter().position(|(_, bytes)| bytes.is_empty()) {
-                    let (shape, _) = c.buffer.record(i);
-                    return Err(column_error(
-                        ctx,
-                        &c.plan.name,
-                        format!(
-                            "row {} is empty (shape {shape:?}); Ragged stores cannot hold empty records",
-                            first_row + i as u64
-                        ),
-                    ));
-                }
-                w.append_bytes(c.buffer.iter())
-            }
+            Writer::Ragged(w) => w.append_bytes(c.buffer.iter()),
         };
         result.map_err(|e| column_error(ctx, &c.plan.name, e.to_string()))?;
         c.buffer.clear();
