@@ -138,6 +138,9 @@ enum Convert {
         /// Leave out rows holding a null (in every column of their split).
         #[arg(long)]
         drop_null_rows: bool,
+        /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
+        #[arg(long, value_name = "L|RGB|RGBA")]
+        image_mode: Option<String>,
     },
 }
 
@@ -229,6 +232,7 @@ fn run(command: &Command) -> Result<String, Error> {
             eos_token,
             drop_empty_rows,
             drop_null_rows,
+            image_mode,
         }) => {
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
@@ -240,6 +244,9 @@ fn run(command: &Command) -> Result<String, Error> {
                 .drop_empty_rows(*drop_empty_rows)
                 .drop_null_rows(*drop_null_rows)
                 .progress(true);
+            if let Some(m) = image_mode {
+                source = source.image_mode(m.as_str());
+            }
             if let Some(TextArg::Bytes) = text {
                 source = source.text_bytes();
             }

@@ -840,3 +840,48 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
     );
     check_stores(fx, &out("hub-tokenizer"), case, &["test", "train"]);
 }
+
+#[test]
+fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["mixed_rgb"];
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+
+    // Without --image-mode: refused, naming the flag.
+    let e = convert_hf(
+        &mock.source("test/mixed-modes", &cache),
+        tmp.path().join("x"),
+    )
+    .unwrap_err()
+    .to_string();
+    for n in ["column \"picture\"", "different modes", "--image-mode"] {
+        assert!(e.contains(n), "{n:?} missing from: {e}");
+    }
+    assert!(!tmp.path().join("x").exists());
+
+    // With it: every image is RGB, pixels equal PIL's convert("RGB")
+    // (within JPEG decoders' rounding).
+    let out = tmp.path().join("rgb");
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &[
+            "test/mixed-modes",
+            out.to_str().unwrap(),
+            "--image-mode",
+            "RGB",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("picture: dense u8 [10, 12, 3]"), "{stdout}");
+    check_stores(fx, &out, case, &["train"]);
+    check_python_reads(&out);
+}

@@ -494,6 +494,42 @@ hub["test/tok-model"] = {"refs": {"main": tok_sha}, "commits": {tok_sha: {
 }}}
 expected["tok_model"] = {"repo": "test/tok-model", "commit": tok_sha}
 
+# --- H. Images of mixed modes (L and RGB, PNG and JPEG, one size): with
+# --image-mode RGB every image becomes what PIL's convert("RGB") gives.
+def encoded(array, mode, fmt):
+    buf = io.BytesIO()
+    Image.fromarray(array, mode).save(buf, format=fmt, **({"quality": 95, "subsampling": 0} if fmt == "JPEG" else {}))
+    return buf.getvalue()
+
+
+mixed_images = []
+for k in range(24):
+    yy, xx = np.mgrid[0:10, 0:12]
+    gray = ((yy * 20 + xx * 5 + 7 * k) % 256).astype(np.uint8)
+    color = np.stack([gray, (255 - gray), ((xx * 21 + k) % 256).astype(np.uint8)], axis=-1)
+    mode, array = ("L", gray) if k % 2 == 0 else ("RGB", color)
+    mixed_images.append(encoded(array, mode, "PNG" if k % 3 == 0 else "JPEG"))
+mixed_ds = datasets.Dataset.from_dict(
+    {"picture": [{"bytes": b, "path": None} for b in mixed_images], "label": np.arange(24, dtype=np.int64)},
+    features=datasets.Features({"picture": datasets.Image(), "label": datasets.Value("int64")}),
+)
+modes = {Image.open(io.BytesIO(b)).mode for b in mixed_images}
+assert modes == {"L", "RGB"}, modes
+with open(os.path.join(OUT, "expected", "mixed_rgb.bin"), "wb") as f:
+    for b in mixed_images:
+        f.write(np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=np.uint8).tobytes())
+mixed_sha = sha_of("mixed modes main")
+hub["test/mixed-modes"] = {"refs": {"main": mixed_sha}, "commits": {mixed_sha: {
+    "data/train-00000-of-00001.parquet": save(mixed_ds, "mixed-modes/train.parquet", 8)}}}
+expected["mixed_rgb"] = {
+    "repo": "test/mixed-modes", "commit": mixed_sha, "parquet_commit": mixed_sha, "config": "default",
+    "splits": {"train": {"records": 24, "columns": {
+        "picture": {"kind": "dense", "dtype": "u8", "shape": [10, 12, 3], "records": 24,
+                    "pixels": "expected/mixed_rgb.bin"},
+        "label": column(list(np.arange(24, dtype=np.int64)), "dense", np.int64, shape=()),
+    }}},
+}
+
 with open(os.path.join(OUT, "hub.json"), "w") as f:
     json.dump({"repos": hub}, f, indent=1, sort_keys=True)
 with open(os.path.join(OUT, "expected.json"), "w") as f:

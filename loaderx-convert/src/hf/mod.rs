@@ -124,6 +124,7 @@ pub struct HfSource {
     text: TextMode,
     drop_null_rows: bool,
     drop_empty_rows: bool,
+    image_mode: Option<String>,
 }
 
 impl fmt::Debug for HfSource {
@@ -146,6 +147,7 @@ impl fmt::Debug for HfSource {
             .field("text", &self.text)
             .field("drop_null_rows", &self.drop_null_rows)
             .field("drop_empty_rows", &self.drop_empty_rows)
+            .field("image_mode", &self.image_mode)
             .finish()
     }
 }
@@ -172,7 +174,17 @@ impl HfSource {
             text: TextMode::Refuse,
             drop_null_rows: false,
             drop_empty_rows: false,
+            image_mode: None,
         }
+    }
+
+    /// Converts every image to one PIL mode, `L`, `RGB` or `RGBA`, as PIL's
+    /// `Image.convert` does (luma by ITU-R 601-2, gray spread to colour, alpha
+    /// 255 added or dropped), so splits of mixed modes convert. Without it,
+    /// mixed modes are an error. Only 8-bit images convert.
+    pub fn image_mode(mut self, mode: impl Into<String>) -> HfSource {
+        self.image_mode = Some(mode.into());
+        self
     }
 
     /// Converts only these columns, in this order (default: every column, in
@@ -616,6 +628,12 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     if let TextMode::Tokens { reference, .. } = &source.text {
         text::check_reference(reference)?;
     }
+    let image_mode = match &source.image_mode {
+        None => None,
+        Some(m) => Some(images::PixelFormat::target(m).ok_or_else(|| {
+            Error::invalid(format!("image mode {m:?} is not one of L, RGB, RGBA"))
+        })?),
+    };
     let show = source.progress && std::io::stderr().is_terminal();
     let hub = Hub::new(
         &source.repo,
@@ -742,6 +760,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         text,
         drop_null_rows: source.drop_null_rows,
         drop_empty_rows: source.drop_empty_rows,
+        image_mode,
     };
     let total = sources
         .iter()
@@ -837,6 +856,7 @@ mod tests {
             (src.clone().batch_limits(0, 1), "batch limits"),
             (src.clone().splits([".."]), "split name"),
             (src.clone().config("a/b"), "config name"),
+            (src.clone().image_mode("CMYK"), "not one of L, RGB, RGBA"),
         ] {
             let e = convert_hf(&s, &out).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");

@@ -48,6 +48,8 @@ pub(crate) struct Settings {
     pub(crate) text: Option<TextEncoder>,
     pub(crate) drop_null_rows: bool,
     pub(crate) drop_empty_rows: bool,
+    /// Convert every image to this 8-bit format (`--image-mode`).
+    pub(crate) image_mode: Option<PixelFormat>,
 }
 
 /// One split to convert: its local parquet files, in order.
@@ -140,6 +142,8 @@ enum Decoder {
     Image {
         format: PixelFormat,
         shape: Option<Vec<usize>>,
+        /// Convert 8-bit images of any mode to `format`.
+        convert: bool,
     },
     Text(TextEncoder),
 }
@@ -369,7 +373,14 @@ fn survey_images(
                         .collect();
                     let (_, survey, bytes) = &mut surveys[k];
                     for (i, p) in probed.into_iter().enumerate() {
-                        let (format, shape) = p.map_err(|e| column_error(ctx, &plan.name, e))?;
+                        let (format, shape) = p
+                            .and_then(|(format, shape)| {
+                                let to = format
+                                    .converted(settings.image_mode)
+                                    .map_err(|e| format!("row {}: {e}", first + i as u64))?;
+                                Ok((to, to.shape(shape[1] as u32, shape[0] as u32)))
+                            })
+                            .map_err(|e| column_error(ctx, &plan.name, e))?;
                         *bytes += (shape.iter().product::<usize>() * format.dtype.size()) as u64;
                         survey
                             .add(first + i as u64, format, shape)
@@ -481,14 +492,15 @@ pub(crate) fn convert_split(
                 decoded_row_bytes += usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX);
                 let format = match survey.format {
                     Some((format, _)) => format,
-                    // No images at all: an empty ragged u8 store of rank 2.
-                    None => PixelFormat {
+                    // No images at all: an empty ragged u8 store.
+                    None => settings.image_mode.unwrap_or(PixelFormat {
                         dtype: DType::U8,
                         channels: 1,
                         mode: "L",
-                    },
+                    }),
                 };
                 if let Some(want) = mode
+                    && settings.image_mode.is_none()
                     && survey.format.is_some()
                     && want != format.mode
                 {
@@ -519,7 +531,14 @@ pub(crate) fn convert_split(
                         ColumnSource::Image,
                     ),
                 };
-                (Decoder::Image { format, shape }, summary)
+                (
+                    Decoder::Image {
+                        format,
+                        shape,
+                        convert: settings.image_mode.is_some(),
+                    },
+                    summary,
+                )
             }
         };
         summary.name = plan.name.clone();
@@ -630,9 +649,20 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
     match &c.decoder {
         Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut c.buffer)
             .map_err(|e| column_error(ctx, &c.plan.name, e))?,
-        Decoder::Image { format, shape } => images::encoded_images(array.as_ref(), first_row)
+        Decoder::Image {
+            format,
+            shape,
+            convert,
+        } => images::encoded_images(array.as_ref(), first_row)
             .and_then(|enc| {
-                images::decode_into(&enc, first_row, *format, shape.as_deref(), &mut c.buffer)
+                images::decode_into(
+                    &enc,
+                    first_row,
+                    *format,
+                    shape.as_deref(),
+                    *convert,
+                    &mut c.buffer,
+                )
             })
             .map_err(|e| column_error(ctx, &c.plan.name, e))?,
         Decoder::Text(encoder) => decode_text(array.as_ref(), first_row, encoder, &mut c.buffer)
