@@ -4,8 +4,8 @@
 use std::ops::Range;
 use std::path::Path;
 
+use loaderx_convert::idx::read_idx;
 use loaderx_core::DType;
-use loaderx_core::convert::idx::read_idx;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -291,14 +291,6 @@ pub enum ErrorKind {
         /// The panic message, when it was a string.
         message: String,
     },
-    /// A converter's source data is malformed or cannot be stored losslessly.
-    #[error("{source_name}: {detail}")]
-    Convert {
-        /// The source file, dataset or column.
-        source_name: String,
-        /// What is wrong.
-        detail: String,
-    },
     /// Any other invalid argument: bad option, empty batch, zero-byte or oversized record.
     #[error("{message}")]
     InvalidArgument {

@@ -60,10 +60,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("loaderx-core supports little-endian targets only (Zrecord is little-endian)");
 
-#[cfg(feature = "cli")]
-pub mod cli;
 pub mod codec;
-pub mod convert;
 pub mod dense;
 pub mod digest;
 pub mod dtype;

@@ -1,4 +1,4 @@
-"""A local stand-in for the Hugging Face Hub, for loaderx-core's tests.
+"""A local stand-in for the Hugging Face Hub, for the converter tests (loaderx-cli/tests/convert_hf.rs).
 
     python hf_mock_server.py FIXTURES_DIR
 
@@ -9,7 +9,8 @@ outlives the test that started it). It implements the endpoints `hf-hub`'s
 blocking API calls, the way the Hub answers them:
 
 - `GET /api/datasets/{repo}/revision/{revision}` -> JSON `{"sha", "siblings"}`
-  (the revision is URL-encoded, `refs%2Fconvert%2Fparquet`);
+  (the revision is URL-encoded, `refs%2Fconvert%2Fparquet`); model repos
+  (`/api/models/...`, `/{repo}/resolve/...`) are served the same way;
 - `GET /datasets/{repo}/resolve/{revision}/{path}` -> for parquet (LFS)
   files a 302 to an absolute CDN URL carrying `X-Repo-Commit`,
   `X-Linked-Etag` and `X-Linked-Size`; for other files the bytes, with
@@ -135,8 +136,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self.send_file(path, [("ETag", f'"{parts[1]}"')])
             return
-        # /api/datasets/{owner}/{name}/revision/{revision}
-        if len(parts) >= 6 and parts[:2] == ["api", "datasets"] and parts[4] == "revision":
+        # /api/datasets/{owner}/{name}/revision/{revision}, and /api/models/... for model repos
+        if len(parts) >= 6 and parts[0] == "api" and parts[1] in ("datasets", "models") and parts[4] == "revision":
             self.count("api")
             repo_id = f"{unquote(parts[2])}/{unquote(parts[3])}"
             repo = REPOS.get(repo_id)
@@ -159,6 +160,9 @@ class Handler(BaseHTTPRequestHandler):
             }
             self.send(200, json.dumps(body).encode())
             return
+        # /{owner}/{name}/resolve/{revision}/{path...} (model repos): as datasets'
+        if len(parts) >= 5 and parts[2] == "resolve" and parts[0] not in ("datasets", "api", "_cdn", "_mock"):
+            parts = ["datasets"] + parts
         # /datasets/{owner}/{name}/resolve/{revision}/{path...}
         if len(parts) >= 6 and parts[0] == "datasets" and parts[3] == "resolve":
             self.count("resolve")

@@ -1,4 +1,4 @@
-"""Builds Hugging Face Hub fixtures for loaderx-core's `convert_hf` test.
+"""Builds Hugging Face Hub fixtures for the converter tests (loaderx-cli/tests/convert_hf.rs).
 
     python make_hf_fixtures.py OUT
 
@@ -403,6 +403,132 @@ for version, (sha, _, values) in moving.items():
         "splits": {"train": {"records": len(values), "columns": {
             "x": column(list(values), "dense", np.int64, shape=())}}},
     }
+
+# --- G. Text classification: string text (with a null and an empty
+# string in train), ClassLabel label; a tokenizer trained here with the
+# Python `tokenizers` library; expected token ids from that library.
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+WORDS = ["the", "movie", "was", "great", "awful", "café", "plot", "🙂", "naïve", "演员", "acting",
+         "not", "really", "fun", "boring", "!", "?", "and", "but", "ending"]
+
+
+def sentence():
+    k = int(rng.integers(1, 12))
+    return " ".join(WORDS[int(i)] for i in rng.integers(0, len(WORDS), size=k))
+
+
+text_rows = {"train": [sentence() for _ in range(300)], "test": [sentence() for _ in range(50)]}
+text_rows["train"][3] = None
+text_rows["train"][5] = ""
+text_labels = {s: rng.integers(0, 2, size=len(r)).astype(np.int64) for s, r in text_rows.items()}
+
+tok = Tokenizer(models.BPE())
+tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+tok.decoder = decoders.ByteLevel()
+trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
+                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+tok.train_from_iterator([t for t in text_rows["train"] if t], trainer=trainer)
+bos, eos = tok.token_to_id("<s>"), tok.token_to_id("</s>")
+tok.post_processor = processors.TemplateProcessing(
+    single="<s> $A </s>", special_tokens=[("<s>", bos), ("</s>", eos)])
+os.makedirs(os.path.join(OUT, "tokenizer"), exist_ok=True)
+tok.save(os.path.join(OUT, "tokenizer", "tokenizer.json"))
+
+text_features = datasets.Features(
+    {"text": datasets.Value("string"), "label": datasets.ClassLabel(names=["neg", "pos"])})
+text_files = {}
+for split, rows in text_rows.items():
+    ds = datasets.Dataset.from_dict({"text": rows, "label": text_labels[split]}, features=text_features)
+    name = f"data/{split}-00000-of-00001.parquet"
+    text_files[name] = save(ds, f"text/{name}", 64)
+text_files["README.md"] = text_file("text/README.md", "# text\n")
+text_sha = sha_of("text main")
+hub["test/text"] = {"refs": {"main": text_sha}, "commits": {text_sha: text_files}}
+
+
+def text_case(columns):
+    splits = {}
+    for split, rows in text_rows.items():
+        keep = [i for i, t in enumerate(rows) if t]  # drop the null and the empty string
+        cols = {}
+        for name, make in columns.items():
+            if name == "label":
+                labels = text_labels[split] if make == "all" else text_labels[split][keep]
+                cols["label"] = column(list(labels), "dense", np.int64, shape=())
+            else:
+                dtype, records = make(rows, keep)
+                cols[name] = column(records, "ragged", dtype, ndim=1)
+        n = len(rows) if columns.get("label") == "all" else len(keep)
+        splits[split] = {"records": n, "columns": cols}
+    return {"repo": "test/text", "commit": text_sha, "parquet_commit": text_sha,
+            "config": "default", "splits": splits}
+
+
+def utf8(rows, keep):
+    return np.uint8, [np.frombuffer(rows[i].encode("utf-8"), dtype=np.uint8) for i in keep]
+
+
+def tokens(add_special, append_eos):
+    def make(rows, keep):
+        out = []
+        for i in keep:
+            ids = tok.encode(rows[i], add_special_tokens=add_special).ids
+            if append_eos:
+                ids = ids + [eos]
+            out.append(np.array(ids, dtype=np.uint32))
+        return np.uint32, out
+    return make
+
+
+expected["text_labels"] = text_case({"label": "all"})
+expected["text_bytes"] = text_case({"text": utf8, "label": "kept"})
+expected["text_tokens"] = text_case({"text": tokens(False, False), "label": "kept"})
+expected["text_tokens_special"] = text_case({"text": tokens(True, True), "label": "kept"})
+expected["text_tokens_special"]["eos_id"] = eos
+# The same tokenizer as a Hub model repo, with a tokenizer_config.json naming its EOS.
+tok_sha = sha_of("tokenizer model main")
+hub["test/tok-model"] = {"refs": {"main": tok_sha}, "commits": {tok_sha: {
+    "tokenizer.json": os.path.relpath(os.path.join(OUT, "tokenizer", "tokenizer.json"), OUT),
+    "tokenizer_config.json": text_file("tok-model/tokenizer_config.json", json.dumps({"eos_token": "</s>"})),
+}}}
+expected["tok_model"] = {"repo": "test/tok-model", "commit": tok_sha}
+
+# --- H. Images of mixed modes (L and RGB, PNG and JPEG, one size): with
+# --image-mode RGB every image becomes what PIL's convert("RGB") gives.
+def encoded(array, mode, fmt):
+    buf = io.BytesIO()
+    Image.fromarray(array, mode).save(buf, format=fmt, **({"quality": 95, "subsampling": 0} if fmt == "JPEG" else {}))
+    return buf.getvalue()
+
+
+mixed_images = []
+for k in range(24):
+    yy, xx = np.mgrid[0:10, 0:12]
+    gray = ((yy * 20 + xx * 5 + 7 * k) % 256).astype(np.uint8)
+    color = np.stack([gray, (255 - gray), ((xx * 21 + k) % 256).astype(np.uint8)], axis=-1)
+    mode, array = ("L", gray) if k % 2 == 0 else ("RGB", color)
+    mixed_images.append(encoded(array, mode, "PNG" if k % 3 == 0 else "JPEG"))
+mixed_ds = datasets.Dataset.from_dict(
+    {"picture": [{"bytes": b, "path": None} for b in mixed_images], "label": np.arange(24, dtype=np.int64)},
+    features=datasets.Features({"picture": datasets.Image(), "label": datasets.Value("int64")}),
+)
+modes = {Image.open(io.BytesIO(b)).mode for b in mixed_images}
+assert modes == {"L", "RGB"}, modes
+with open(os.path.join(OUT, "expected", "mixed_rgb.bin"), "wb") as f:
+    for b in mixed_images:
+        f.write(np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=np.uint8).tobytes())
+mixed_sha = sha_of("mixed modes main")
+hub["test/mixed-modes"] = {"refs": {"main": mixed_sha}, "commits": {mixed_sha: {
+    "data/train-00000-of-00001.parquet": save(mixed_ds, "mixed-modes/train.parquet", 8)}}}
+expected["mixed_rgb"] = {
+    "repo": "test/mixed-modes", "commit": mixed_sha, "parquet_commit": mixed_sha, "config": "default",
+    "splits": {"train": {"records": 24, "columns": {
+        "picture": {"kind": "dense", "dtype": "u8", "shape": [10, 12, 3], "records": 24,
+                    "pixels": "expected/mixed_rgb.bin"},
+        "label": column(list(np.arange(24, dtype=np.int64)), "dense", np.int64, shape=()),
+    }}},
+}
 
 with open(os.path.join(OUT, "hub.json"), "w") as f:
     json.dump({"repos": hub}, f, indent=1, sort_keys=True)

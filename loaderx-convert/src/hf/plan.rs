@@ -11,12 +11,13 @@
 //! | variable-length list (`List`, `Sequence`)       | Ragged, one rank per level    |
 //! | `ArrayND` with a `None` first dimension         | Ragged of rank N              |
 //! | `Image` (struct `{bytes, path}`)                | decided by [`super::images`]  |
-//! | strings, binary, structs, dates, audio, ...     | error naming the column       |
+//! | `Value("string")` (with a text encoding chosen) | Ragged `u8` bytes / `u32` ids |
+//! | lists of strings, binary, structs, dates, ...   | error naming the column       |
 
 use arrow_schema::{DataType, Field};
 use serde_json::Value;
 
-use crate::dtype::DType;
+use loaderx_core::DType;
 
 /// How one source column is decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub(crate) enum ColumnKind {
         /// The mode the `Image` feature asks for, if any (`L`, `RGB`, ...).
         mode: Option<String>,
     },
+    /// A string per row.
+    Text,
 }
 
 impl ColumnKind {
@@ -41,7 +44,7 @@ impl ColumnKind {
     pub(crate) fn fixed_shape(&self) -> Option<Vec<usize>> {
         match self {
             ColumnKind::Numeric { dims, .. } => dims.iter().copied().collect(),
-            ColumnKind::Image { .. } => None,
+            ColumnKind::Image { .. } | ColumnKind::Text => None,
         }
     }
 }
@@ -92,10 +95,7 @@ pub(crate) fn leaf_dtype(dt: &DataType) -> Result<DType, String> {
         DataType::Float32 => DType::F32,
         DataType::Float64 => DType::F64,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
-            return Err(
-                "strings cannot be stored losslessly in a numeric store; drop or encode the column first"
-                    .into(),
-            );
+            return Err("lists of strings are not supported".into());
         }
         DataType::Null => return Err("the column holds only nulls".into()),
         DataType::Binary
@@ -194,6 +194,12 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
         }
     } else if is_image_struct(dt) {
         return Ok(ColumnKind::Image { mode: None });
+    }
+    if matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View
+    ) {
+        return Ok(ColumnKind::Text);
     }
     let mut dims = Vec::new();
     let mut current_dt = dt;
@@ -406,10 +412,16 @@ mod tests {
 
     #[test]
     fn lossy_or_unknown_columns_are_refused() {
+        assert_eq!(
+            plan_column(&field(DataType::Utf8), None).unwrap(),
+            ColumnKind::Text
+        );
+        assert_eq!(
+            plan_column(&field(DataType::LargeUtf8), None).unwrap(),
+            ColumnKind::Text
+        );
         for (dt, why) in [
-            (DataType::Utf8, "strings"),
-            (DataType::LargeUtf8, "strings"),
-            (list(DataType::Utf8), "strings"),
+            (list(DataType::Utf8), "lists of strings"),
             (DataType::Null, "only nulls"),
             (DataType::Binary, "binary"),
             (DataType::Date32, "not supported"),

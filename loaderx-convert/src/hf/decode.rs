@@ -257,7 +257,9 @@ pub(crate) fn decode_numeric(
 }
 
 fn null_row(row: u64) -> String {
-    format!("row {row} holds a null; nulls cannot be stored losslessly")
+    format!(
+        "row {row} holds a null; nulls cannot be stored losslessly (--drop-null-rows leaves such rows out)"
+    )
 }
 
 #[cfg(test)]

@@ -15,8 +15,14 @@ use std::path::PathBuf;
 use hf_hub::api::sync::{Api, ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
 
-use crate::convert::convert_error;
 use crate::error::Error;
+
+fn hub_detail(repo: &str, detail: impl Into<String>) -> Error {
+    Error::Hub {
+        repo: repo.to_owned(),
+        detail: detail.into(),
+    }
+}
 
 /// The branch the Hub keeps its parquet conversion of a dataset on.
 pub(crate) const PARQUET_BRANCH: &str = "refs/convert/parquet";
@@ -34,6 +40,7 @@ pub(crate) struct Resolved {
 pub(crate) struct Hub {
     api: Api,
     repo: String,
+    kind: RepoType,
     cache: PathBuf,
 }
 
@@ -43,8 +50,9 @@ pub(crate) fn is_commit_sha(s: &str) -> bool {
 }
 
 /// Checks a repo id: `name` or `owner/name`, each part `[A-Za-z0-9._-]`,
-/// not starting with `.` or `-`.
-pub(crate) fn check_repo_id(repo: &str) -> Result<(), Error> {
+/// not starting with `.` or `-`; `kind` (`dataset`, `model`) is for the
+/// message.
+pub(crate) fn check_repo_id(repo: &str, kind: &str) -> Result<(), Error> {
     let parts: Vec<&str> = repo.split('/').collect();
     let ok = (1..=2).contains(&parts.len())
         && parts.iter().all(|p| {
@@ -57,7 +65,7 @@ pub(crate) fn check_repo_id(repo: &str) -> Result<(), Error> {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "{repo:?} is not a Hub dataset id (expected owner/name)"
+            "{repo:?} is not a Hub {kind} id (expected owner/name)"
         )))
     }
 }
@@ -108,12 +116,19 @@ impl Hub {
     /// Connects to `endpoint` (else `HF_ENDPOINT`, else the public Hub).
     pub(crate) fn new(
         repo: &str,
+        kind: RepoType,
         endpoint: Option<&str>,
         cache_dir: Option<&PathBuf>,
         token: Option<String>,
         progress: bool,
     ) -> Result<Hub, Error> {
-        check_repo_id(repo)?;
+        check_repo_id(
+            repo,
+            match kind {
+                RepoType::Model => "model",
+                _ => "dataset",
+            },
+        )?;
         let cache = match cache_dir {
             Some(dir) => Cache::new(dir.clone()),
             None => default_cache().ok_or_else(|| {
@@ -137,12 +152,13 @@ impl Hub {
         Ok(Hub {
             api,
             repo: repo.to_owned(),
+            kind,
             cache: cache_path,
         })
     }
 
     fn repo(&self, revision: &str) -> Repo {
-        Repo::with_revision(self.repo.clone(), RepoType::Dataset, revision.to_owned())
+        Repo::with_revision(self.repo.clone(), self.kind, revision.to_owned())
     }
 
     /// Resolves `revision` to a commit and lists its files.
@@ -156,7 +172,7 @@ impl Hub {
             )
         })?;
         if !is_commit_sha(&info.sha) {
-            return Err(convert_error(
+            return Err(hub_detail(
                 &self.repo,
                 format!(
                     "the Hub answered revision {revision:?} with {:?}, not a commit sha",
@@ -186,7 +202,7 @@ impl Hub {
             .get(file)
             .map_err(|e| hub_error(&self.repo, &format!("cannot download {file}"), &e))?;
         if path != expected {
-            return Err(convert_error(
+            return Err(hub_detail(
                 &self.repo,
                 format!(
                     "the Hub served {file} from another commit than the pinned {sha} ({})",
@@ -202,21 +218,21 @@ impl Hub {
 fn hub_error(repo: &str, what: &str, e: &ApiError) -> Error {
     let detail = match e {
         ApiError::RequestError(inner) => match inner.as_ref() {
-            ureq::Error::Status(401, _) => "HTTP 401 Unauthorized: the dataset is gated, private or \
+            ureq::Error::Status(401, _) => "HTTP 401 Unauthorized: the repo is gated, private or \
                  does not exist; pass a token with access (--token, HF_TOKEN or `huggingface-cli login`)"
                 .to_owned(),
             ureq::Error::Status(403, _) => "HTTP 403 Forbidden: the token has no access to this \
                  dataset (accept its conditions on the Hub first)"
                 .to_owned(),
             ureq::Error::Status(404, _) => {
-                "HTTP 404 Not Found: no such dataset, revision or file".to_owned()
+                "HTTP 404 Not Found: no such repo, revision or file".to_owned()
             }
             ureq::Error::Status(code, r) => format!("HTTP {code} {}", r.status_text()),
             ureq::Error::Transport(t) => format!("cannot reach the Hub: {t}"),
         },
         other => other.to_string(),
     };
-    convert_error(repo, format!("{what}: {detail}"))
+    hub_detail(repo, format!("{what}: {detail}"))
 }
 
 #[cfg(test)]
@@ -226,12 +242,12 @@ mod tests {
     #[test]
     fn ids_and_revisions_are_checked() {
         for ok in ["ylecun/mnist", "mnist", "a-b/c.d_e"] {
-            assert!(check_repo_id(ok).is_ok(), "{ok}");
+            assert!(check_repo_id(ok, "dataset").is_ok(), "{ok}");
         }
         for bad in [
             "", "../x", "a/../b", "a/b/c", ".a/b", "a b/c", "a/b?x=1", "/a",
         ] {
-            assert!(check_repo_id(bad).is_err(), "{bad}");
+            assert!(check_repo_id(bad, "dataset").is_err(), "{bad}");
         }
         for ok in ["main", "v1.0", "refs/convert/parquet", "refs/pr/1"] {
             assert!(check_revision(ok).is_ok(), "{ok}");

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use loaderx_core::convert::idx::read_idx;
+use loaderx_convert::idx::read_idx;
 use loaderx_core::{Codec, Dense, Store, StoreKind, digest, digest::DigestBuilder};
 
 const FASHION: &str = "/usr/share/datasets/fashion-mnist";

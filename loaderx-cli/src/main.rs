@@ -1,4 +1,4 @@
-//! The `loaderx` command-line tool (feature `cli`).
+//! The `loaderx` command-line tool.
 //!
 //! - `loaderx info STORE`: contract, element type, shape or rank, codec,
 //!   shards, length, logical and on-disk bytes;
@@ -14,22 +14,26 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::codec::Codec;
-use crate::error::Error;
-use crate::store::Store;
+use loaderx_convert::hf::{HfSource, convert_hf};
+use loaderx_convert::idx::convert_idx_dir;
+use loaderx_core::{Codec, Store};
+
+/// Any failure of a command.
+type Error = Box<dyn std::error::Error>;
 
 /// loaderx: Zrecord stores for Rust training loops.
 #[derive(Debug, Parser)]
 #[command(name = "loaderx", version, about)]
-pub struct Cli {
+struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 /// A `loaderx` subcommand.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
+enum Command {
     /// Print a store's schema, codec, shards, length and sizes.
     Info {
         /// Store directory.
@@ -52,7 +56,8 @@ pub enum Command {
 
 /// A `loaderx convert` source.
 #[derive(Debug, Subcommand)]
-pub enum Convert {
+#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
+enum Convert {
     /// MNIST-format IDX files: DIR holds train-images-idx3-ubyte,
     /// train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
     /// t10k-labels-idx1-ubyte, each optionally gzipped.
@@ -101,12 +106,54 @@ pub enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
+        /// Convert only these columns, in this order (comma-separated).
+        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+        columns: Vec<String>,
+        /// Leave these columns out (comma-separated).
+        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+        drop: Vec<String>,
+        /// Store string columns as Ragged u8 records of their UTF-8 bytes.
+        #[arg(long, value_enum, conflicts_with = "tokenizer")]
+        text: Option<TextArg>,
+        /// Tokenize string columns into Ragged u32 token ids with this
+        /// tokenizer: a tokenizer.json, a directory holding one, or a Hub
+        /// model repo id (its tokenizer.json, at --tokenizer-revision).
+        #[arg(long, value_name = "REF")]
+        tokenizer: Option<String>,
+        /// Branch, tag or commit of a Hub tokenizer.
+        #[arg(long, default_value = "main", requires = "tokenizer")]
+        tokenizer_revision: String,
+        /// Add the tokenizer's special tokens (e.g. [CLS] ... [SEP]).
+        #[arg(long, requires = "tokenizer")]
+        add_special_tokens: bool,
+        /// Append the EOS token id to every record.
+        #[arg(long, requires = "tokenizer")]
+        append_eos: bool,
+        /// The EOS token (default: tokenizer_config.json's eos_token, else a usual name).
+        #[arg(long, requires = "append_eos")]
+        eos_token: Option<String>,
+        /// Leave out rows holding an empty string or list (in every column of their split).
+        #[arg(long)]
+        drop_empty_rows: bool,
+        /// Leave out rows holding a null (in every column of their split).
+        #[arg(long)]
+        drop_null_rows: bool,
+        /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
+        #[arg(long, value_name = "L|RGB|RGBA")]
+        image_mode: Option<String>,
     },
+}
+
+/// `--text` encodings.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum TextArg {
+    /// Each string's UTF-8 bytes.
+    Bytes,
 }
 
 /// A command-line secret (an access token): `Debug` never shows it.
 #[derive(Clone)]
-pub struct Secret(pub String);
+struct Secret(String);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,8 +169,7 @@ impl std::str::FromStr for Secret {
     }
 }
 
-/// Runs the tool with the process arguments.
-pub fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(&cli.command) {
         Ok(text) => {
@@ -138,10 +184,10 @@ pub fn main() -> ExitCode {
 }
 
 /// Runs one command and returns what it prints.
-pub fn run(command: &Command) -> Result<String, Error> {
+fn run(command: &Command) -> Result<String, Error> {
     match command {
         Command::Info { store } => info(&Store::open(store)?),
-        Command::Digest { store } => Ok(crate::digest::digest(&Store::open(store)?)?.to_string()),
+        Command::Digest { store } => Ok(loaderx_core::digest(&Store::open(store)?)?.to_string()),
         Command::Verify { store } => {
             let s = Store::open(store)?;
             s.for_each_record(|_, _, _| Ok(()))?;
@@ -153,7 +199,7 @@ pub fn run(command: &Command) -> Result<String, Error> {
             codec,
             shards,
         }) => {
-            let summary = crate::convert::idx::convert_idx_dir(dir, out, *codec, *shards)?;
+            let summary = convert_idx_dir(dir, out, *codec, *shards)?;
             let splits: Vec<String> = summary
                 .splits
                 .iter()
@@ -176,14 +222,41 @@ pub fn run(command: &Command) -> Result<String, Error> {
             cache_dir,
             codec,
             shards,
+            columns,
+            drop,
+            text,
+            tokenizer,
+            tokenizer_revision,
+            add_special_tokens,
+            append_eos,
+            eos_token,
+            drop_empty_rows,
+            drop_null_rows,
+            image_mode,
         }) => {
-            use crate::convert::hf::{HfSource, convert_hf};
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
                 .splits(splits.iter().map(String::as_str))
                 .codec(*codec)
                 .shards(*shards)
+                .columns(columns.iter().map(String::as_str))
+                .drop(drop.iter().map(String::as_str))
+                .drop_empty_rows(*drop_empty_rows)
+                .drop_null_rows(*drop_null_rows)
                 .progress(true);
+            if let Some(m) = image_mode {
+                source = source.image_mode(m.as_str());
+            }
+            if let Some(TextArg::Bytes) = text {
+                source = source.text_bytes();
+            }
+            if let Some(t) = tokenizer {
+                source = source
+                    .tokenizer(t.as_str())
+                    .tokenizer_revision(tokenizer_revision.as_str())
+                    .add_special_tokens(*add_special_tokens)
+                    .append_eos(*append_eos, eos_token.as_deref());
+            }
             if let Some(c) = config {
                 source = source.config(c.as_str());
             }

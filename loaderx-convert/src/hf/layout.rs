@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::convert::output::safe_component;
+use crate::output::safe_component;
 
 /// The config name used when the layout names none.
 pub(crate) const DEFAULT_CONFIG: &str = "default";

@@ -28,13 +28,13 @@
 //! place only after every store closed and the record counts agree.
 //!
 //! ```no_run
-//! use loaderx_core::convert::hf::{HfSource, convert_hf};
+//! use loaderx_convert::hf::{HfSource, convert_hf};
 //!
 //! let source = HfSource::new("ylecun/mnist").revision("main").splits(["train", "test"]);
 //! let summary = convert_hf(&source, "mnist")?;
 //! println!("{} at {}", summary.repo, summary.commit);
 //! assert_eq!(summary.splits[0].records, 60_000);
-//! # Ok::<(), loaderx_core::Error>(())
+//! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
 mod decode;
@@ -42,7 +42,9 @@ mod hub;
 mod images;
 mod layout;
 mod plan;
+mod rows;
 mod split;
+mod text;
 
 use std::fmt;
 use std::io::IsTerminal;
@@ -53,14 +55,47 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use self::hub::{Hub, PARQUET_BRANCH, is_commit_sha};
 use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
 use self::split::{Settings, SplitSource, convert_split};
-use super::convert_error;
-use super::output::{StagedRoot, safe_component};
-use crate::codec::Codec;
-use crate::dtype::DType;
-use crate::error::{Error, StoreKind};
+pub use self::text::TokenizerInfo;
+use self::text::{HubSettings, TextEncoder, TokenizerRequest, load_tokenizer};
+use loaderx_core::{Codec, DType, StoreKind};
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::output::{StagedRoot, safe_component};
+
+fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
+    Error::Layout {
+        repo: repo.to_owned(),
+        detail: detail.into(),
+    }
+}
 
 /// The branch the Hub's parquet conversion follows.
 const DEFAULT_BRANCH: &str = "main";
+
+/// The end of a message about a null value.
+pub(crate) const NULL_ROW: &str =
+    "holds a null; nulls cannot be stored losslessly (--drop-null-rows leaves such rows out)";
+/// The end of a message about an empty string.
+pub(crate) const EMPTY_STRING: &str = "is an empty string; Ragged stores cannot hold empty \
+     records (--drop-empty-rows leaves such rows out)";
+
+/// How string columns are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum TextMode {
+    /// Refused (the default): the error names the options.
+    Refuse,
+    /// UTF-8 bytes, Ragged `u8`.
+    Bytes,
+    /// Token ids, Ragged `u32`.
+    Tokens {
+        reference: String,
+        revision: String,
+        add_special_tokens: bool,
+        append_eos: bool,
+        eos_token: Option<String>,
+    },
+}
 
 /// Records written per batch, at most.
 pub const BATCH_RECORDS: usize = 32_768;
@@ -84,6 +119,12 @@ pub struct HfSource {
     progress: bool,
     max_records: usize,
     max_bytes: usize,
+    columns: Vec<String>,
+    drop: Vec<String>,
+    text: TextMode,
+    drop_null_rows: bool,
+    drop_empty_rows: bool,
+    image_mode: Option<String>,
 }
 
 impl fmt::Debug for HfSource {
@@ -101,6 +142,12 @@ impl fmt::Debug for HfSource {
             .field("progress", &self.progress)
             .field("max_records", &self.max_records)
             .field("max_bytes", &self.max_bytes)
+            .field("columns", &self.columns)
+            .field("drop", &self.drop)
+            .field("text", &self.text)
+            .field("drop_null_rows", &self.drop_null_rows)
+            .field("drop_empty_rows", &self.drop_empty_rows)
+            .field("image_mode", &self.image_mode)
             .finish()
     }
 }
@@ -122,7 +169,139 @@ impl HfSource {
             progress: false,
             max_records: BATCH_RECORDS,
             max_bytes: BATCH_BYTES,
+            columns: Vec::new(),
+            drop: Vec::new(),
+            text: TextMode::Refuse,
+            drop_null_rows: false,
+            drop_empty_rows: false,
+            image_mode: None,
         }
+    }
+
+    /// Converts every image to one PIL mode, `L`, `RGB` or `RGBA`, as PIL's
+    /// `Image.convert` does (luma by ITU-R 601-2, gray spread to colour, alpha
+    /// 255 added or dropped), so splits of mixed modes convert. Without it,
+    /// mixed modes are an error. Only 8-bit images convert.
+    pub fn image_mode(mut self, mode: impl Into<String>) -> HfSource {
+        self.image_mode = Some(mode.into());
+        self
+    }
+
+    /// Converts only these columns, in this order (default: every column, in
+    /// file order). A name the split lacks is an error listing its columns.
+    pub fn columns<I, S>(mut self, columns: I) -> HfSource
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.columns = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Leaves these columns out. A name the split lacks is an error listing
+    /// its columns.
+    pub fn drop<I, S>(mut self, columns: I) -> HfSource
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.drop = columns.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Stores every string column as Ragged `u8` rank-1 records of the
+    /// strings' UTF-8 bytes (without it, string columns are refused).
+    pub fn text_bytes(mut self) -> HfSource {
+        self.text = TextMode::Bytes;
+        self
+    }
+
+    /// Tokenizes every string column into Ragged `u32` rank-1 records of
+    /// token ids with the `tokenizers` tokenizer `reference`: a
+    /// `tokenizer.json` file, a directory holding one, or a Hub model repo
+    /// id (its `tokenizer.json` fetched at [`HfSource::tokenizer_revision`],
+    /// pinned to a commit and reported). Special tokens are not added and no
+    /// EOS is appended unless asked for.
+    pub fn tokenizer(mut self, reference: impl Into<String>) -> HfSource {
+        let (add_special_tokens, append_eos, eos_token, revision) = match &self.text {
+            TextMode::Tokens {
+                add_special_tokens,
+                append_eos,
+                eos_token,
+                revision,
+                ..
+            } => (
+                *add_special_tokens,
+                *append_eos,
+                eos_token.clone(),
+                revision.clone(),
+            ),
+            _ => (false, false, None, DEFAULT_BRANCH.to_owned()),
+        };
+        self.text = TextMode::Tokens {
+            reference: reference.into(),
+            revision,
+            add_special_tokens,
+            append_eos,
+            eos_token,
+        };
+        self
+    }
+
+    /// The branch, tag or commit of a Hub tokenizer (default `main`).
+    /// Takes effect after [`HfSource::tokenizer`].
+    pub fn tokenizer_revision(mut self, revision: impl Into<String>) -> HfSource {
+        if let TextMode::Tokens { revision: r, .. } = &mut self.text {
+            *r = revision.into();
+        }
+        self
+    }
+
+    /// Adds the tokenizer's special tokens (its post-processor's, e.g.
+    /// `[CLS] ... [SEP]`) to every record (default off). Takes effect after
+    /// [`HfSource::tokenizer`].
+    pub fn add_special_tokens(mut self, add: bool) -> HfSource {
+        if let TextMode::Tokens {
+            add_special_tokens, ..
+        } = &mut self.text
+        {
+            *add_special_tokens = add;
+        }
+        self
+    }
+
+    /// Appends the EOS token id to every record (default off): `token`, else
+    /// the `eos_token` of the tokenizer's `tokenizer_config.json`, else the
+    /// first of `</s>`, `<|endoftext|>`, `<|end_of_text|>`, `<eos>`,
+    /// `<|eos|>`, `[SEP]`, `<|im_end|>` in its vocabulary. Takes effect after
+    /// [`HfSource::tokenizer`].
+    pub fn append_eos(mut self, append: bool, token: Option<&str>) -> HfSource {
+        if let TextMode::Tokens {
+            append_eos,
+            eos_token,
+            ..
+        } = &mut self.text
+        {
+            *append_eos = append;
+            *eos_token = token.map(str::to_owned);
+        }
+        self
+    }
+
+    /// Leaves out every row that holds a null in any converted column (from
+    /// every column of its split, so the stores stay aligned), instead of
+    /// failing. The summary counts them.
+    pub fn drop_null_rows(mut self, drop: bool) -> HfSource {
+        self.drop_null_rows = drop;
+        self
+    }
+
+    /// Leaves out every row that holds an empty string or an empty list in
+    /// any converted column (from every column of its split), instead of
+    /// failing. The summary counts them.
+    pub fn drop_empty_rows(mut self, drop: bool) -> HfSource {
+        self.drop_empty_rows = drop;
+        self
     }
 
     /// Branch, tag or commit sha (default `main`).
@@ -213,8 +392,22 @@ pub struct HfColumn {
     pub item_shape: Option<Vec<usize>>,
     /// Rank of every record.
     pub ndim: usize,
-    /// True for a decoded `Image` column.
-    pub image: bool,
+    /// What the source column held and how it was decoded.
+    pub source: ColumnSource,
+}
+
+/// What a converted column held in the source, and how it was decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ColumnSource {
+    /// Numbers, booleans, `ClassLabel`s, lists and arrays of them.
+    Numeric,
+    /// A decoded `Image` column.
+    Image,
+    /// Strings stored as their UTF-8 bytes.
+    TextBytes,
+    /// Strings stored as token ids.
+    Tokens,
 }
 
 impl fmt::Display for HfColumn {
@@ -234,10 +427,16 @@ pub struct HfSplit {
     pub name: String,
     /// Records in each of its stores.
     pub records: u64,
+    /// Rows its parquet files hold: `records` plus the dropped rows.
+    pub source_rows: u64,
+    /// Rows left out because they held a null (`drop_null_rows`).
+    pub dropped_null_rows: u64,
+    /// Rows left out because they held an empty value (`drop_empty_rows`).
+    pub dropped_empty_rows: u64,
     /// True when the Hub's parquet conversion holds only part of the split
     /// (`partial-<split>`): the stores hold exactly those rows.
     pub partial: bool,
-    /// Its columns, in file order.
+    /// Its columns, in output order.
     pub columns: Vec<HfColumn>,
 }
 
@@ -261,6 +460,8 @@ pub struct HfSummary {
     pub config: String,
     /// Repo-relative names of the parquet files read.
     pub files: Vec<String>,
+    /// The tokenizer string columns were tokenized with, if any.
+    pub tokenizer: Option<TokenizerInfo>,
     /// The splits, in reading order (train, validation, test, others).
     pub splits: Vec<HfSplit>,
 }
@@ -283,13 +484,39 @@ impl fmt::Display for HfSummary {
                 self.parquet_commit
             )?;
         }
+        if let Some(t) = &self.tokenizer {
+            match &t.hub {
+                Some((revision, commit)) => writeln!(
+                    f,
+                    "tokenized with {} at revision {revision} = commit {commit}",
+                    t.reference
+                )?,
+                None => writeln!(f, "tokenized with {}", t.file.display())?,
+            }
+        }
         for (k, s) in self.splits.iter().enumerate() {
             let columns: Vec<String> = s.columns.iter().map(ToString::to_string).collect();
+            let mut dropped = Vec::new();
+            if s.dropped_null_rows > 0 {
+                dropped.push(format!("{} rows with nulls", s.dropped_null_rows));
+            }
+            if s.dropped_empty_rows > 0 {
+                dropped.push(format!("{} rows with empty values", s.dropped_empty_rows));
+            }
             write!(
                 f,
-                "{}: {} records{} [{}]",
+                "{}: {} records{}{} [{}]",
                 s.name,
                 s.records,
+                if dropped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (of {} rows; dropped {})",
+                        s.source_rows,
+                        dropped.join(" and ")
+                    )
+                },
                 if s.partial {
                     " (partial: the Hub's parquet conversion holds only part of this split)"
                 } else {
@@ -307,20 +534,31 @@ impl fmt::Display for HfSummary {
 
 /// Picks the config and splits asked for from `layout`.
 fn select<'a>(
+    repo: &str,
     layout: &'a Layout,
     config: Option<&str>,
     splits: &[String],
-) -> Result<(&'a str, Vec<&'a SplitFiles>), String> {
-    let names = || layout.keys().cloned().collect::<Vec<_>>().join(", ");
+) -> Result<(&'a str, Vec<&'a SplitFiles>), Error> {
+    let names = || layout.keys().cloned().collect::<Vec<_>>();
     let (name, found) = match config {
         Some(c) => layout
             .get_key_value(c)
-            .ok_or_else(|| format!("no config {c:?} with parquet files (configs: {})", names()))?,
-        None if layout.len() == 1 => layout.iter().next().ok_or("no parquet files")?,
+            .ok_or_else(|| Error::UnknownConfig {
+                repo: repo.to_owned(),
+                config: c.to_owned(),
+                available: names(),
+            })?,
+        None if layout.len() == 1 => layout
+            .iter()
+            .next()
+            .ok_or_else(|| layout_error(repo, "no parquet files"))?,
         None => {
-            return Err(format!(
-                "the dataset has several configs ({}); choose one with --config",
-                names()
+            return Err(layout_error(
+                repo,
+                format!(
+                    "the dataset has several configs ({}); choose one with --config",
+                    names().join(", ")
+                ),
             ));
         }
     };
@@ -329,11 +567,11 @@ fn select<'a>(
     } else {
         let mut out = Vec::new();
         for s in splits {
-            let files = found.get(s).ok_or_else(|| {
-                format!(
-                    "config {name:?} has no split {s:?} (splits: {})",
-                    found.keys().cloned().collect::<Vec<_>>().join(", ")
-                )
+            let files = found.get(s).ok_or_else(|| Error::UnknownSplit {
+                repo: repo.to_owned(),
+                config: name.clone(),
+                split: s.clone(),
+                available: found.keys().cloned().collect(),
             })?;
             if !out.iter().any(|f: &&SplitFiles| f.split == files.split) {
                 out.push(files);
@@ -369,10 +607,9 @@ fn progress_bar(total: u64, show: bool) -> ProgressBar {
 pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
     let out = out.as_ref();
     if std::fs::symlink_metadata(out).is_ok() {
-        return Err(crate::error::ErrorKind::AlreadyExists {
+        return Err(Error::AlreadyExists {
             path: out.to_path_buf(),
-        }
-        .into());
+        });
     }
     if source.codec == Codec::ZstdDict {
         return Err(Error::invalid(
@@ -388,9 +625,19 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     for s in &source.splits {
         safe_component("split", s)?;
     }
+    if let TextMode::Tokens { reference, .. } = &source.text {
+        text::check_reference(reference)?;
+    }
+    let image_mode = match &source.image_mode {
+        None => None,
+        Some(m) => Some(images::PixelFormat::target(m).ok_or_else(|| {
+            Error::invalid(format!("image mode {m:?} is not one of L, RGB, RGBA"))
+        })?),
+    };
     let show = source.progress && std::io::stderr().is_terminal();
     let hub = Hub::new(
         &source.repo,
+        hf_hub::RepoType::Dataset,
         source.endpoint.as_deref(),
         source.cache_dir.as_ref(),
         hub::find_token(source.token.as_deref()),
@@ -400,7 +647,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
 
     let resolved = hub.resolve(&source.revision)?;
     let mut layout = parse_layout(resolved.files.iter().map(String::as_str))
-        .map_err(|e| convert_error(repo, e))?;
+        .map_err(|e| layout_error(repo, e))?;
     let mut parquet_commit = resolved.sha.clone();
     let wanted_missing =
         |l: &Layout| l.is_empty() || source.config.as_ref().is_some_and(|c| !l.contains_key(c));
@@ -414,7 +661,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         if source.revision != DEFAULT_BRANCH {
             let head = hub.resolve(DEFAULT_BRANCH)?;
             if head.sha != resolved.sha {
-                return Err(convert_error(
+                return Err(layout_error(
                     repo,
                     format!(
                         "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
@@ -425,7 +672,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             }
         }
         let branch = hub.resolve(PARQUET_BRANCH).map_err(|e| {
-            convert_error(
+            layout_error(
                 repo,
                 format!(
                     "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
@@ -434,12 +681,12 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             )
         })?;
         layout = parse_layout(branch.files.iter().map(String::as_str))
-            .map_err(|e| convert_error(repo, e))?;
+            .map_err(|e| layout_error(repo, e))?;
         parquet_commit = branch.sha;
         from_parquet_branch = true;
     }
     if layout.is_empty() {
-        return Err(convert_error(
+        return Err(layout_error(
             repo,
             format!(
                 "no parquet files at revision {:?} (commit {}){}",
@@ -454,8 +701,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             ),
         ));
     }
-    let (config, chosen) = select(&layout, source.config.as_deref(), &source.splits)
-        .map_err(|e| convert_error(repo, e))?;
+    let (config, chosen) = select(repo, &layout, source.config.as_deref(), &source.splits)?;
 
     // Fetch everything first, so an access problem fails before any work.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
@@ -475,11 +721,46 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         });
     }
 
+    let (text, tokenizer) = match &source.text {
+        TextMode::Refuse => (None, None),
+        TextMode::Bytes => (Some(TextEncoder::Bytes), None),
+        TextMode::Tokens {
+            reference,
+            revision,
+            add_special_tokens,
+            append_eos,
+            eos_token,
+        } => {
+            let tokens = load_tokenizer(
+                &TokenizerRequest {
+                    reference: reference.clone(),
+                    revision: revision.clone(),
+                    add_special_tokens: *add_special_tokens,
+                    append_eos: *append_eos,
+                    eos_token: eos_token.clone(),
+                },
+                HubSettings {
+                    endpoint: source.endpoint.as_deref(),
+                    cache_dir: source.cache_dir.as_ref(),
+                    token: hub::find_token(source.token.as_deref()),
+                    progress: show,
+                },
+            )?;
+            let info = tokens.info.clone();
+            (Some(TextEncoder::Tokens(Arc::new(tokens))), Some(info))
+        }
+    };
     let settings = Settings {
         codec: source.codec,
         shards: source.shards,
         max_records: source.max_records,
         max_bytes: source.max_bytes,
+        columns: source.columns.clone(),
+        drop: source.drop.clone(),
+        text,
+        drop_null_rows: source.drop_null_rows,
+        drop_empty_rows: source.drop_empty_rows,
+        image_mode,
     };
     let total = sources
         .iter()
@@ -504,6 +785,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         from_parquet_branch,
         config: config.to_owned(),
         files,
+        tokenizer,
         splits,
     })
 }
@@ -534,30 +816,33 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            select(&l, None, &[])
+            select("r", &l, None, &[])
                 .unwrap_err()
+                .to_string()
                 .contains("several configs (a, b)")
         );
-        let (c, s) = select(&l, Some("a"), &[]).unwrap();
+        let (c, s) = select("r", &l, Some("a"), &[]).unwrap();
         assert_eq!(c, "a");
         assert_eq!(
             s.iter().map(|s| s.split.as_str()).collect::<Vec<_>>(),
             ["train", "test"]
         );
-        let (_, s) = select(&l, Some("a"), &["test".into()]).unwrap();
+        let (_, s) = select("r", &l, Some("a"), &["test".into()]).unwrap();
         assert_eq!(s.len(), 1);
         assert!(
-            select(&l, Some("a"), &["dev".into()])
+            select("r", &l, Some("a"), &["dev".into()])
                 .unwrap_err()
+                .to_string()
                 .contains("no split \"dev\"")
         );
         assert!(
-            select(&l, Some("c"), &[])
+            select("r", &l, Some("c"), &[])
                 .unwrap_err()
+                .to_string()
                 .contains("no config")
         );
         let l = parse_layout(["b/train/0000.parquet"]).unwrap();
-        assert_eq!(select(&l, None, &[]).unwrap().0, "b");
+        assert_eq!(select("r", &l, None, &[]).unwrap().0, "b");
     }
 
     #[test]
@@ -571,6 +856,7 @@ mod tests {
             (src.clone().batch_limits(0, 1), "batch limits"),
             (src.clone().splits([".."]), "split name"),
             (src.clone().config("a/b"), "config name"),
+            (src.clone().image_mode("CMYK"), "not one of L, RGB, RGBA"),
         ] {
             let e = convert_hf(&s, &out).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");

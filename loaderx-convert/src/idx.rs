@@ -10,11 +10,11 @@
 //!
 //! ```no_run
 //! use loaderx_core::Codec;
-//! use loaderx_core::convert::idx::convert_idx_dir;
+//! use loaderx_convert::idx::convert_idx_dir;
 //!
 //! let summary = convert_idx_dir("/usr/share/datasets/fashion-mnist", "fashion", Codec::Zstd, 4)?;
 //! assert_eq!(summary.splits[0].records, 60_000);
-//! # Ok::<(), loaderx_core::Error>(())
+//! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
 use std::fs::File;
@@ -23,13 +23,19 @@ use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
 
-use super::convert_error;
-use super::output::StagedRoot;
-use crate::codec::{Codec, train_dict_from_array};
-use crate::dense::DynDenseWriter;
-use crate::dtype::DType;
+use loaderx_core::{
+    Codec, CreateOptions, DType, DynDenseWriter, train_dict, train_dict_from_array,
+};
+
 use crate::error::Error;
-use crate::options::CreateOptions;
+use crate::output::StagedRoot;
+
+fn idx_error(path: &Path, detail: impl Into<String>) -> Error {
+    Error::Idx {
+        path: path.to_path_buf(),
+        detail: detail.into(),
+    }
+}
 
 /// A decoded IDX array: little-endian C-order elements.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,24 +63,23 @@ fn idx_dtype(code: u8) -> Option<DType> {
 /// Reads one IDX file (gzip-compressed when its name ends in `.gz`).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
     let path = path.as_ref();
-    let name = path.display().to_string();
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     let mut reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
         Box::new(GzDecoder::new(BufReader::new(file)))
     } else {
         Box::new(BufReader::new(file))
     };
-    let io = |e: std::io::Error| convert_error(&name, format!("cannot read IDX data: {e}"));
+    let io = |e: std::io::Error| idx_error(path, format!("cannot read IDX data: {e}"));
     let mut magic = [0u8; 4];
     reader.read_exact(&mut magic).map_err(io)?;
     if magic[0] != 0 || magic[1] != 0 {
-        return Err(convert_error(&name, "not an IDX file (bad magic)"));
+        return Err(idx_error(path, "not an IDX file (bad magic)"));
     }
     let dtype = idx_dtype(magic[2])
-        .ok_or_else(|| convert_error(&name, format!("unknown IDX type code 0x{:02x}", magic[2])))?;
+        .ok_or_else(|| idx_error(path, format!("unknown IDX type code 0x{:02x}", magic[2])))?;
     let ndims = usize::from(magic[3]);
     if ndims == 0 {
-        return Err(convert_error(&name, "IDX file declares zero dimensions"));
+        return Err(idx_error(path, "IDX file declares zero dimensions"));
     }
     let mut dims = Vec::with_capacity(ndims);
     for _ in 0..ndims {
@@ -85,7 +90,7 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
     let bytes = dims
         .iter()
         .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
-        .ok_or_else(|| convert_error(&name, format!("dimensions {dims:?} overflow")))?;
+        .ok_or_else(|| idx_error(path, format!("dimensions {dims:?} overflow")))?;
     // Read what is there (never allocating from the header alone), then check.
     let mut data = Vec::new();
     reader
@@ -93,8 +98,8 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
         .read_to_end(&mut data)
         .map_err(io)?;
     if data.len() != bytes {
-        return Err(convert_error(
-            &name,
+        return Err(idx_error(
+            path,
             format!(
                 "dimensions {dims:?} need {bytes} bytes of data, file holds {}{}",
                 data.len().min(bytes),
@@ -142,12 +147,7 @@ fn find(dir: &Path, stem: &str) -> Result<PathBuf, Error> {
     [plain, gz]
         .into_iter()
         .find(|p| p.is_file())
-        .ok_or_else(|| {
-            convert_error(
-                dir.display().to_string(),
-                format!("missing {stem} (or {stem}.gz)"),
-            )
-        })
+        .ok_or_else(|| idx_error(dir, format!("missing {stem} (or {stem}.gz)")))
 }
 
 fn write_store(
@@ -164,11 +164,10 @@ fn write_store(
         shape.extend_from_slice(item_shape);
         let dict = match array.dtype {
             DType::U8 => train_dict_from_array(
-                &ndarray::ArrayViewD::from_shape(shape, &array.data)
-                    .map_err(|e| Error::invalid(e.to_string()))?,
+                &ndarray::ArrayViewD::from_shape(shape, &array.data).map_err(Error::invalid)?,
             )?,
             // Other types train on their bytes as records of u8.
-            _ => crate::codec::train_dict(array.data.chunks(array.data.len() / records.max(1)))?,
+            _ => train_dict(array.data.chunks(array.data.len() / records.max(1)))?,
         };
         options = options.dict_bytes(dict);
     }
@@ -176,7 +175,7 @@ fn write_store(
     if records > 0 {
         w.append_bytes(&array.data, records)?;
     }
-    w.close()
+    Ok(w.close()?)
 }
 
 /// Converts the standard MNIST-format files in `dir` (`train-images-idx3-ubyte`,
@@ -196,22 +195,18 @@ pub fn convert_idx_dir(
         let labels_path = find(dir, &format!("{prefix}-labels-idx1-ubyte"))?;
         let images = read_idx(&images_path)?;
         let labels = read_idx(&labels_path)?;
-        let name = |p: &Path| p.display().to_string();
         if images.dims.len() < 2 {
-            return Err(convert_error(
-                name(&images_path),
-                "images need at least 2 dimensions",
-            ));
+            return Err(idx_error(&images_path, "images need at least 2 dimensions"));
         }
         if labels.dims.len() != 1 {
-            return Err(convert_error(
-                name(&labels_path),
+            return Err(idx_error(
+                &labels_path,
                 format!("labels must be 1-dimensional, got {:?}", labels.dims),
             ));
         }
         if images.dims[0] != labels.dims[0] {
-            return Err(convert_error(
-                name(dir),
+            return Err(idx_error(
+                dir,
                 format!(
                     "{split}: {} images but {} labels",
                     images.dims[0], labels.dims[0]

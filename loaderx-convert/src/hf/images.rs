@@ -13,7 +13,7 @@ use arrow_array::{Array, StructArray};
 use arrow_schema::DataType;
 use image::{ColorType, ImageDecoder, ImageReader};
 
-use crate::dtype::DType;
+use loaderx_core::DType;
 
 use super::decode::RecordBuffer;
 
@@ -66,6 +66,70 @@ impl PixelFormat {
     }
 }
 
+impl PixelFormat {
+    /// The 8-bit format of a PIL mode a column can be converted to
+    /// (`L`, `RGB`, `RGBA`).
+    pub(crate) fn target(mode: &str) -> Option<PixelFormat> {
+        PixelFormat::of(match mode {
+            "L" => ColorType::L8,
+            "RGB" => ColorType::Rgb8,
+            "RGBA" => ColorType::Rgba8,
+            _ => return None,
+        })
+    }
+
+    /// The format images of this format have once converted to `target`;
+    /// only 8-bit images convert.
+    pub(crate) fn converted(self, target: Option<PixelFormat>) -> Result<PixelFormat, String> {
+        match target {
+            None => Ok(self),
+            Some(t) if self.dtype == DType::U8 => Ok(t),
+            Some(t) => Err(format!(
+                "{} images cannot be converted to {} (only 8-bit images convert)",
+                self.mode, t.mode
+            )),
+        }
+    }
+}
+
+/// Converts 8-bit pixels from `from`'s channels (1 L, 2 LA, 3 RGB, 4 RGBA)
+/// to `to`'s, as PIL's `Image.convert` does: luma from RGB is
+/// `(19595 R + 38470 G + 7471 B + 0x8000) >> 16` (ITU-R 601-2), gray
+/// spreads to every colour channel, a missing alpha is 255 and an alpha
+/// dropped is discarded (not composited).
+pub(crate) fn convert_pixels(pixels: &[u8], from: usize, to: usize) -> Vec<u8> {
+    if from == to {
+        return pixels.to_vec();
+    }
+    let n = pixels.len() / from;
+    let mut out = Vec::with_capacity(n * to);
+    for p in pixels.chunks_exact(from) {
+        let (rgb, alpha) = match from {
+            1 => ([p[0]; 3], 255),
+            2 => ([p[0]; 3], p[1]),
+            3 => ([p[0], p[1], p[2]], 255),
+            _ => ([p[0], p[1], p[2]], p[3]),
+        };
+        match to {
+            1 => out.push(if from <= 2 {
+                p[0]
+            } else {
+                ((u32::from(rgb[0]) * 19595
+                    + u32::from(rgb[1]) * 38470
+                    + u32::from(rgb[2]) * 7471
+                    + 0x8000)
+                    >> 16) as u8
+            }),
+            3 => out.extend_from_slice(&rgb),
+            _ => {
+                out.extend_from_slice(&rgb);
+                out.push(alpha);
+            }
+        }
+    }
+    out
+}
+
 /// What the header pass learned about one image column.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ImageSurvey {
@@ -92,7 +156,8 @@ impl ImageSurvey {
             Some((first, first_row)) if first != format => {
                 return Err(format!(
                     "images of different modes: row {first_row} is {} but row {row} is {}; \
-                     converting them would change pixel values",
+                     converting them would change pixel values (--image-mode L|RGB|RGBA \
+                     converts every image to one mode, as PIL does)",
                     first.mode, format.mode
                 ));
             }
@@ -131,7 +196,8 @@ pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&
         let row = first_row + i as u64;
         if s.is_null(i) {
             return Err(format!(
-                "row {row} holds a null image; nulls cannot be stored losslessly"
+                "row {row} holds a null image; nulls cannot be stored losslessly \
+                 (--drop-null-rows leaves such rows out)"
             ));
         }
         let value: Option<&[u8]> = if bytes.is_null(i) {
@@ -194,24 +260,30 @@ pub(crate) fn probe(bytes: &[u8], row: u64) -> Result<(PixelFormat, Vec<usize>),
 pub(crate) type Pixels = (Vec<usize>, Vec<u8>);
 
 /// Decodes one image to C-order little-endian pixels, checking that it has
-/// `format` (and `shape`, when given).
+/// `format` (and `shape`, when given). With `convert`, any 8-bit image is
+/// converted to `format` instead.
 pub(crate) fn decode(
     bytes: &[u8],
     row: u64,
     format: PixelFormat,
     shape: Option<&[usize]>,
+    convert: bool,
 ) -> Result<Pixels, String> {
     let decoder = reader(bytes, row)?
         .into_decoder()
         .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
     let found = PixelFormat::of(decoder.color_type());
-    if found != Some(format) {
-        return Err(format!(
-            "row {row}: image mode {} differs from the column's {}",
-            found.map_or("unknown", |f| f.mode),
-            format.mode
-        ));
-    }
+    let source = match found {
+        Some(f) if convert && f.dtype == DType::U8 => f,
+        Some(f) if f == format => f,
+        _ => {
+            return Err(format!(
+                "row {row}: image mode {} differs from the column's {}",
+                found.map_or("unknown", |f| f.mode),
+                format.mode
+            ));
+        }
+    };
     let (w, h) = decoder.dimensions();
     let got = format.shape(w, h);
     if let Some(want) = shape
@@ -227,6 +299,9 @@ pub(crate) fn decode(
     decoder
         .read_image(&mut pixels)
         .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
+    if source != format {
+        pixels = convert_pixels(&pixels, source.channels, format.channels);
+    }
     let width = format.dtype.size();
     if cfg!(target_endian = "big") && width > 1 {
         for c in pixels.chunks_exact_mut(width) {
@@ -242,13 +317,14 @@ pub(crate) fn decode_into(
     first_row: u64,
     format: PixelFormat,
     shape: Option<&[usize]>,
+    convert: bool,
     out: &mut RecordBuffer,
 ) -> Result<(), String> {
     use rayon::prelude::*;
     let decoded: Vec<Result<Pixels, String>> = encoded
         .par_iter()
         .enumerate()
-        .map(|(i, b)| decode(b, first_row + i as u64, format, shape))
+        .map(|(i, b)| decode(b, first_row + i as u64, format, shape, convert))
         .collect();
     for d in decoded {
         let (shape, pixels) = d?;
@@ -277,20 +353,45 @@ mod tests {
         let (f, shape) = probe(&gray, 0).unwrap();
         assert_eq!(f.mode, "L");
         assert_eq!(shape, [3, 4]);
-        let (s, p) = decode(&gray, 0, f, Some(&[3, 4])).unwrap();
+        let (s, p) = decode(&gray, 0, f, Some(&[3, 4]), false).unwrap();
         assert_eq!(s, [3, 4]);
         assert_eq!(p, pixels);
         let rgb = png(image::ExtendedColorType::Rgb8, 2, 2, &pixels);
         let (f2, shape) = probe(&rgb, 1).unwrap();
         assert_eq!((f2.mode, shape), ("RGB", vec![2, 2, 3]));
-        assert!(decode(&rgb, 1, f, None).unwrap_err().contains("mode RGB"));
         assert!(
-            decode(&gray, 0, f, Some(&[4, 3]))
+            decode(&rgb, 1, f, None, false)
+                .unwrap_err()
+                .contains("mode RGB")
+        );
+        assert!(
+            decode(&gray, 0, f, Some(&[4, 3]), false)
                 .unwrap_err()
                 .contains("shape")
         );
+        // Converted as PIL converts: gray to RGB, RGB to luma.
+        let rgb_target = PixelFormat::target("RGB").unwrap();
+        let (s, p) = decode(&gray, 0, rgb_target, None, true).unwrap();
+        assert_eq!(s, [3, 4, 3]);
+        assert_eq!(&p[..6], &[0, 0, 0, 1, 1, 1]);
+        let (_, p) = decode(&rgb, 0, PixelFormat::target("L").unwrap(), None, true).unwrap();
+        assert_eq!(p.len(), 4);
         assert!(probe(b"GIF89a....", 7).unwrap_err().contains("row 7"));
         assert!(probe(b"nothing", 7).is_err());
+    }
+
+    #[test]
+    fn conversions_follow_pil() {
+        // PIL: Image.new("RGB", (1, 1), (200, 100, 50)).convert("L") -> 124.
+        assert_eq!(convert_pixels(&[200, 100, 50], 3, 1), [124]);
+        assert_eq!(convert_pixels(&[255, 255, 255, 7], 4, 1), [255]);
+        assert_eq!(convert_pixels(&[9], 1, 4), [9, 9, 9, 255]);
+        assert_eq!(convert_pixels(&[9, 3], 2, 3), [9, 9, 9]);
+        assert_eq!(convert_pixels(&[1, 2, 3, 4], 4, 3), [1, 2, 3]);
+        assert_eq!(convert_pixels(&[1, 2, 3], 3, 4), [1, 2, 3, 255]);
+        assert!(PixelFormat::target("CMYK").is_none());
+        let l16 = PixelFormat::of(ColorType::L16).unwrap();
+        assert!(l16.converted(PixelFormat::target("L")).is_err());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! `convert_hf` and `loaderx convert hf` against a local stand-in for the
+//! `loaderx_convert::hf::convert_hf` and `loaderx convert hf` against a local stand-in for the
 //! Hugging Face Hub: the real `hf-hub` client talks to
 //! `tests/python/hf_mock_server.py` on 127.0.0.1, which serves parquet files
 //! written by the real `datasets` library (`tests/python/make_hf_fixtures.py`).
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use loaderx_core::convert::hf::{HfSource, HfSummary, convert_hf};
+use loaderx_convert::hf::{ColumnSource, HfSource, HfSummary, convert_hf};
 use loaderx_core::{DynDense, Store, StoreKind, digest};
 use serde_json::Value;
 
@@ -280,7 +280,7 @@ fn mnist_like_images_from_the_parquet_branch() {
     check_summary(&summary, case, &["train", "test"]);
     let image = &summary.splits[0].columns[0];
     assert_eq!(image.name, "image");
-    assert!(image.image);
+    assert_eq!(image.source, ColumnSource::Image);
     assert_eq!(image.item_shape.as_deref(), Some(&[28usize, 28][..]));
     check_stores(fx, &out, case, &["train", "test"]);
     let text = summary.to_string();
@@ -402,7 +402,7 @@ fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
     for (config, needles) in [
         ("strings", &["\"text\"", "strings"][..]),
         ("nulls", &["\"maybe\"", "row 2 holds a null"][..]),
-        ("empty", &["\"seq\"", "row 2 is empty"][..]),
+        ("empty", &["\"seq\"", "row 2: the record is empty"][..]),
         ("mixed", &["\"picture\"", "row 0 is L but row 1 is RGB"][..]),
     ] {
         let e = convert_hf(
@@ -610,4 +610,278 @@ fn revisions_resolve_to_pinned_commits() {
     let e = convert_hf(&mock.source("../escape", &cache), tmp.path().join("x")).unwrap_err();
     assert!(e.to_string().contains("not a Hub dataset id"), "{e}");
     assert!(!tmp.path().join("x").exists());
+}
+
+/// Every store under `out` (`split/column`) as Python loaderx 2.4.6 digests
+/// it must equal the Rust digest: the reference package reads what the
+/// converter wrote.
+fn check_python_reads(out: &Path) {
+    let mut stores = Vec::new();
+    for split in names(out) {
+        for column in names(&out.join(&split)) {
+            stores.push(out.join(&split).join(column));
+        }
+    }
+    let py = Command::new(python().unwrap())
+        .arg(repo_root().join("tests/python/interop.py"))
+        .arg("digest")
+        .args(&stores)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "interop.py digest failed:\n{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    let lines: Vec<String> = String::from_utf8(py.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(lines.len(), stores.len());
+    for (store, line) in stores.iter().zip(lines) {
+        let rust = digest(&Store::open(store).unwrap()).unwrap().to_string();
+        assert_eq!(line, rust, "{}", store.display());
+    }
+}
+
+#[test]
+fn text_columns_selected_as_bytes_and_as_tokens() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let home = tmp.path().join("hf");
+    let out = |name: &str| tmp.path().join(name);
+    let src = || mock.source("test/text", &cache);
+    let tokenizer = fx.dir.join("tokenizer/tokenizer.json");
+
+    // Only the label: the strings (with their null and empty row) stay out.
+    let case = &fx.expected["text_labels"];
+    let run = cli(
+        &mock,
+        &home,
+        &[
+            "test/text",
+            out("labels").to_str().unwrap(),
+            "--columns",
+            "label",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains("train: 300 records [label: dense i64 []]"),
+        "{stdout}"
+    );
+    check_stores(fx, &out("labels"), case, &["test", "train"]);
+    // --drop does the same.
+    let s = convert_hf(&src().drop(["text"]), out("labels2")).unwrap();
+    check_summary(&s, case, &["train", "test"]);
+
+    // Refusals name the column, the row and the flag that helps.
+    for (source, needles) in [
+        (
+            src(),
+            &[
+                "column \"text\"",
+                "--text bytes",
+                "--tokenizer",
+                "--drop text",
+            ][..],
+        ),
+        (
+            src().columns(["label", "nope"]),
+            &[
+                "--columns names no column \"nope\"",
+                "(columns: text, label)",
+            ][..],
+        ),
+        (
+            src().drop(["nope"]),
+            &["--drop names no column \"nope\""][..],
+        ),
+        (
+            src().text_bytes(),
+            &["column \"text\": row 3", "null", "--drop-null-rows"][..],
+        ),
+        (
+            src().text_bytes().drop_null_rows(true),
+            &[
+                "column \"text\": row 5",
+                "empty string",
+                "--drop-empty-rows",
+            ][..],
+        ),
+        (
+            src().tokenizer(fx.dir.join("missing.json").to_str().unwrap()),
+            &["missing.json", "no such file"][..],
+        ),
+    ] {
+        let e = convert_hf(&source, out("x")).unwrap_err().to_string();
+        for n in needles {
+            assert!(e.contains(n), "{n:?} missing from: {e}");
+        }
+        assert!(!out("x").exists());
+    }
+
+    // UTF-8 bytes, dropping the null and the empty row from both columns.
+    let case = &fx.expected["text_bytes"];
+    let run = cli(
+        &mock,
+        &home,
+        &[
+            "test/text",
+            out("bytes").to_str().unwrap(),
+            "--text",
+            "bytes",
+            "--drop-empty-rows",
+            "--drop-null-rows",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "train: 298 records (of 300 rows; dropped 1 rows with nulls and 1 rows with empty values) \
+             [text: ragged u8 (rank 1), label: dense i64 []]"
+        ),
+        "{stdout}"
+    );
+    check_stores(fx, &out("bytes"), case, &["test", "train"]);
+    check_python_reads(&out("bytes"));
+
+    // Token ids from a tokenizer.json, equal to Python tokenizers' ids.
+    let case = &fx.expected["text_tokens"];
+    let run = cli(
+        &mock,
+        &home,
+        &[
+            "test/text",
+            out("tokens").to_str().unwrap(),
+            "--tokenizer",
+            tokenizer.to_str().unwrap(),
+            "--drop-empty-rows",
+            "--drop-null-rows",
+            "--columns",
+            "text,label",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("tokenized with"), "{stdout}");
+    assert!(stdout.contains("text: ragged u32 (rank 1)"), "{stdout}");
+    check_stores(fx, &out("tokens"), case, &["test", "train"]);
+    check_python_reads(&out("tokens"));
+
+    // Special tokens and EOS; small batches so tokenization spans many flushes.
+    let case = &fx.expected["text_tokens_special"];
+    let s = convert_hf(
+        &src()
+            .tokenizer(tokenizer.to_str().unwrap())
+            .add_special_tokens(true)
+            .append_eos(true, None)
+            .drop_empty_rows(true)
+            .drop_null_rows(true)
+            .batch_limits(7, 1 << 10),
+        out("special"),
+    )
+    .unwrap();
+    let info = s.tokenizer.as_ref().unwrap();
+    assert_eq!(info.eos_id, case["eos_id"].as_u64().map(|v| v as u32));
+    assert_eq!(s.splits[0].dropped_null_rows, 1);
+    assert_eq!(s.splits[0].dropped_empty_rows, 1);
+    assert_eq!(s.splits[0].columns[0].source, ColumnSource::Tokens);
+    check_summary(&s, case, &["train", "test"]);
+    check_stores(fx, &out("special"), case, &["test", "train"]);
+
+    // The same tokenizer from a Hub model repo, pinned to its commit (its
+    // tokenizer_config.json names the EOS).
+    let model = &fx.expected["tok_model"];
+    let s = convert_hf(
+        &src()
+            .tokenizer("test/tok-model")
+            .add_special_tokens(true)
+            .append_eos(true, None)
+            .drop_empty_rows(true)
+            .drop_null_rows(true),
+        out("hub-tokenizer"),
+    )
+    .unwrap();
+    let info = s.tokenizer.as_ref().unwrap();
+    assert_eq!(
+        info.hub,
+        Some((
+            "main".to_owned(),
+            model["commit"].as_str().unwrap().to_owned()
+        ))
+    );
+    assert!(
+        s.to_string().contains(&format!(
+            "tokenized with test/tok-model at revision main = commit {}",
+            model["commit"].as_str().unwrap()
+        )),
+        "{s}"
+    );
+    check_stores(fx, &out("hub-tokenizer"), case, &["test", "train"]);
+}
+
+#[test]
+fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
+    let Some(fx) = fixtures() else { return };
+    let mock = Mock::start(fx);
+    let case = &fx.expected["mixed_rgb"];
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+
+    // Without --image-mode: refused, naming the flag.
+    let e = convert_hf(
+        &mock.source("test/mixed-modes", &cache),
+        tmp.path().join("x"),
+    )
+    .unwrap_err()
+    .to_string();
+    for n in ["column \"picture\"", "different modes", "--image-mode"] {
+        assert!(e.contains(n), "{n:?} missing from: {e}");
+    }
+    assert!(!tmp.path().join("x").exists());
+
+    // With it: every image is RGB, pixels equal PIL's convert("RGB")
+    // (within JPEG decoders' rounding).
+    let out = tmp.path().join("rgb");
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &[
+            "test/mixed-modes",
+            out.to_str().unwrap(),
+            "--image-mode",
+            "RGB",
+        ],
+        &[],
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains("picture: dense u8 [10, 12, 3]"), "{stdout}");
+    check_stores(fx, &out, case, &["train"]);
+    check_python_reads(&out);
 }

@@ -1,0 +1,26 @@
+//! # loaderx-convert
+//!
+//! Converters from other dataset formats to Zrecord stores
+//! ([`loaderx_core`]):
+//!
+//! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
+//!   lists, images);
+//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
+//!
+//! Every converter writes a root of aligned split/column stores,
+//! `OUT/<split>/<column>/`, built in a hidden temporary sibling of `OUT`
+//! that is renamed into place only when every store closed and all record
+//! counts of a split agree ([`output::StagedRoot`]). A failed conversion
+//! leaves nothing behind.
+//!
+//! The `loaderx` command-line tool (crate `loaderx-cli`) is a thin layer
+//! over these functions.
+
+mod error;
+#[cfg(feature = "hf")]
+pub mod hf;
+#[cfg(feature = "idx")]
+pub mod idx;
+pub mod output;
+
+pub use error::{Error, Result};

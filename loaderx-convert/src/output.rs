@@ -1,0 +1,279 @@
+//! Building a converter's output root atomically.
+//!
+//! A root is built in a hidden sibling `.{name}.tmp-{pid}-{n}` (`n` counts
+//! the roots this process started, so two conversions to one target never
+//! share a directory), made durable (every directory of the tree synced),
+//! and renamed into place without ever replacing an existing target: on
+//! Linux with `renameat2(RENAME_NOREPLACE)`, elsewhere (or on a file system
+//! without it) after a check that the target is absent. The parent
+//! directory is synced after the rename, so a published root survives a
+//! crash.
+
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::Error;
+
+/// A converter output under construction: a hidden sibling directory of the
+/// final root, renamed into place by [`StagedRoot::publish`]. Dropping it
+/// unpublished removes it.
+#[derive(Debug)]
+pub struct StagedRoot {
+    temp: PathBuf,
+    target: PathBuf,
+    published: bool,
+}
+
+/// Checks that a name taken from source data (split, config, column) is one
+/// plain path component: not empty, `.` or `..`, without separators, NUL or
+/// a leading dot, so it can never escape the output root.
+pub fn safe_component(kind: &'static str, name: &str) -> Result<(), Error> {
+    let mut components = Path::new(name).components();
+    let plain =
+        matches!(components.next(), Some(Component::Normal(_))) && components.next().is_none();
+    if !plain || name.contains(['/', '\\', '\0']) || name.starts_with('.') {
+        return Err(Error::UnsafeName {
+            kind,
+            name: name.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+impl StagedRoot {
+    /// Starts building `target`, which must not exist yet.
+    pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
+        let target = target.as_ref().to_path_buf();
+        if fs::symlink_metadata(&target).is_ok() {
+            return Err(Error::AlreadyExists { path: target });
+        }
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::invalid(format!("{} has no final name", target.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        // A fresh name per root: an existing directory (another root of
+        // this process can never have the name; a dead process with the
+        // same pid may have left it) is skipped, never removed.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let temp = loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let temp = parent.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+            match fs::create_dir(&temp) {
+                Ok(()) => break temp,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&temp, e)),
+            }
+        };
+        Ok(StagedRoot {
+            temp,
+            target,
+            published: false,
+        })
+    }
+
+    /// Where store `split/column` is built (both names checked with [`safe_component`]).
+    pub fn store_path(&self, split: &str, column: &str) -> Result<PathBuf, Error> {
+        safe_component("split", split)?;
+        safe_component("column", column)?;
+        Ok(self.temp.join(split).join(column))
+    }
+
+    /// The temporary directory.
+    pub fn temp_path(&self) -> &Path {
+        &self.temp
+    }
+
+    /// Makes the finished root durable and renames it into place. Fails
+    /// with [`Error::AlreadyExists`] (and leaves the target alone) when
+    /// something appeared at the target meanwhile.
+    pub fn publish(mut self) -> Result<PathBuf, Error> {
+        sync_tree(&self.temp)?;
+        rename_noreplace(&self.temp, &self.target)?;
+        self.published = true;
+        let parent = self
+            .target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        sync_dir(parent)?;
+        Ok(self.target.clone())
+    }
+}
+
+/// Syncs a directory, so the entries created in it are durable.
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Syncs `root` and every directory below it (the stores' own files are
+/// synced by their writers' `close`).
+fn sync_tree(root: &Path) -> Result<(), Error> {
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            if entry
+                .file_type()
+                .map_err(|e| Error::io(entry.path(), e))?
+                .is_dir()
+            {
+                pending.push(entry.path());
+            }
+        }
+        sync_dir(&dir)?;
+    }
+    Ok(())
+}
+
+/// Renames `from` to `to` unless `to` exists, atomically where the system
+/// allows it.
+fn rename_noreplace(from: &Path, to: &Path) -> Result<(), Error> {
+    let exists = || Error::AlreadyExists {
+        path: to.to_path_buf(),
+    };
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::EXIST) => return Err(exists()),
+            // The file system (or an old kernel) lacks RENAME_NOREPLACE:
+            // fall back to check-then-rename below.
+            Err(rustix::io::Errno::INVAL | rustix::io::Errno::NOSYS) => {}
+            Err(e) => return Err(Error::io(to, e.into())),
+        }
+    }
+    if fs::symlink_metadata(to).is_ok() {
+        return Err(exists());
+    }
+    fs::rename(from, to).map_err(|e| Error::io(to, e))
+}
+
+impl Drop for StagedRoot {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = fs::remove_dir_all(&self.temp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cannot_escape() {
+        for bad in ["", ".", "..", "a/b", "/abs", "a\\b", ".hidden", "x\0y"] {
+            assert!(safe_component("split", bad).is_err(), "{bad:?}");
+        }
+        for good in ["train", "image", "test-2", "label_0"] {
+            assert!(safe_component("split", good).is_ok(), "{good:?}");
+        }
+    }
+
+    #[test]
+    fn unpublished_roots_vanish() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = StagedRoot::new(dir.path().join("out")).unwrap();
+        let temp = root.temp_path().to_path_buf();
+        std::fs::create_dir_all(root.store_path("train", "x").unwrap()).unwrap();
+        assert!(temp.exists());
+        drop(root);
+        assert!(!temp.exists());
+        assert!(!dir.path().join("out").exists());
+        let root = StagedRoot::new(dir.path().join("out")).unwrap();
+        assert_eq!(root.publish().unwrap(), dir.path().join("out"));
+        assert!(StagedRoot::new(dir.path().join("out")).is_err());
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn two_roots_for_one_target_in_one_process_never_share_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        let a = StagedRoot::new(&target).unwrap();
+        let b = StagedRoot::new(&target).unwrap();
+        assert_ne!(a.temp_path(), b.temp_path());
+        fs::create_dir_all(a.store_path("train", "x").unwrap()).unwrap();
+        fs::create_dir_all(b.store_path("test", "y").unwrap()).unwrap();
+        assert_eq!(a.publish().unwrap(), target);
+        // The second finds the target taken, and leaves the winner alone.
+        let e = b.publish().unwrap_err();
+        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        assert_eq!(names(&target), ["train"]);
+        assert_eq!(names(dir.path()), ["out"]);
+    }
+
+    #[test]
+    fn concurrent_stagings_publish_exactly_one_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        let barrier = std::sync::Barrier::new(8);
+        let results: Vec<(usize, Result<PathBuf, Error>)> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|k| {
+                    let (target, barrier) = (&target, &barrier);
+                    s.spawn(move || {
+                        let root = StagedRoot::new(target).unwrap();
+                        fs::write(root.temp_path().join(format!("winner-{k}")), b"").unwrap();
+                        barrier.wait();
+                        (k, root.publish())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<usize> = results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(winners.len(), 1, "{results:?}");
+        for (_, r) in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+            }
+        }
+        assert_eq!(names(&target), [format!("winner-{}", winners[0])]);
+        assert_eq!(names(dir.path()), ["out"]);
+    }
+
+    #[test]
+    fn publishing_onto_an_existing_target_is_refused() {
+        // An empty directory is what a plain rename(2) would replace.
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("out");
+        let root = StagedRoot::new(&target).unwrap();
+        fs::create_dir_all(root.store_path("train", "x").unwrap()).unwrap();
+        fs::create_dir(&target).unwrap();
+        let e = root.publish().unwrap_err();
+        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        assert!(names(&target).is_empty());
+        assert_eq!(names(dir.path()), ["out"]);
+        // A file, too.
+        fs::remove_dir(&target).unwrap();
+        fs::write(&target, b"keep").unwrap();
+        let root = StagedRoot::new(dir.path().join("other")).unwrap();
+        let e = rename_noreplace(root.temp_path(), &target).unwrap_err();
+        assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+        assert_eq!(fs::read(&target).unwrap(), b"keep");
+    }
+}
