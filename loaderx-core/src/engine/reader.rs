@@ -152,12 +152,7 @@ impl StoreReader {
             (Codec::ZstdDict, Some(d)) if d.is_empty() => {
                 return Err(Error::corrupt(&dict_path, "dict.zr is empty"));
             }
-            (Codec::Raw | Codec::Zstd, Some(_)) => {
-                return Err(Error::corrupt(
-                    path,
-                    format!("{codec} store has an unexpected dict.zr"),
-                ));
-            }
+            // A raw or zstd store with a dict.zr was refused where the file was read.
             _ => CodecState::new(codec, dict.as_deref(), false)
                 .map_err(|e| Error::corrupt(path, e))?,
         };
