@@ -177,7 +177,7 @@ impl BurnDataLoaderBuilder {
         if let Some((rank, world)) = self.shard {
             sampler = sampler.shard(rank, world)?;
         }
-        let steps_per_epoch = sampler.steps_per_cycle();
+        let steps_per_epoch = sampler.steps_per_epoch();
         let start = self
             .start_epoch
             .checked_mul(steps_per_epoch)

@@ -410,7 +410,7 @@ fn shards_read_disjoint_indices() {
         .map(|b| b.unwrap().indices().to_vec())
         .collect();
     let loader = builder(dir.path()).shard(1, 2).build().unwrap();
-    assert_eq!(loader.steps_per_cycle(), N / 64);
+    assert_eq!(loader.steps_per_epoch(), N / 64);
     let mut seen = std::collections::HashSet::new();
     for batch in a.iter().chain(&b) {
         for &i in batch {

@@ -139,7 +139,7 @@ pub fn train(config: &Config, device: Device) -> Result<Report, Error> {
         config.workers,
         device,
     )?;
-    let steps = train.steps_per_cycle();
+    let steps = train.steps_per_epoch();
     let (mut waited, started) = (Duration::ZERO, Instant::now());
     let mut report = Report {
         epochs: Vec::new(),

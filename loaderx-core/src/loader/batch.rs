@@ -12,6 +12,8 @@ use crate::ragged::RaggedLayout;
 /// One loader step: the sampler's indices and every stream gathered at them.
 pub struct Batch {
     pub(crate) step: u64,
+    pub(crate) epoch: u64,
+    pub(crate) step_in_epoch: u64,
     pub(crate) indices: Vec<u64>,
     pub(crate) names: Arc<[String]>,
     pub(crate) columns: Vec<Column>,
@@ -23,7 +25,20 @@ impl Batch {
         self.step
     }
 
-    /// The record indices, in batch order; identical for every stream.
+    /// The pass over the data this batch belongs to (0-based).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The batch's position in its pass (0-based); the last batch of a pass
+    /// is at `steps_per_epoch - 1`.
+    pub fn step_in_epoch(&self) -> u64 {
+        self.step_in_epoch
+    }
+
+    /// The record indices, in batch order; identical for every stream. With
+    /// `drop_last(false)` the last batch of a pass holds fewer than
+    /// `batch_size`.
     pub fn indices(&self) -> &[u64] {
         &self.indices
     }
@@ -79,6 +94,7 @@ impl std::fmt::Debug for Batch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Batch")
             .field("step", &self.step)
+            .field("epoch", &self.epoch)
             .field("len", &self.indices.len())
             .field("streams", &self.names)
             .finish()

@@ -147,6 +147,8 @@ pub struct DataLoaderBuilder {
     prefetch: usize,
     start_step: Option<u64>,
     shard: Option<(usize, usize)>,
+    drop_last: Option<bool>,
+    epochs: Option<u64>,
     staging: Option<Arc<dyn Staging>>,
 }
 
@@ -162,6 +164,8 @@ impl Default for DataLoaderBuilder {
             prefetch: 2,
             start_step: None,
             shard: None,
+            drop_last: None,
+            epochs: None,
             staging: None,
         }
     }
@@ -235,6 +239,29 @@ impl DataLoaderBuilder {
         self
     }
 
+    /// `true` (the default): every batch is full. `false`: every record is
+    /// delivered exactly once per pass and the last batch of a pass may be
+    /// partial (also across [`shard`](Self::shard)ed ranks); refused with
+    /// `Iid` sampling. See the [sampler docs](crate::sampler#passes-epochs-and-the-last-batch).
+    /// With a caller-built [`sampler`](Self::sampler), the sampler's own
+    /// setting counts and this must agree with it.
+    pub fn drop_last(mut self, drop_last: bool) -> Self {
+        self.drop_last = Some(drop_last);
+        self
+    }
+
+    /// Ends the loader after `epochs` passes over the data:
+    /// `epochs * steps_per_epoch` steps counted from step 0 (so a loader
+    /// resumed with [`start_step`](Self::start_step) ends where the
+    /// uninterrupted one does). Without it the loader is endless. With `Iid`
+    /// sampling a pass is `ceil(len / (batch_size * world_size))` steps.
+    ///
+    /// A validation loop is `.mode(SamplerMode::Sequential).drop_last(false).epochs(1)`.
+    pub fn epochs(mut self, epochs: u64) -> Self {
+        self.epochs = Some(epochs);
+        self
+    }
+
     /// Where batches are gathered (default: a [`BufferPool`]).
     pub fn staging(mut self, staging: impl Staging) -> Self {
         self.staging = Some(Arc::new(staging));
@@ -248,7 +275,8 @@ impl DataLoaderBuilder {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
     /// a bad configuration (no stream, streams of different lengths, a name
     /// used twice, no worker, a sampler that does not fit, a `start_step`
-    /// that conflicts with the given sampler's step);
+    /// that conflicts with the given sampler's step or lies past the end of
+    /// [`epochs`](Self::epochs), `drop_last(false)` with `Iid`);
     /// [`ErrorKind::WorkerSpawn`](crate::ErrorKind::WorkerSpawn) when a
     /// worker thread cannot be started (the threads already started are
     /// stopped and joined first).
@@ -296,19 +324,30 @@ impl DataLoaderBuilder {
         if self.workers == 0 {
             return Err(Error::invalid("a loader needs at least one worker"));
         }
-        let mut sampler = match self.sampler {
+        let (rank, world) = self.shard.unwrap_or((0, 1));
+        let sampler = match self.sampler {
             Some(s) if s.len() != len => {
                 return Err(Error::invalid(format!(
                     "sampler covers {} records but the streams hold {len}",
                     s.len()
                 )));
             }
+            Some(s) if self.drop_last.is_some_and(|d| d != s.drop_last()) => {
+                return Err(Error::invalid(format!(
+                    "drop_last({}) conflicts with the given sampler's drop_last({})",
+                    !s.drop_last(),
+                    s.drop_last()
+                )));
+            }
+            Some(s) if self.shard.is_some() => s.shard(rank, world)?,
             Some(s) => s,
-            None => Sampler::new(len, self.batch_size, self.mode, self.seed)?,
+            None => Sampler::builder(len, self.batch_size)
+                .mode(self.mode)
+                .seed(self.seed)
+                .drop_last(self.drop_last.unwrap_or(true))
+                .shard(rank, world)
+                .build()?,
         };
-        if let Some((rank, world)) = self.shard {
-            sampler = sampler.shard(rank, world)?;
-        }
         // A sampler's own position is honoured, never silently dropped.
         let start_step = match (self.start_step, sampler.step()) {
             (Some(k), s) if s != 0 && s != k => {
@@ -318,6 +357,23 @@ impl DataLoaderBuilder {
             }
             (Some(k), _) => k,
             (None, s) => s,
+        };
+        let end_step = match self.epochs {
+            None => None,
+            Some(n) => {
+                let end = n.checked_mul(sampler.steps_per_epoch()).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "epochs({n}) of {} steps each is more than 2^64 steps",
+                        sampler.steps_per_epoch()
+                    ))
+                })?;
+                if start_step > end {
+                    return Err(Error::invalid(format!(
+                        "start_step({start_step}) is past the end of epochs({n}), step {end}"
+                    )));
+                }
+                Some(end)
+            }
         };
         let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
         let staging = self
@@ -329,6 +385,7 @@ impl DataLoaderBuilder {
             workers: self.workers,
             capacity: self.workers + self.prefetch,
             start_step,
+            end_step,
             staging,
             pool,
             transform,

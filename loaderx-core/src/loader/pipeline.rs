@@ -17,6 +17,8 @@ pub(super) struct Config<T> {
     pub(super) workers: usize,
     pub(super) capacity: usize,
     pub(super) start_step: u64,
+    /// One past the last step, for a finite loader.
+    pub(super) end_step: Option<u64>,
     pub(super) staging: Arc<dyn Staging>,
     pub(super) pool: BufferPool,
     pub(super) transform: Transform<T>,
@@ -33,6 +35,8 @@ struct Producer<T> {
 struct State<T> {
     /// Next step a worker will claim.
     next_claim: u64,
+    /// No step at or past this one is claimed (finite loaders).
+    end_step: Option<u64>,
     /// Claimed and not yet delivered.
     in_flight: usize,
     max_in_flight: usize,
@@ -72,10 +76,10 @@ pub struct DataLoader<T> {
     shared: Arc<Shared<T>>,
     threads: Vec<JoinHandle<()>>,
     next_step: u64,
+    end_step: Option<u64>,
     failed: bool,
     pool: BufferPool,
-    batch_size: usize,
-    steps_per_cycle: u64,
+    sampler: Sampler,
 }
 
 #[cfg(test)]
@@ -103,6 +107,7 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             next_claim: config.start_step,
+            end_step: config.end_step,
             in_flight: 0,
             max_in_flight: 0,
             done: BTreeMap::new(),
@@ -123,10 +128,10 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
         shared,
         threads: Vec::with_capacity(config.workers),
         next_step: config.start_step,
+        end_step: config.end_step,
         failed: false,
         pool: config.pool,
-        batch_size: config.sampler.batch_size(),
-        steps_per_cycle: config.sampler.steps_per_cycle(),
+        sampler: config.sampler,
     };
     for i in 0..config.workers {
         let shared = Arc::clone(&loader.shared);
@@ -147,7 +152,7 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
             while !st.stop && st.in_flight >= shared.capacity {
                 st = shared.room.wait(st).unwrap_or_else(|p| p.into_inner());
             }
-            if st.stop {
+            if st.stop || st.end_step.is_some_and(|end| st.next_claim >= end) {
                 return;
             }
             let step = st.next_claim;
@@ -174,8 +179,9 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
 
 impl<T> Producer<T> {
     fn produce(&self, step: u64) -> Result<T, Error> {
-        let mut indices = vec![0u64; self.sampler.batch_size()];
+        let mut indices = vec![0u64; self.sampler.batch_len(step)];
         self.sampler.fill(step, &mut indices)?;
+        let (epoch, step_in_epoch) = self.sampler.epoch_of(step);
         let mut columns = Vec::with_capacity(self.streams.len());
         for (k, (name, stream)) in self.names.iter().zip(&self.streams).enumerate() {
             let gather_err = |error: Error| -> Error {
@@ -239,6 +245,8 @@ impl<T> Producer<T> {
         }
         let batch = Batch {
             step,
+            epoch,
+            step_in_epoch,
             indices,
             names: Arc::clone(&self.names),
             columns,
@@ -253,14 +261,35 @@ impl<T> DataLoader<T> {
         self.next_step
     }
 
-    /// Records per batch.
+    /// Records per full batch.
     pub fn batch_size(&self) -> usize {
-        self.batch_size
+        self.sampler.batch_size()
     }
 
-    /// Steps in one sampler cycle (an "epoch" for code that wants one).
-    pub fn steps_per_cycle(&self) -> u64 {
-        self.steps_per_cycle
+    /// Steps in one pass over the data (this rank's, when sharded).
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.sampler.steps_per_epoch()
+    }
+
+    /// One past the last step of a loader built with
+    /// [`epochs`](super::DataLoaderBuilder::epochs); `None` when endless.
+    pub fn end_step(&self) -> Option<u64> {
+        self.end_step
+    }
+
+    /// Steps left to deliver (`None` when endless). An error ends the
+    /// loader early.
+    pub fn remaining_steps(&self) -> Option<u64> {
+        if self.failed {
+            return Some(0);
+        }
+        self.end_step.map(|end| end.saturating_sub(self.next_step))
+    }
+
+    /// The sampler that draws the loader's indices (at step 0; the loader
+    /// keeps its own position, [`step`](Self::step)).
+    pub fn sampler(&self) -> &Sampler {
+        &self.sampler
     }
 
     /// Counters of what the loader did so far.
@@ -283,9 +312,10 @@ impl<T> DataLoader<T> {
 impl<T> Iterator for DataLoader<T> {
     type Item = Result<T, Error>;
 
-    /// The next step's result; `None` only after an error was delivered.
+    /// The next step's result; `None` after the last step of a finite
+    /// loader, or after an error was delivered.
     fn next(&mut self) -> Option<Result<T, Error>> {
-        if self.failed {
+        if self.failed || self.end_step.is_some_and(|end| self.next_step >= end) {
             return None;
         }
         let result = {
@@ -310,13 +340,21 @@ impl<T> Iterator for DataLoader<T> {
         }
         Some(result)
     }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self.remaining_steps() {
+            // An error may end the loader before its last step.
+            Some(n) => (0, Some(usize::try_from(n).unwrap_or(usize::MAX))),
+            None => (0, None),
+        }
+    }
 }
 
 impl<T> std::fmt::Debug for DataLoader<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataLoader")
             .field("next_step", &self.next_step)
-            .field("batch_size", &self.batch_size)
+            .field("end_step", &self.end_step)
             .field("workers", &self.threads.len())
             .field("failed", &self.failed)
             .finish()

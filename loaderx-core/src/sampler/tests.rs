@@ -83,11 +83,11 @@ proptest! {
         let ranks: Vec<Sampler> = (0..w)
             .map(|r| Sampler::new(len, b, mode(m), seed).unwrap().shard(r, w).unwrap())
             .collect();
-        let spc = ranks[0].steps_per_cycle();
+        let spc = ranks[0].steps_per_epoch();
         prop_assert_eq!(spc, len / (b * w) as u64);
         let mut seen = HashSet::new();
         for s in ranks.iter() {
-            prop_assert_eq!(s.steps_per_cycle(), spc);
+            prop_assert_eq!(s.steps_per_epoch(), spc);
             let mut out = vec![0; b];
             for step in cycle * spc..(cycle + 1) * spc {
                 s.fill(step, &mut out).unwrap();
@@ -276,4 +276,173 @@ fn the_step_counter_wraps_at_the_end_of_u64() {
         s.fill(0, &mut out).unwrap();
         assert_eq!(first, out);
     }
+}
+
+/// Every rank's batches of pass `pass`, by the sampler's own bookkeeping.
+fn pass_of(s: &Sampler, pass: u64) -> Vec<Vec<u64>> {
+    let spe = s.steps_per_epoch();
+    (pass * spe..(pass + 1) * spe)
+        .map(|step| {
+            assert_eq!(s.epoch_of(step), (pass, step - pass * spe));
+            s.indices(step)
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn without_drop_last_every_record_comes_once_per_pass(
+        cyclic in any::<bool>(),
+        len in 1u64..300,
+        b in 1usize..40,
+        w in 1usize..5,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        prop_assume!(w as u64 <= len);
+        let mode = if cyclic { SamplerMode::Cyclic } else { SamplerMode::Sequential };
+        let ranks: Vec<Sampler> = (0..w)
+            .map(|r| {
+                Sampler::builder(len, b).mode(mode).seed(seed).shard(r, w).drop_last(false)
+                    .build().unwrap()
+            })
+            .collect();
+        let mut all = Vec::new();
+        let steps: Vec<u64> = ranks.iter().map(Sampler::steps_per_epoch).collect();
+        let most = *steps.iter().max().unwrap();
+        prop_assert!(steps.iter().all(|&s| s + 1 >= most), "ranks differ by more than one step: {:?}", steps);
+        for s in &ranks {
+            for batch in pass_of(s, pass) {
+                prop_assert!(!batch.is_empty());
+                prop_assert!(batch.len() <= b);
+                all.extend(batch);
+            }
+        }
+        all.sort_unstable();
+        prop_assert_eq!(all, (0..len).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn with_drop_last_a_pass_is_the_documented_full_batch_subset(
+        cyclic in any::<bool>(),
+        len in 1u64..300,
+        b in 1usize..40,
+        w in 1usize..5,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        let g = (b * w) as u64;
+        prop_assume!(g <= len);
+        let mode = if cyclic { SamplerMode::Cyclic } else { SamplerMode::Sequential };
+        let mut all = Vec::new();
+        for r in 0..w {
+            let s = Sampler::new(len, b, mode, seed).unwrap().shard(r, w).unwrap();
+            prop_assert_eq!(s.steps_per_epoch(), len / g);
+            for batch in pass_of(&s, pass) {
+                prop_assert_eq!(batch.len(), b);
+                all.extend(batch);
+            }
+        }
+        let spe = len / g;
+        let mut want: Vec<u64> = if cyclic {
+            // The first spe * g positions of the pass's permutation.
+            let perm = FeistelPermutation::new(len, rng::mix(seed, pass));
+            (0..spe * g).map(|p| perm.apply(p).unwrap()).collect()
+        } else {
+            // The circular window continues across passes.
+            (0..spe * g).map(|p| (pass * spe * g + p) % len).collect()
+        };
+        all.sort_unstable();
+        want.sort_unstable();
+        prop_assert_eq!(all, want);
+    }
+}
+
+#[test]
+fn the_worked_example_of_the_module_docs() {
+    let rank = |r, len| {
+        Sampler::builder(len, 3)
+            .mode(SamplerMode::Sequential)
+            .shard(r, 2)
+            .drop_last(false)
+            .build()
+            .unwrap()
+    };
+    assert_eq!(pass_of(&rank(0, 10), 0), [vec![0, 1, 2], vec![6, 7]]);
+    assert_eq!(pass_of(&rank(1, 10), 0), [vec![3, 4, 5], vec![8, 9]]);
+    assert_eq!(pass_of(&rank(0, 10), 1), [vec![0, 1, 2], vec![6, 7]]);
+    assert_eq!(pass_of(&rank(0, 7), 0), [vec![0, 1, 2], vec![6]]);
+    assert_eq!(pass_of(&rank(1, 7), 0), [vec![3, 4, 5]]);
+    assert_eq!(rank(1, 7).steps_per_epoch(), 1);
+}
+
+#[test]
+fn a_batch_larger_than_the_data_is_one_partial_batch_per_pass() {
+    let s = Sampler::builder(7, 100)
+        .mode(SamplerMode::Cyclic)
+        .seed(3)
+        .drop_last(false)
+        .build()
+        .unwrap();
+    assert_eq!(s.steps_per_epoch(), 1);
+    assert_eq!(s.batch_len(5), 7);
+    let mut a = s.indices(0);
+    let mut b = s.indices(1);
+    assert_ne!(a, b, "each pass has its own permutation");
+    a.sort_unstable();
+    b.sort_unstable();
+    assert_eq!(a, (0..7).collect::<Vec<_>>());
+    assert_eq!(a, b);
+    // With drop_last(true), a full batch cannot be had.
+    assert!(Sampler::new(7, 100, SamplerMode::Cyclic, 3).is_err());
+}
+
+#[test]
+fn drop_last_false_refuses_iid_and_more_ranks_than_records() {
+    let e = Sampler::builder(10, 2)
+        .mode(SamplerMode::Iid)
+        .drop_last(false)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("Iid"), "{e}");
+    assert!(
+        Sampler::builder(2, 1)
+            .shard(0, 3)
+            .drop_last(false)
+            .build()
+            .is_err()
+    );
+    // Iid's epoch is the steps that draw `len` records, rounded up.
+    let iid = Sampler::new(10, 3, SamplerMode::Iid, 0).unwrap();
+    assert_eq!(iid.steps_per_epoch(), 4);
+    assert_eq!(iid.batch_len(3), 3);
+}
+
+#[test]
+fn fill_refuses_a_full_output_for_a_partial_step() {
+    let s = Sampler::builder(10, 4)
+        .mode(SamplerMode::Cyclic)
+        .drop_last(false)
+        .build()
+        .unwrap();
+    assert_eq!(s.batch_len(2), 2);
+    let mut out = [0u64; 4];
+    let e = s.fill(2, &mut out).unwrap_err();
+    assert!(e.to_string().contains("step 2 draws 2"), "{e}");
+    s.fill(2, &mut out[..2]).unwrap();
+    assert!(out[..2].iter().all(|&i| i < 10));
+}
+
+#[test]
+fn huge_batches_over_many_ranks_do_not_overflow() {
+    let s = Sampler::builder(u64::MAX, usize::MAX)
+        .mode(SamplerMode::Sequential)
+        .shard(3, 4)
+        .drop_last(false)
+        .build()
+        .unwrap();
+    // u64::MAX / 4 records each, split evenly: rank 3 gets its share.
+    assert_eq!(s.steps_per_epoch(), 1);
+    assert_eq!(s.batch_len(0) as u64, u64::MAX / 4);
+    assert_eq!(s.epoch_of(u64::MAX), (u64::MAX, 0));
 }
