@@ -12,7 +12,7 @@ use loaderx_core::{DType, Element, Store, StoreKind};
 
 use crate::dtype::to_tensor;
 use crate::error::{BoxError, Error, Result};
-use crate::host::AlignedBytes;
+use loaderx_core::host::AlignedBuf;
 
 /// One stream's value in a [`Record`]: an array of the store's element type.
 #[derive(Clone)]
@@ -21,7 +21,7 @@ pub struct Field {
     pub(crate) dtype: DType,
     pub(crate) kind: StoreKind,
     pub(crate) shape: Vec<usize>,
-    pub(crate) bytes: AlignedBytes,
+    pub(crate) bytes: AlignedBuf,
 }
 
 impl Field {
@@ -308,7 +308,7 @@ impl ZrecordDataset {
                             dtype: s.dtype(),
                             kind: StoreKind::Dense,
                             shape: s.item_shape().to_vec(),
-                            bytes: AlignedBytes::from_slice(&bytes[i * rb..(i + 1) * rb]),
+                            bytes: AlignedBuf::from_bytes(&bytes[i * rb..(i + 1) * rb])?,
                         });
                     }
                 }
@@ -320,7 +320,7 @@ impl ZrecordDataset {
                             dtype: s.dtype(),
                             kind: StoreKind::Ragged,
                             shape: batch.shape(i).to_vec(),
-                            bytes: AlignedBytes::from_slice(batch.bytes(i)),
+                            bytes: AlignedBuf::from_bytes(batch.bytes(i))?,
                         });
                     }
                 }

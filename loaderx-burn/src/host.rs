@@ -5,9 +5,9 @@ use std::ops::Range;
 
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
+use loaderx_core::host::{AlignedBuf, PadValue, Padded as HostPadded, pad_records};
 use loaderx_core::loader::{Batch, Column, ColumnLayout};
 use loaderx_core::ndarray::{ArrayViewD, IxDyn};
-use loaderx_core::ragged::copy_into_padded;
 use loaderx_core::{DType, Element, StoreKind};
 
 use crate::dataset::Record;
@@ -15,56 +15,12 @@ use crate::dtype::to_tensor;
 use crate::error::{Error, Result};
 use crate::tensors::TensorBatch;
 
-/// Bytes in an 8-byte-aligned allocation, so typed views are always possible.
-#[derive(Clone, Default)]
-pub(crate) struct AlignedBytes {
-    words: Vec<u64>,
-    len: usize,
-}
-
-impl AlignedBytes {
-    pub(crate) fn zeroed(len: usize) -> AlignedBytes {
-        AlignedBytes {
-            words: vec![0; len.div_ceil(8)],
-            len,
-        }
-    }
-
-    /// As [`zeroed`](Self::zeroed), or `None` when the memory cannot be had.
-    pub(crate) fn try_zeroed(len: usize) -> Option<AlignedBytes> {
-        let mut words = Vec::new();
-        words.try_reserve_exact(len.div_ceil(8)).ok()?;
-        words.resize(len.div_ceil(8), 0u64);
-        Some(AlignedBytes { words, len })
-    }
-
-    pub(crate) fn from_slice(bytes: &[u8]) -> AlignedBytes {
-        let mut b = AlignedBytes::zeroed(bytes.len());
-        b.as_bytes_mut().copy_from_slice(bytes);
-        b
-    }
-
-    pub(crate) fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.words)[..self.len]
-    }
-
-    pub(crate) fn as_bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.words)[..self.len]
-    }
-}
-
-impl std::fmt::Debug for AlignedBytes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} bytes", self.len)
-    }
-}
-
 /// Where a column's bytes live.
 enum Storage {
     /// The loader's gather buffer (recycled when the batch is dropped).
     Staged(Column),
     /// Records stacked by a batcher.
-    Owned(AlignedBytes),
+    Owned(AlignedBuf),
 }
 
 impl Storage {
@@ -146,14 +102,6 @@ impl HostColumn {
         shape.extend_from_slice(item_shape);
         Ok((shape, &self.storage.bytes()[rows.start * rb..rows.end * rb]))
     }
-}
-
-/// Host arrays of a padded column: values and mask in `shape`, lengths `(B, ndim)`.
-pub(crate) struct PaddedHost {
-    pub(crate) shape: Vec<usize>,
-    pub(crate) values: AlignedBytes,
-    pub(crate) mask: Vec<u8>,
-    pub(crate) lengths: Vec<i64>,
 }
 
 /// One loader step, or records stacked by a batcher, in host memory, with the
@@ -339,7 +287,7 @@ impl HostBatch {
         self.tensor::<D, Bool>(name)
     }
 
-    pub(crate) fn padded_host(&self, name: &str) -> Result<PaddedHost> {
+    pub(crate) fn padded_host(&self, name: &str) -> Result<HostPadded> {
         let column = self.column(name)?;
         column.invalid()?;
         pad(column, &self.rows)
@@ -352,26 +300,13 @@ impl HostBatch {
         &self,
         name: &str,
     ) -> Result<Padded<D, K>> {
-        let column = self.column(name)?;
         let host = self.padded_host(name)?;
-        let b = self.rows.len();
-        let ndim = host.shape.len() - 1;
+        let (v, l, m) = (&host.values, &host.lengths, &host.mask);
+        let device = &self.device;
         Ok(Padded {
-            values: to_tensor::<D, K>(
-                name,
-                column.dtype,
-                host.values.as_bytes(),
-                &host.shape,
-                &self.device,
-            )?,
-            lengths: to_tensor::<2, Int>(
-                name,
-                DType::I64,
-                bytemuck::cast_slice(&host.lengths),
-                &[b, ndim],
-                &self.device,
-            )?,
-            mask: to_tensor::<D, Bool>(name, DType::Bool, &host.mask, &host.shape, &self.device)?,
+            values: to_tensor::<D, K>(name, v.dtype(), v.bytes(), v.shape(), device)?,
+            lengths: to_tensor::<2, Int>(name, l.dtype(), l.bytes(), l.shape(), device)?,
+            mask: to_tensor::<D, Bool>(name, m.dtype(), m.bytes(), m.shape(), device)?,
         })
     }
 
@@ -429,7 +364,7 @@ fn stack_column(records: &[Record], k: usize) -> HostColumn {
         name: first.name.to_string(),
         dtype: first.dtype,
         layout: Layout::Invalid(String::new()),
-        storage: Storage::Owned(AlignedBytes::default()),
+        storage: Storage::Owned(AlignedBuf::default()),
     };
     let mut fields = Vec::with_capacity(records.len());
     for r in records {
@@ -459,7 +394,17 @@ fn stack_column(records: &[Record], k: usize) -> HostColumn {
                 return column;
             }
             let rb = first.bytes.as_bytes().len();
-            let mut bytes = AlignedBytes::zeroed(rb * fields.len());
+            let mut bytes = match rb.checked_mul(fields.len()).map(AlignedBuf::zeroed) {
+                Some(Ok(bytes)) => bytes,
+                Some(Err(e)) => {
+                    column.layout = Layout::Invalid(e.to_string());
+                    return column;
+                }
+                None => {
+                    column.layout = Layout::Invalid("the batch is larger than memory".into());
+                    return column;
+                }
+            };
             for (dst, f) in bytes
                 .as_bytes_mut()
                 .chunks_exact_mut(rb.max(1))
@@ -489,7 +434,13 @@ fn stack_column(records: &[Record], k: usize) -> HostColumn {
                 end = start + f.bytes.as_bytes().len();
                 ranges.push(start..end);
             }
-            let mut bytes = AlignedBytes::zeroed(end);
+            let mut bytes = match AlignedBuf::zeroed(end) {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    column.layout = Layout::Invalid(e.to_string());
+                    return column;
+                }
+            };
             for (range, f) in ranges.iter().zip(&fields) {
                 bytes.as_bytes_mut()[range.clone()].copy_from_slice(f.bytes.as_bytes());
             }
@@ -504,66 +455,14 @@ fn stack_column(records: &[Record], k: usize) -> HostColumn {
     column
 }
 
-/// Pads rows `rows` of a column with zeros to the largest length of every axis.
-fn pad(column: &HostColumn, rows: &Range<usize>) -> Result<PaddedHost> {
-    let size = column.dtype.size();
-    let b = rows.len();
+/// Pads rows `rows` of a column with zeros to the largest length of every
+/// axis: core's one padding definition, over this column's records.
+fn pad(column: &HostColumn, rows: &Range<usize>) -> Result<HostPadded> {
     let ndim = rows.clone().next().map_or(0, |i| column.record(i).0.len());
-    let mut max = vec![0usize; ndim];
-    let mut lengths = Vec::with_capacity(b * ndim);
-    for i in rows.clone() {
-        for (m, &d) in max.iter_mut().zip(column.record(i).0) {
-            *m = (*m).max(d);
-            lengths.push(i64::try_from(d).unwrap_or(i64::MAX));
-        }
-    }
-    // Zero-element records can claim any extent: (0, 10^9) and (10^9, 0)
-    // pad to 10^18 elements. Refuse what cannot be allocated.
-    let too_large = || {
-        Error::Invalid(format!(
-            "padding {b} records to the shape {max:?} needs more memory than can be allocated"
-        ))
-    };
-    let per_record = max
-        .iter()
-        .try_fold(1usize, |acc, &d| acc.checked_mul(d))
-        .ok_or_else(too_large)?;
-    let elements = per_record.checked_mul(b).ok_or_else(too_large)?;
-    let total = elements
-        .checked_mul(size.max(1))
-        .filter(|&t| t <= isize::MAX as usize / 2)
-        .ok_or_else(too_large)?;
-    let mut values = AlignedBytes::try_zeroed(total).ok_or_else(too_large)?;
-    let mut mask = Vec::new();
-    mask.try_reserve_exact(elements).map_err(|_| too_large())?;
-    mask.resize(elements, 0u8);
-    for (j, i) in rows.clone().enumerate() {
-        let (shape, src) = column.record(i);
-        let dst = &mut values.as_bytes_mut()[j * per_record * size..(j + 1) * per_record * size];
-        copy_into_padded(src, shape, dst, &max, size);
-        let ones = vec![1u8; shape.iter().product()];
-        let dst = &mut mask[j * per_record..(j + 1) * per_record];
-        copy_into_padded(&ones, shape, dst, &max, 1);
-    }
-    let mut shape = Vec::with_capacity(1 + ndim);
-    shape.push(b);
-    shape.extend_from_slice(&max);
-    Ok(PaddedHost {
-        shape,
-        values,
-        mask,
-        lengths,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn aligned_bytes_round_trip() {
-        let b = AlignedBytes::from_slice(&[1, 2, 3]);
-        assert_eq!(b.as_bytes(), &[1, 2, 3]);
-        assert_eq!(b.as_bytes().as_ptr() as usize % 8, 0);
-    }
+    Ok(pad_records(
+        column.dtype,
+        ndim,
+        rows.clone().map(|i| column.record(i)),
+        PadValue::ZERO,
+    )?)
 }

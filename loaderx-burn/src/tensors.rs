@@ -60,20 +60,19 @@ impl TensorColumn {
             });
         }
         let host = b.padded_host(name)?;
-        let n: usize = host.shape.iter().product();
-        let (rows, ndim) = (b.len(), host.shape.len() - 1);
-        let mask = to_tensor(name, DType::Bool, &host.mask, &[n], b.device())?;
+        let n = host.values.len();
+        let mask = to_tensor(name, DType::Bool, host.mask.bytes(), &[n], b.device())?;
         let lengths = to_tensor(
             name,
             DType::I64,
-            bytemuck::cast_slice(&host.lengths),
-            &[rows, ndim],
+            host.lengths.bytes(),
+            host.lengths.shape(),
             b.device(),
         )?;
         Ok(TensorColumn {
             dtype,
-            values: AnyTensor::new(name, dtype, host.values.as_bytes(), n, b)?,
-            shape: host.shape,
+            values: AnyTensor::new(name, dtype, host.values.bytes(), n, b)?,
+            shape: host.values.shape().to_vec(),
             padding: Some((mask, lengths)),
         })
     }

@@ -291,6 +291,18 @@ pub enum ErrorKind {
         /// The panic message, when it was a string.
         message: String,
     },
+    /// A value does not fit the type it is converted to (see
+    /// [`host::widen`](crate::host::widen)): a `u64` above `i64::MAX` for
+    /// `i64`, or a `bool` byte other than 0 and 1.
+    #[error("{dtype} value {value} does not fit {target}")]
+    OutOfRange {
+        /// The stored element type.
+        dtype: DType,
+        /// The value, as text.
+        value: String,
+        /// The type it was converted to.
+        target: DType,
+    },
     /// Any other invalid argument: bad option, empty batch, zero-byte or oversized record.
     #[error("{message}")]
     InvalidArgument {

@@ -44,7 +44,9 @@
 //! - [`dense`] and [`ragged`]: the two typed record contracts.
 //! - [`store`]: opening a store of either contract; [`digest`]: the canonical digest.
 //! - [`sampler`]: batch indices as a pure function of `(seed, step)`.
-//! - [`loader`]: the endless, ordered, multi-threaded DataLoader.
+//! - [`loader`]: the ordered, multi-threaded DataLoader (endless, or finite passes).
+//! - [`host`]: the host-batch layer adapters build on: aligned buffers,
+//!   padding, the widening table, tensor batches.
 //!
 //! ## Concurrency and safety
 //!
@@ -67,6 +69,7 @@ pub mod dtype;
 mod engine;
 mod error;
 pub mod format;
+pub mod host;
 pub mod loader;
 mod options;
 pub mod ragged;
@@ -84,8 +87,8 @@ pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use loader::{Batch, DataLoader, DataLoaderBuilder};
 pub use options::CreateOptions;
 pub use ragged::{
-    DynRagged, DynRaggedBatch, DynRaggedWriter, PaddedBytes, Ragged, RaggedBatch, RaggedLayout,
-    RaggedRecord, RaggedWriter,
+    DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
+    RaggedWriter,
 };
 pub use sampler::{Sampler, SamplerMode};
 pub use store::Store;

@@ -17,6 +17,7 @@ use crate::dtype::{DType, Element};
 use crate::engine::{RecordSource, StoreReader, StoreWriter};
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::{MAX_RECORD_LEN, Schema};
+use crate::host::{PadValue, Padded, pad_records};
 use crate::options::CreateOptions;
 
 /// One record a [`RaggedWriter`] can append.
@@ -321,103 +322,83 @@ impl RaggedLayout {
     }
 }
 
-/// A ragged batch padded with zeros to the largest length of every axis
-/// (see [`RaggedLayout::pad`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PaddedBytes {
-    /// C-order element bytes of shape [`shape`](Self::shape), zero past each record's extent.
-    pub bytes: Vec<u8>,
-    /// `(B, max_0, ..., max_{ndim-1})`.
-    pub shape: Vec<usize>,
-    /// Each record's own shape, `B * ndim` values in record order.
-    pub lengths: Vec<usize>,
-}
-
 impl RaggedLayout {
+    /// A layout of records with shapes `dims` (`ndim` values per record, in
+    /// record order) at byte ranges `ranges` of a buffer of `buffer_len`
+    /// bytes, with `elem_size`-byte elements.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] when `dims` does not hold `ndim` values
+    /// per range, a range is reversed or past `buffer_len`, or a range's
+    /// length is not its shape's element count times `elem_size`.
+    pub fn try_new(
+        ndim: usize,
+        dims: Vec<usize>,
+        ranges: &[std::ops::Range<usize>],
+        elem_size: usize,
+        buffer_len: usize,
+    ) -> Result<RaggedLayout, Error> {
+        if Some(dims.len()) != ranges.len().checked_mul(ndim) {
+            return Err(Error::invalid(format!(
+                "{} dims for {} records of rank {ndim}",
+                dims.len(),
+                ranges.len()
+            )));
+        }
+        for (i, r) in ranges.iter().enumerate() {
+            let shape = &dims[i * ndim..(i + 1) * ndim];
+            let want = shape.iter().try_fold(elem_size, |a, &d| a.checked_mul(d));
+            if r.start > r.end || r.end > buffer_len || want != Some(r.end - r.start) {
+                return Err(Error::invalid(format!(
+                    "record {i}: bytes {r:?} of a {buffer_len}-byte buffer do not hold shape \
+                     {shape:?} of {elem_size}-byte elements"
+                )));
+            }
+        }
+        Ok(RaggedLayout {
+            ndim,
+            offsets: ranges.iter().map(|r| r.start).collect(),
+            byte_lens: ranges.iter().map(|r| r.end - r.start).collect(),
+            dims,
+        })
+    }
+
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.ndim
     }
 
-    /// Pads the records in `bytes` (the buffer this layout describes, with
-    /// `elem_size`-byte elements) to a dense zero-padded block.
+    /// `(shape, bytes)` of every record in `bytes`, the buffer this layout
+    /// describes.
     ///
-    /// The block can be far larger than the records: shapes `(0, 10^9)` and
-    /// `(10^9, 0)` hold no element but pad to `10^18`. A size that overflows
-    /// or cannot be allocated is an [`ErrorKind::InvalidArgument`] error.
-    pub fn pad(&self, bytes: &[u8], elem_size: usize) -> Result<PaddedBytes, Error> {
-        let (b, nd) = (self.len(), self.ndim);
-        let mut max = vec![0usize; nd];
-        for i in 0..b {
-            for (m, &d) in max.iter_mut().zip(self.shape(i)) {
-                *m = (*m).max(d);
-            }
-        }
-        let too_large = || {
-            Error::invalid(format!(
-                "padding {b} records to the shape {max:?} of {elem_size}-byte elements \
-                 needs more memory than can be allocated"
-            ))
-        };
-        let per_record = max
-            .iter()
-            .try_fold(elem_size, |acc, &d| acc.checked_mul(d))
-            .ok_or_else(too_large)?;
-        let total = per_record
-            .checked_mul(b)
-            .filter(|&t| t <= isize::MAX as usize)
-            .ok_or_else(too_large)?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(total).map_err(|_| too_large())?;
-        out.resize(total, 0u8);
-        for i in 0..b {
-            let dst = &mut out[i * per_record..(i + 1) * per_record];
-            copy_into_padded(
-                &bytes[self.byte_range(i)],
-                self.shape(i),
-                dst,
-                &max,
-                elem_size,
-            );
-        }
-        let mut shape = Vec::with_capacity(nd + 1);
-        shape.push(b);
-        shape.extend_from_slice(&max);
-        Ok(PaddedBytes {
-            bytes: out,
-            shape,
-            lengths: self.dims.clone(),
-        })
+    /// # Panics
+    ///
+    /// When `bytes` is shorter than the buffer the layout was made for.
+    pub fn records<'a>(
+        &'a self,
+        bytes: &'a [u8],
+    ) -> impl ExactSizeIterator<Item = (&'a [usize], &'a [u8])> + Clone + 'a {
+        (0..self.len()).map(move |i| (self.shape(i), &bytes[self.byte_range(i)]))
     }
-}
 
-/// Copies a C-order record of `shape` (`size`-byte elements) into the corner
-/// of a C-order block of shape `max` in `dst`, one contiguous innermost row
-/// at a time; the rest of `dst` is left as it is. A scalar record (empty
-/// shape) fills the block's one element. The padding step of
-/// [`RaggedLayout::pad`], for callers that pad their own buffers.
-pub fn copy_into_padded(src: &[u8], shape: &[usize], dst: &mut [u8], max: &[usize], size: usize) {
-    let Some((&last, outer)) = shape.split_last() else {
-        dst[..src.len()].copy_from_slice(src);
-        return;
-    };
-    let row = last * size;
-    let rows: usize = outer.iter().product();
-    let mut index = vec![0usize; outer.len()];
-    for r in 0..rows {
-        let off = index
-            .iter()
-            .zip(max)
-            .fold(0usize, |acc, (&ix, &m)| acc * m + ix);
-        let at = off * max[outer.len()] * size;
-        dst[at..at + row].copy_from_slice(&src[r * row..(r + 1) * row]);
-        for k in (0..index.len()).rev() {
-            index[k] += 1;
-            if index[k] < outer[k] {
-                break;
-            }
-            index[k] = 0;
+    /// Pads the records in `bytes` (the buffer this layout describes) to the
+    /// largest extent of every axis; see [`pad_records`].
+    ///
+    /// # Errors
+    ///
+    /// As [`pad_records`]; a `bytes` shorter than the layout's buffer is
+    /// [`ErrorKind::InvalidArgument`].
+    pub fn pad(&self, dtype: DType, bytes: &[u8], pad: PadValue) -> Result<Padded, Error> {
+        if let Some(end) = (0..self.len()).map(|i| self.byte_range(i).end).max()
+            && end > bytes.len()
+        {
+            return Err(Error::invalid(format!(
+                "the layout needs {end} bytes, the buffer has {}",
+                bytes.len()
+            )));
         }
+        pad_records(dtype, self.ndim, self.records(bytes), pad)
     }
 }
 
@@ -461,11 +442,15 @@ impl DynRaggedBatch {
         &self.layout
     }
 
-    /// The batch zero-padded to the largest length of every axis (see
-    /// [`RaggedLayout::pad`]).
-    pub fn pad(&self) -> Result<PaddedBytes, Error> {
+    /// The batch padded to the largest extent of every axis, with lengths
+    /// and a mask (see [`pad_records`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`pad_records`].
+    pub fn pad(&self, pad: PadValue) -> Result<Padded, Error> {
         self.layout
-            .pad(bytemuck::cast_slice(&self.storage), self.dtype.size())
+            .pad(self.dtype, bytemuck::cast_slice(&self.storage), pad)
     }
 
     /// This batch with element type `T`, if `T` is its type and (for `bool`)
@@ -876,26 +861,27 @@ mod tests {
     #[test]
     fn padding_places_records_in_the_corner() {
         // Records (2, 3) and (1, 1) of u8 in one buffer (byte ranges 0..6, 8..9).
-        let layout = RaggedLayout {
-            ndim: 2,
-            offsets: vec![0, 8],
-            byte_lens: vec![6, 1],
-            dims: vec![2, 3, 1, 1],
-        };
+        let layout = RaggedLayout::try_new(2, vec![2, 3, 1, 1], &[0..6, 8..9], 1, 9).unwrap();
         let bytes = [1, 2, 3, 4, 5, 6, 0, 0, 9];
-        let p = layout.pad(&bytes, 1).unwrap();
-        assert_eq!(p.shape, vec![2, 2, 3]);
-        assert_eq!(p.bytes, vec![1, 2, 3, 4, 5, 6, 9, 0, 0, 0, 0, 0]);
-        assert_eq!(p.lengths, vec![2, 3, 1, 1]);
-        let mut dst = [0u8; 8];
-        copy_into_padded(&[7, 8, 9, 10], &[2], &mut dst, &[4], 2);
-        assert_eq!(dst, [7, 8, 9, 10, 0, 0, 0, 0]);
-        let mut dst = [0u8; 12];
-        copy_into_padded(&[1, 2, 3, 4, 5, 6], &[2, 3], &mut dst, &[3, 4], 1);
-        assert_eq!(dst, [1, 2, 3, 0, 4, 5, 6, 0, 0, 0, 0, 0]);
-        let mut dst = [0u8; 2];
-        copy_into_padded(&[3, 4], &[], &mut dst, &[], 2);
-        assert_eq!(dst, [3, 4]);
+        let p = layout.pad(DType::U8, &bytes, PadValue::ZERO).unwrap();
+        assert_eq!(p.values.shape(), &[2, 2, 3]);
+        assert_eq!(p.values.bytes(), &[1, 2, 3, 4, 5, 6, 9, 0, 0, 0, 0, 0]);
+        assert_eq!(p.lengths.as_slice::<i64>().unwrap(), &[2, 3, 1, 1]);
+        assert!(layout.pad(DType::U8, &bytes[..8], PadValue::ZERO).is_err());
+    }
+
+    #[test]
+    #[allow(clippy::single_range_in_vec_init)]
+    fn checked_layouts_refuse_what_does_not_fit() {
+        assert!(RaggedLayout::try_new(1, vec![2], &[0..8], 4, 8).is_ok());
+        assert!(RaggedLayout::try_new(1, vec![2], &[0..8], 4, 7).is_err());
+        assert!(RaggedLayout::try_new(1, vec![3], &[0..8], 4, 8).is_err());
+        assert!(RaggedLayout::try_new(2, vec![2], &[0..8], 4, 8).is_err());
+        #[allow(clippy::reversed_empty_ranges)]
+        let reversed = [8..0];
+
+        assert!(RaggedLayout::try_new(1, vec![0], &reversed, 4, 8).is_err());
+        assert!(RaggedLayout::try_new(2, vec![usize::MAX, 2], &[0..0], 4, 8).is_err());
     }
 
     #[test]
@@ -907,7 +893,7 @@ mod tests {
             byte_lens: vec![0, 0],
             dims: vec![0, 1 << 40, 1 << 40, 0],
         };
-        let err = layout.pad(&[], 4).unwrap_err();
+        let err = layout.pad(DType::F32, &[], PadValue::ZERO).unwrap_err();
         assert!(
             matches!(err.kind(), ErrorKind::InvalidArgument { .. }),
             "{err}"
@@ -924,6 +910,6 @@ mod tests {
             byte_lens: vec![0, 0],
             ..overflow
         };
-        assert!(layout.pad(&[], 1).is_err());
+        assert!(layout.pad(DType::U8, &[], PadValue::ZERO).is_err());
     }
 }

@@ -143,7 +143,11 @@ fn check(dir: &Path, case: Case) {
             continue;
         }
         let distinct: HashSet<u64> = all.iter().copied().collect();
-        assert_eq!(distinct.len(), all.len(), "{case:?} pass {p}: a record twice");
+        assert_eq!(
+            distinct.len(),
+            all.len(),
+            "{case:?} pass {p}: a record twice"
+        );
         assert_eq!(all.len() as u64, (case.n / g) * g, "{case:?} pass {p}");
         if case.mode == SamplerMode::Sequential {
             // The circular window carries on where the previous pass ended.

@@ -7,6 +7,7 @@ use ndarray::{ArrayViewD, IxDyn};
 use super::staging::StagedBuffer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, StoreKind};
+use crate::host::{PadValue, Padded};
 use crate::ragged::RaggedLayout;
 
 /// One loader step: the sampler's indices and every stream gathered at them.
@@ -191,6 +192,48 @@ impl Column {
                     .map_err(|e| Error::invalid(e.to_string()))
             })
             .collect()
+    }
+
+    /// Each record's `(shape, bytes)`: a Dense column's rows, or a Ragged
+    /// column's records.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = (&[usize], &[u8])> + Clone + '_ {
+        let bytes = self.bytes();
+        let (item_shape, row, layout): (&[usize], usize, Option<&RaggedLayout>) = match &self.layout
+        {
+            ColumnLayout::Dense { shape } => {
+                let item = shape.get(1..).unwrap_or_default();
+                (
+                    item,
+                    item.iter().product::<usize>() * self.dtype.size(),
+                    None,
+                )
+            }
+            ColumnLayout::Ragged(l) => (&[], 0, Some(l)),
+        };
+        let n = match (&self.layout, layout) {
+            (_, Some(l)) => l.len(),
+            (ColumnLayout::Dense { shape }, None) => shape.first().copied().unwrap_or(0),
+            _ => 0,
+        };
+        (0..n).map(move |i| match layout {
+            Some(l) => (l.shape(i), &bytes[l.byte_range(i)]),
+            None => (item_shape, &bytes[i * row..(i + 1) * row]),
+        })
+    }
+
+    /// The column padded to the largest extent of every axis, with `i64`
+    /// lengths and a `bool` mask (see [`host::pad_records`](crate::host::pad_records));
+    /// a Dense column pads to itself, with full lengths and an all-true mask.
+    ///
+    /// # Errors
+    ///
+    /// As [`host::pad_records`](crate::host::pad_records).
+    pub fn padded(&self, pad: PadValue) -> Result<Padded, Error> {
+        let ndim = match &self.layout {
+            ColumnLayout::Dense { shape } => shape.len().saturating_sub(1),
+            ColumnLayout::Ragged(l) => l.ndim(),
+        };
+        crate::host::pad_records(self.dtype, ndim, self.records(), pad)
     }
 
     /// The staged buffer, by reference (e.g. to check its type with

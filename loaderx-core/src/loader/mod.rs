@@ -300,6 +300,34 @@ impl DataLoaderBuilder {
         self.start(Arc::new(move |b| transform(b).map_err(Into::into)))
     }
 
+    /// Starts a loader that converts every batch to framework tensors with
+    /// `converter` (Ragged streams as `mode` says) and then applies `map`,
+    /// all on the workers: the loader glue every adapter shares. Set the
+    /// adapter's [`staging`](Self::staging) first.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_tensors<C, T, F>(
+        self,
+        converter: C,
+        mode: crate::host::RaggedMode,
+        map: F,
+    ) -> Result<DataLoader<T>, Error>
+    where
+        C: crate::host::ColumnConverter,
+        C::Error: std::error::Error + Sync,
+        T: Send + 'static,
+        F: Fn(crate::host::TensorBatch<C::Tensor, C::Padded>) -> Result<T, C::Error>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.build_with(move |batch| {
+            map(crate::host::TensorBatch::convert(batch, &converter, mode)?)
+        })
+    }
+
     fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
         let Some(first) = self.streams.first() else {
             return Err(Error::invalid("a loader needs at least one stream"));

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, StoreKind};
+use crate::host::AlignedBuf;
 
 /// What a [`Staging`] hook is asked for: room for one stream's batch.
 #[derive(Debug, Clone)]
@@ -30,7 +31,12 @@ pub struct StageRequest<'a> {
 /// A buffer one stream's batch is gathered into.
 ///
 /// It must be at least the requested size and start 8-byte aligned, so that
-/// typed views of the batch are possible. An adapter gets its own buffer
+/// typed views of the batch are possible.
+///
+/// A buffer fresh from [`Staging::stage`] may hold anything: uninitialised
+/// from the framework's point of view (a recycled block, an `empty` tensor),
+/// so it is write-only until the loader has gathered into it; the loader
+/// writes every byte of the requested size before any read. An adapter gets its own buffer
 /// type back from a [`Column`](super::Column) with
 /// [`into_buffer`](super::Column::into_buffer) and [`into_any`](Self::into_any).
 pub trait StagedBuffer: Send + 'static {
@@ -53,12 +59,13 @@ pub trait Staging: Send + Sync + 'static {
 
 #[derive(Debug)]
 struct PoolInner {
-    free: Mutex<Vec<Vec<u64>>>,
+    /// Idle buffers with the stream they last served.
+    free: Mutex<Vec<(usize, AlignedBuf)>>,
     max_free: usize,
     allocations: AtomicU64,
 }
 
-/// The default staging: 8-byte-aligned heap buffers that return to the pool
+/// The default staging: [`AlignedBuf`]s that return to the pool
 /// when their batch is dropped, so a steady-state loader allocates nothing.
 #[derive(Debug, Clone)]
 pub struct BufferPool {
@@ -85,9 +92,10 @@ impl BufferPool {
     /// A buffer of `bytes` bytes, 8-byte aligned.
     ///
     /// Reuses the best-fitting idle buffer (the smallest one large enough);
-    /// otherwise grows the largest idle one, or allocates, to exactly the
-    /// size asked (rounded up to 8 bytes) — never to a power of two, which
-    /// would take up to twice the memory a batch needs.
+    /// otherwise grows the largest idle one to the size asked plus an eighth
+    /// (batches of a stream that vary in size then rarely grow it again), or
+    /// allocates exactly the size asked (rounded up to 8 bytes) — never to a
+    /// power of two, which would take up to twice the memory a batch needs.
     ///
     /// # Errors
     ///
@@ -95,34 +103,48 @@ impl BufferPool {
     /// had: sizes come from stores, and a batch too large for this machine
     /// must be an error rather than an abort.
     pub fn take(&self, bytes: usize) -> Result<PooledBuffer, Error> {
-        let words = bytes.div_ceil(8);
+        self.take_for(0, bytes, false)
+    }
+
+    /// [`take`](Self::take) for stream `stream`: buffers that served the
+    /// same stream come first, so streams of different sizes do not keep
+    /// growing each other's buffers. A `varying` stream (Ragged: every
+    /// batch has its own size) gets an eighth of headroom from the start.
+    fn take_for(&self, stream: usize, bytes: usize, varying: bool) -> Result<PooledBuffer, Error> {
         let reused = {
             let mut free = self.inner.free.lock().unwrap_or_else(|p| p.into_inner());
-            let fit = free
-                .iter()
-                .enumerate()
-                .filter(|(_, v)| v.len() >= words)
-                .min_by_key(|(_, v)| v.len())
-                .or_else(|| free.iter().enumerate().max_by_key(|(_, v)| v.len()))
-                .map(|(i, _)| i);
-            fit.map(|i| free.swap_remove(i))
+            let best = |same: bool| {
+                let candidates = free
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, (s, _))| !same || *s == stream);
+                let fit = candidates
+                    .clone()
+                    .filter(|(_, (_, v))| v.capacity() >= bytes)
+                    .min_by_key(|(_, (_, v))| v.capacity());
+                fit.or_else(|| candidates.max_by_key(|(_, (_, v))| v.capacity()))
+                    .map(|(i, _)| i)
+            };
+            best(true)
+                .or_else(|| best(false))
+                .map(|i| free.swap_remove(i).1)
         };
-        let storage = match reused {
-            Some(v) if v.len() >= words => v,
-            other => {
-                self.inner.allocations.fetch_add(1, Ordering::Relaxed);
-                let mut v = other.unwrap_or_default();
-                v.try_reserve_exact(words - v.len())
-                    .map_err(|_| ErrorKind::Buffer {
-                        detail: format!("cannot allocate a {bytes}-byte staging buffer"),
-                    })?;
-                v.resize(words, 0);
-                v
+        let mut storage = reused.unwrap_or_default();
+        if storage.capacity() < bytes {
+            self.inner.allocations.fetch_add(1, Ordering::Relaxed);
+            // A buffer that has to grow serves batches of varying size: an
+            // eighth of headroom keeps it from growing again at every new
+            // largest batch. A fixed-size stream's first allocation is exact.
+            if varying || storage.capacity() > 0 {
+                let _ = storage.reserve(bytes.saturating_add(bytes / 8));
             }
-        };
+        }
+        storage.resize(bytes).map_err(|_| ErrorKind::Buffer {
+            detail: format!("cannot allocate a {bytes}-byte staging buffer"),
+        })?;
         Ok(PooledBuffer {
             storage,
-            len: bytes,
+            stream,
             pool: Arc::clone(&self.inner),
         })
     }
@@ -130,25 +152,37 @@ impl BufferPool {
 
 impl Staging for BufferPool {
     fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
-        Ok(Box::new(self.take(request.bytes)?))
+        let varying = request.kind == StoreKind::Ragged;
+        Ok(Box::new(self.take_for(
+            request.stream_index,
+            request.bytes,
+            varying,
+        )?))
     }
 }
 
-/// A buffer from a [`BufferPool`]; goes back to the pool on drop.
+/// An [`AlignedBuf`] from a [`BufferPool`]; goes back to the pool on drop.
 #[derive(Debug)]
 pub struct PooledBuffer {
-    storage: Vec<u64>,
-    len: usize,
+    storage: AlignedBuf,
+    stream: usize,
     pool: Arc<PoolInner>,
+}
+
+impl PooledBuffer {
+    /// The buffer.
+    pub fn buf(&self) -> &AlignedBuf {
+        &self.storage
+    }
 }
 
 impl StagedBuffer for PooledBuffer {
     fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.storage)[..self.len]
+        self.storage.as_bytes()
     }
 
     fn as_bytes_mut(&mut self) -> &mut [u8] {
-        &mut bytemuck::cast_slice_mut(&mut self.storage)[..self.len]
+        self.storage.as_bytes_mut()
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -164,7 +198,7 @@ impl Drop for PooledBuffer {
     fn drop(&mut self) {
         let mut free = self.pool.free.lock().unwrap_or_else(|p| p.into_inner());
         if free.len() < self.pool.max_free {
-            free.push(std::mem::take(&mut self.storage));
+            free.push((self.stream, std::mem::take(&mut self.storage)));
         }
     }
 }
@@ -186,8 +220,8 @@ mod tests {
         drop(b);
         let c = pool.take(1000).unwrap();
         assert_eq!(pool.allocations(), 2);
-        // Grown to the size asked, not to the next power of two.
-        assert_eq!(c.storage.len(), 125);
+        // Grown to the size asked plus an eighth, not to a power of two.
+        assert_eq!(c.storage.capacity(), 1128); // 1000 + 1000 / 8, in words
     }
 
     #[test]

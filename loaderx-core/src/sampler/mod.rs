@@ -424,8 +424,8 @@ impl Sampler {
             SamplerMode::Sequential if self.drop_last => {
                 // Global window of B*W positions starting at step*B*W (mod len).
                 let b = self.batch_size as u128;
-                let start = (step as u128 * self.global() + self.rank as u128 * b)
-                    % self.len as u128;
+                let start =
+                    (step as u128 * self.global() + self.rank as u128 * b) % self.len as u128;
                 for (j, o) in out.iter_mut().enumerate() {
                     *o = ((start + j as u128) % self.len as u128) as u64;
                 }

@@ -1,0 +1,55 @@
+//! The framework-neutral host-batch layer every adapter builds on.
+//!
+//! A batch's path ends in an adapter, but everything before the last step —
+//! turning host bytes into a framework's tensor — is the same for every
+//! framework and lives here, once:
+//!
+//! - [`AlignedBuf`]: 8-byte-aligned host bytes (the default staging's
+//!   buffer), and [`HostArray`]: a typed, shaped array in one.
+//! - [`pad_records`] / [`Column::padded`](crate::loader::Column::padded):
+//!   the one padding definition, for records of any rank —
+//!   [`Padded`]`{ values, lengths, mask }` with `i64` lengths per record and
+//!   axis, a `bool` mask of the values' shape, and a configurable
+//!   [`PadValue`].
+//! - [`DTypeTable`] and [`widen`]: the one widening table. An adapter names
+//!   the element types its framework has; a type it lacks becomes the
+//!   narrowest one that holds every value (`u64` to `i64` range-checked),
+//!   never truncated, reading bytes of any alignment.
+//! - [`RaggedMode`], [`ColumnConverter`] and [`TensorBatch`]: a loader
+//!   batch as framework tensors. The adapter implements the three
+//!   conversions of [`ColumnConverter`]; the batch structure, its
+//!   accessors and the loader glue
+//!   ([`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors))
+//!   are shared.
+//!
+//! ```
+//! use loaderx_core::host::{PadValue, RaggedMode};
+//! use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut w = RaggedWriter::<u16>::create(dir.path().join("tok"), 1, Codec::Raw)?;
+//! w.append([vec![1u16, 2, 3], vec![4], vec![5, 6]])?;
+//! w.close()?;
+//! let mut loader = DataLoader::builder()
+//!     .stream("tok", Ragged::<u16>::open(dir.path().join("tok"))?)
+//!     .batch_size(3)
+//!     .mode(loaderx_core::SamplerMode::Sequential)
+//!     .build()?;
+//! let batch = loader.next().unwrap()?;
+//! let padded = batch.column("tok").unwrap().padded(PadValue::ZERO)?;
+//! assert_eq!(padded.values.shape(), &[3, 3]);
+//! assert_eq!(padded.values.as_slice::<u16>()?, &[1, 2, 3, 4, 0, 0, 5, 6, 0]);
+//! assert_eq!(padded.lengths.as_slice::<i64>()?, &[3, 1, 2]);
+//! # let _ = RaggedMode::Padded;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+mod buffer;
+mod pad;
+mod tensors;
+mod widen;
+
+pub use buffer::{AlignedBuf, HostArray};
+pub use pad::{PadValue, Padded, pad_records};
+pub use tensors::{ColumnConverter, RaggedMode, TensorBatch, TensorColumn};
+pub use widen::{DTypeTable, Widened, widen};
