@@ -1,8 +1,9 @@
 //! Loader columns as candle tensors: Dense columns, and Ragged ones padded or
 //! one tensor per record.
 
-use candle_core::{CpuStorage, DType as CDType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use loaderx_core::StoreKind;
+use loaderx_core::host::{HostArray, PadValue};
 use loaderx_core::loader::{Column, ColumnLayout};
 use loaderx_core::ragged::RaggedLayout;
 
@@ -69,48 +70,30 @@ pub fn ragged_tensors(column: &Column, device: &Device) -> Result<Vec<Tensor>> {
         .collect()
 }
 
-/// A Ragged column padded with zeros to the largest length of every axis.
-#[derive(Debug, Clone)]
-pub struct Padded {
-    /// `(B, max_0, ..., max_{ndim-1})`, zeros past each record's extent.
-    pub values: Tensor,
-    /// `(B, ndim)` `U32`: each record's own shape.
-    pub lengths: Tensor,
+/// A padded Ragged stream as candle tensors: `values` `(B, max_0, ..)` in
+/// the [mapped type](crate::dtype), `lengths` `(B, ndim)` `I64`, `mask` of
+/// `values`' shape, `U8` (1 inside a record, 0 in padding).
+pub type Padded = loaderx_core::host::Padded<Tensor>;
+
+/// A host array as a tensor on `device` (widened where candle lacks the type).
+pub fn array_tensor(array: &HostArray, device: &Device) -> Result<Tensor> {
+    tensor_on(
+        storage_from_bytes(array.dtype(), array.bytes())?,
+        array.shape(),
+        device,
+    )
 }
 
-impl Padded {
-    /// For rank-1 records, a `(B, max_len)` `U8` mask: 1 inside a record, 0 in padding.
-    pub fn mask(&self) -> Result<Tensor> {
-        let (b, max) = self.values.dims2()?;
-        let device = self.values.device();
-        let positions = Tensor::arange(0u32, max as u32, device)?.reshape((1, max))?;
-        let lengths = self.lengths.narrow(1, 0, 1)?;
-        Ok(positions
-            .broadcast_as((b, max))?
-            .broadcast_lt(&lengths)?
-            .to_dtype(CDType::U8)?)
-    }
+/// A Ragged column padded with `pad` to the largest extent of every axis
+/// (core's [`Column::padded`]), as tensors on `device`.
+pub fn ragged_padded_with(column: &Column, device: &Device, pad: PadValue) -> Result<Padded> {
+    ragged_layout(column)?;
+    column
+        .padded(pad)?
+        .try_map(|array| array_tensor(&array, device))
 }
 
-/// Pads a Ragged column with zeros to the largest length of every axis.
+/// A Ragged column padded with zeros to the largest extent of every axis.
 pub fn ragged_padded(column: &Column, device: &Device) -> Result<Padded> {
-    let layout = ragged_layout(column)?;
-    let padded = layout.pad(column.bytes(), column.dtype().size())?;
-    let lengths = padded
-        .lengths
-        .iter()
-        .map(|&d| u32::try_from(d).unwrap_or(u32::MAX))
-        .collect();
-    Ok(Padded {
-        values: tensor_on(
-            storage_from_bytes(column.dtype(), &padded.bytes)?,
-            &padded.shape,
-            device,
-        )?,
-        lengths: tensor_on(
-            CpuStorage::U32(lengths),
-            &[layout.len(), layout.ndim()],
-            device,
-        )?,
-    })
+    ragged_padded_with(column, device, PadValue::ZERO)
 }

@@ -12,7 +12,7 @@
 //! | `i16`   | `I16`  | no copy |
 //! | `u32`   | `U32`  | no copy |
 //! | `i32`   | `I32`  | no copy |
-//! | `u64`   | `I64`  | no copy when every value is at most `i64::MAX`; otherwise [`Error::OutOfRange`](crate::Error::OutOfRange) |
+//! | `u64`   | `I64`  | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
 //! | `i64`   | `I64`  | no copy |
 //! | `f16`   | `F16`  | no copy |
 //! | `f32`   | `F32`  | no copy |
@@ -24,21 +24,38 @@
 
 use candle_core::DType as CDType;
 use loaderx_core::DType;
+use loaderx_core::host::DTypeTable;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+
+/// The loaderx types candle has; core's widening table maps the others
+/// (see the table above).
+pub const TABLE: DTypeTable = DTypeTable::new(&[
+    DType::U8,
+    DType::I16,
+    DType::U32,
+    DType::I32,
+    DType::I64,
+    DType::F16,
+    DType::F32,
+    DType::F64,
+]);
 
 /// The candle type a loaderx element type becomes (see the table).
+///
+/// # Errors
+///
+/// [`Error::Core`](crate::Error::Core) for a type candle cannot hold.
 pub fn candle_dtype(dtype: DType) -> Result<CDType> {
-    Ok(match dtype {
-        DType::Bool | DType::U8 => CDType::U8,
-        DType::I8 | DType::I16 => CDType::I16,
-        DType::U16 | DType::U32 => CDType::U32,
+    Ok(match TABLE.target(dtype)? {
+        DType::U8 => CDType::U8,
+        DType::I16 => CDType::I16,
+        DType::U32 => CDType::U32,
         DType::I32 => CDType::I32,
-        DType::U64 | DType::I64 => CDType::I64,
         DType::F16 => CDType::F16,
         DType::F32 => CDType::F32,
         DType::F64 => CDType::F64,
-        other => return Err(Error::Unsupported(other)),
+        _ => CDType::I64,
     })
 }
 

@@ -6,9 +6,9 @@ use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
 use half::f16;
 use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
-use loaderx_core::{DType, Element, StoreKind};
+use loaderx_core::{DType, StoreKind};
 
-use crate::dtype::candle_dtype;
+use crate::dtype::{TABLE, candle_dtype};
 use crate::error::{Error, Result};
 
 /// A typed host vector holding one stream's batch in the store's own type.
@@ -151,82 +151,40 @@ impl Staging for CandleStaging {
     }
 }
 
-fn u64_to_i64(values: &[u64]) -> Result<()> {
-    match values.iter().find(|&&v| v > i64::MAX as u64) {
-        Some(v) => Err(Error::OutOfRange {
-            dtype: DType::U64,
-            value: v.to_string(),
-            target: candle_core::DType::I64,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// Owned CPU storage in candle's type for `vec` (no copy where the types agree).
+/// Owned CPU storage in candle's type for `vec` (no copy where the types
+/// agree; otherwise through core's widening table).
 pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage> {
     Ok(match vec {
-        HostVec::U8(v) => CpuStorage::U8(v),
-        HostVec::I8(v) => CpuStorage::I16(v.into_iter().map(i16::from).collect()),
-        HostVec::U16(v) => CpuStorage::U32(v.into_iter().map(u32::from).collect()),
+        HostVec::U8(v) if dtype == DType::U8 => CpuStorage::U8(v),
         HostVec::I16(v) => CpuStorage::I16(v),
         HostVec::U32(v) => CpuStorage::U32(v),
         HostVec::I32(v) => CpuStorage::I32(v),
         HostVec::U64(v) if dtype == DType::U64 => {
-            u64_to_i64(&v)?;
+            // Range-checks every value; the bytes stay as they are.
+            TABLE.widen(dtype, bytemuck::cast_slice(&v))?;
             CpuStorage::I64(bytemuck::allocation::cast_vec(v))
         }
-        HostVec::U64(v) => return storage_from_bytes(dtype, bytemuck::cast_slice(&v)),
         HostVec::I64(v) => CpuStorage::I64(v),
         HostVec::F16(v) => CpuStorage::F16(v),
         HostVec::F32(v) => CpuStorage::F32(v),
         HostVec::F64(v) => CpuStorage::F64(v),
+        other => return storage_from_bytes(dtype, other.bytes()),
     })
 }
 
-fn typed<T: Element>(bytes: &[u8]) -> Result<Vec<T>> {
-    match T::try_from_bytes(bytes) {
-        Some(s) => Ok(s.to_vec()),
-        // Misaligned (a foreign staging buffer): read element by element.
-        None if T::DTYPE != DType::Bool => Ok(bytes
-            .chunks_exact(size_of::<T>())
-            .map(|c| {
-                let mut v = T::default();
-                let mut one = [v];
-                let _ = T::fill_slice(&mut one, |b| {
-                    b.copy_from_slice(c);
-                    Ok::<(), ()>(())
-                });
-                v = one[0];
-                v
-            })
-            .collect()),
-        None => Err(Error::Core(loaderx_core::Error::from(
-            loaderx_core::ErrorKind::InvalidArgument {
-                message: "bool bytes must be 0 or 1".into(),
-            },
-        ))),
-    }
-}
-
-/// CPU storage in candle's type, copied from element bytes of `dtype`.
+/// CPU storage in candle's type, copied from element bytes of `dtype` (any
+/// alignment), widened by core's table where candle lacks the type.
 pub(crate) fn storage_from_bytes(dtype: DType, bytes: &[u8]) -> Result<CpuStorage> {
-    Ok(match dtype {
-        DType::Bool | DType::U8 => CpuStorage::U8(bytes.to_vec()),
-        DType::I8 => CpuStorage::I16(typed::<i8>(bytes)?.into_iter().map(i16::from).collect()),
-        DType::U16 => CpuStorage::U32(typed::<u16>(bytes)?.into_iter().map(u32::from).collect()),
-        DType::I16 => CpuStorage::I16(typed(bytes)?),
-        DType::U32 => CpuStorage::U32(typed(bytes)?),
-        DType::I32 => CpuStorage::I32(typed(bytes)?),
-        DType::U64 => {
-            let v = typed::<u64>(bytes)?;
-            u64_to_i64(&v)?;
-            CpuStorage::I64(bytemuck::allocation::cast_vec(v))
-        }
-        DType::I64 => CpuStorage::I64(typed(bytes)?),
-        DType::F16 => CpuStorage::F16(typed(bytes)?),
-        DType::F32 => CpuStorage::F32(typed(bytes)?),
-        DType::F64 => CpuStorage::F64(typed(bytes)?),
-        other => return Err(Error::Unsupported(other)),
+    let wide = TABLE.widen(dtype, bytes)?;
+    Ok(match wide.dtype() {
+        DType::U8 => CpuStorage::U8(wide.as_bytes().to_vec()),
+        DType::I16 => CpuStorage::I16(wide.as_slice::<i16>()?.to_vec()),
+        DType::U32 => CpuStorage::U32(wide.as_slice::<u32>()?.to_vec()),
+        DType::I32 => CpuStorage::I32(wide.as_slice::<i32>()?.to_vec()),
+        DType::F16 => CpuStorage::F16(wide.as_slice::<f16>()?.to_vec()),
+        DType::F32 => CpuStorage::F32(wide.as_slice::<f32>()?.to_vec()),
+        DType::F64 => CpuStorage::F64(wide.as_slice::<f64>()?.to_vec()),
+        _ => CpuStorage::I64(wide.as_slice::<i64>()?.to_vec()),
     })
 }
 

@@ -27,7 +27,8 @@
 //! let tok = batch.padded("tok")?;                   // I16 (4, max_len), widened from i8
 //! assert_eq!(image.dims(), &[4, 2, 2]);
 //! assert_eq!(tok.values.dtype(), candle_core::DType::I16);
-//! assert_eq!(tok.lengths.dims(), &[4, 1]);
+//! assert_eq!(tok.lengths.dims(), &[4, 1]);             // I64 lengths
+//! assert_eq!(tok.mask.dims(), tok.values.dims());      // U8 mask
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -48,10 +49,14 @@ mod error;
 mod host;
 mod loader;
 
-pub use column::{Padded, dense_tensor, into_dense_tensor, ragged_padded, ragged_tensors};
+pub use column::{
+    Padded, array_tensor, dense_tensor, into_dense_tensor, ragged_padded, ragged_padded_with,
+    ragged_tensors,
+};
 #[cfg(feature = "cuda")]
 pub use cuda::PinnedBuffer;
 pub use dtype::candle_dtype;
 pub use error::{Error, Result};
 pub use host::{CandleStaging, HostBuffer};
-pub use loader::{CandleLoaderExt, RaggedMode, TensorBatch, TensorColumn};
+pub use loader::{CandleConverter, CandleLoaderExt, TensorBatch, TensorColumn};
+pub use loaderx_core::host::RaggedMode;

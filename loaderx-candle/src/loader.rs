@@ -2,115 +2,52 @@
 //! loader's worker threads.
 
 use candle_core::{Device, Tensor};
-use loaderx_core::StoreKind;
-use loaderx_core::loader::{Batch, DataLoader, DataLoaderBuilder};
+use loaderx_core::host::{ColumnConverter, RaggedMode};
+use loaderx_core::loader::{Column, DataLoader, DataLoaderBuilder};
 
 use crate::column::{Padded, into_dense_tensor, ragged_padded, ragged_tensors};
 use crate::error::{Error, Result};
 use crate::host::CandleStaging;
 
-/// How Ragged streams become tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RaggedMode {
-    /// Zero-padded to the batch maximum, with lengths ([`Padded`]).
-    #[default]
-    Padded,
-    /// One tensor per record.
-    PerRecord,
-}
+/// One stream of a [`TensorBatch`]: Dense, padded or per-record.
+pub type TensorColumn = loaderx_core::host::TensorColumn<Tensor, Padded>;
 
-/// One stream of a [`TensorBatch`].
+/// A loader step as candle tensors, streams in the loader's order (core's
+/// [`TensorBatch`](loaderx_core::host::TensorBatch) with candle's types).
+pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor, Padded>;
+
+/// candle's [`ColumnConverter`]: loader columns to tensors on one device.
+/// Dense columns move into their tensors without a copy when staged by
+/// [`CandleStaging`] on the CPU.
 #[derive(Debug, Clone)]
-pub enum TensorColumn {
-    /// A Dense stream: `(B, *item_shape)`.
-    Dense(Tensor),
-    /// A Ragged stream, padded.
-    Padded(Padded),
-    /// A Ragged stream, one tensor per record.
-    Records(Vec<Tensor>),
+pub struct CandleConverter {
+    device: Device,
 }
 
-/// A loader step as candle tensors, streams in the loader's order.
-#[derive(Debug, Clone)]
-pub struct TensorBatch {
-    /// The sampler step.
-    pub step: u64,
-    /// The record indices.
-    pub indices: Vec<u64>,
-    /// `(name, column)` per stream.
-    pub columns: Vec<(String, TensorColumn)>,
+impl CandleConverter {
+    /// A converter to tensors on `device`.
+    pub fn new(device: &Device) -> CandleConverter {
+        CandleConverter {
+            device: device.clone(),
+        }
+    }
 }
 
-impl TensorBatch {
-    /// Converts a loaderx batch: Dense columns move into their tensors
-    /// without a copy when staged by [`CandleStaging`] on the CPU.
-    pub fn from_batch(batch: Batch, device: &Device, ragged: RaggedMode) -> Result<TensorBatch> {
-        let step = batch.step();
-        let indices = batch.indices().to_vec();
-        let columns = batch
-            .into_columns()
-            .into_iter()
-            .map(|(name, column)| {
-                let tensor = match (column.kind(), ragged) {
-                    (StoreKind::Dense, _) => {
-                        TensorColumn::Dense(into_dense_tensor(column, device)?)
-                    }
-                    (_, RaggedMode::Padded) => {
-                        TensorColumn::Padded(ragged_padded(&column, device)?)
-                    }
-                    (_, RaggedMode::PerRecord) => {
-                        TensorColumn::Records(ragged_tensors(&column, device)?)
-                    }
-                };
-                Ok((name, tensor))
-            })
-            .collect::<Result<_>>()?;
-        Ok(TensorBatch {
-            step,
-            indices,
-            columns,
-        })
+impl ColumnConverter for CandleConverter {
+    type Tensor = Tensor;
+    type Padded = Padded;
+    type Error = Error;
+
+    fn dense(&self, column: Column) -> Result<Tensor> {
+        into_dense_tensor(column, &self.device)
     }
 
-    fn get(&self, name: &str) -> Result<&TensorColumn> {
-        self.columns
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c)
-            .ok_or_else(|| Error::MissingStream(name.to_owned()))
+    fn padded(&self, column: &Column) -> Result<Padded> {
+        ragged_padded(column, &self.device)
     }
 
-    /// Dense stream `name`.
-    pub fn dense(&self, name: &str) -> Result<&Tensor> {
-        match self.get(name)? {
-            TensorColumn::Dense(t) => Ok(t),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Dense,
-                found: StoreKind::Ragged,
-            }),
-        }
-    }
-
-    /// Padded Ragged stream `name`.
-    pub fn padded(&self, name: &str) -> Result<&Padded> {
-        match self.get(name)? {
-            TensorColumn::Padded(p) => Ok(p),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Ragged,
-                found: StoreKind::Dense,
-            }),
-        }
-    }
-
-    /// Per-record Ragged stream `name`.
-    pub fn records(&self, name: &str) -> Result<&[Tensor]> {
-        match self.get(name)? {
-            TensorColumn::Records(r) => Ok(r),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Ragged,
-                found: StoreKind::Dense,
-            }),
-        }
+    fn records(&self, column: &Column) -> Result<Vec<Tensor>> {
+        ragged_tensors(column, &self.device)
     }
 }
 
@@ -188,8 +125,7 @@ where
     T: Send + 'static,
     F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
 {
-    let device = device.clone();
     builder
-        .staging(CandleStaging::for_device(&device))
-        .build_with(move |batch| map(TensorBatch::from_batch(batch, &device, ragged)?))
+        .staging(CandleStaging::for_device(device))
+        .build_tensors(CandleConverter::new(device), ragged, map)
 }
