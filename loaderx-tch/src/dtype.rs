@@ -12,7 +12,7 @@
 //! | `i16`   | `Int16`    | no copy |
 //! | `u32`   | `Int64`    | widened to i64 |
 //! | `i32`   | `Int`      | no copy |
-//! | `u64`   | `Int64`    | no copy when every value is at most `i64::MAX`; otherwise [`Error::OutOfRange`](crate::Error::OutOfRange) |
+//! | `u64`   | `Int64`    | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
 //! | `i64`   | `Int64`    | no copy |
 //! | `f16`   | `Half`     | no copy |
 //! | `f32`   | `Float`    | no copy |
@@ -24,24 +24,47 @@
 //! memory and is copied to the device without blocking.
 
 use loaderx_core::DType;
+use loaderx_core::host::DTypeTable;
 use tch::Kind;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-/// The tch kind a loaderx element type becomes (see the table).
-pub fn tch_kind(dtype: DType) -> Result<Kind> {
-    Ok(match dtype {
+/// The loaderx types libtorch has; core's widening table maps the others
+/// (see the table above).
+pub const TABLE: DTypeTable = DTypeTable::new(&[
+    DType::Bool,
+    DType::U8,
+    DType::I8,
+    DType::I16,
+    DType::I32,
+    DType::I64,
+    DType::F16,
+    DType::F32,
+    DType::F64,
+]);
+
+/// The tch kind of a type libtorch has.
+fn kind_of(dtype: DType) -> Kind {
+    match dtype {
         DType::Bool => Kind::Bool,
         DType::U8 => Kind::Uint8,
         DType::I8 => Kind::Int8,
         DType::I16 => Kind::Int16,
-        DType::U16 | DType::I32 => Kind::Int,
-        DType::U32 | DType::U64 | DType::I64 => Kind::Int64,
+        DType::I32 => Kind::Int,
         DType::F16 => Kind::Half,
         DType::F32 => Kind::Float,
         DType::F64 => Kind::Double,
-        other => return Err(Error::Unsupported(other)),
-    })
+        _ => Kind::Int64,
+    }
+}
+
+/// The tch kind a loaderx element type becomes (see the table).
+///
+/// # Errors
+///
+/// [`Error::Core`](crate::Error::Core) for a type libtorch cannot hold.
+pub fn tch_kind(dtype: DType) -> Result<Kind> {
+    Ok(kind_of(TABLE.target(dtype)?))
 }
 
 /// The kind holding the store's bytes unchanged, when libtorch has one.

@@ -4,25 +4,13 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// loaderx failed (store, loader).
+    /// loaderx failed (store, loader, a value out of range for its mapped
+    /// kind: [`ErrorKind::OutOfRange`](loaderx_core::ErrorKind::OutOfRange)).
     #[error(transparent)]
     Core(#[from] loaderx_core::Error),
     /// libtorch failed (allocation, device transfer).
     #[error(transparent)]
     Tch(#[from] tch::TchError),
-    /// A value does not fit the tch kind it maps to (u64 above `i64::MAX`).
-    #[error("{dtype} value {value} does not fit tch's {target:?}; no lossless mapping")]
-    OutOfRange {
-        /// The store's element type.
-        dtype: loaderx_core::DType,
-        /// The offending value.
-        value: String,
-        /// The kind it would map to.
-        target: tch::Kind,
-    },
-    /// A loaderx element type this version cannot map to tch.
-    #[error("no tch kind for loaderx {0}")]
-    Unsupported(loaderx_core::DType),
     /// The column is not of the contract the call needs.
     #[error("column is {found}, expected {expected}")]
     Kind {
@@ -31,9 +19,6 @@ pub enum Error {
         /// What the column is.
         found: loaderx_core::StoreKind,
     },
-    /// The batch has no stream of that name.
-    #[error("the batch has no stream {0:?}")]
-    MissingStream(String),
 }
 
 /// A specialised `Result` for this crate.

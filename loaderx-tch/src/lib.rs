@@ -43,9 +43,11 @@ mod loader;
 mod staging;
 
 pub use column::{
-    Padded, dense_tensor, into_tensor, ragged_padded, ragged_tensors, tensor_from_bytes,
+    Padded, array_tensor, dense_tensor, into_tensor, ragged_padded, ragged_padded_with,
+    ragged_tensors, tensor_from_bytes,
 };
 pub use dtype::tch_kind;
 pub use error::{Error, Result};
-pub use loader::{RaggedMode, TchColumn, TchLoaderExt, TensorBatch};
+pub use loader::{TchColumn, TchConverter, TchLoaderExt, TensorBatch};
+pub use loaderx_core::host::RaggedMode;
 pub use staging::{TchStaging, TensorBuffer};

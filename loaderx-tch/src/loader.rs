@@ -1,112 +1,51 @@
 //! A loaderx DataLoader whose batches are tch tensors, converted on the
 //! loader's worker threads.
 
-use loaderx_core::StoreKind;
-use loaderx_core::loader::{Batch, DataLoader, DataLoaderBuilder};
+use loaderx_core::host::{ColumnConverter, RaggedMode};
+use loaderx_core::loader::{Column, DataLoader, DataLoaderBuilder};
 use tch::{Device, Tensor};
 
 use crate::column::{Padded, into_tensor, ragged_padded, ragged_tensors};
 use crate::error::{Error, Result};
 use crate::staging::TchStaging;
 
-/// How Ragged streams become tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum RaggedMode {
-    /// Zero-padded to the batch maximum, with lengths ([`Padded`]).
-    #[default]
-    Padded,
-    /// One tensor per record.
-    PerRecord,
+/// One stream of a [`TensorBatch`]: Dense, padded or per-record.
+pub type TchColumn = loaderx_core::host::TensorColumn<Tensor, Padded>;
+
+/// A loader step as tch tensors, streams in the loader's order (core's
+/// [`TensorBatch`](loaderx_core::host::TensorBatch) with tch's types).
+pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor, Padded>;
+
+/// tch's [`ColumnConverter`]: loader columns to tensors on one device. Dense
+/// columns staged by [`TchStaging`] are handed over without a copy on the
+/// CPU, and copied from pinned memory without blocking for CUDA.
+#[derive(Debug, Clone, Copy)]
+pub struct TchConverter {
+    device: Device,
 }
 
-/// One stream of a [`TensorBatch`].
-#[derive(Debug)]
-pub enum TchColumn {
-    /// A Dense stream: `(B, *item_shape)`.
-    Dense(Tensor),
-    /// A Ragged stream, padded.
-    Padded(Padded),
-    /// A Ragged stream, one tensor per record.
-    Records(Vec<Tensor>),
+impl TchConverter {
+    /// A converter to tensors on `device`.
+    pub fn new(device: Device) -> TchConverter {
+        TchConverter { device }
+    }
 }
 
-/// A loader step as tch tensors, streams in the loader's order.
-#[derive(Debug)]
-pub struct TensorBatch {
-    /// The sampler step.
-    pub step: u64,
-    /// The record indices.
-    pub indices: Vec<u64>,
-    /// `(name, column)` per stream.
-    pub columns: Vec<(String, TchColumn)>,
-}
+impl ColumnConverter for TchConverter {
+    type Tensor = Tensor;
+    type Padded = Padded;
+    type Error = Error;
 
-impl TensorBatch {
-    /// Converts a loaderx batch; Dense columns staged by [`TchStaging`] are
-    /// handed over without a copy on the CPU.
-    pub fn from_batch(batch: Batch, device: Device, ragged: RaggedMode) -> Result<TensorBatch> {
-        let step = batch.step();
-        let indices = batch.indices().to_vec();
-        let columns = batch
-            .into_columns()
-            .into_iter()
-            .map(|(name, column)| {
-                let c = match (column.kind(), ragged) {
-                    (StoreKind::Dense, _) => TchColumn::Dense(into_tensor(column, device)?),
-                    (_, RaggedMode::Padded) => TchColumn::Padded(ragged_padded(&column, device)?),
-                    (_, RaggedMode::PerRecord) => {
-                        TchColumn::Records(ragged_tensors(&column, device)?)
-                    }
-                };
-                Ok((name, c))
-            })
-            .collect::<Result<_>>()?;
-        Ok(TensorBatch {
-            step,
-            indices,
-            columns,
-        })
+    fn dense(&self, column: Column) -> Result<Tensor> {
+        into_tensor(column, self.device)
     }
 
-    fn get(&self, name: &str) -> Result<&TchColumn> {
-        self.columns
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, c)| c)
-            .ok_or_else(|| Error::MissingStream(name.to_owned()))
+    fn padded(&self, column: &Column) -> Result<Padded> {
+        ragged_padded(column, self.device)
     }
 
-    /// Dense stream `name`.
-    pub fn dense(&self, name: &str) -> Result<&Tensor> {
-        match self.get(name)? {
-            TchColumn::Dense(t) => Ok(t),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Dense,
-                found: StoreKind::Ragged,
-            }),
-        }
-    }
-
-    /// Padded Ragged stream `name`.
-    pub fn padded(&self, name: &str) -> Result<&Padded> {
-        match self.get(name)? {
-            TchColumn::Padded(p) => Ok(p),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Ragged,
-                found: StoreKind::Dense,
-            }),
-        }
-    }
-
-    /// Per-record Ragged stream `name`.
-    pub fn records(&self, name: &str) -> Result<&[Tensor]> {
-        match self.get(name)? {
-            TchColumn::Records(r) => Ok(r),
-            _ => Err(Error::Kind {
-                expected: StoreKind::Ragged,
-                found: StoreKind::Dense,
-            }),
-        }
+    fn records(&self, column: &Column) -> Result<Vec<Tensor>> {
+        ragged_tensors(column, self.device)
     }
 }
 
@@ -163,5 +102,5 @@ where
 {
     builder
         .staging(TchStaging::new(device))
-        .build_with(move |batch| map(TensorBatch::from_batch(batch, device, ragged)?))
+        .build_tensors(TchConverter::new(device), ragged, map)
 }

@@ -3,6 +3,7 @@
 
 use std::any::Any;
 
+use loaderx_core::host::AlignedBuf;
 use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
 use loaderx_core::{ErrorKind, StoreKind};
 use tch::{Device, Tensor};
@@ -58,40 +59,6 @@ impl StagedBuffer for TensorBuffer {
     }
 }
 
-/// Host bytes for what has no tensor of its own (ragged batches, u16/u32).
-#[derive(Debug)]
-struct HostBytes {
-    words: Vec<u64>,
-    len: usize,
-}
-
-impl StagedBuffer for HostBytes {
-    fn as_bytes(&self) -> &[u8] {
-        &bytemuck_bytes(&self.words)[..self.len]
-    }
-
-    fn as_bytes_mut(&mut self) -> &mut [u8] {
-        let len = self.len;
-        &mut bytemuck_bytes_mut(&mut self.words)[..len]
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
-}
-
-fn bytemuck_bytes(w: &[u64]) -> &[u8] {
-    bytemuck::cast_slice(w)
-}
-
-fn bytemuck_bytes_mut(w: &mut [u64]) -> &mut [u8] {
-    bytemuck::cast_slice_mut(w)
-}
-
 /// The loader staging of this crate.
 ///
 /// Dense batches are gathered into a tensor allocated by libtorch: plain
@@ -137,9 +104,8 @@ impl Staging for TchStaging {
                 return Ok(Box::new(buffer));
             }
         }
-        Ok(Box::new(HostBytes {
-            words: vec![0; r.bytes.div_ceil(8)],
-            len: r.bytes,
-        }))
+        // What has no tensor of its own (ragged batches, u16/u32): core's
+        // aligned host buffer.
+        Ok(Box::new(AlignedBuf::zeroed(r.bytes)?))
     }
 }
