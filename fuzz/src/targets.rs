@@ -93,9 +93,10 @@ fn ragged(r: &DynRagged, indices: &[u64]) {
         let elements: usize = batch.shape(i).iter().product();
         assert_eq!(batch.bytes(i).len(), elements * size);
     }
-    if let Ok(padded) = batch.pad() {
-        let elements: usize = padded.shape.iter().product();
-        assert_eq!(padded.bytes.len(), elements * size);
+    if let Ok(padded) = batch.pad(loaderx_core::host::PadValue::ZERO) {
+        let elements: usize = padded.values.shape().iter().product();
+        assert_eq!(padded.values.bytes().len(), elements * size);
+        assert_eq!(padded.mask.bytes().len(), elements);
         assert_eq!(padded.lengths.len(), batch.len() * batch.layout().ndim());
     }
 }
