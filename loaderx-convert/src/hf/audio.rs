@@ -192,7 +192,7 @@ mod tests {
     use super::*;
 
     /// A 16-bit PCM WAV file of interleaved `samples`.
-    pub(crate) fn wav(rate: u32, channels: u16, samples: &[i16]) -> Vec<u8> {
+    fn wav(rate: u32, channels: u16, samples: &[i16]) -> Vec<u8> {
         let data_len = (samples.len() * 2) as u32;
         let mut out = Vec::new();
         out.extend_from_slice(b"RIFF");

@@ -33,11 +33,14 @@ use crate::output::safe_component;
 /// The split of patterns given without one.
 const DEFAULT_SPLIT: &str = "train";
 
+/// Split names and their path patterns, in card order.
+pub(crate) type SplitPatterns = Vec<(String, Vec<String>)>;
+
 /// The configs a card declares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CardConfigs {
     /// Config name to its splits' patterns, in card order.
-    pub(crate) configs: Vec<(String, Vec<(String, Vec<String>)>)>,
+    pub(crate) configs: Vec<(String, SplitPatterns)>,
     /// The default config, if the card says which.
     pub(crate) default: Option<String>,
 }
@@ -85,14 +88,14 @@ fn patterns(value: &Value, what: &str) -> Result<Vec<String>, String> {
 
 /// Adds `files` to split `split` of `out`, keeping the first position of a
 /// split named twice.
-fn add_split(out: &mut Vec<(String, Vec<String>)>, split: String, files: Vec<String>) {
+fn add_split(out: &mut SplitPatterns, split: String, files: Vec<String>) {
     match out.iter_mut().find(|(s, _)| *s == split) {
         Some((_, have)) => have.extend(files),
         None => out.push((split, files)),
     }
 }
 
-fn data_files(value: &Value, config: &str) -> Result<Vec<(String, Vec<String>)>, String> {
+fn data_files(value: &Value, config: &str) -> Result<SplitPatterns, String> {
     let what = format!("config {config:?}: data_files");
     let mut out = Vec::new();
     match value {

@@ -724,30 +724,48 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         && !is_commit_sha(&source.revision)
         && source.revision != PARQUET_BRANCH
     {
-        // The Hub converts the head of `main`: its parquet files are those
-        // of another revision only when that revision is the same commit.
-        if source.revision != DEFAULT_BRANCH {
-            let head = hub.resolve(DEFAULT_BRANCH)?;
-            if head.sha != resolved.sha {
-                return Err(layout_error(
+        let fallback = || -> Result<Resolved, Error> {
+            // The Hub converts the head of `main`: its parquet files are
+            // those of another revision only when that revision is the same
+            // commit.
+            if source.revision != DEFAULT_BRANCH {
+                let head = hub.resolve(DEFAULT_BRANCH)?;
+                if head.sha != resolved.sha {
+                    return Err(layout_error(
+                        repo,
+                        format!(
+                            "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
+                             converts {DEFAULT_BRANCH} (commit {}), not this revision",
+                            source.revision, resolved.sha, head.sha
+                        ),
+                    ));
+                }
+            }
+            hub.resolve(PARQUET_BRANCH).map_err(|e| {
+                layout_error(
                     repo,
                     format!(
-                        "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
-                         converts {DEFAULT_BRANCH} (commit {}), not this revision",
-                        source.revision, resolved.sha, head.sha
+                        "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
+                        source.revision, resolved.sha
                     ),
-                ));
+                )
+            })
+        };
+        let branch = match (fallback(), &source.config) {
+            (Ok(branch), _) => branch,
+            // The revision has configs, just not this one: say which.
+            (Err(_), Some(config)) if !layout.is_empty() || card.is_some() => {
+                return Err(Error::UnknownConfig {
+                    repo: repo.to_owned(),
+                    config: config.clone(),
+                    available: Configs {
+                        card: card.as_ref(),
+                    }
+                    .names(&layout),
+                });
             }
-        }
-        let branch = hub.resolve(PARQUET_BRANCH).map_err(|e| {
-            layout_error(
-                repo,
-                format!(
-                    "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
-                    source.revision, resolved.sha
-                ),
-            )
-        })?;
+            (Err(e), _) => return Err(e),
+        };
         layout = parse_layout(branch.files.iter().map(String::as_str))
             .map_err(|e| layout_error(repo, e))?;
         parquet_commit = branch.sha;
