@@ -76,6 +76,13 @@ fn fixtures() -> Option<&'static Fixtures> {
         .as_ref()
 }
 
+/// The fixtures, a mock Hub serving them and a temporary directory; `None`
+/// when the Python-backed tests are skipped.
+fn setup() -> Option<(&'static Fixtures, Mock, tempfile::TempDir)> {
+    let fx = fixtures()?;
+    Some((fx, Mock::start(fx), tempfile::tempdir().unwrap()))
+}
+
 /// The mock Hub, killed when dropped.
 struct Mock {
     child: Child,
@@ -287,6 +294,13 @@ fn check_samples(fx: &Fixtures, store: &Store, samples: &Value, col: &Value, wha
     );
 }
 
+/// [`check_stores`], then [`check_python_reads`]: the stores hold the
+/// expected records and the reference package reads them alike.
+fn check_stores_read_by_python(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
+    check_stores(fx, out, case, splits);
+    check_python_reads(out);
+}
+
 fn check_summary(summary: &HfSummary, case: &Value, splits: &[&str]) {
     assert_eq!(summary.repo, case["repo"].as_str().unwrap());
     assert_eq!(summary.commit, case["commit"].as_str().unwrap());
@@ -317,10 +331,10 @@ fn check_summary(summary: &HfSummary, case: &Value, splits: &[&str]) {
 
 #[test]
 fn mnist_like_images_from_the_parquet_branch() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["mnist"];
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // Small write batches: many flushes, crossing row groups and files.
@@ -348,8 +362,7 @@ fn mnist_like_images_from_the_parquet_branch() {
     assert_eq!(image.name, "image");
     assert_eq!(image.source, ColumnSource::Image);
     assert_eq!(image.item_shape.as_deref(), Some(&[28usize, 28][..]));
-    check_stores(fx, &out, case, &["train", "test"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["train", "test"]);
     let text = summary.to_string();
     assert!(text.contains(case["commit"].as_str().unwrap()), "{text}");
     assert!(text.contains("refs/convert/parquet"), "{text}");
@@ -396,10 +409,10 @@ fn mnist_like_images_from_the_parquet_branch() {
 
 #[test]
 fn numeric_lists_and_arrays_through_the_cli() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["numeric"];
-    let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("numeric");
 
     // Default batches: train (40000 rows) needs two flushes of 32768.
@@ -420,8 +433,7 @@ fn numeric_lists_and_arrays_through_the_cli() {
     assert!(stdout.contains("mat: dense f32 [3, 4]"), "{stdout}");
     // No terminal: no progress bar.
     assert!(stderr.is_empty(), "{stderr}");
-    check_stores(fx, &out, case, &["test", "train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["test", "train"]);
     let Store::Dense(u64s) = Store::open(out.join("train/u64")).unwrap() else {
         panic!("u64 is not dense")
     };
@@ -445,10 +457,10 @@ fn numeric_lists_and_arrays_through_the_cli() {
 
 #[test]
 fn images_of_different_sizes_are_ragged() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["images"];
-    let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("images");
     let summary = convert_hf(&mock.source("test/images", &tmp.path().join("c")), &out).unwrap();
     check_summary(&summary, case, &["train"]);
@@ -456,15 +468,14 @@ fn images_of_different_sizes_are_ragged() {
     assert_eq!(cols[0].kind, StoreKind::Ragged);
     assert_eq!(cols[0].ndim, 3);
     assert_eq!(cols[1].item_shape.as_deref(), Some(&[16usize, 16, 3][..]));
-    check_stores(fx, &out, case, &["train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
 }
 
 #[test]
 fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
     let work = tmp.path().join("work");
     std::fs::create_dir(&work).unwrap();
@@ -505,9 +516,9 @@ fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
 
 #[test]
 fn names_from_remote_data_cannot_escape() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_, mock, tmp)) = setup() else {
+        return;
+    };
     let work = tmp.path().join("a").join("b");
     std::fs::create_dir_all(&work).unwrap();
     let e = convert_hf(
@@ -536,11 +547,11 @@ fn names_from_remote_data_cannot_escape() {
 
 #[test]
 fn gated_repos_need_the_token_which_is_never_printed() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["gated"];
     let token = case["token"].as_str().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("hf");
     let out = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
 
@@ -620,12 +631,12 @@ fn gated_repos_need_the_token_which_is_never_printed() {
 
 #[test]
 fn revisions_resolve_to_pinned_commits() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let old = &fx.expected["moving_old"];
     let new = &fx.expected["moving_new"];
     let old_sha = old["commit"].as_str().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // `main` has moved on to the new commit.
@@ -709,9 +720,9 @@ fn check_python_reads(out: &Path) {
 
 #[test]
 fn text_columns_selected_as_bytes_and_as_tokens() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
     let home = tmp.path().join("hf");
     let out = |name: &str| tmp.path().join(name);
@@ -802,8 +813,7 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
         ),
         "{stdout}"
     );
-    check_stores(fx, &out("bytes"), case, &["test", "train"]);
-    check_python_reads(&out("bytes"));
+    check_stores_read_by_python(fx, &out("bytes"), case, &["test", "train"]);
 
     // Token ids from a tokenizer.json, equal to Python tokenizers' ids.
     let case = &fx.expected["text_tokens"];
@@ -823,8 +833,7 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
     );
     assert!(stdout.contains("tokenized with"), "{stdout}");
     assert!(stdout.contains("text: ragged u32 (rank 1)"), "{stdout}");
-    check_stores(fx, &out("tokens"), case, &["test", "train"]);
-    check_python_reads(&out("tokens"));
+    check_stores_read_by_python(fx, &out("tokens"), case, &["test", "train"]);
 
     // Special tokens and EOS; small batches so tokenization spans many flushes.
     let case = &fx.expected["text_tokens_special"];
@@ -880,10 +889,10 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
 
 #[test]
 fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["mixed_rgb"];
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // Without --image-mode: refused, naming the flag.
@@ -910,15 +919,14 @@ fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
         ],
     );
     assert!(stdout.contains("picture: dense u8 [10, 12, 3]"), "{stdout}");
-    check_stores(fx, &out, case, &["train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
 }
 
 #[test]
 fn dataset_card_configs_decide_the_files() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
     let src = || mock.source("test/card", &cache);
 
@@ -936,23 +944,18 @@ fn dataset_card_configs_decide_the_files() {
         ]
     );
     check_summary(&s, case, &["train", "test"]);
-    check_stores(fx, &tmp.path().join("main"), case, &["test", "train"]);
     assert!(
         s.to_string().contains("configs from the dataset card"),
         "{s}"
     );
-    check_python_reads(&tmp.path().join("main"));
+    check_stores_read_by_python(fx, &s.root, case, &["test", "train"]);
 
     // The other config through the CLI (a `**` glob).
-    let case = &fx.expected["card_extra"];
+    let home = tmp.path().join("hf");
     let out = tmp.path().join("extra");
-    let stdout = cli_ok(
-        &mock,
-        &tmp.path().join("hf"),
-        &["test/card", out.to_str().unwrap(), "--config", "extra"],
-    );
-    assert!(stdout.contains("(config extra)"), "{stdout}");
-    check_stores(fx, &out, case, &["train"]);
+    let args = ["test/card", out.to_str().unwrap(), "--config", "extra"];
+    assert!(cli_ok(&mock, &home, &args).contains("(config extra)"));
+    check_stores(fx, &out, &fx.expected["card_extra"], &["train"]);
 
     // A config the card does not declare: the error lists those it does.
     let e = convert_err(&src().config("nope"), &tmp.path().join("x"));
@@ -970,30 +973,24 @@ fn dataset_card_configs_decide_the_files() {
 
 #[test]
 fn audio_columns_decode_to_samples_and_rates() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
 
     // WAV and FLAC, mono and stereo, many rates: samples equal soundfile's
     // float32 decoding bit for bit (digests), rates equal.
-    let case = &fx.expected["audio"];
     let out = tmp.path().join("audio");
-    let stdout = cli_ok(
-        &mock,
-        &tmp.path().join("hf"),
-        &["test/audio", out.to_str().unwrap(), "--config", "default"],
-    );
+    let args = ["test/audio", out.to_str().unwrap(), "--config", "default"];
     assert_contains_all(
-        &stdout,
+        &cli_ok(&mock, &tmp.path().join("hf"), &args),
         &[
             "speech: ragged f32 (rank 1)",
             "speech.sampling_rate: dense u32 []",
             "music: ragged f32 (rank 2)",
         ],
     );
-    check_stores(fx, &out, case, &["train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, &fx.expected["audio"], &["train"]);
 
     // Small batches: the same stores; the summary names the sources.
     let s = convert_hf(
@@ -1033,6 +1030,5 @@ fn audio_columns_decode_to_samples_and_rates() {
     let out = tmp.path().join("lossy");
     let s = convert_hf(&mock.source("test/audio", &cache).config("lossy"), &out).unwrap();
     check_summary(&s, case, &["train"]);
-    check_stores(fx, &out, case, &["train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
 }
