@@ -331,7 +331,10 @@ impl HfSource {
         self
     }
 
-    /// The dataset config (subset); needed when the dataset has several.
+    /// The dataset config (subset). Without one: the default config of the
+    /// dataset card's `configs:` block, else the only config; an unknown
+    /// name is [`Error::UnknownConfig`],
+    /// listing the configs.
     pub fn config(mut self, config: impl Into<String>) -> HfSource {
         self.config = Some(config.into());
         self
