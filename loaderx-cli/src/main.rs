@@ -85,7 +85,8 @@ enum Convert {
         /// Branch, tag or commit sha.
         #[arg(long, default_value = "main")]
         revision: String,
-        /// Dataset config (subset), needed when there are several.
+        /// Dataset config (subset): default, the dataset card's default
+        /// config, else the only one; an unknown name lists the configs.
         #[arg(long)]
         config: Option<String>,
         /// Splits to convert (default: all).

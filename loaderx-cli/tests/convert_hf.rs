@@ -5,7 +5,8 @@
 //! Store contents are compared with digests the fixture script computed with
 //! numpy from the same data.
 //!
-//! Needs `LOADERX_PYTHON` (a python with `datasets` and `pillow`); the
+//! Needs `LOADERX_PYTHON` (a python with `datasets`, `pillow`, `tokenizers`,
+//! `soundfile` and `loaderx==2.4.6`); the
 //! README's test command installs one. `LOADERX_SKIP_PYTHON=1` skips.
 
 #![allow(clippy::unwrap_used)]
@@ -40,7 +41,7 @@ fn python() -> Option<PathBuf> {
     Some(
         std::env::var_os("LOADERX_PYTHON")
             .map(PathBuf::from)
-            .expect("set LOADERX_PYTHON to a python with `datasets` and `pillow` (./scripts/test installs one), or LOADERX_SKIP_PYTHON=1"),
+            .expect("set LOADERX_PYTHON to a python with `datasets`, `pillow`, `tokenizers`, `soundfile` and loaderx 2.4.6 (./scripts/test installs one), or LOADERX_SKIP_PYTHON=1"),
     )
 }
 
@@ -73,6 +74,13 @@ fn fixtures() -> Option<&'static Fixtures> {
             Some(Fixtures { dir, expected })
         })
         .as_ref()
+}
+
+/// The fixtures, a mock Hub serving them and a temporary directory; `None`
+/// when the Python-backed tests are skipped.
+fn setup() -> Option<(&'static Fixtures, Mock, tempfile::TempDir)> {
+    let fx = fixtures()?;
+    Some((fx, Mock::start(fx), tempfile::tempdir().unwrap()))
 }
 
 /// The mock Hub, killed when dropped.
@@ -149,6 +157,33 @@ fn cli(mock: &Mock, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output 
     cmd.output().unwrap()
 }
 
+/// Runs `loaderx convert hf ARGS` (a clean Hub environment, home `home`),
+/// checks that it succeeded, and returns what it printed.
+fn cli_ok(mock: &Mock, home: &Path, args: &[&str]) -> String {
+    let run = cli(mock, home, args, &[]);
+    assert!(
+        run.status.success(),
+        "loaderx convert hf {args:?} failed:\n{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
+/// Converts `source` to `out`, expecting a failure that leaves nothing at
+/// `out`; returns the message.
+fn convert_err(source: &HfSource, out: &Path) -> String {
+    let e = convert_hf(source, out).unwrap_err().to_string();
+    assert!(!out.exists(), "{} left behind after: {e}", out.display());
+    e
+}
+
+/// Asserts that `text` contains every needle.
+fn assert_contains_all(text: &str, needles: &[&str]) {
+    for n in needles {
+        assert!(text.contains(n), "{n:?} missing from: {text}");
+    }
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -201,6 +236,9 @@ fn check_stores(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
                     "{what}: contents differ from the source"
                 );
             }
+            if let Some(samples) = col.get("samples") {
+                check_samples(fx, &store, samples, col, &what);
+            }
             if let Some(pixels) = col.get("pixels") {
                 // JPEG: decoders may round differently; allow a small error.
                 let want = std::fs::read(fx.dir.join(pixels.as_str().unwrap())).unwrap();
@@ -219,6 +257,48 @@ fn check_stores(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
             }
         }
     }
+}
+
+/// Compares the f32 records of `store` with the expected `samples` file
+/// (records concatenated), within the case's tolerance, and their shapes.
+fn check_samples(fx: &Fixtures, store: &Store, samples: &Value, col: &Value, what: &str) {
+    let want: Vec<f32> = std::fs::read(fx.dir.join(samples.as_str().unwrap()))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let (mut got, mut shapes) = (Vec::new(), Vec::new());
+    store
+        .for_each_record(|_, shape, bytes| {
+            shapes.push(shape.to_vec());
+            got.extend(
+                bytes
+                    .chunks_exact(4)
+                    .map(|b| f32::from_le_bytes(b.try_into().unwrap())),
+            );
+            Ok(())
+        })
+        .unwrap();
+    let want_shapes: Vec<Vec<usize>> = serde_json::from_value(col["shapes"].clone()).unwrap();
+    assert_eq!(shapes, want_shapes, "{what}");
+    assert_eq!(got.len(), want.len(), "{what}");
+    let tolerance = col["tolerance"].as_f64().unwrap() as f32;
+    let max = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0f32, f32::max);
+    assert!(
+        max <= tolerance,
+        "{what}: max difference {max} > {tolerance}"
+    );
+}
+
+/// [`check_stores`], then [`check_python_reads`]: the stores hold the
+/// expected records and the reference package reads them alike.
+fn check_stores_read_by_python(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
+    check_stores(fx, out, case, splits);
+    check_python_reads(out);
 }
 
 fn check_summary(summary: &HfSummary, case: &Value, splits: &[&str]) {
@@ -251,10 +331,10 @@ fn check_summary(summary: &HfSummary, case: &Value, splits: &[&str]) {
 
 #[test]
 fn mnist_like_images_from_the_parquet_branch() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["mnist"];
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // Small write batches: many flushes, crossing row groups and files.
@@ -282,7 +362,7 @@ fn mnist_like_images_from_the_parquet_branch() {
     assert_eq!(image.name, "image");
     assert_eq!(image.source, ColumnSource::Image);
     assert_eq!(image.item_shape.as_deref(), Some(&[28usize, 28][..]));
-    check_stores(fx, &out, case, &["train", "test"]);
+    check_stores_read_by_python(fx, &out, case, &["train", "test"]);
     let text = summary.to_string();
     assert!(text.contains(case["commit"].as_str().unwrap()), "{text}");
     assert!(text.contains("refs/convert/parquet"), "{text}");
@@ -329,10 +409,10 @@ fn mnist_like_images_from_the_parquet_branch() {
 
 #[test]
 fn numeric_lists_and_arrays_through_the_cli() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["numeric"];
-    let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("numeric");
 
     // Default batches: train (40000 rows) needs two flushes of 32768.
@@ -353,7 +433,7 @@ fn numeric_lists_and_arrays_through_the_cli() {
     assert!(stdout.contains("mat: dense f32 [3, 4]"), "{stdout}");
     // No terminal: no progress bar.
     assert!(stderr.is_empty(), "{stderr}");
-    check_stores(fx, &out, case, &["test", "train"]);
+    check_stores_read_by_python(fx, &out, case, &["test", "train"]);
     let Store::Dense(u64s) = Store::open(out.join("train/u64")).unwrap() else {
         panic!("u64 is not dense")
     };
@@ -377,10 +457,10 @@ fn numeric_lists_and_arrays_through_the_cli() {
 
 #[test]
 fn images_of_different_sizes_are_ragged() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["images"];
-    let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("images");
     let summary = convert_hf(&mock.source("test/images", &tmp.path().join("c")), &out).unwrap();
     check_summary(&summary, case, &["train"]);
@@ -388,32 +468,28 @@ fn images_of_different_sizes_are_ragged() {
     assert_eq!(cols[0].kind, StoreKind::Ragged);
     assert_eq!(cols[0].ndim, 3);
     assert_eq!(cols[1].item_shape.as_deref(), Some(&[16usize, 16, 3][..]));
-    check_stores(fx, &out, case, &["train"]);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
 }
 
 #[test]
 fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
     let work = tmp.path().join("work");
     std::fs::create_dir(&work).unwrap();
     for (config, needles) in [
         ("strings", &["\"text\"", "strings"][..]),
-        ("nulls", &["\"maybe\"", "row 2 holds a null"][..]),
+        ("nulls", &["\"maybe\"", "row 2: holds a null"][..]),
         ("empty", &["\"seq\"", "row 2: the record is empty"][..]),
         ("mixed", &["\"picture\"", "row 0 is L but row 1 is RGB"][..]),
     ] {
-        let e = convert_hf(
+        let e = convert_err(
             &mock.source("test/bad", &cache).config(config),
-            work.join("out"),
-        )
-        .unwrap_err()
-        .to_string();
-        for n in needles {
-            assert!(e.contains(n), "{config}: {e}");
-        }
+            &work.join("out"),
+        );
+        assert_contains_all(&e, needles);
         assert!(names(&work).is_empty(), "{config}: left {:?}", names(&work));
     }
     // Several configs and none chosen.
@@ -440,9 +516,9 @@ fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
 
 #[test]
 fn names_from_remote_data_cannot_escape() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((_, mock, tmp)) = setup() else {
+        return;
+    };
     let work = tmp.path().join("a").join("b");
     std::fs::create_dir_all(&work).unwrap();
     let e = convert_hf(
@@ -471,11 +547,11 @@ fn names_from_remote_data_cannot_escape() {
 
 #[test]
 fn gated_repos_need_the_token_which_is_never_printed() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["gated"];
     let token = case["token"].as_str().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("hf");
     let out = |name: &str| tmp.path().join(name).to_str().unwrap().to_owned();
 
@@ -555,12 +631,12 @@ fn gated_repos_need_the_token_which_is_never_printed() {
 
 #[test]
 fn revisions_resolve_to_pinned_commits() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let old = &fx.expected["moving_old"];
     let new = &fx.expected["moving_new"];
     let old_sha = old["commit"].as_str().unwrap();
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // `main` has moved on to the new commit.
@@ -580,7 +656,7 @@ fn revisions_resolve_to_pinned_commits() {
         check_summary(&s, old, &["train"]);
         check_stores(fx, &tmp.path().join(dir), old, &["train"]);
     }
-    let run = cli(
+    let stdout = cli_ok(
         &mock,
         &tmp.path().join("hf"),
         &[
@@ -589,10 +665,7 @@ fn revisions_resolve_to_pinned_commits() {
             "--revision",
             old_sha,
         ],
-        &[],
     );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(run.status.success());
     assert!(stdout.contains(&format!("commit {old_sha}")), "{stdout}");
     check_stores(fx, &tmp.path().join("cli"), old, &["train"]);
 
@@ -647,9 +720,9 @@ fn check_python_reads(out: &Path) {
 
 #[test]
 fn text_columns_selected_as_bytes_and_as_tokens() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
-    let tmp = tempfile::tempdir().unwrap();
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let cache = tmp.path().join("cache");
     let home = tmp.path().join("hf");
     let out = |name: &str| tmp.path().join(name);
@@ -658,7 +731,7 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
 
     // Only the label: the strings (with their null and empty row) stay out.
     let case = &fx.expected["text_labels"];
-    let run = cli(
+    let stdout = cli_ok(
         &mock,
         &home,
         &[
@@ -667,13 +740,6 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
             "--columns",
             "label",
         ],
-        &[],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     assert!(
         stdout.contains("train: 300 records [label: dense i64 []]"),
@@ -723,16 +789,12 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
             &["missing.json", "no such file"][..],
         ),
     ] {
-        let e = convert_hf(&source, out("x")).unwrap_err().to_string();
-        for n in needles {
-            assert!(e.contains(n), "{n:?} missing from: {e}");
-        }
-        assert!(!out("x").exists());
+        assert_contains_all(&convert_err(&source, &out("x")), needles);
     }
 
     // UTF-8 bytes, dropping the null and the empty row from both columns.
     let case = &fx.expected["text_bytes"];
-    let run = cli(
+    let stdout = cli_ok(
         &mock,
         &home,
         &[
@@ -743,13 +805,6 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
             "--drop-empty-rows",
             "--drop-null-rows",
         ],
-        &[],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     assert!(
         stdout.contains(
@@ -758,12 +813,11 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
         ),
         "{stdout}"
     );
-    check_stores(fx, &out("bytes"), case, &["test", "train"]);
-    check_python_reads(&out("bytes"));
+    check_stores_read_by_python(fx, &out("bytes"), case, &["test", "train"]);
 
     // Token ids from a tokenizer.json, equal to Python tokenizers' ids.
     let case = &fx.expected["text_tokens"];
-    let run = cli(
+    let stdout = cli_ok(
         &mock,
         &home,
         &[
@@ -776,18 +830,10 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
             "--columns",
             "text,label",
         ],
-        &[],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     assert!(stdout.contains("tokenized with"), "{stdout}");
     assert!(stdout.contains("text: ragged u32 (rank 1)"), "{stdout}");
-    check_stores(fx, &out("tokens"), case, &["test", "train"]);
-    check_python_reads(&out("tokens"));
+    check_stores_read_by_python(fx, &out("tokens"), case, &["test", "train"]);
 
     // Special tokens and EOS; small batches so tokenization spans many flushes.
     let case = &fx.expected["text_tokens_special"];
@@ -843,28 +889,26 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
 
 #[test]
 fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
-    let Some(fx) = fixtures() else { return };
-    let mock = Mock::start(fx);
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
     let case = &fx.expected["mixed_rgb"];
-    let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache");
 
     // Without --image-mode: refused, naming the flag.
-    let e = convert_hf(
+    let e = convert_err(
         &mock.source("test/mixed-modes", &cache),
-        tmp.path().join("x"),
-    )
-    .unwrap_err()
-    .to_string();
-    for n in ["column \"picture\"", "different modes", "--image-mode"] {
-        assert!(e.contains(n), "{n:?} missing from: {e}");
-    }
-    assert!(!tmp.path().join("x").exists());
+        &tmp.path().join("x"),
+    );
+    assert_contains_all(
+        &e,
+        &["column \"picture\"", "different modes", "--image-mode"],
+    );
 
     // With it: every image is RGB, pixels equal PIL's convert("RGB")
     // (within JPEG decoders' rounding).
     let out = tmp.path().join("rgb");
-    let run = cli(
+    let stdout = cli_ok(
         &mock,
         &tmp.path().join("hf"),
         &[
@@ -873,15 +917,118 @@ fn mixed_image_modes_convert_to_one_mode_as_pil_does() {
             "--image-mode",
             "RGB",
         ],
-        &[],
-    );
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
     );
     assert!(stdout.contains("picture: dense u8 [10, 12, 3]"), "{stdout}");
-    check_stores(fx, &out, case, &["train"]);
-    check_python_reads(&out);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
+}
+
+#[test]
+fn dataset_card_configs_decide_the_files() {
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let cache = tmp.path().join("cache");
+    let src = || mock.source("test/card", &cache);
+
+    // No --config: the card's default config, whose files sit off the
+    // default layout (and the decoy in data/ is not read).
+    let case = &fx.expected["card_main"];
+    let s = convert_hf(&src(), tmp.path().join("main")).unwrap();
+    assert!(s.from_card);
+    assert_eq!(
+        s.files,
+        [
+            "weird/dir/train-00000.parquet",
+            "weird/dir/train-00001.parquet",
+            "other/eval.parquet"
+        ]
+    );
+    check_summary(&s, case, &["train", "test"]);
+    assert!(
+        s.to_string().contains("configs from the dataset card"),
+        "{s}"
+    );
+    check_stores_read_by_python(fx, &s.root, case, &["test", "train"]);
+
+    // The other config through the CLI (a `**` glob).
+    let home = tmp.path().join("hf");
+    let out = tmp.path().join("extra");
+    let args = ["test/card", out.to_str().unwrap(), "--config", "extra"];
+    assert!(cli_ok(&mock, &home, &args).contains("(config extra)"));
+    check_stores(fx, &out, &fx.expected["card_extra"], &["train"]);
+
+    // A config the card does not declare: the error lists those it does.
+    let e = convert_err(&src().config("nope"), &tmp.path().join("x"));
+    assert_contains_all(&e, &["no config \"nope\"", "(configs: extra, main)"]);
+    let run = cli(
+        &mock,
+        &tmp.path().join("hf"),
+        &["test/card", "x", "--config", "default"],
+        &[],
+    );
+    assert!(!run.status.success());
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("(configs: extra, main)"), "{stderr}");
+}
+
+#[test]
+fn audio_columns_decode_to_samples_and_rates() {
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let cache = tmp.path().join("cache");
+
+    // WAV and FLAC, mono and stereo, many rates: samples equal soundfile's
+    // float32 decoding bit for bit (digests), rates equal.
+    let out = tmp.path().join("audio");
+    let args = ["test/audio", out.to_str().unwrap(), "--config", "default"];
+    assert_contains_all(
+        &cli_ok(&mock, &tmp.path().join("hf"), &args),
+        &[
+            "speech: ragged f32 (rank 1)",
+            "speech.sampling_rate: dense u32 []",
+            "music: ragged f32 (rank 2)",
+        ],
+    );
+    check_stores_read_by_python(fx, &out, &fx.expected["audio"], &["train"]);
+
+    // Small batches: the same stores; the summary names the sources.
+    let s = convert_hf(
+        &mock
+            .source("test/audio", &cache)
+            .config("default")
+            .columns(["music", "label"])
+            .batch_limits(3, 1 << 10),
+        tmp.path().join("small"),
+    )
+    .unwrap();
+    let sources: Vec<(&str, ColumnSource)> = s.splits[0]
+        .columns
+        .iter()
+        .map(|c| (c.name.as_str(), c.source))
+        .collect();
+    assert_eq!(
+        sources,
+        [
+            ("music", ColumnSource::Audio),
+            ("music.sampling_rate", ColumnSource::SamplingRate),
+            ("label", ColumnSource::Numeric)
+        ]
+    );
+    for column in ["music", "music.sampling_rate", "label"] {
+        let store =
+            |root: &str| Store::open(tmp.path().join(root).join("train").join(column)).unwrap();
+        assert_eq!(
+            digest(&store("small")).unwrap(),
+            digest(&store("audio")).unwrap(),
+            "{column}"
+        );
+    }
+
+    // Lossy OGG/Vorbis: within a tolerance of libvorbis' decoding.
+    let case = &fx.expected["audio_lossy"];
+    let out = tmp.path().join("lossy");
+    let s = convert_hf(&mock.source("test/audio", &cache).config("lossy"), &out).unwrap();
+    check_summary(&s, case, &["train"]);
+    check_stores_read_by_python(fx, &out, case, &["train"]);
 }

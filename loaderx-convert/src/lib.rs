@@ -4,7 +4,7 @@
 //! ([`loaderx_core`]):
 //!
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
-//!   lists, images);
+//!   lists, images, text, audio; configs from the dataset card);
 //! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
 //!
 //! Every converter writes a root of aligned split/column stores,

@@ -530,6 +530,122 @@ expected["mixed_rgb"] = {
     }}},
 }
 
+# --- I. A dataset card whose `configs:` block names files off the default
+# layout (three levels deep, a test split named `eval`), a default config,
+# a second config with a `**` glob, and a decoy file the path guess would take.
+card_x = {"train": np.arange(30, dtype=np.int64), "test": np.arange(100, 110, dtype=np.int64)}
+card_files = {"README.md": text_file("card/README.md", """---
+license: mit
+configs:
+- config_name: extra
+  data_files: "extra/**/*.parquet"
+- config_name: main
+  default: true
+  data_files:
+  - split: train
+    path: "weird/dir/train-*.parquet"
+  - split: test
+    path: other/eval.parquet
+---
+# A dataset whose card declares its files
+""")}
+x_features = datasets.Features({"x": datasets.Value("int64")})
+train = datasets.Dataset.from_dict({"x": card_x["train"]}, features=x_features)
+for k in range(2):
+    card_files[f"weird/dir/train-{k:05d}.parquet"] = save(train.shard(2, k, contiguous=True), f"card/train-{k}.parquet")
+card_files["other/eval.parquet"] = save(
+    datasets.Dataset.from_dict({"x": card_x["test"]}, features=x_features), "card/eval.parquet")
+card_y = (np.arange(7, dtype=np.float32) / 4).astype(np.float32)
+card_files["extra/a/b/part.parquet"] = save(
+    datasets.Dataset.from_dict({"y": card_y}, features=datasets.Features({"y": datasets.Value("float32")})),
+    "card/extra.parquet")
+card_files["data/train-00000-of-00001.parquet"] = save(  # not in any config: must not be read
+    datasets.Dataset.from_dict({"x": -np.arange(5, dtype=np.int64)}, features=x_features), "card/decoy.parquet")
+card_sha = sha_of("card main")
+hub["test/card"] = {"refs": {"main": card_sha}, "commits": {card_sha: card_files}}
+expected["card_main"] = {
+    "repo": "test/card", "commit": card_sha, "parquet_commit": card_sha, "config": "main",
+    "splits": {split: {"records": len(v), "columns": {"x": column(list(v), "dense", np.int64, shape=())}}
+               for split, v in card_x.items()},
+}
+expected["card_extra"] = {
+    "repo": "test/card", "commit": card_sha, "parquet_commit": card_sha, "config": "extra",
+    "splits": {"train": {"records": 7, "columns": {"y": column(list(card_y), "dense", np.float32, shape=())}}},
+}
+
+# --- J. Audio: WAV (PCM16) and FLAC (PCM16, PCM24), mono and stereo, at
+# different sampling rates, written by soundfile; expected samples are what
+# soundfile decodes (float32), channels first. A second config holds lossy
+# OGG/Vorbis, compared with a tolerance.
+import soundfile as sf
+
+AUDIO = datasets.Features({"speech": datasets.Audio(), "music": datasets.Audio(), "label": datasets.Value("int64")})
+FILE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+
+
+def sound(frames, rate, channels, fmt, subtype):
+    t = np.arange(frames) / rate
+    waves = [0.6 * np.sin(2 * np.pi * (220 + 110 * c) * t) + 0.05 * rng.standard_normal(frames) for c in range(channels)]
+    data = np.clip(np.stack(waves, axis=-1), -1, 1)
+    buf = io.BytesIO()
+    sf.write(buf, data, rate, format=fmt, subtype=subtype)
+    return buf.getvalue()
+
+
+def decoded_audio(blob, mono_column):
+    data, rate = sf.read(io.BytesIO(blob), dtype="float32", always_2d=True)
+    a = np.ascontiguousarray(data.T)  # [channels, samples]
+    return (a[0] if mono_column else a), rate
+
+
+def audio_table(columns):
+    return pa.table({name: pa.array([{"bytes": b, "path": None} for b in blobs], type=FILE)
+                     if isinstance(blobs[0], bytes) else pa.array(blobs)
+                     for name, blobs in columns.items()})
+
+
+rates = [8000, 16000, 22050, 44100, 48000]
+kinds = [("WAV", "PCM_16"), ("FLAC", "PCM_16"), ("FLAC", "PCM_24")]
+speech, music = [], []
+for k in range(12):
+    fmt, subtype = kinds[k % 3]
+    speech.append(sound(int(rng.integers(100, 3000)), rates[k % 5], 1, fmt, subtype))
+    fmt, subtype = kinds[(k + 1) % 3]
+    music.append(sound(int(rng.integers(100, 3000)), rates[(k + 2) % 5], 1 if k == 4 else 2, fmt, subtype))
+labels = np.arange(12, dtype=np.int64)
+audio_ds = datasets.Dataset(audio_table({"speech": speech, "music": music, "label": labels})).cast(AUDIO)
+audio_cols = {"label": column(list(labels), "dense", np.int64, shape=())}
+for name, blobs, mono in [("speech", speech, True), ("music", music, False)]:
+    decoded = [decoded_audio(b, mono) for b in blobs]
+    audio_cols[name] = column([a for a, _ in decoded], "ragged", np.float32, ndim=1 if mono else 2)
+    audio_cols[name + ".sampling_rate"] = column([np.uint32(r) for _, r in decoded], "dense", np.uint32, shape=())
+assert {sf.info(io.BytesIO(b)).channels for b in music} == {1, 2}
+
+clips = [sound(int(rng.integers(2000, 6000)), rates[k % 5], 1 + k % 2, "OGG", "VORBIS") for k in range(4)]
+lossy_ds = datasets.Dataset(audio_table({"clip": clips})).cast(datasets.Features({"clip": datasets.Audio()}))
+clip_decoded = [decoded_audio(b, False) for b in clips]
+with open(os.path.join(OUT, "expected", "clips.bin"), "wb") as f:
+    for a, _ in clip_decoded:
+        f.write(a.astype("<f4").tobytes())
+audio_sha = sha_of("audio main")
+hub["test/audio"] = {"refs": {"main": audio_sha}, "commits": {audio_sha: {
+    "data/train-00000-of-00001.parquet": save(audio_ds, "audio/train.parquet", 5),
+    "lossy/train-00000-of-00001.parquet": save(lossy_ds, "audio/lossy.parquet"),
+}}}
+expected["audio"] = {
+    "repo": "test/audio", "commit": audio_sha, "parquet_commit": audio_sha, "config": "default",
+    "splits": {"train": {"records": 12, "columns": audio_cols}},
+}
+expected["audio_lossy"] = {
+    "repo": "test/audio", "commit": audio_sha, "parquet_commit": audio_sha, "config": "lossy",
+    "splits": {"train": {"records": 4, "columns": {
+        "clip": {"kind": "ragged", "dtype": "f32", "ndim": 2, "records": 4,
+                 "samples": "expected/clips.bin", "tolerance": 1e-4,
+                 "shapes": [list(a.shape) for a, _ in clip_decoded]},
+        "clip.sampling_rate": column([np.uint32(r) for _, r in clip_decoded], "dense", np.uint32, shape=()),
+    }}},
+}
+
 with open(os.path.join(OUT, "hub.json"), "w") as f:
     json.dump({"repos": hub}, f, indent=1, sort_keys=True)
 with open(os.path.join(OUT, "expected.json"), "w") as f:

@@ -12,6 +12,38 @@ use arrow_array::types::{
 use arrow_array::{Array, ArrowPrimitiveType, BooleanArray};
 use arrow_schema::DataType;
 
+/// A decoding failure: what is wrong and, when one row is at fault, its
+/// index in the split (the converter's error carries it as `row`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct DecodeError {
+    /// The split row at fault, if one is.
+    pub(crate) row: Option<u64>,
+    /// What is wrong (without the row).
+    pub(crate) detail: String,
+}
+
+impl DecodeError {
+    /// A failure of row `row`.
+    pub(crate) fn at(row: u64, detail: impl Into<String>) -> DecodeError {
+        DecodeError {
+            row: Some(row),
+            detail: detail.into(),
+        }
+    }
+}
+
+impl From<String> for DecodeError {
+    fn from(detail: String) -> DecodeError {
+        DecodeError { row: None, detail }
+    }
+}
+
+impl From<&str> for DecodeError {
+    fn from(detail: &str) -> DecodeError {
+        DecodeError::from(detail.to_owned())
+    }
+}
+
 /// Records decoded but not yet written: concatenated bytes, flattened
 /// shapes (`ndim` per record) and each record's end offset.
 #[derive(Debug, Clone, Default)]
@@ -145,13 +177,13 @@ struct Level<'a> {
 ///
 /// `dims` gives, per list level, the fixed length or `None`; `first_row` is
 /// the index of `column`'s first row in its split (for messages). Errors
-/// are plain sentences, to be prefixed with the column name.
+/// are plain sentences, to be prefixed with the column name and the row.
 pub(crate) fn decode_numeric(
     column: &dyn Array,
     dims: &[Option<usize>],
     first_row: u64,
     out: &mut RecordBuffer,
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     let mut levels: Vec<Level<'_>> = Vec::with_capacity(dims.len());
     let mut current: &dyn Array = column;
     for _ in dims {
@@ -166,10 +198,10 @@ pub(crate) fn decode_numeric(
             }
             DataType::FixedSizeList(_, n) => {
                 let l = current.as_fixed_size_list();
-                let n = usize::try_from(*n).map_err(|_| "negative list size".to_owned())?;
+                let n = usize::try_from(*n).map_err(|_| "negative list size")?;
                 (Offsets::Fixed(n), l.values().as_ref())
             }
-            other => return Err(format!("expected a list, found {other}")),
+            other => return Err(format!("expected a list, found {other}").into()),
         };
         levels.push(Level {
             array: current,
@@ -218,9 +250,12 @@ pub(crate) fn decode_numeric(
                 match length {
                     None => length = Some(b - a),
                     Some(l) if l != b - a => {
-                        return Err(format!(
-                            "row {row_id} is not rectangular: lists of lengths {l} and {} at depth {k}",
-                            b - a
+                        return Err(DecodeError::at(
+                            row_id,
+                            format!(
+                                "not rectangular: lists of lengths {l} and {} at depth {k}",
+                                b - a
+                            ),
                         ));
                     }
                     Some(_) => {}
@@ -231,8 +266,9 @@ pub(crate) fn decode_numeric(
             if let Some(want) = dims[k]
                 && length != want
             {
-                return Err(format!(
-                    "row {row_id} has length {length} at depth {k}, the feature declares {want}"
+                return Err(DecodeError::at(
+                    row_id,
+                    format!("length {length} at depth {k}, the feature declares {want}"),
                 ));
             }
             shape[k] = length;
@@ -256,10 +292,8 @@ pub(crate) fn decode_numeric(
     Ok(())
 }
 
-fn null_row(row: u64) -> String {
-    format!(
-        "row {row} holds a null; nulls cannot be stored losslessly (--drop-null-rows leaves such rows out)"
-    )
+fn null_row(row: u64) -> DecodeError {
+    DecodeError::at(row, super::NULL_ROW)
 }
 
 #[cfg(test)]
@@ -329,19 +363,21 @@ mod tests {
         let a = b.finish();
         let mut out = RecordBuffer::new(2);
         let e = decode_numeric(&a, &[None, None], 10, &mut out).unwrap_err();
-        assert!(e.contains("row 11 is not rectangular"), "{e}");
+        assert_eq!(e.row, Some(11));
+        assert!(e.detail.contains("not rectangular"), "{e:?}");
         assert_eq!(out.record(0).0, [2, 2]);
         // A declared Array2D shape is enforced.
         let mut out = RecordBuffer::new(2);
         let e = decode_numeric(&a.slice(0, 1), &[Some(2), Some(3)], 0, &mut out).unwrap_err();
-        assert!(e.contains("declares 3"), "{e}");
+        assert!(e.detail.contains("declares 3"), "{e:?}");
     }
 
     #[test]
     fn nulls_are_refused() {
         let a = Int64Array::from(vec![Some(1), None]);
         let e = decode_numeric(&a, &[], 5, &mut RecordBuffer::new(0)).unwrap_err();
-        assert!(e.contains("row 6 holds a null"), "{e}");
+        assert_eq!(e.row, Some(6));
+        assert!(e.detail.contains("holds a null"), "{e:?}");
         let l = ListArray::from_iter_primitive::<Int32Type, _, _>([Some(vec![Some(1), None])]);
         assert!(decode_numeric(&l, &[None], 0, &mut RecordBuffer::new(1)).is_err());
         let l = ListArray::from_iter_primitive::<Int32Type, _, _>([None::<Vec<Option<i32>>>]);

@@ -15,7 +15,7 @@ use image::{ColorType, ImageDecoder, ImageReader};
 
 use loaderx_core::DType;
 
-use super::decode::RecordBuffer;
+use super::decode::{DecodeError, RecordBuffer};
 
 /// The pixel layout of an image mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,7 +144,8 @@ pub(crate) struct ImageSurvey {
 }
 
 impl ImageSurvey {
-    /// Folds one image header in; errors on a second mode.
+    /// Folds one image header in; errors on a second mode (the error names
+    /// both rows).
     pub(crate) fn add(
         &mut self,
         row: u64,
@@ -182,22 +183,34 @@ impl ImageSurvey {
     }
 }
 
-/// The encoded bytes of each row's image, in row order.
-pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&[u8]>, String> {
-    let s: &StructArray = column
-        .as_struct_opt()
-        .ok_or_else(|| format!("expected an image struct, found {}", column.data_type()))?;
+/// The encoded bytes of each row's file (an image, an audio file), in row
+/// order, from a `{bytes, path}` struct column; `kind` names the file in
+/// messages.
+pub(crate) fn encoded_files<'a>(
+    column: &'a dyn Array,
+    first_row: u64,
+    kind: &str,
+) -> Result<Vec<&'a [u8]>, DecodeError> {
+    let s: &StructArray = column.as_struct_opt().ok_or_else(|| {
+        format!(
+            "expected a {{bytes, path}} struct, found {}",
+            column.data_type()
+        )
+    })?;
     let bytes = s
         .column_by_name("bytes")
-        .ok_or("the image struct has no `bytes` field")?;
+        .ok_or("the struct has no `bytes` field")?;
     let path = s.column_by_name("path");
     let mut out = Vec::with_capacity(s.len());
     for i in 0..s.len() {
         let row = first_row + i as u64;
         if s.is_null(i) {
-            return Err(format!(
-                "row {row} holds a null image; nulls cannot be stored losslessly \
-                 (--drop-null-rows leaves such rows out)"
+            return Err(DecodeError::at(
+                row,
+                format!(
+                    "holds a null {kind}; nulls cannot be stored losslessly \
+                     (--drop-null-rows leaves such rows out)"
+                ),
             ));
         }
         let value: Option<&[u8]> = if bytes.is_null(i) {
@@ -207,7 +220,7 @@ pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&
                 DataType::Binary => Some(bytes.as_binary::<i32>().value(i)),
                 DataType::LargeBinary => Some(bytes.as_binary::<i64>().value(i)),
                 DataType::BinaryView => Some(bytes.as_binary_view().value(i)),
-                other => return Err(format!("image bytes stored as {other}")),
+                other => return Err(format!("{kind} bytes stored as {other}").into()),
             }
         };
         match value {
@@ -222,36 +235,37 @@ pub(crate) fn encoded_images(column: &dyn Array, first_row: u64) -> Result<Vec<&
                     })
                     .map(|p| format!(" (it only names {p:?})"))
                     .unwrap_or_default();
-                return Err(format!("row {row} has no embedded image bytes{where_}"));
+                return Err(DecodeError::at(
+                    row,
+                    format!("has no embedded {kind} bytes{where_}"),
+                ));
             }
         }
     }
     Ok(out)
 }
 
-fn reader(bytes: &[u8], row: u64) -> Result<ImageReader<Cursor<&[u8]>>, String> {
+fn reader(bytes: &[u8]) -> Result<ImageReader<Cursor<&[u8]>>, String> {
     let r = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
-        .map_err(|e| format!("row {row}: cannot read the image: {e}"))?;
+        .map_err(|e| format!("cannot read the image: {e}"))?;
     match r.format() {
         Some(image::ImageFormat::Png | image::ImageFormat::Jpeg) => Ok(r),
         Some(f) => Err(format!(
-            "row {row}: {f:?} images are not supported (only PNG and JPEG)"
+            "{f:?} images are not supported (only PNG and JPEG)"
         )),
-        None => Err(format!(
-            "row {row}: not a PNG or JPEG image (unknown format)"
-        )),
+        None => Err("not a PNG or JPEG image (unknown format)".to_owned()),
     }
 }
 
 /// Reads an image's header: its pixel layout and shape.
-pub(crate) fn probe(bytes: &[u8], row: u64) -> Result<(PixelFormat, Vec<usize>), String> {
-    let decoder = reader(bytes, row)?
+pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
+    let decoder = reader(bytes)?
         .into_decoder()
-        .map_err(|e| format!("row {row}: cannot decode the image header: {e}"))?;
+        .map_err(|e| format!("cannot decode the image header: {e}"))?;
     let color = decoder.color_type();
-    let format = PixelFormat::of(color)
-        .ok_or_else(|| format!("row {row}: unsupported color type {color:?}"))?;
+    let format =
+        PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
     let (w, h) = decoder.dimensions();
     Ok((format, format.shape(w, h)))
 }
@@ -264,21 +278,20 @@ pub(crate) type Pixels = (Vec<usize>, Vec<u8>);
 /// converted to `format` instead.
 pub(crate) fn decode(
     bytes: &[u8],
-    row: u64,
     format: PixelFormat,
     shape: Option<&[usize]>,
     convert: bool,
 ) -> Result<Pixels, String> {
-    let decoder = reader(bytes, row)?
+    let decoder = reader(bytes)?
         .into_decoder()
-        .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
     let found = PixelFormat::of(decoder.color_type());
     let source = match found {
         Some(f) if convert && f.dtype == DType::U8 => f,
         Some(f) if f == format => f,
         _ => {
             return Err(format!(
-                "row {row}: image mode {} differs from the column's {}",
+                "image mode {} differs from the column's {}",
                 found.map_or("unknown", |f| f.mode),
                 format.mode
             ));
@@ -290,15 +303,14 @@ pub(crate) fn decode(
         && want != got.as_slice()
     {
         return Err(format!(
-            "row {row}: image shape {got:?} differs from the column's {want:?}"
+            "image shape {got:?} differs from the column's {want:?}"
         ));
     }
-    let total = usize::try_from(decoder.total_bytes())
-        .map_err(|_| format!("row {row}: image too large"))?;
+    let total = usize::try_from(decoder.total_bytes()).map_err(|_| "image too large".to_owned())?;
     let mut pixels = vec![0u8; total];
     decoder
         .read_image(&mut pixels)
-        .map_err(|e| format!("row {row}: cannot decode the image: {e}"))?;
+        .map_err(|e| format!("cannot decode the image: {e}"))?;
     if source != format {
         pixels = convert_pixels(&pixels, source.channels, format.channels);
     }
@@ -319,15 +331,14 @@ pub(crate) fn decode_into(
     shape: Option<&[usize]>,
     convert: bool,
     out: &mut RecordBuffer,
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     use rayon::prelude::*;
     let decoded: Vec<Result<Pixels, String>> = encoded
         .par_iter()
-        .enumerate()
-        .map(|(i, b)| decode(b, first_row + i as u64, format, shape, convert))
+        .map(|b| decode(b, format, shape, convert))
         .collect();
-    for d in decoded {
-        let (shape, pixels) = d?;
+    for (i, d) in decoded.into_iter().enumerate() {
+        let (shape, pixels) = d.map_err(|e| DecodeError::at(first_row + i as u64, e))?;
         out.push(&shape, &pixels);
     }
     Ok(())
@@ -350,34 +361,34 @@ mod tests {
     fn probes_and_decodes_png() {
         let pixels: Vec<u8> = (0..12).collect();
         let gray = png(image::ExtendedColorType::L8, 4, 3, &pixels);
-        let (f, shape) = probe(&gray, 0).unwrap();
+        let (f, shape) = probe(&gray).unwrap();
         assert_eq!(f.mode, "L");
         assert_eq!(shape, [3, 4]);
-        let (s, p) = decode(&gray, 0, f, Some(&[3, 4]), false).unwrap();
+        let (s, p) = decode(&gray, f, Some(&[3, 4]), false).unwrap();
         assert_eq!(s, [3, 4]);
         assert_eq!(p, pixels);
         let rgb = png(image::ExtendedColorType::Rgb8, 2, 2, &pixels);
-        let (f2, shape) = probe(&rgb, 1).unwrap();
+        let (f2, shape) = probe(&rgb).unwrap();
         assert_eq!((f2.mode, shape), ("RGB", vec![2, 2, 3]));
         assert!(
-            decode(&rgb, 1, f, None, false)
+            decode(&rgb, f, None, false)
                 .unwrap_err()
                 .contains("mode RGB")
         );
         assert!(
-            decode(&gray, 0, f, Some(&[4, 3]), false)
+            decode(&gray, f, Some(&[4, 3]), false)
                 .unwrap_err()
                 .contains("shape")
         );
         // Converted as PIL converts: gray to RGB, RGB to luma.
         let rgb_target = PixelFormat::target("RGB").unwrap();
-        let (s, p) = decode(&gray, 0, rgb_target, None, true).unwrap();
+        let (s, p) = decode(&gray, rgb_target, None, true).unwrap();
         assert_eq!(s, [3, 4, 3]);
         assert_eq!(&p[..6], &[0, 0, 0, 1, 1, 1]);
-        let (_, p) = decode(&rgb, 0, PixelFormat::target("L").unwrap(), None, true).unwrap();
+        let (_, p) = decode(&rgb, PixelFormat::target("L").unwrap(), None, true).unwrap();
         assert_eq!(p.len(), 4);
-        assert!(probe(b"GIF89a....", 7).unwrap_err().contains("row 7"));
-        assert!(probe(b"nothing", 7).is_err());
+        assert!(probe(b"GIF89a....").unwrap_err().contains("Gif"));
+        assert!(probe(b"nothing").is_err());
     }
 
     #[test]

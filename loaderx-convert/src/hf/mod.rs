@@ -10,14 +10,27 @@
 //!   `List(length=n)`) become Dense stores of that shape, variable-length
 //!   lists Ragged stores with one dimension per nesting level;
 //! - `Image` columns (PNG or JPEG) become Dense `u8 [H, W]` / `[H, W, C]`
-//!   stores when every image has one shape, Ragged ones otherwise;
-//! - anything that cannot be stored losslessly (strings, nulls, images of
-//!   different modes, empty variable-length records) fails with the
-//!   column's name. Nothing is dropped or padded.
+//!   stores when every image has one shape, Ragged ones otherwise
+//!   ([`HfSource::image_mode`] converts mixed modes to one);
+//! - string columns become Ragged `u8` UTF-8 bytes
+//!   ([`HfSource::text_bytes`]) or Ragged `u32` token ids
+//!   ([`HfSource::tokenizer`]);
+//! - `Audio` columns (WAV, FLAC, MP3, OGG/Vorbis, decoded with `symphonia`)
+//!   become Ragged `f32` stores, `[samples]` when every record is mono and
+//!   `[channels, samples]` otherwise, plus a Dense `u32` store
+//!   `<column>.sampling_rate` with each record's rate (nothing is resampled
+//!   or downmixed);
+//! - anything that cannot be stored losslessly (nulls, images of different
+//!   modes, empty variable-length records) fails with the column's name and
+//!   the row; nothing is dropped or padded unless asked for
+//!   ([`HfSource::drop_null_rows`], [`HfSource::drop_empty_rows`]).
 //!
-//! Parquet files are looked for in the tree at the requested revision
-//! (`data/<split>-00000-of-00001.parquet`, `<config>/<split>-*.parquet`, ...),
-//! and when a branch or tag has none there, on the Hub's parquet conversion
+//! Configs and splits come from the `configs:` block of the dataset card's
+//! YAML header (`README.md`: `config_name`, `data_files` per split with
+//! globs, `default: true`) when it has one; otherwise they are guessed from
+//! the paths of the parquet files at the requested revision
+//! (`data/<split>-00000-of-00001.parquet`, `<config>/<split>-*.parquet`, ...).
+//! When a branch or tag has no parquet files there, they come from the Hub's parquet conversion
 //! branch `refs/convert/parquet` (`<config>/<split>/0000.parquet`). The
 //! summary records both the commit the revision resolved to and the commit
 //! the files were read at.
@@ -37,6 +50,8 @@
 //! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
+mod audio;
+mod card;
 mod decode;
 mod hub;
 mod images;
@@ -52,6 +67,8 @@ use std::path::{Path, PathBuf};
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use self::card::{CardConfigs, card_layout, parse_card};
+use self::hub::Resolved;
 use self::hub::{Hub, PARQUET_BRANCH, is_commit_sha};
 use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
 use self::split::{Settings, SplitSource, convert_split};
@@ -72,6 +89,10 @@ fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
 
 /// The branch the Hub's parquet conversion follows.
 const DEFAULT_BRANCH: &str = "main";
+
+/// The name of an audio column's sampling-rate store is the column's name
+/// followed by this.
+pub const SAMPLING_RATE_SUFFIX: &str = ".sampling_rate";
 
 /// The end of a message about a null value.
 pub(crate) const NULL_ROW: &str =
@@ -310,7 +331,10 @@ impl HfSource {
         self
     }
 
-    /// The dataset config (subset); needed when the dataset has several.
+    /// The dataset config (subset). Without one: the default config of the
+    /// dataset card's `configs:` block, else the only config; an unknown
+    /// name is [`Error::UnknownConfig`],
+    /// listing the configs.
     pub fn config(mut self, config: impl Into<String>) -> HfSource {
         self.config = Some(config.into());
         self
@@ -408,6 +432,12 @@ pub enum ColumnSource {
     TextBytes,
     /// Strings stored as token ids.
     Tokens,
+    /// A decoded `Audio` column: `f32` samples, `[samples]` or
+    /// `[channels, samples]`.
+    Audio,
+    /// The sampling rate of each record of an `Audio` column, in the store
+    /// `<column>.sampling_rate`.
+    SamplingRate,
 }
 
 impl fmt::Display for HfColumn {
@@ -456,6 +486,9 @@ pub struct HfSummary {
     pub parquet_commit: String,
     /// True when the files came from `refs/convert/parquet`.
     pub from_parquet_branch: bool,
+    /// True when the configs and splits came from the `configs:` block of
+    /// the dataset card (`README.md`), not from the files' paths.
+    pub from_card: bool,
     /// The config converted.
     pub config: String,
     /// Repo-relative names of the parquet files read.
@@ -477,6 +510,9 @@ impl fmt::Display for HfSummary {
             self.commit,
             self.config
         )?;
+        if self.from_card {
+            writeln!(f, "configs from the dataset card (README.md)")?;
+        }
         if self.from_parquet_branch {
             writeln!(
                 f,
@@ -532,14 +568,43 @@ impl fmt::Display for HfSummary {
     }
 }
 
-/// Picks the config and splits asked for from `layout`.
+/// The configs a dataset declares: those of its card, else those its
+/// files' paths show.
+#[derive(Debug, Clone, Copy)]
+struct Configs<'a> {
+    /// The card's configs, when it has a `configs:` block.
+    card: Option<&'a CardConfigs>,
+}
+
+impl Configs<'_> {
+    /// Every config name, for messages: the card's (in card order), then
+    /// any other `layout` has.
+    fn names(&self, layout: &Layout) -> Vec<String> {
+        let mut names = self.card.map(CardConfigs::names).unwrap_or_default();
+        for k in layout.keys() {
+            if !names.contains(k) {
+                names.push(k.clone());
+            }
+        }
+        names
+    }
+
+    fn default(&self) -> Option<&str> {
+        self.card.and_then(|c| c.default.as_deref())
+    }
+}
+
+/// Picks the config and splits asked for from `layout`: `config`, else the
+/// card's default config, else the only one.
 fn select<'a>(
     repo: &str,
     layout: &'a Layout,
+    configs: Configs<'_>,
     config: Option<&str>,
     splits: &[String],
 ) -> Result<(&'a str, Vec<&'a SplitFiles>), Error> {
-    let names = || layout.keys().cloned().collect::<Vec<_>>();
+    let names = || configs.names(layout);
+    let default = configs.default().and_then(|d| layout.get_key_value(d));
     let (name, found) = match config {
         Some(c) => layout
             .get_key_value(c)
@@ -548,6 +613,7 @@ fn select<'a>(
                 config: c.to_owned(),
                 available: names(),
             })?,
+        None if default.is_some() => default.ok_or_else(|| layout_error(repo, "no default"))?,
         None if layout.len() == 1 => layout
             .iter()
             .next()
@@ -646,8 +712,13 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     let repo = source.repo.as_str();
 
     let resolved = hub.resolve(&source.revision)?;
-    let mut layout = parse_layout(resolved.files.iter().map(String::as_str))
-        .map_err(|e| layout_error(repo, e))?;
+    let card = read_card(&hub, repo, &resolved)?;
+    let mut layout = match &card {
+        Some(card) => card_layout(card, resolved.files.iter().map(String::as_str)),
+        None => parse_layout(resolved.files.iter().map(String::as_str)),
+    }
+    .map_err(|e| layout_error(repo, e))?;
+    let from_card = card.is_some() && !layout.is_empty();
     let mut parquet_commit = resolved.sha.clone();
     let wanted_missing =
         |l: &Layout| l.is_empty() || source.config.as_ref().is_some_and(|c| !l.contains_key(c));
@@ -656,30 +727,48 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         && !is_commit_sha(&source.revision)
         && source.revision != PARQUET_BRANCH
     {
-        // The Hub converts the head of `main`: its parquet files are those
-        // of another revision only when that revision is the same commit.
-        if source.revision != DEFAULT_BRANCH {
-            let head = hub.resolve(DEFAULT_BRANCH)?;
-            if head.sha != resolved.sha {
-                return Err(layout_error(
+        let fallback = || -> Result<Resolved, Error> {
+            // The Hub converts the head of `main`: its parquet files are
+            // those of another revision only when that revision is the same
+            // commit.
+            if source.revision != DEFAULT_BRANCH {
+                let head = hub.resolve(DEFAULT_BRANCH)?;
+                if head.sha != resolved.sha {
+                    return Err(layout_error(
+                        repo,
+                        format!(
+                            "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
+                             converts {DEFAULT_BRANCH} (commit {}), not this revision",
+                            source.revision, resolved.sha, head.sha
+                        ),
+                    ));
+                }
+            }
+            hub.resolve(PARQUET_BRANCH).map_err(|e| {
+                layout_error(
                     repo,
                     format!(
-                        "no parquet files at revision {:?} (commit {}), and {PARQUET_BRANCH} \
-                         converts {DEFAULT_BRANCH} (commit {}), not this revision",
-                        source.revision, resolved.sha, head.sha
+                        "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
+                        source.revision, resolved.sha
                     ),
-                ));
+                )
+            })
+        };
+        let branch = match (fallback(), &source.config) {
+            (Ok(branch), _) => branch,
+            // The revision has configs, just not this one: say which.
+            (Err(_), Some(config)) if !layout.is_empty() || card.is_some() => {
+                return Err(Error::UnknownConfig {
+                    repo: repo.to_owned(),
+                    config: config.clone(),
+                    available: Configs {
+                        card: card.as_ref(),
+                    }
+                    .names(&layout),
+                });
             }
-        }
-        let branch = hub.resolve(PARQUET_BRANCH).map_err(|e| {
-            layout_error(
-                repo,
-                format!(
-                    "no parquet files at revision {:?} (commit {}), and its parquet conversion is unavailable: {e}",
-                    source.revision, resolved.sha
-                ),
-            )
-        })?;
+            (Err(e), _) => return Err(e),
+        };
         layout = parse_layout(branch.files.iter().map(String::as_str))
             .map_err(|e| layout_error(repo, e))?;
         parquet_commit = branch.sha;
@@ -701,7 +790,16 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             ),
         ));
     }
-    let (config, chosen) = select(repo, &layout, source.config.as_deref(), &source.splits)?;
+    let configs = Configs {
+        card: card.as_ref(),
+    };
+    let (config, chosen) = select(
+        repo,
+        &layout,
+        configs,
+        source.config.as_deref(),
+        &source.splits,
+    )?;
 
     // Fetch everything first, so an access problem fails before any work.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
@@ -783,11 +881,23 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         commit: resolved.sha,
         parquet_commit,
         from_parquet_branch,
+        from_card: from_card && !from_parquet_branch,
         config: config.to_owned(),
         files,
         tokenizer,
         splits,
     })
+}
+
+/// The `configs:` block of the dataset card (`README.md`) at `resolved`, if
+/// the repo has a card with one.
+fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardConfigs>, Error> {
+    if !resolved.files.iter().any(|f| f == "README.md") {
+        return Ok(None);
+    }
+    let path = hub.fetch(&resolved.sha, "README.md")?;
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    parse_card(&String::from_utf8_lossy(&bytes)).map_err(|e| layout_error(repo, e))
 }
 
 /// Rows a parquet file declares (0 when unreadable; the conversion reports
@@ -807,6 +917,33 @@ fn parquet_rows(path: &Path) -> u64 {
 mod tests {
     use super::*;
 
+    const NO_CARD: Configs<'static> = Configs { card: None };
+
+    #[test]
+    fn the_cards_default_config_is_picked() {
+        let card = parse_card(
+            "---\nconfigs:\n- config_name: b\n  data_files: b/x.parquet\n  default: true\n\
+             - config_name: a\n  data_files: a/x.parquet\n- config_name: csv\n  data_files: c.csv\n---\n",
+        )
+        .unwrap()
+        .unwrap();
+        let l = card_layout(&card, ["a/x.parquet", "b/x.parquet", "c.csv"]).unwrap();
+        let with_card = Configs { card: Some(&card) };
+        let (c, s) = select("r", &l, with_card, None, &[]).unwrap();
+        assert_eq!(c, "b");
+        assert_eq!(s[0].files, ["b/x.parquet"]);
+        assert_eq!(select("r", &l, with_card, Some("a"), &[]).unwrap().0, "a");
+        // The card's configs are listed in card order, CSV-only ones too.
+        let e = select("r", &l, with_card, Some("nope"), &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("no config \"nope\"")
+                && e.to_string().contains("(configs: b, a, csv)"),
+            "{e}"
+        );
+        // Without the card, two configs and no choice is an error.
+        assert!(select("r", &l, NO_CARD, None, &[]).is_err());
+    }
+
     #[test]
     fn config_and_split_selection() {
         let l = parse_layout([
@@ -816,33 +953,33 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            select("r", &l, None, &[])
+            select("r", &l, NO_CARD, None, &[])
                 .unwrap_err()
                 .to_string()
                 .contains("several configs (a, b)")
         );
-        let (c, s) = select("r", &l, Some("a"), &[]).unwrap();
+        let (c, s) = select("r", &l, NO_CARD, Some("a"), &[]).unwrap();
         assert_eq!(c, "a");
         assert_eq!(
             s.iter().map(|s| s.split.as_str()).collect::<Vec<_>>(),
             ["train", "test"]
         );
-        let (_, s) = select("r", &l, Some("a"), &["test".into()]).unwrap();
+        let (_, s) = select("r", &l, NO_CARD, Some("a"), &["test".into()]).unwrap();
         assert_eq!(s.len(), 1);
         assert!(
-            select("r", &l, Some("a"), &["dev".into()])
+            select("r", &l, NO_CARD, Some("a"), &["dev".into()])
                 .unwrap_err()
                 .to_string()
                 .contains("no split \"dev\"")
         );
         assert!(
-            select("r", &l, Some("c"), &[])
+            select("r", &l, NO_CARD, Some("c"), &[])
                 .unwrap_err()
                 .to_string()
                 .contains("no config")
         );
         let l = parse_layout(["b/train/0000.parquet"]).unwrap();
-        assert_eq!(select("r", &l, None, &[]).unwrap().0, "b");
+        assert_eq!(select("r", &l, NO_CARD, None, &[]).unwrap().0, "b");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | variable-length list (`List`, `Sequence`)       | Ragged, one rank per level    |
 //! | `ArrayND` with a `None` first dimension         | Ragged of rank N              |
 //! | `Image` (struct `{bytes, path}`)                | decided by [`super::images`]  |
+//! | `Audio` (struct `{bytes, path}`)                | Ragged `f32` + Dense `u32` rate, [`super::audio`] |
 //! | `Value("string")` (with a text encoding chosen) | Ragged `u8` bytes / `u32` ids |
 //! | lists of strings, binary, structs, dates, ...   | error naming the column       |
 
@@ -35,6 +36,9 @@ pub(crate) enum ColumnKind {
         /// The mode the `Image` feature asks for, if any (`L`, `RGB`, ...).
         mode: Option<String>,
     },
+    /// An encoded audio file (WAV, FLAC, MP3, OGG/Vorbis) in a
+    /// `{bytes, path}` struct.
+    Audio,
     /// A string per row.
     Text,
 }
@@ -44,7 +48,7 @@ impl ColumnKind {
     pub(crate) fn fixed_shape(&self) -> Option<Vec<usize>> {
         match self {
             ColumnKind::Numeric { dims, .. } => dims.iter().copied().collect(),
-            ColumnKind::Image { .. } | ColumnKind::Text => None,
+            ColumnKind::Image { .. } | ColumnKind::Audio | ColumnKind::Text => None,
         }
     }
 }
@@ -114,7 +118,7 @@ pub(crate) fn leaf_dtype(dt: &DataType) -> Result<DType, String> {
     })
 }
 
-fn is_image_struct(dt: &DataType) -> bool {
+fn is_file_struct(dt: &DataType) -> bool {
     match dt {
         DataType::Struct(fields) => {
             fields.iter().any(|f| {
@@ -162,7 +166,7 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
     if let Some(f) = feature {
         match feature_type(f) {
             Some("Image") => {
-                if !is_image_struct(dt) {
+                if !is_file_struct(dt) {
                     return Err(format!(
                         "Image feature stored as {dt}, expected struct<bytes: binary, path: string>"
                     ));
@@ -170,16 +174,19 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
                 let mode = f.get("mode").and_then(Value::as_str).map(str::to_owned);
                 return Ok(ColumnKind::Image { mode });
             }
+            Some("Audio") => {
+                if !is_file_struct(dt) {
+                    return Err(format!(
+                        "Audio feature stored as {dt}, expected struct<bytes: binary, path: string>"
+                    ));
+                }
+                return Ok(ColumnKind::Audio);
+            }
             Some(t @ ("Array2D" | "Array3D" | "Array4D" | "Array5D")) => {
                 return plan_array(t, f, dt);
             }
             Some(
-                t @ ("Audio"
-                | "Video"
-                | "Pdf"
-                | "Nifti"
-                | "Translation"
-                | "TranslationVariableLanguages"),
+                t @ ("Video" | "Pdf" | "Nifti" | "Translation" | "TranslationVariableLanguages"),
             ) => {
                 return Err(format!("the {t} feature is not supported"));
             }
@@ -192,7 +199,7 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
                     .into(),
             );
         }
-    } else if is_image_struct(dt) {
+    } else if is_file_struct(dt) {
         return Ok(ColumnKind::Image { mode: None });
     }
     if matches!(
@@ -220,6 +227,7 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
         if let Some(inner) = inner {
             match feature_type(inner) {
                 Some("Image") => return Err("lists of images are not supported".into()),
+                Some("Audio") => return Err("lists of audio files are not supported".into()),
                 Some(t @ ("Array2D" | "Array3D" | "Array4D" | "Array5D")) => {
                     return Err(format!("lists of {t} are not supported"));
                 }
@@ -229,7 +237,7 @@ pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<Colu
         current_feature = inner;
         current_dt = child.data_type();
     }
-    if is_image_struct(current_dt) {
+    if is_file_struct(current_dt) {
         return Err("lists of images are not supported".into());
     }
     let dtype = leaf_dtype(current_dt)?;
@@ -433,11 +441,21 @@ mod tests {
             let e = plan_column(&field(dt.clone()), None).unwrap_err();
             assert!(e.contains(why), "{dt}: {e}");
         }
-        let audio = json!({"_type": "Audio"});
+        let audio = json!({"_type": "Audio", "sampling_rate": 16000});
+        assert_eq!(
+            plan_column(&field(image()), Some(&audio)).unwrap(),
+            ColumnKind::Audio
+        );
         assert!(
-            plan_column(&field(image()), Some(&audio))
+            plan_column(&field(DataType::Binary), Some(&audio))
                 .unwrap_err()
-                .contains("Audio")
+                .contains("Audio feature stored as")
+        );
+        let video = json!({"_type": "Video"});
+        assert!(
+            plan_column(&field(image()), Some(&video))
+                .unwrap_err()
+                .contains("Video")
         );
         let dict = json!({"a": {"_type": "Value", "dtype": "int32"}});
         assert!(plan_column(&field(DataType::Int32), Some(&dict)).is_err());

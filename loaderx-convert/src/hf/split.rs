@@ -2,8 +2,9 @@
 //!
 //! Rows are read in bounded batches and written whenever the buffered
 //! records reach `max_records` or their bytes reach `max_bytes`, so memory
-//! stays bounded whatever the dataset size. Image columns get a first pass
-//! over their headers to choose Dense or Ragged.
+//! stays bounded whatever the dataset size. Image and audio columns get a
+//! first pass over their headers: Dense or Ragged for images, the rank
+//! (mono or multi-channel) for audio, and the decoded size of a row.
 //!
 //! Only the selected columns are read (`columns` / `drop`). With
 //! `drop_null_rows` / `drop_empty_rows`, a row holding a null or an empty
@@ -22,12 +23,13 @@ use parquet::arrow::arrow_reader::{
 };
 use serde_json::Value;
 
-use super::decode::{RecordBuffer, decode_numeric};
+use super::audio;
+use super::decode::{DecodeError, RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
 use super::rows::{empty_rows, kept_runs, null_rows};
 use super::text::{TextEncoder, decode_text};
-use super::{ColumnSource, HfColumn, HfSplit};
+use super::{ColumnSource, HfColumn, HfSplit, SAMPLING_RATE_SUFFIX};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
 
 use crate::error::Error;
@@ -139,6 +141,11 @@ impl Writer {
 
 enum Decoder {
     Numeric(Vec<Option<usize>>),
+    /// Samples into the first store, sampling rates into the second.
+    Audio {
+        /// 1 when every record is mono, else 2.
+        ndim: usize,
+    },
     Image {
         format: PixelFormat,
         shape: Option<Vec<usize>>,
@@ -148,12 +155,20 @@ enum Decoder {
     Text(TextEncoder),
 }
 
-struct Column {
-    plan: ColumnPlan,
-    decoder: Decoder,
+/// One store being written: its writer, the records decoded but not yet
+/// written, and its summary.
+struct Sink {
     writer: Writer,
     buffer: RecordBuffer,
     summary: HfColumn,
+}
+
+/// One source column and the stores it becomes: its own, and for audio its
+/// sampling rates.
+struct Column {
+    plan: ColumnPlan,
+    decoder: Decoder,
+    sinks: Vec<Sink>,
 }
 
 fn column_error(ctx: &str, column: &str, detail: impl Into<String>) -> Error {
@@ -171,6 +186,15 @@ fn row_error(ctx: &str, column: &str, row: u64, detail: impl Into<String>) -> Er
         column: column.to_owned(),
         row: Some(row),
         detail: detail.into(),
+    }
+}
+
+fn decode_error(ctx: &str, column: &str, e: DecodeError) -> Error {
+    Error::Column {
+        context: ctx.to_owned(),
+        column: column.to_owned(),
+        row: e.row,
+        detail: e.detail,
     }
 }
 
@@ -304,34 +328,52 @@ fn rows_to_drop(
     (nulls + empties > 0).then_some((mask, nulls, empties))
 }
 
-/// The header pass over every image column.
-fn survey_images(
+/// What the header pass learned about one image or audio column.
+#[derive(Debug, Clone)]
+enum Survey {
+    Image(ImageSurvey),
+    Audio {
+        /// True once a record had more than one channel.
+        multichannel: bool,
+    },
+}
+
+/// The header pass over every image and audio column: per column (by
+/// index) its survey and the decoded bytes of its kept rows.
+fn survey_files(
     ctx: &str,
     files: &[ParquetFile],
     plans: &[ColumnPlan],
     settings: &Settings,
-) -> Result<Vec<(usize, ImageSurvey, u64)>, Error> {
+) -> Result<Vec<(usize, Survey, u64)>, Error> {
     use rayon::prelude::*;
-    let image_cols: Vec<&ColumnPlan> = plans
+    let surveyed: Vec<&ColumnPlan> = plans
         .iter()
-        .filter(|p| matches!(p.kind, ColumnKind::Image { .. }))
+        .filter(|p| matches!(p.kind, ColumnKind::Image { .. } | ColumnKind::Audio))
         .collect();
-    if image_cols.is_empty() {
+    if surveyed.is_empty() {
         return Ok(Vec::new());
     }
-    // Rows the conversion will drop must not decide the image layout: the
-    // survey reads every selected column when rows may be dropped.
+    // Rows the conversion will drop must not decide the layout: the survey
+    // reads every selected column when rows may be dropped.
     let dropping = settings.drop_null_rows || settings.drop_empty_rows;
     let mut indices: Vec<usize> = if dropping {
         plans.iter().map(|p| p.index).collect()
     } else {
-        image_cols.iter().map(|p| p.index).collect()
+        surveyed.iter().map(|p| p.index).collect()
     };
     indices.sort_unstable();
-    // (column index, survey, decoded bytes)
-    let mut surveys: Vec<(usize, ImageSurvey, u64)> = image_cols
+    let mut surveys: Vec<(usize, Survey, u64)> = surveyed
         .iter()
-        .map(|p| (p.index, ImageSurvey::default(), 0))
+        .map(|p| {
+            let survey = match p.kind {
+                ColumnKind::Audio => Survey::Audio {
+                    multichannel: false,
+                },
+                _ => Survey::Image(ImageSurvey::default()),
+            };
+            (p.index, survey, 0)
+        })
         .collect();
     let mut row = 0u64;
     for file in files {
@@ -357,34 +399,49 @@ fn survey_images(
             } else {
                 vec![false; batch.num_rows()]
             };
-            for (k, plan) in image_cols.iter().enumerate() {
+            for (k, plan) in surveyed.iter().enumerate() {
                 let column = batch
                     .column_by_name(&plan.name)
                     .ok_or_else(|| column_error(ctx, &plan.name, "missing from a batch"))?;
                 for (start, end) in kept_runs(&drop) {
                     let first = row + start as u64;
                     let run = column.slice(start, end - start);
-                    let encoded = images::encoded_images(run.as_ref(), first)
-                        .map_err(|e| column_error(ctx, &plan.name, e))?;
-                    let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> = encoded
-                        .par_iter()
-                        .enumerate()
-                        .map(|(i, b)| images::probe(b, first + i as u64))
-                        .collect();
                     let (_, survey, bytes) = &mut surveys[k];
-                    for (i, p) in probed.into_iter().enumerate() {
-                        let (format, shape) = p
-                            .and_then(|(format, shape)| {
-                                let to = format
-                                    .converted(settings.image_mode)
-                                    .map_err(|e| format!("row {}: {e}", first + i as u64))?;
-                                Ok((to, to.shape(shape[1] as u32, shape[0] as u32)))
-                            })
-                            .map_err(|e| column_error(ctx, &plan.name, e))?;
-                        *bytes += (shape.iter().product::<usize>() * format.dtype.size()) as u64;
-                        survey
-                            .add(first + i as u64, format, shape)
-                            .map_err(|e| column_error(ctx, &plan.name, e))?;
+                    let fail = |i: usize, e: String| {
+                        decode_error(ctx, &plan.name, DecodeError::at(first + i as u64, e))
+                    };
+                    match survey {
+                        Survey::Image(survey) => {
+                            let encoded = images::encoded_files(run.as_ref(), first, "image")
+                                .map_err(|e| decode_error(ctx, &plan.name, e))?;
+                            let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> =
+                                encoded.par_iter().map(|b| images::probe(b)).collect();
+                            for (i, p) in probed.into_iter().enumerate() {
+                                let (format, shape) = p
+                                    .and_then(|(format, shape)| {
+                                        let to = format.converted(settings.image_mode)?;
+                                        Ok((to, to.shape(shape[1] as u32, shape[0] as u32)))
+                                    })
+                                    .map_err(|e| fail(i, e))?;
+                                *bytes +=
+                                    (shape.iter().product::<usize>() * format.dtype.size()) as u64;
+                                survey
+                                    .add(first + i as u64, format, shape)
+                                    .map_err(|e| column_error(ctx, &plan.name, e))?;
+                            }
+                        }
+                        Survey::Audio { multichannel } => {
+                            let encoded = images::encoded_files(run.as_ref(), first, "audio file")
+                                .map_err(|e| decode_error(ctx, &plan.name, e))?;
+                            let probed: Vec<Result<audio::AudioHeader, String>> =
+                                encoded.par_iter().map(|b| audio::probe(b)).collect();
+                            for (i, p) in probed.into_iter().enumerate() {
+                                let head = p.map_err(|e| fail(i, e))?;
+                                *multichannel |= head.channels > 1;
+                                // Samples, and the rate.
+                                *bytes += head.frames.unwrap_or(0) * head.channels as u64 * 4 + 4;
+                            }
+                        }
                     }
                 }
             }
@@ -409,6 +466,127 @@ fn describe(
         ndim,
         source,
     }
+}
+
+/// How column `plan` is decoded and the stores it becomes (named), given
+/// its header survey.
+fn plan_stores(
+    ctx: &str,
+    plan: &ColumnPlan,
+    survey: Option<Survey>,
+    settings: &Settings,
+) -> Result<(Decoder, Vec<HfColumn>), Error> {
+    let (decoder, mut stores) = match &plan.kind {
+        ColumnKind::Numeric { dtype, dims } => {
+            let summary = match plan.kind.fixed_shape() {
+                Some(shape) => describe(
+                    StoreKind::Dense,
+                    *dtype,
+                    Some(&shape),
+                    shape.len(),
+                    ColumnSource::Numeric,
+                ),
+                None => describe(
+                    StoreKind::Ragged,
+                    *dtype,
+                    None,
+                    dims.len(),
+                    ColumnSource::Numeric,
+                ),
+            };
+            (Decoder::Numeric(dims.clone()), vec![summary])
+        }
+        ColumnKind::Text => {
+            let Some(encoder) = settings.text.clone() else {
+                return Err(column_error(ctx, &plan.name, "no text encoding chosen"));
+            };
+            let (dtype, source) = match &encoder {
+                TextEncoder::Bytes => (DType::U8, ColumnSource::TextBytes),
+                TextEncoder::Tokens(_) => (DType::U32, ColumnSource::Tokens),
+            };
+            let summary = describe(StoreKind::Ragged, dtype, None, 1, source);
+            (Decoder::Text(encoder), vec![summary])
+        }
+        ColumnKind::Audio => {
+            let multichannel = matches!(survey, Some(Survey::Audio { multichannel: true }));
+            let ndim = if multichannel { 2 } else { 1 };
+            let samples = describe(
+                StoreKind::Ragged,
+                DType::F32,
+                None,
+                ndim,
+                ColumnSource::Audio,
+            );
+            let mut rates = describe(
+                StoreKind::Dense,
+                DType::U32,
+                Some(&[]),
+                0,
+                ColumnSource::SamplingRate,
+            );
+            rates.name = format!("{}{SAMPLING_RATE_SUFFIX}", plan.name);
+            (Decoder::Audio { ndim }, vec![samples, rates])
+        }
+        ColumnKind::Image { mode } => {
+            let survey = match survey {
+                Some(Survey::Image(s)) => s,
+                _ => ImageSurvey::default(),
+            };
+            let format = match survey.format {
+                Some((format, _)) => format,
+                // No images at all: an empty ragged u8 store.
+                None => settings.image_mode.unwrap_or(PixelFormat {
+                    dtype: DType::U8,
+                    channels: 1,
+                    mode: "L",
+                }),
+            };
+            if let Some(want) = mode
+                && settings.image_mode.is_none()
+                && survey.format.is_some()
+                && want != format.mode
+            {
+                return Err(column_error(
+                    ctx,
+                    &plan.name,
+                    format!(
+                        "the Image feature asks for mode {want} but the images are {}; \
+                         converting would change pixel values",
+                        format.mode
+                    ),
+                ));
+            }
+            let shape = survey.dense_shape().map(<[usize]>::to_vec);
+            let summary = match &shape {
+                Some(s) => describe(
+                    StoreKind::Dense,
+                    format.dtype,
+                    Some(s),
+                    s.len(),
+                    ColumnSource::Image,
+                ),
+                None => describe(
+                    StoreKind::Ragged,
+                    format.dtype,
+                    None,
+                    format.ndim(),
+                    ColumnSource::Image,
+                ),
+            };
+            (
+                Decoder::Image {
+                    format,
+                    shape,
+                    convert: settings.image_mode.is_some(),
+                },
+                vec![summary],
+            )
+        }
+    };
+    if let Some(own) = stores.first_mut() {
+        own.name = plan.name.clone();
+    }
+    Ok((decoder, stores))
 }
 
 /// Converts one split into `root/<split>/<column>/`.
@@ -440,128 +618,66 @@ pub(crate) fn convert_split(
 
     if plans
         .iter()
-        .any(|p| matches!(p.kind, ColumnKind::Image { .. }))
+        .any(|p| matches!(p.kind, ColumnKind::Image { .. } | ColumnKind::Audio))
     {
-        progress.set_message(format!("{}: image headers", split.name));
+        progress.set_message(format!("{}: file headers", split.name));
     }
-    let surveys = survey_images(&ctx, &files, &plans, settings)?;
+    let surveys = survey_files(&ctx, &files, &plans, settings)?;
     progress.set_message(split.name.clone());
 
     let options = CreateOptions::new(settings.codec).data_shards(settings.shards);
     let mut decoded_row_bytes = 0usize;
-    let mut columns = Vec::with_capacity(plans.len());
+    let mut columns: Vec<Column> = Vec::with_capacity(plans.len());
     for plan in plans {
-        let path = root.store_path(&split.name, &plan.name)?;
-        let (decoder, mut summary) = match &plan.kind {
-            ColumnKind::Numeric { dtype, dims } => {
-                let summary = match plan.kind.fixed_shape() {
-                    Some(shape) => describe(
-                        StoreKind::Dense,
-                        *dtype,
-                        Some(&shape),
-                        shape.len(),
-                        ColumnSource::Numeric,
+        let (survey, bytes) = surveys
+            .iter()
+            .find(|(i, _, _)| *i == plan.index)
+            .map(|(_, s, b)| (Some(s.clone()), *b))
+            .unwrap_or_default();
+        decoded_row_bytes += usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX);
+        let (decoder, stores) = plan_stores(&ctx, &plan, survey, settings)?;
+        let mut sinks = Vec::with_capacity(stores.len());
+        for summary in stores {
+            let taken = columns
+                .iter()
+                .flat_map(|c| &c.sinks)
+                .chain(&sinks)
+                .any(|s: &Sink| s.summary.name == summary.name);
+            if taken {
+                return Err(column_error(
+                    &ctx,
+                    &plan.name,
+                    format!(
+                        "two stores would be named {:?}; leave one column out with --drop",
+                        summary.name
                     ),
-                    None => describe(
-                        StoreKind::Ragged,
-                        *dtype,
-                        None,
-                        dims.len(),
-                        ColumnSource::Numeric,
-                    ),
-                };
-                (Decoder::Numeric(dims.clone()), summary)
+                ));
             }
-            ColumnKind::Text => {
-                let Some(encoder) = settings.text.clone() else {
-                    return Err(column_error(&ctx, &plan.name, "no text encoding chosen"));
-                };
-                let (dtype, source) = match &encoder {
-                    TextEncoder::Bytes => (DType::U8, ColumnSource::TextBytes),
-                    TextEncoder::Tokens(_) => (DType::U32, ColumnSource::Tokens),
-                };
-                let summary = describe(StoreKind::Ragged, dtype, None, 1, source);
-                (Decoder::Text(encoder), summary)
-            }
-            ColumnKind::Image { mode } => {
-                let (survey, bytes) = surveys
-                    .iter()
-                    .find(|(i, _, _)| *i == plan.index)
-                    .map(|(_, s, b)| (s.clone(), *b))
-                    .unwrap_or_default();
-                decoded_row_bytes += usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX);
-                let format = match survey.format {
-                    Some((format, _)) => format,
-                    // No images at all: an empty ragged u8 store.
-                    None => settings.image_mode.unwrap_or(PixelFormat {
-                        dtype: DType::U8,
-                        channels: 1,
-                        mode: "L",
-                    }),
-                };
-                if let Some(want) = mode
-                    && settings.image_mode.is_none()
-                    && survey.format.is_some()
-                    && want != format.mode
-                {
-                    return Err(column_error(
-                        &ctx,
-                        &plan.name,
-                        format!(
-                            "the Image feature asks for mode {want} but the images are {}; \
-                             converting would change pixel values",
-                            format.mode
-                        ),
-                    ));
-                }
-                let shape = survey.dense_shape().map(<[usize]>::to_vec);
-                let summary = match &shape {
-                    Some(s) => describe(
-                        StoreKind::Dense,
-                        format.dtype,
-                        Some(s),
-                        s.len(),
-                        ColumnSource::Image,
-                    ),
-                    None => describe(
-                        StoreKind::Ragged,
-                        format.dtype,
-                        None,
-                        format.ndim(),
-                        ColumnSource::Image,
-                    ),
-                };
-                (
-                    Decoder::Image {
-                        format,
-                        shape,
-                        convert: settings.image_mode.is_some(),
-                    },
-                    summary,
-                )
-            }
-        };
-        summary.name = plan.name.clone();
-        let writer = match &summary.item_shape {
-            Some(shape) => Writer::Dense(DynDenseWriter::create(
-                &path,
-                summary.dtype,
-                shape,
-                &options,
-            )?),
-            None => Writer::Ragged(DynRaggedWriter::create(
-                &path,
-                summary.dtype,
-                summary.ndim,
-                &options,
-            )?),
-        };
+            let path = root.store_path(&split.name, &summary.name)?;
+            let writer = match &summary.item_shape {
+                Some(shape) => Writer::Dense(DynDenseWriter::create(
+                    &path,
+                    summary.dtype,
+                    shape,
+                    &options,
+                )?),
+                None => Writer::Ragged(DynRaggedWriter::create(
+                    &path,
+                    summary.dtype,
+                    summary.ndim,
+                    &options,
+                )?),
+            };
+            sinks.push(Sink {
+                writer,
+                buffer: RecordBuffer::new(summary.ndim),
+                summary,
+            });
+        }
         columns.push(Column {
-            buffer: RecordBuffer::new(summary.ndim),
             plan,
             decoder,
-            writer,
-            summary,
+            sinks,
         });
     }
 
@@ -599,7 +715,11 @@ pub(crate) fn convert_split(
                 offset += take;
                 read += take as u64;
                 progress.inc(take as u64);
-                let bytes: usize = columns.iter().map(|c| c.buffer.bytes()).sum();
+                let bytes: usize = columns
+                    .iter()
+                    .flat_map(|c| &c.sinks)
+                    .map(|s| s.buffer.bytes())
+                    .sum();
                 if buffered >= settings.max_records || bytes >= settings.max_bytes {
                     flush(&ctx, &mut columns)?;
                     buffered = 0;
@@ -610,12 +730,13 @@ pub(crate) fn convert_split(
     flush(&ctx, &mut columns)?;
 
     let mut summaries = Vec::with_capacity(columns.len());
-    for c in columns {
-        let len = c.writer.len();
+    for sink in columns.into_iter().flat_map(|c| c.sinks) {
+        let name = &sink.summary.name;
+        let len = sink.writer.len();
         if len != kept || read != total || kept + dropped_null + dropped_empty != total {
             return Err(column_error(
                 &ctx,
-                &c.plan.name,
+                name,
                 format!(
                     "record counts disagree: the files declare {total} rows, {read} were read, \
                      {} dropped and {len} written",
@@ -623,10 +744,10 @@ pub(crate) fn convert_split(
                 ),
             ));
         }
-        c.writer
+        sink.writer
             .close()
-            .map_err(|e| column_error(&ctx, &c.plan.name, e.to_string()))?;
-        summaries.push(c.summary);
+            .map_err(|e| column_error(&ctx, name, e.to_string()))?;
+        summaries.push(sink.summary);
     }
     Ok(HfSplit {
         name: split.name.clone(),
@@ -640,37 +761,45 @@ pub(crate) fn convert_split(
 }
 
 /// Decodes the rows of `part` (split rows from `first_row` on) into the
-/// column's buffer.
+/// column's buffers.
 fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) -> Result<(), Error> {
     let array = part
         .column_by_name(&c.plan.name)
         .ok_or_else(|| column_error(ctx, &c.plan.name, "missing from a batch"))?;
-    let before = c.buffer.len();
-    match &c.decoder {
-        Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut c.buffer)
-            .map_err(|e| column_error(ctx, &c.plan.name, e))?,
+    let [own, rest @ ..] = c.sinks.as_mut_slice() else {
+        return Err(column_error(ctx, &c.plan.name, "the column has no store"));
+    };
+    let before = own.buffer.len();
+    let result = match &c.decoder {
+        Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut own.buffer),
         Decoder::Image {
             format,
             shape,
             convert,
-        } => images::encoded_images(array.as_ref(), first_row)
-            .and_then(|enc| {
-                images::decode_into(
-                    &enc,
-                    first_row,
-                    *format,
-                    shape.as_deref(),
-                    *convert,
-                    &mut c.buffer,
-                )
-            })
-            .map_err(|e| column_error(ctx, &c.plan.name, e))?,
-        Decoder::Text(encoder) => decode_text(array.as_ref(), first_row, encoder, &mut c.buffer)
-            .map_err(|(row, e)| row_error(ctx, &c.plan.name, row, e))?,
-    }
-    if matches!(c.writer, Writer::Ragged(_)) {
-        for i in before..c.buffer.len() {
-            let (shape, bytes) = c.buffer.record(i);
+        } => images::encoded_files(array.as_ref(), first_row, "image").and_then(|enc| {
+            images::decode_into(
+                &enc,
+                first_row,
+                *format,
+                shape.as_deref(),
+                *convert,
+                &mut own.buffer,
+            )
+        }),
+        Decoder::Audio { ndim } => match rest {
+            [rates, ..] => {
+                images::encoded_files(array.as_ref(), first_row, "audio file").and_then(|enc| {
+                    audio::decode_into(&enc, first_row, *ndim, &mut own.buffer, &mut rates.buffer)
+                })
+            }
+            [] => Err("the audio column has no sampling-rate store".into()),
+        },
+        Decoder::Text(encoder) => decode_text(array.as_ref(), first_row, encoder, &mut own.buffer),
+    };
+    result.map_err(|e| decode_error(ctx, &c.plan.name, e))?;
+    if matches!(own.writer, Writer::Ragged(_)) {
+        for i in before..own.buffer.len() {
+            let (shape, bytes) = own.buffer.record(i);
             if bytes.is_empty() {
                 return Err(row_error(
                     ctx,
@@ -687,18 +816,18 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
     Ok(())
 }
 
-/// Writes every column's buffered records.
+/// Writes every store's buffered records.
 fn flush(ctx: &str, columns: &mut [Column]) -> Result<(), Error> {
-    for c in columns.iter_mut() {
-        if c.buffer.len() == 0 {
+    for sink in columns.iter_mut().flat_map(|c| &mut c.sinks) {
+        if sink.buffer.len() == 0 {
             continue;
         }
-        let result = match &mut c.writer {
-            Writer::Dense(w) => w.append_bytes(&c.buffer.data, c.buffer.len()),
-            Writer::Ragged(w) => w.append_bytes(c.buffer.iter()),
+        let result = match &mut sink.writer {
+            Writer::Dense(w) => w.append_bytes(&sink.buffer.data, sink.buffer.len()),
+            Writer::Ragged(w) => w.append_bytes(sink.buffer.iter()),
         };
-        result.map_err(|e| column_error(ctx, &c.plan.name, e.to_string()))?;
-        c.buffer.clear();
+        result.map_err(|e| column_error(ctx, &sink.summary.name, e.to_string()))?;
+        sink.buffer.clear();
     }
     Ok(())
 }

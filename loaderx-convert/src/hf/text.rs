@@ -21,7 +21,7 @@ use hf_hub::RepoType;
 use rayon::prelude::*;
 use tokenizers::Tokenizer;
 
-use super::decode::RecordBuffer;
+use super::decode::{DecodeError, RecordBuffer};
 use super::hub::{self, Hub};
 use crate::error::Error;
 
@@ -196,7 +196,7 @@ pub(crate) fn load_tokenizer(
 }
 
 /// The strings of `column`'s rows; a null is an error naming the row.
-pub(crate) fn strings(column: &dyn Array, first_row: u64) -> Result<Vec<&str>, (u64, String)> {
+pub(crate) fn strings(column: &dyn Array, first_row: u64) -> Result<Vec<&str>, DecodeError> {
     let value = |i: usize| -> Option<&str> {
         match column.data_type() {
             DataType::Utf8 => Some(column.as_string::<i32>().value(i)),
@@ -209,16 +209,16 @@ pub(crate) fn strings(column: &dyn Array, first_row: u64) -> Result<Vec<&str>, (
     for i in 0..column.len() {
         let row = first_row + i as u64;
         if column.is_null(i) {
-            return Err((row, super::NULL_ROW.to_owned()));
+            return Err(DecodeError::at(row, super::NULL_ROW));
         }
         let s = value(i).ok_or_else(|| {
-            (
+            DecodeError::at(
                 row,
                 format!("expected strings, found {}", column.data_type()),
             )
         })?;
         if s.is_empty() {
-            return Err((row, super::EMPTY_STRING.to_owned()));
+            return Err(DecodeError::at(row, super::EMPTY_STRING));
         }
         out.push(s);
     }
@@ -231,7 +231,7 @@ pub(crate) fn decode_text(
     first_row: u64,
     encoder: &TextEncoder,
     out: &mut RecordBuffer,
-) -> Result<(), (u64, String)> {
+) -> Result<(), DecodeError> {
     let strings = strings(column, first_row)?;
     match encoder {
         TextEncoder::Bytes => {
@@ -240,7 +240,7 @@ pub(crate) fn decode_text(
             }
         }
         TextEncoder::Tokens(tokens) => {
-            let encoded: Vec<Result<Vec<u32>, (u64, String)>> = strings
+            let encoded: Vec<Result<Vec<u32>, DecodeError>> = strings
                 .par_iter()
                 .enumerate()
                 .map(|(i, s)| {
@@ -248,7 +248,7 @@ pub(crate) fn decode_text(
                     let enc = tokens
                         .tokenizer
                         .encode_fast(*s, tokens.info.add_special_tokens)
-                        .map_err(|e| (row, format!("tokenizer failed: {e}")))?;
+                        .map_err(|e| DecodeError::at(row, format!("tokenizer failed: {e}")))?;
                     let mut ids = enc.get_ids().to_vec();
                     ids.extend(tokens.info.eos_id);
                     Ok(ids)
@@ -257,7 +257,7 @@ pub(crate) fn decode_text(
             for (i, ids) in encoded.into_iter().enumerate() {
                 let ids = ids?;
                 if ids.is_empty() {
-                    return Err((
+                    return Err(DecodeError::at(
                         first_row + i as u64,
                         "tokenizes to no tokens; Ragged stores cannot hold empty records \
                          (--drop-empty-rows drops only empty strings; --append-eos or \
