@@ -20,6 +20,7 @@
 
 pub(crate) mod durable;
 pub(crate) mod files;
+pub(crate) mod layout;
 pub(crate) mod reader;
 pub(crate) mod writer;
 

@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::io;
+use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,7 @@ use rayon::prelude::*;
 
 use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN};
 use crate::engine::files;
+use crate::engine::layout::{Layout, Uniform};
 use crate::error::{Error, ErrorKind};
 use crate::format::{
     self, DICT_FILE, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE, RECORD_LOC_LEN,
@@ -18,6 +20,10 @@ use crate::format::{
 
 /// Gathers smaller than this many bytes run on the calling thread.
 const PARALLEL_MIN_BYTES: usize = 256 << 10;
+/// Raw gathers of fewer records than this run on the calling thread: below
+/// it, handing work to the pool costs more than the copies it saves
+/// (measured with `loaderx-bench`'s small-record section).
+const PARALLEL_MIN_RECORDS: usize = 16 << 10;
 /// No zstd frame decodes to more than this many times its size: a block
 /// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
 const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
@@ -27,6 +33,8 @@ pub(crate) struct StoreReader {
     path: PathBuf,
     _meta: File,
     table: Option<Mmap>,
+    /// How records are found: computed from runs, or read from `table`.
+    layout: Layout,
     shards: Vec<Shard>,
     /// `shards.len() - 1` when the shard count is a power of two (the
     /// default 4 is), so a record's shard is a mask instead of a division.
@@ -176,10 +184,19 @@ impl StoreReader {
             });
         }
         let table = files::map(&meta, table_end, &meta_path)?;
+        let layout = Layout::detect(
+            table
+                .as_deref()
+                .and_then(|t| t.get(STATIC_PAGE_LEN..))
+                .unwrap_or(&[]),
+            &page.tails[..shard_count],
+            h.length,
+        );
         Ok(StoreReader {
             path: path.to_path_buf(),
             _meta: meta,
             table,
+            layout,
             shard_mask: shard_count
                 .is_power_of_two()
                 .then(|| shard_count as u64 - 1),
@@ -251,6 +268,15 @@ impl StoreReader {
 
     /// The validated location of record `index` and its shard.
     fn located(&self, index: u64) -> Result<(RecordLoc, &Shard), Error> {
+        if index < self.length
+            && let Some(u) = self.layout.uniform()
+        {
+            // Validated with the whole table at open.
+            let (s, loc) = u.loc(index);
+            if let Some(shard) = self.shards.get(s) {
+                return Ok((loc, shard));
+            }
+        }
         let at = (index as usize)
             .checked_mul(RECORD_LOC_LEN)
             .and_then(|x| x.checked_add(STATIC_PAGE_LEN))
@@ -412,6 +438,9 @@ impl StoreReader {
         if width == 0 {
             return Ok(());
         }
+        if self.codec() == Codec::Raw {
+            return self.copy_raw(indices, width, dst);
+        }
         let jobs = indices
             .iter()
             .zip(dst.chunks_exact_mut(width))
@@ -442,53 +471,382 @@ impl StoreReader {
             self.gather_fixed(indices, width, &mut out)?;
             return Ok(out);
         }
-        let record = |index: u64| -> Result<&[u8], Error> {
-            let (loc, shard) = self.located(index)?;
-            if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {
-                return Err(Error::corrupt_record(
-                    &self.path,
-                    index,
-                    format!(
-                        "raw record stores {} bytes for {} logical, expected {width}",
-                        loc.phys_length, loc.logic_length
-                    ),
-                ));
-            }
-            let start = loc.offset as usize;
-            Ok(&shard.bytes()[start..start + width])
-        };
-        // Locations are resolved for a run of records before any is copied:
-        // the table reads are independent, so their cache and TLB misses
-        // overlap instead of queueing behind each copy.
-        let threads = rayon::current_num_threads();
-        if total < PARALLEL_MIN_BYTES || indices.len() < 2 || threads < 2 {
-            let sources = indices
-                .iter()
-                .map(|&i| record(i))
-                .collect::<Result<Vec<_>, Error>>()?;
-            for src in sources {
-                out.extend_from_slice(src);
-            }
-            return Ok(out);
-        }
-        let per_job = indices.len().div_ceil(2 * threads).max(1);
-        out.spare_capacity_mut()[..total]
-            .par_chunks_mut(width * per_job)
-            .zip(indices.par_chunks(per_job))
-            .try_for_each(|(dst, chunk)| {
-                let sources = chunk
-                    .iter()
-                    .map(|&i| record(i))
-                    .collect::<Result<Vec<_>, Error>>()?;
-                for (d, src) in dst.chunks_exact_mut(width).zip(sources) {
-                    d.write_copy_of_slice(src);
-                }
-                Ok::<(), Error>(())
-            })?;
-        // SAFETY: the capacity was reserved above and the loop, which returned
-        // without error, wrote all `total` bytes (`indices.len()` chunks of
-        // `width`); `u8` has no invalid values.
+        self.copy_raw(indices, width, &mut out.spare_capacity_mut()[..total])?;
+        // SAFETY: the capacity was reserved above and `copy_raw`, which
+        // returned without error, wrote all `total` bytes (one `width`-byte
+        // record per index); `u8` has no invalid values.
         unsafe { out.set_len(total) };
         Ok(out)
+    }
+
+    /// Copies the raw records of `width` bytes at `indices` (checked in
+    /// range) into `dst` (`indices.len() * width` elements): the whole gather
+    /// of a raw store. On the calling thread below [`PARALLEL_MIN_BYTES`] or
+    /// [`PARALLEL_MIN_RECORDS`], else in one chunk of records per task.
+    fn copy_raw<D: Sink>(&self, indices: &[u64], width: usize, dst: &mut [D]) -> Result<(), Error> {
+        // With the uniform layout the lengths were checked for every record
+        // at open: here once for the whole batch.
+        let uniform = self
+            .layout
+            .uniform()
+            .filter(|u| u.phys as usize == width && u.logic as usize == width);
+        let threads = rayon::current_num_threads();
+        if dst.len() < PARALLEL_MIN_BYTES || indices.len() < PARALLEL_MIN_RECORDS || threads < 2 {
+            return self.copy_raw_serial(uniform, indices, width, dst);
+        }
+        let per_job = indices.len().div_ceil(2 * threads).max(1);
+        dst.par_chunks_mut(width * per_job)
+            .zip(indices.par_chunks(per_job))
+            .try_for_each(|(d, idx)| self.copy_raw_serial(uniform, idx, width, d))
+    }
+
+    /// [`Self::copy_raw`] on the calling thread, in a loop specialised for
+    /// the common small widths (the copy of a record is one load and store).
+    fn copy_raw_serial<D: Sink>(
+        &self,
+        uniform: Option<&Uniform>,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<(), Error> {
+        let Some(u) = uniform else {
+            for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
+                D::put(d, self.raw_record(i, width)?);
+            }
+            return Ok(());
+        };
+        match width {
+            1 => self.copy_uniform::<D, 1>(u, indices, width, dst),
+            2 => self.copy_uniform::<D, 2>(u, indices, width, dst),
+            4 => self.copy_uniform::<D, 4>(u, indices, width, dst),
+            8 => self.copy_uniform::<D, 8>(u, indices, width, dst),
+            16 => self.copy_uniform::<D, 16>(u, indices, width, dst),
+            _ => self.copy_uniform::<D, 0>(u, indices, width, dst),
+        }
+    }
+
+    /// Copies records of `N` bytes (`width` when `N` is 0) placed by `u`.
+    #[inline(always)]
+    fn copy_uniform<D: Sink, const N: usize>(
+        &self,
+        u: &Uniform,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<(), Error> {
+        let w = if N == 0 { width } else { N };
+        for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
+            let (s, offset) = u.place(i);
+            let start = offset as usize;
+            // Never out of bounds after the checks at open; checked anyway
+            // (one predictable branch), so nothing here can read past a shard.
+            match self
+                .shards
+                .get(s)
+                .and_then(|shard| shard.bytes().get(start..start.wrapping_add(w)))
+            {
+                Some(src) => D::put(d, src),
+                None => {
+                    return Err(Error::corrupt_record(
+                        &self.path,
+                        i,
+                        "location outside its shard",
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The stored bytes of raw record `index`, which must be `width` bytes.
+    fn raw_record(&self, index: u64, width: usize) -> Result<&[u8], Error> {
+        let (loc, shard) = self.located(index)?;
+        if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {
+            return Err(Error::corrupt_record(
+                &self.path,
+                index,
+                format!(
+                    "raw record stores {} bytes for {} logical, expected {width}",
+                    loc.phys_length, loc.logic_length
+                ),
+            ));
+        }
+        let start = loc.offset as usize;
+        Ok(&shard.bytes()[start..start + width])
+    }
+
+    /// The layout found at open.
+    #[cfg(test)]
+    pub(crate) fn layout(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+/// Where the raw copy loop writes: caller memory, or a fresh vector's spare
+/// capacity (never zeroed first: for small records zeroing costs as much as
+/// the copy).
+trait Sink: Sized + Send {
+    /// Copies `src` into `dst`, of the same length.
+    fn put(dst: &mut [Self], src: &[u8]);
+}
+
+impl Sink for u8 {
+    #[inline(always)]
+    fn put(dst: &mut [u8], src: &[u8]) {
+        dst.copy_from_slice(src);
+    }
+}
+
+impl Sink for MaybeUninit<u8> {
+    #[inline(always)]
+    fn put(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+        dst.write_copy_of_slice(src);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::{CreateOptions, DynDense, DynDenseWriter, ErrorKind as Kind};
+
+    /// The bytes of physical slot `slot` of shard `s`, `width` of them.
+    fn slot_bytes(s: usize, slot: usize, width: usize) -> Vec<u8> {
+        (0..width)
+            .map(|b| (s * 131 + slot * 7 + b * 29 + (slot >> 8)) as u8)
+            .collect()
+    }
+
+    /// How one shard's records are laid out: run lengths (covering its
+    /// records in order), the order in which the runs are stored, and which
+    /// runs alias the first run's bytes instead of having their own.
+    #[derive(Debug, Clone)]
+    struct ShardPlan {
+        runs: Vec<usize>,
+        order: Vec<u32>,
+        alias: Vec<bool>,
+    }
+
+    /// Builds a raw `u8[width]` store of `n` records over `shards` shards,
+    /// then rewrites its payloads and location table as `plans` say.
+    /// Returns every record's expected bytes.
+    fn forge(
+        path: &Path,
+        n: usize,
+        width: usize,
+        plans: &[ShardPlan],
+        damage: Option<usize>,
+    ) -> Vec<Vec<u8>> {
+        let shards = plans.len();
+        let opts = CreateOptions::new(Codec::Raw).data_shards(shards);
+        let mut w = DynDenseWriter::create(path, crate::DType::U8, &[width], &opts).unwrap();
+        w.append_bytes(&vec![0u8; n * width], n).unwrap();
+        w.close().unwrap();
+        let meta = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path.join(META_FILE))
+            .unwrap();
+        let mut expected = vec![Vec::new(); n];
+        for (s, plan) in plans.iter().enumerate() {
+            let count = (n + shards - 1 - s) / shards;
+            // Runs of the shard's records 0..count.
+            let mut runs = Vec::new();
+            let mut k = 0;
+            for &len in plan.runs.iter().cycle().take(count.max(1)) {
+                if k >= count {
+                    break;
+                }
+                let len = len.clamp(1, count - k);
+                runs.push(k..k + len);
+                k += len;
+            }
+            // Storage order of the runs that own bytes; the others alias run 0.
+            let owners: Vec<usize> = (0..runs.len())
+                .filter(|&r| r == 0 || !plan.alias.get(r).copied().unwrap_or(false))
+                .collect();
+            let mut stored = owners.clone();
+            stored.sort_by_key(|&r| (plan.order.get(r).copied().unwrap_or(0), r));
+            let mut file = Vec::new();
+            let mut at = vec![0u64; runs.len()];
+            for &r in &stored {
+                at[r] = file.len() as u64;
+                for k in runs[r].clone() {
+                    file.extend(slot_bytes(s, k, width));
+                }
+            }
+            for (r, run) in runs.iter().enumerate() {
+                let (base, src) = if owners.contains(&r) {
+                    (at[r], run.start)
+                } else {
+                    (at[0], runs[0].start)
+                };
+                for (j, k) in run.clone().enumerate() {
+                    // An aliasing run longer than run 0 keeps its own tail.
+                    let (offset, slot) = if j < runs[0].len() || owners.contains(&r) {
+                        (base + (j * width) as u64, src + j)
+                    } else {
+                        let o = file.len() as u64;
+                        file.extend(slot_bytes(s, k, width));
+                        (o, k)
+                    };
+                    let id = k * shards + s;
+                    expected[id] = slot_bytes(s, slot, width);
+                    let loc = RecordLoc {
+                        offset,
+                        phys_length: width as u32,
+                        logic_length: width as u32,
+                    };
+                    let loc = match damage {
+                        Some(d) if d == id => RecordLoc {
+                            offset: 0,
+                            phys_length: width as u32 + 1,
+                            ..loc
+                        },
+                        _ => loc,
+                    };
+                    meta.write_all_at(&loc.encode(), format::record_loc_offset(id as u64).unwrap())
+                        .unwrap();
+                }
+            }
+            std::fs::write(path.join(format::data_file(s)), &file).unwrap();
+            let tail_at = (format::TAILS_OFFSET + 8 * s) as u64;
+            meta.write_all_at(&(file.len() as u64).to_le_bytes(), tail_at)
+                .unwrap();
+        }
+        expected
+    }
+
+    /// Gathers `indices` every way a raw Dense store can, on the detected
+    /// layout and on the plain table; all must agree (errors by message).
+    fn gather_all_ways(path: &Path, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
+        let mut reader = StoreReader::open(path).unwrap();
+        let dense = DynDense::open(path).unwrap();
+        let text = |r: &Result<Vec<u8>, Error>| r.as_ref().map_err(ToString::to_string).cloned();
+        let owned = reader.gather_fixed_vec(indices, width);
+        let mut into = vec![0u8; indices.len() * width];
+        let into = reader
+            .gather_fixed(indices, width, &mut into)
+            .map(|()| into);
+        assert_eq!(text(&owned), text(&into));
+        assert_eq!(text(&owned), text(&dense.gather_bytes(indices)));
+        if let Ok(bytes) = &owned {
+            let mut k = 0;
+            for &i in indices {
+                let loc = reader.loc(i).unwrap();
+                assert_eq!(reader.stored(i, loc), &bytes[k..k + width], "record {i}");
+                k += width;
+            }
+        }
+        reader.layout = Layout::Table;
+        assert_eq!(text(&owned), text(&reader.gather_fixed_vec(indices, width)));
+        owned
+    }
+
+    fn plans(shards: usize) -> impl Strategy<Value = Vec<ShardPlan>> {
+        let plan = (
+            prop::collection::vec(prop_oneof![1usize..4, 4usize..64, Just(usize::MAX)], 1..6),
+            prop::collection::vec(any::<u32>(), 0..40),
+            prop::collection::vec(prop::bool::weighted(0.2), 0..40),
+        )
+            .prop_map(|(runs, order, alias)| ShardPlan { runs, order, alias });
+        prop::collection::vec(plan, shards)
+    }
+
+    fn case() -> impl Strategy<Value = (usize, usize, Vec<ShardPlan>, Vec<u64>, Option<usize>)> {
+        (
+            1usize..=5,
+            prop::sample::select(vec![1usize, 2, 3, 4, 8, 16, 24, 64]),
+            1usize..600,
+        )
+            .prop_flat_map(|(shards, width, n)| {
+                (
+                    Just(n),
+                    Just(width),
+                    plans(shards),
+                    prop::collection::vec(0..n as u64, 0..300),
+                    prop::option::weighted(0.2, 0..n),
+                )
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn every_layout_gathers_what_the_table_says(
+            (n, width, plans, indices, damage) in case()
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("s");
+            let expected = forge(&path, n, width, &plans, damage);
+            let got = gather_all_ways(&path, &indices, width);
+            match damage.filter(|d| indices.contains(&(*d as u64))) {
+                Some(d) => prop_assert!(
+                    matches!(got.as_ref().map_err(Error::kind), Err(Kind::CorruptRecord { index, .. }) if *index == d as u64),
+                    "{:?}", got
+                ),
+                None => {
+                    let want: Vec<u8> = indices.iter().flat_map(|&i| expected[i as usize].clone()).collect();
+                    prop_assert_eq!(got.unwrap(), want);
+                }
+            }
+            let reader = StoreReader::open(&path).unwrap();
+            if damage.is_some() {
+                prop_assert_eq!(reader.layout().runs(), 0, "a damaged table is read per record");
+            }
+            // An index out of range is refused on every layout.
+            let e = reader.gather_fixed_vec(&[n as u64], width).unwrap_err();
+            let refused = matches!(e.kind(), Kind::IndexOutOfRange { .. });
+            prop_assert!(refused, "{}", e);
+        }
+    }
+
+    #[test]
+    fn each_plan_finds_its_layout_and_big_gathers_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3 * PARALLEL_MIN_RECORDS;
+        let indices: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % n as u64).collect();
+        let one = |runs: usize| ShardPlan {
+            runs: vec![runs],
+            order: (0..4096)
+                .map(|r: u32| r.wrapping_mul(2_654_435_761))
+                .collect(),
+            alias: Vec::new(),
+        };
+        // (plan, regular, run table)
+        for (name, plan, regular, runs) in [
+            ("one run per shard", one(usize::MAX), true, false),
+            ("permuted runs", one(500), false, true),
+            ("runs of two", one(2), false, false),
+        ] {
+            for width in [1, 8, 40] {
+                let path = dir.path().join(format!("{name}-{width}"));
+                let expected = forge(
+                    &path,
+                    n,
+                    width,
+                    &[plan.clone(), plan.clone(), plan.clone()],
+                    None,
+                );
+                let reader = StoreReader::open(&path).unwrap();
+                let l = reader.layout();
+                assert_eq!(l.is_regular(), regular, "{name}");
+                assert_eq!(l.runs() > 3, runs, "{name}: {} runs", l.runs());
+                assert_eq!(l.runs() == 0, !regular && !runs, "{name}");
+                let want: Vec<u8> = indices
+                    .iter()
+                    .flat_map(|&i| expected[i as usize].clone())
+                    .collect();
+                assert_eq!(
+                    gather_all_ways(&path, &indices, width).unwrap(),
+                    want,
+                    "{name}"
+                );
+            }
+        }
     }
 }
