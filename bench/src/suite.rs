@@ -488,15 +488,6 @@ fn small_section(
                 true,
                 bar,
             )?,
-            measure(
-                Box::new(Memcpy::new(&w)),
-                RowKind::Limit,
-                &w,
-                &sub("memcpy"),
-                min,
-                true,
-                bar,
-            )?,
         ];
         if let Some(py) = &args.python {
             bar.set_message(format!("{}: Python loaderx", w.key));
@@ -887,6 +878,17 @@ fn machine() -> String {
     )
 }
 
+/// The signature of the loader sections.
+type LoaderSection =
+    fn(&Args, &[u8], usize, &Path, Duration, &mut Vec<Target>, &ProgressBar) -> Result<String>;
+
+/// Shows a finished section on stderr and adds it to the report.
+fn emit(out: &mut String, section: &str) {
+    eprintln!("{section}");
+    out.push_str(section);
+    out.push('\n');
+}
+
 /// Runs the sections `args` asks for and prints the report.
 pub fn run(args: &Args) -> Result<()> {
     let started = Instant::now();
@@ -916,52 +918,29 @@ pub fn run(args: &Args) -> Result<()> {
             }
             bar.set_message(format!("{key}: building the workload"));
             let w = workload::build(key, &images, scale);
-            let section = store_workload(args, &w, &root, min, &mut targets, &bar)?;
-            eprintln!("{section}");
-            out.push_str(&section);
-            out.push('\n');
+            emit(
+                &mut out,
+                &store_workload(args, &w, &root, min, &mut targets, &bar)?,
+            );
         }
     }
     if wants("small") {
         let section = small_section(args, scale, &root, min, &mut targets, &bar)?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
+        emit(&mut out, &section);
     }
     if wants("sampler") {
         bar.set_message("sampler");
-        let section = sampler_section(args, min, &mut targets)?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
+        emit(&mut out, &sampler_section(args, min, &mut targets)?);
     }
-    if wants("loader") {
-        let section = loader_section(
-            args,
-            &images,
-            scale,
-            &root,
-            min.max(Duration::from_millis(200)) * 3 / 2,
-            &mut targets,
-            &bar,
-        )?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
-    }
-    if wants("loader2") {
-        let section = loader2_section(
-            args,
-            &images,
-            scale,
-            &root,
-            min.max(Duration::from_millis(200)) * 3 / 2,
-            &mut targets,
-            &bar,
-        )?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
+    let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
+    for (name, section) in [
+        ("loader", loader_section as LoaderSection),
+        ("loader2", loader2_section),
+    ] {
+        if wants(name) {
+            let section = section(args, &images, scale, &root, loader_min, &mut targets, &bar)?;
+            emit(&mut out, &section);
+        }
     }
     bar.finish_and_clear();
     out.push_str("#### Targets\n\n");
