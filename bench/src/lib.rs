@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,sampler,loader]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,loader,loader2]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -33,7 +33,11 @@ pub struct Args {
     #[arg(long, env = "LOADERX_PYTHON")]
     pub python: Option<PathBuf>,
     /// Sections to run.
-    #[arg(long, value_delimiter = ',', default_value = "stores,sampler,loader")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "stores,small,sampler,loader,loader2"
+    )]
     pub sections: Vec<String>,
     /// Store workloads to run.
     #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,e")]
@@ -67,5 +71,8 @@ pub enum Child {
         prefetch: usize,
         /// Minimum timed seconds.
         seconds: f64,
+        /// A second Dense store (labels) loaded beside the first.
+        #[arg(long)]
+        label: Option<PathBuf>,
     },
 }

@@ -1,5 +1,6 @@
 //! The loader end to end (sample, gather, identity transform, hand over the
-//! batch to the consumer): this crate's `DataLoader`, burn's
+//! batch to the consumer), over one stream or two (image + label): this
+//! crate's `DataLoader`, burn's
 //! `DataLoaderBuilder` over an `InMemDataset` (burn's own fastest path: the
 //! records already in memory) and Python loaderx's `DataLoader`.
 //!
@@ -32,6 +33,9 @@ pub struct LoaderRun {
     pub peak_anon: u64,
     /// Peak resident memory incl. file-backed pages, bytes.
     pub vm_hwm: u64,
+    /// Ours only: one thread gathering a batch of every stream straight
+    /// into reused buffers, no loader, microseconds per batch.
+    pub gather_us: Option<f64>,
 }
 
 /// One field (in kB) of `/proc/self/status`, in bytes.
@@ -107,17 +111,80 @@ impl Batcher<Vec<u8>, Vec<u8>> for Concat {
     }
 }
 
+/// Concatenates burn's (image, label) items into two host buffers.
+#[derive(Clone)]
+struct ConcatPairs;
+
+impl Batcher<(Vec<u8>, Vec<u8>), (Vec<u8>, Vec<u8>)> for ConcatPairs {
+    fn batch(&self, items: Vec<(Vec<u8>, Vec<u8>)>, _device: &Device) -> (Vec<u8>, Vec<u8>) {
+        let (x, y): (Vec<_>, Vec<_>) = items.into_iter().unzip();
+        (x.concat(), y.concat())
+    }
+}
+
+/// Batches burn's `DataLoaderBuilder` delivers per second over `items`
+/// (with `WARMUP` batches untimed first).
+fn time_burn<I, O, B>(items: Vec<I>, batcher: B, c: LoaderConfig) -> (u64, f64)
+where
+    I: Clone + Send + Sync + std::fmt::Debug + 'static,
+    O: Send + Clone + std::fmt::Debug + 'static,
+    B: Batcher<I, O> + Clone + Send + Sync + 'static,
+{
+    let loader = DataLoaderBuilder::new(batcher)
+        .batch_size(c.batch)
+        .shuffle(7)
+        .num_workers(c.workers)
+        .build(InMemDataset::new(items));
+    let mut n = 0u64;
+    let mut warm = 0;
+    let mut started = Instant::now();
+    loop {
+        for batch in loader.iter() {
+            std::hint::black_box(&batch);
+            if warm < WARMUP {
+                warm += 1;
+                if warm == WARMUP {
+                    started = Instant::now();
+                }
+                continue;
+            }
+            n += 1;
+            if started.elapsed() >= c.min {
+                return (n, started.elapsed().as_secs_f64());
+            }
+        }
+    }
+}
+
+/// Untimed batches before a loader's clock starts.
+const WARMUP: usize = 5;
+
+/// Every record of a Dense store, one `Vec` each (burn's in-memory items).
+fn records_of(store: &DynDense) -> Result<Vec<Vec<u8>>> {
+    let rb = store.record_bytes();
+    let all = store.gather_bytes(&(0..store.len()).collect::<Vec<_>>())?;
+    Ok(all.chunks_exact(rb).map(<[u8]>::to_vec).collect())
+}
+
 /// Runs in the child: contender `which` (`ours` or `burn`) over the Dense
-/// store at `store`; prints one JSON line.
-pub fn child(which: &str, store: &Path, c: LoaderConfig) -> Result<()> {
-    const WARMUP: usize = 5;
+/// store at `store` (and `label`, a second stream); prints one JSON line.
+pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -> Result<()> {
     let rss = RssSampler::start();
+    let mut gather_us = None;
     let (batches, seconds) = match which {
         "ours" => {
             let x = DynDense::open(store)?;
             let expect = c.batch * x.record_bytes();
-            let mut loader = DataLoader::builder()
-                .stream("x", x)
+            let mut streams = vec![x];
+            if let Some(label) = label {
+                streams.push(DynDense::open(label)?);
+            }
+            gather_us = Some(gather_only(&streams, c));
+            let mut builder = DataLoader::builder();
+            for (k, s) in streams.into_iter().enumerate() {
+                builder = builder.stream(if k == 0 { "x" } else { "y" }, s);
+            }
+            let mut loader = builder
                 .batch_size(c.batch)
                 .mode(SamplerMode::Iid)
                 .seed(7)
@@ -143,36 +210,14 @@ pub fn child(which: &str, store: &Path, c: LoaderConfig) -> Result<()> {
             (n, started.elapsed().as_secs_f64())
         }
         "burn" => {
-            let store = DynDense::open(store)?;
-            let rb = store.record_bytes();
-            let all = store.gather_bytes(&(0..store.len()).collect::<Vec<_>>())?;
-            let items: Vec<Vec<u8>> = all.chunks_exact(rb).map(<[u8]>::to_vec).collect();
-            drop(all);
-            let loader = DataLoaderBuilder::new(Concat)
-                .batch_size(c.batch)
-                .shuffle(7)
-                .num_workers(c.workers)
-                .build(InMemDataset::new(items));
-            let mut n = 0u64;
-            let mut warm = 0;
-            let mut started = Instant::now();
-            'epochs: loop {
-                for batch in loader.iter() {
-                    std::hint::black_box(&batch);
-                    if warm < WARMUP {
-                        warm += 1;
-                        if warm == WARMUP {
-                            started = Instant::now();
-                        }
-                        continue;
-                    }
-                    n += 1;
-                    if started.elapsed() >= c.min {
-                        break 'epochs;
-                    }
+            let images = records_of(&DynDense::open(store)?)?;
+            match label {
+                None => time_burn(images, Concat, c),
+                Some(label) => {
+                    let labels = records_of(&DynDense::open(label)?)?;
+                    time_burn(images.into_iter().zip(labels).collect(), ConcatPairs, c)
                 }
             }
-            (n, started.elapsed().as_secs_f64())
         }
         other => return Err(format!("unknown loader contender {other}").into()),
     };
@@ -183,9 +228,33 @@ pub fn child(which: &str, store: &Path, c: LoaderConfig) -> Result<()> {
             "batches_per_s": batches as f64 / seconds,
             "peak_rss_anon_bytes": peak,
             "vm_hwm_bytes": status_bytes("VmHWM"),
+            "gather_us": gather_us,
         })
     );
     Ok(())
+}
+
+/// Microseconds one thread takes to gather a batch of every stream at the
+/// same IID indices into buffers it reuses: the gathers alone, no loader.
+fn gather_only(streams: &[DynDense], c: LoaderConfig) -> f64 {
+    let n = streams.first().map_or(0, |s| s.len() as usize);
+    let mut bufs: Vec<Vec<u8>> = streams
+        .iter()
+        .map(|s| vec![0u8; c.batch * s.record_bytes()])
+        .collect();
+    let stats = crate::timing::time_gather(
+        n,
+        c.batch,
+        7,
+        c.min / 4,
+        |idx| {
+            for (s, buf) in streams.iter().zip(bufs.iter_mut()) {
+                std::hint::black_box(s.gather_into(idx, buf).is_ok());
+            }
+        },
+        |_| 0,
+    );
+    stats.seconds * 1e6 / stats.calls as f64
 }
 
 fn parse(v: &serde_json::Value) -> Result<LoaderRun> {
@@ -193,21 +262,29 @@ fn parse(v: &serde_json::Value) -> Result<LoaderRun> {
         batches_per_s: crate::python::num(v, "batches_per_s")?,
         peak_anon: crate::python::num(v, "peak_rss_anon_bytes")? as u64,
         vm_hwm: crate::python::num(v, "vm_hwm_bytes")? as u64,
+        gather_us: v.get("gather_us").and_then(serde_json::Value::as_f64),
     })
 }
 
-/// Runs contender `which` in a child process of this binary.
-pub fn run_child(which: &str, store: &Path, c: LoaderConfig) -> Result<LoaderRun> {
-    let out = std::process::Command::new(std::env::current_exe()?)
-        .args(["loader-child", which])
-        .arg(store)
-        .args([
-            c.batch.to_string(),
-            c.workers.to_string(),
-            c.prefetch.to_string(),
-            c.min.as_secs_f64().to_string(),
-        ])
-        .output()?;
+/// Runs contender `which` in a child process of this binary, over `store`
+/// (and `label`, a second stream).
+pub fn run_child(
+    which: &str,
+    store: &Path,
+    label: Option<&Path>,
+    c: LoaderConfig,
+) -> Result<LoaderRun> {
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args(["loader-child", which]).arg(store).args([
+        c.batch.to_string(),
+        c.workers.to_string(),
+        c.prefetch.to_string(),
+        c.min.as_secs_f64().to_string(),
+    ]);
+    if let Some(label) = label {
+        cmd.arg("--label").arg(label);
+    }
+    let out = cmd.output()?;
     if !out.status.success() {
         return Err(format!(
             "loader child {which} failed: {}",
@@ -223,12 +300,22 @@ pub fn run_child(which: &str, store: &Path, c: LoaderConfig) -> Result<LoaderRun
     parse(&serde_json::from_str(line)?)
 }
 
-/// Runs the Python loaderx `DataLoader` over `store`.
-pub fn run_python(python: &Path, store: &Path, c: LoaderConfig) -> Result<LoaderRun> {
-    let args = [
+/// Runs the Python loaderx `DataLoader` over `store` (and `label`, a second stream).
+pub fn run_python(
+    python: &Path,
+    store: &Path,
+    label: Option<&Path>,
+    c: LoaderConfig,
+) -> Result<LoaderRun> {
+    let mut args = vec![
         "loader".to_string(),
         "--stream".into(),
         format!("x={}", store.display()),
+    ];
+    if let Some(label) = label {
+        args.extend(["--stream".into(), format!("y={}", label.display())]);
+    }
+    args.extend([
         "--batch".into(),
         c.batch.to_string(),
         "--workers".into(),
@@ -239,7 +326,7 @@ pub fn run_python(python: &Path, store: &Path, c: LoaderConfig) -> Result<Loader
         "7".into(),
         "--min-seconds".into(),
         c.min.as_secs_f64().to_string(),
-    ];
+    ]);
     let out = crate::python::run(python, &args)?;
     parse(out.first().ok_or("peers.py loader printed nothing")?)
 }

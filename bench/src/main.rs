@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,sampler,loader]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,loader,loader2]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -24,9 +24,11 @@ fn main() -> ExitCode {
             workers,
             prefetch,
             seconds,
+            label,
         }) => loader::child(
             which,
             store,
+            label.as_deref(),
             loader::LoaderConfig {
                 batch: *batch,
                 workers: *workers,

@@ -46,7 +46,10 @@ pub fn write_source(w: &crate::workload::Workload, dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let descr = match w.dtype {
         loaderx_core::DType::U8 => "|u1",
+        loaderx_core::DType::U16 => "<u2",
         loaderx_core::DType::I32 => "<i4",
+        loaderx_core::DType::I64 => "<i8",
+        loaderx_core::DType::F32 => "<f4",
         other => return Err(format!("no npy writer for {other}").into()),
     };
     match &w.dense {

@@ -20,6 +20,16 @@ impl Table {
         self.rows.push(cells);
     }
 
+    /// Rows so far.
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// True before the first row.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// The table as markdown.
     pub fn render(&self) -> String {
         let titles: Vec<&str> = self

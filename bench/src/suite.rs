@@ -241,6 +241,7 @@ fn store_workload(
         "write MiB/s>",
         "gather MiB/s>",
         "krecords/s>",
+        "ns/record>",
         "p95 ms>",
         "disk MiB>",
         "gather vs limit>",
@@ -362,6 +363,7 @@ fn store_workload(
                 num(r.write_mib_s(w.bytes()), 0),
                 num(g.map(|g| g.mib_s()), 0),
                 num(g.map(|g| g.krec_s()), 1),
+                num(g.map(|g| g.ns_per_record()), 1),
                 num(g.map(|g| g.p95_ms), 2),
                 num(r.disk.map(|d| d as f64 / MIB), 1),
                 ratio(g.map(|g| g.mib_s()), gather_mib(limit)),
@@ -439,6 +441,163 @@ fn store_workload(
     let _ = std::fs::remove_dir_all(&dir);
     out.push_str(&table.render());
     Ok(out)
+}
+
+/// The small-record workloads: raw Dense gathers of 1- to 64-byte records
+/// on every layout a store can have, against the flat file, NumPy and
+/// Python loaderx; then what detecting the layout costs at open.
+fn small_section(
+    args: &Args,
+    scale: usize,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let mut t = Table::new(&[
+        "records",
+        "contender",
+        "gather MiB/s>",
+        "Mrecords/s>",
+        "ns/record>",
+        "p95 ms>",
+        "vs NumPy mmap>",
+        "vs flat-file loop>",
+        "vs Python>",
+    ]);
+    let mut title = String::new();
+    for width in workload::SMALL_WIDTHS {
+        let w = workload::small(width, scale);
+        title = format!("{} records each, IID batches of {}", w.len(), w.batch);
+        let dir = root.join(w.key);
+        std::fs::create_dir_all(&dir)?;
+        let sub = |name: &str| dir.join(name);
+        let ours = |z: Zrecord, name: &str| {
+            measure(Box::new(z), RowKind::Ours, &w, &sub(name), min, true, bar)
+        };
+        let mut rows = vec![
+            ours(Zrecord::new(Codec::Raw, None), "zrecord")?,
+            ours(Zrecord::new(Codec::Raw, None).relaid(64), "runs")?,
+            ours(Zrecord::new(Codec::Raw, None).relaid(1), "moved")?,
+            measure(
+                Box::new(FlatFile::new(&w)),
+                RowKind::Flat,
+                &w,
+                &sub("flat"),
+                min,
+                true,
+                bar,
+            )?,
+        ];
+        if let Some(py) = &args.python {
+            bar.set_message(format!("{}: Python loaderx", w.key));
+            let src = dir.join("py_source");
+            crate::python::write_source(&w, &src)?;
+            rows.extend(python_rows(
+                py,
+                &w,
+                &src,
+                Codec::Raw,
+                &src,
+                &sub("python"),
+                min,
+            )?);
+        }
+        let numpy = gather_mib(find(&rows, RowKind::NumpyMmap));
+        let flat = gather_mib(find(&rows, RowKind::Flat));
+        let python = gather_mib(find(&rows, RowKind::Python));
+        for r in &rows {
+            let g = r.gather;
+            let mib = g.map(|g| g.mib_s());
+            t.row(vec![
+                w.title.clone(),
+                if r.kind == RowKind::Ours {
+                    format!("**{}**", r.name)
+                } else {
+                    r.name.clone()
+                },
+                num(mib, 0),
+                num(g.map(|g| g.krec_s() / 1e3), 1),
+                num(g.map(|g| g.ns_per_record()), 1),
+                num(g.map(|g| g.p95_ms), 3),
+                ratio(mib, numpy),
+                ratio(mib, flat),
+                ratio(mib, python),
+            ]);
+        }
+        let g = gather_mib(rows.first());
+        let key = w.key;
+        let ratio_of = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        targets.push(Target {
+            what: format!("({key}) raw gather vs NumPy mmap fancy index"),
+            wanted: 1.0,
+            measured: ratio_of(g, numpy),
+        });
+        targets.push(Target {
+            what: format!("({key}) raw gather vs the Rust flat-file loop"),
+            wanted: 0.8,
+            measured: ratio_of(g, flat),
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let open = open_costs(scale, root, bar)?;
+    Ok(format!(
+        "#### Small records: raw Dense gathers, {title}\n\n{}\n{open}",
+        t.render()
+    ))
+}
+
+/// What opening a raw store of 8-byte records costs on each layout (the
+/// layout is detected in one parallel pass over its location table), and a
+/// zstd store of the same records, whose detection stops at once.
+fn open_costs(scale: usize, root: &Path, bar: &ProgressBar) -> Result<String> {
+    const OPENS: u32 = 10;
+    let w = workload::small(8, scale);
+    let dir = root.join("open");
+    let mut t = Table::new(&["store", "open ms>", "ms per million records>"]);
+    for (name, mut z) in [
+        (
+            "raw, the writer's layout (regular)",
+            Zrecord::new(Codec::Raw, None),
+        ),
+        (
+            "raw, reversed runs of 64 (run table)",
+            Zrecord::new(Codec::Raw, None).relaid(64),
+        ),
+        (
+            "raw, every record moved (per-record locations)",
+            Zrecord::new(Codec::Raw, None).relaid(1),
+        ),
+        (
+            "zstd (detection stops at the first record)",
+            Zrecord::new(Codec::Zstd, None),
+        ),
+    ] {
+        bar.set_message(format!("open: {name}"));
+        let d = dir.join(name.split(',').next().unwrap_or("s").replace(' ', "_"));
+        let d = d.with_extension(format!("{}", t.len()));
+        std::fs::create_dir_all(&d)?;
+        z.write(&w, &d)?;
+        let path = z.path().to_path_buf();
+        drop(z);
+        let started = Instant::now();
+        for _ in 0..OPENS {
+            std::hint::black_box(loaderx_core::DynDense::open(&path)?);
+        }
+        let ms = started.elapsed().as_secs_f64() * 1e3 / f64::from(OPENS);
+        t.row(vec![
+            name.to_string(),
+            num(Some(ms), 2),
+            num(Some(ms * 1e6 / w.len() as f64), 2),
+        ]);
+        std::fs::remove_dir_all(&d)?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(format!(
+        "Opening a store of {} 8-byte records (mean of {OPENS} opens, warm page cache):\n\n{}",
+        w.len(),
+        t.render()
+    ))
 }
 
 fn sampler_section(args: &Args, min: Duration, targets: &mut Vec<Target>) -> Result<String> {
@@ -528,15 +687,15 @@ fn loader_section(
             z.write(&w, &dir)?;
             let store = z.path().to_path_buf();
             bar.set_message(format!("loader ({key}) {codec}: loaderx-rs"));
-            let ours = crate::loader::run_child("ours", &store, c)?;
+            let ours = crate::loader::run_child("ours", &store, None, c)?;
             if burn.is_none() {
                 bar.set_message(format!("loader ({key}): burn DataLoaderBuilder"));
-                burn = Some(crate::loader::run_child("burn", &store, c)?);
+                burn = Some(crate::loader::run_child("burn", &store, None, c)?);
             }
             let python = match &args.python {
                 Some(py) => {
                     bar.set_message(format!("loader ({key}) {codec}: Python loaderx"));
-                    Some(crate::loader::run_python(py, &store, c)?)
+                    Some(crate::loader::run_python(py, &store, None, c)?)
                 }
                 None => None,
             };
@@ -598,6 +757,97 @@ fn loader_section(
     ))
 }
 
+/// The two-stream loader: Fashion-MNIST images (`u8[28,28]`) and their
+/// labels (`u8`), raw, at batch sizes 32 to 1024.
+fn loader2_section(
+    args: &Args,
+    images: &[u8],
+    scale: usize,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let w = workload::build("b", images, scale);
+    let labels = workload::fashion_labels(w.len())?;
+    let l = workload::Workload::labels(labels[..w.len()].to_vec());
+    let dir = root.join("loader2");
+    std::fs::create_dir_all(&dir)?;
+    let mut zx = Zrecord::new(Codec::Raw, None);
+    zx.write(&w, &dir)?;
+    let ldir = dir.join("labels");
+    std::fs::create_dir_all(&ldir)?;
+    let mut zy = Zrecord::new(Codec::Raw, None);
+    zy.write(&l, &ldir)?;
+    let (x, y) = (zx.path().to_path_buf(), zy.path().to_path_buf());
+    let mut t = Table::new(&[
+        "batch",
+        "loader",
+        "batches/s>",
+        "µs/step>",
+        "records/s>",
+        "gathers alone µs/batch>",
+        "vs burn>",
+        "vs Python>",
+    ]);
+    for batch in [32, 64, 128, 256, 512, 1024] {
+        let c = LoaderConfig {
+            batch,
+            workers: 2,
+            prefetch: 4,
+            min,
+        };
+        bar.set_message(format!("loader2 B={batch}: loaderx-rs"));
+        let ours = crate::loader::run_child("ours", &x, Some(&y), c)?;
+        bar.set_message(format!("loader2 B={batch}: burn"));
+        let burn = crate::loader::run_child("burn", &x, Some(&y), c)?;
+        let python = match &args.python {
+            Some(py) => {
+                bar.set_message(format!("loader2 B={batch}: Python loaderx"));
+                Some(crate::loader::run_python(py, &x, Some(&y), c)?)
+            }
+            None => None,
+        };
+        let runs = [
+            ("**loaderx-rs DataLoader**", Some(ours)),
+            ("burn DataLoaderBuilder + InMemDataset", Some(burn)),
+            ("Python loaderx 2.4.6 DataLoader", python),
+        ];
+        for (name, r) in runs {
+            let Some(r) = r else { continue };
+            t.row(vec![
+                batch.to_string(),
+                name.to_string(),
+                num(Some(r.batches_per_s), 0),
+                num(Some(1e6 / r.batches_per_s), 1),
+                num(Some(r.batches_per_s * batch as f64), 0),
+                num(r.gather_us, 1),
+                ratio(Some(r.batches_per_s), Some(burn.batches_per_s)),
+                ratio(Some(r.batches_per_s), python.map(|p| p.batches_per_s)),
+            ]);
+        }
+        if batch == 256 {
+            targets.push(Target {
+                what: "two-stream loader B=256 vs burn DataLoaderBuilder".into(),
+                wanted: 3.0,
+                measured: Some(ours.batches_per_s / burn.batches_per_s),
+            });
+            targets.push(Target {
+                what: "two-stream loader B=256 vs Python loaderx".into(),
+                wanted: 10.0,
+                measured: python.map(|p| ours.batches_per_s / p.batches_per_s),
+            });
+        }
+    }
+    drop((zx, zy));
+    std::fs::remove_dir_all(&dir)?;
+    Ok(format!(
+        "#### Two-stream loader: {} images u8[28,28] + labels u8, raw, IID, 2 workers, prefetch 4\n\n{}",
+        w.len(),
+        t.render()
+    ))
+}
+
 /// One line about the machine.
 fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -626,6 +876,17 @@ fn machine() -> String {
         rayon::current_num_threads(),
         mem as f64 / (1 << 20) as f64
     )
+}
+
+/// The signature of the loader sections.
+type LoaderSection =
+    fn(&Args, &[u8], usize, &Path, Duration, &mut Vec<Target>, &ProgressBar) -> Result<String>;
+
+/// Shows a finished section on stderr and adds it to the report.
+fn emit(out: &mut String, section: &str) {
+    eprintln!("{section}");
+    out.push_str(section);
+    out.push('\n');
 }
 
 /// Runs the sections `args` asks for and prints the report.
@@ -657,32 +918,29 @@ pub fn run(args: &Args) -> Result<()> {
             }
             bar.set_message(format!("{key}: building the workload"));
             let w = workload::build(key, &images, scale);
-            let section = store_workload(args, &w, &root, min, &mut targets, &bar)?;
-            eprintln!("{section}");
-            out.push_str(&section);
-            out.push('\n');
+            emit(
+                &mut out,
+                &store_workload(args, &w, &root, min, &mut targets, &bar)?,
+            );
         }
+    }
+    if wants("small") {
+        let section = small_section(args, scale, &root, min, &mut targets, &bar)?;
+        emit(&mut out, &section);
     }
     if wants("sampler") {
         bar.set_message("sampler");
-        let section = sampler_section(args, min, &mut targets)?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
+        emit(&mut out, &sampler_section(args, min, &mut targets)?);
     }
-    if wants("loader") {
-        let section = loader_section(
-            args,
-            &images,
-            scale,
-            &root,
-            min.max(Duration::from_millis(200)) * 3 / 2,
-            &mut targets,
-            &bar,
-        )?;
-        eprintln!("{section}");
-        out.push_str(&section);
-        out.push('\n');
+    let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
+    for (name, section) in [
+        ("loader", loader_section as LoaderSection),
+        ("loader2", loader2_section),
+    ] {
+        if wants(name) {
+            let section = section(args, &images, scale, &root, loader_min, &mut targets, &bar)?;
+            emit(&mut out, &section);
+        }
     }
     bar.finish_and_clear();
     out.push_str("#### Targets\n\n");

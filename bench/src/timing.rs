@@ -48,6 +48,11 @@ impl GatherStats {
         self.bytes as f64 / self.seconds / (1 << 20) as f64
     }
 
+    /// Nanoseconds per record returned.
+    pub fn ns_per_record(&self) -> f64 {
+        self.seconds * 1e9 / self.records as f64
+    }
+
     /// Thousands of records per second.
     pub fn krec_s(&self) -> f64 {
         self.records as f64 / self.seconds / 1e3

@@ -11,6 +11,9 @@ use rand::{Rng, SeedableRng};
 
 /// Where Debian's `dataset-fashion-mnist` puts the files.
 pub const FASHION_MNIST: &str = "/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz";
+/// The labels of [`FASHION_MNIST`].
+pub const FASHION_MNIST_LABELS: &str =
+    "/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz";
 
 /// The records of one workload, held in memory: every record's element bytes
 /// back to back, with offsets and per-record shapes.
@@ -94,6 +97,19 @@ impl Workload {
         }
     }
 
+    /// Scalar `u8` records: one label per record.
+    pub fn labels(labels: Vec<u8>) -> Workload {
+        let n = labels.len();
+        Workload::dense_from(
+            "labels",
+            format!("labels u8 × {n}"),
+            DType::U8,
+            vec![],
+            labels,
+            256,
+        )
+    }
+
     fn ragged_from(
         key: &'static str,
         title: String,
@@ -144,6 +160,51 @@ pub fn fashion_images(require: bool) -> Result<Vec<u8>, String> {
             (255 - (blob * 18).min(255)) as u8 & rng.random::<u8>() | 0x10
         })
         .collect())
+}
+
+/// The Fashion-MNIST train labels (one byte each), or `i % 10` for `n`
+/// records when the package is missing.
+pub fn fashion_labels(n: usize) -> Result<Vec<u8>, String> {
+    if Path::new(FASHION_MNIST_LABELS).exists() {
+        let idx = read_idx(FASHION_MNIST_LABELS).map_err(|e| e.to_string())?;
+        return Ok(idx.data);
+    }
+    Ok((0..n).map(|i| (i % 10) as u8).collect())
+}
+
+/// The record widths of the small-record workloads, bytes.
+pub const SMALL_WIDTHS: [usize; 6] = [1, 2, 4, 8, 16, 64];
+
+/// A small-record workload: 1 000 000 (divided by `scale`) seeded random
+/// records of `width` bytes (one of [`SMALL_WIDTHS`]): scalar `u8`, `u16`,
+/// `i32` and `i64` (a label, an id, a length), then `f32[4]` and `f32[16]`;
+/// IID batches of 1024.
+pub fn small(width: usize, scale: usize) -> Workload {
+    let (key, dtype, shape): (&'static str, DType, Vec<usize>) = match width {
+        1 => ("s1", DType::U8, vec![]),
+        2 => ("s2", DType::U16, vec![]),
+        4 => ("s4", DType::I32, vec![]),
+        8 => ("s8", DType::I64, vec![]),
+        16 => ("s16", DType::F32, vec![4]),
+        _ => ("s64", DType::F32, vec![16]),
+    };
+    let n = (1_000_000 / scale).max(64);
+    let mut rng = SmallRng::seed_from_u64(0x5A11 ^ width as u64);
+    let per = shape.iter().product::<usize>() * dtype.size();
+    // Small integers in every element (valid floats too): labels, ids.
+    let flat = (0..n * per / dtype.size())
+        .flat_map(|_| {
+            let mut e = vec![0u8; dtype.size()];
+            e[0] = rng.random::<u8>() & 0x3f;
+            e
+        })
+        .collect();
+    let name = match shape.as_slice() {
+        [] => dtype.to_string(),
+        s => format!("{dtype}{s:?}"),
+    };
+    let title = format!("({key}) small records {name}, {per} bytes × {n}, B=1024");
+    Workload::dense_from(key, title, dtype, shape, flat, 1024)
 }
 
 /// Bilinear resize of a 28×28 image to `h`×`w`.

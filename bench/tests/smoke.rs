@@ -32,7 +32,13 @@ fn quick_run_prints_every_table() {
         "Arrow IPC",
         "Parquet",
         "#### Sampler",
+        "#### Small records",
+        "(s8) small records i64",
+        "reversed runs of 64: run table",
+        "every record moved: per-record locations",
+        "ms per million records",
         "#### Loader end to end",
+        "#### Two-stream loader",
         "burn DataLoaderBuilder",
         "#### Targets",
     ] {

@@ -103,10 +103,12 @@ impl Backend for FlatFile<'_> {
 
     fn gather(&self, idx: &[u64]) -> Result<Box<dyn Gathered + Send>> {
         let map = self.map.as_ref().ok_or("gather before write")?;
+        // Dense: the offset is the index times the stride, as NumPy computes it.
         let stride = self.w.range(0).len();
         let mut buf = Vec::with_capacity(idx.len() * stride);
         for &i in idx {
-            buf.extend_from_slice(&map[self.w.range(i as usize)]);
+            let at = i as usize * stride;
+            buf.extend_from_slice(map.get(at..at + stride).ok_or("index past the file")?);
         }
         Ok(Box::new(Strided { buf, stride }))
     }

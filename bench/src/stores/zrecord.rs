@@ -1,8 +1,11 @@
 //! This crate's Zrecord stores.
 
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use loaderx_core::format::{self, RecordLoc};
 use loaderx_core::{Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter};
 
 use super::{Backend, Gathered, Result, Strided, allocated};
@@ -13,6 +16,8 @@ pub struct Zrecord {
     codec: Codec,
     sync: bool,
     dict: Option<Vec<u8>>,
+    /// Rewrite a raw Dense store's shards in reversed runs of this many records.
+    runs: Option<usize>,
     path: PathBuf,
     reader: Option<Reader>,
 }
@@ -38,9 +43,20 @@ impl Zrecord {
             codec,
             sync: false,
             dict,
+            runs: None,
             path: PathBuf::new(),
             reader: None,
         }
+    }
+
+    /// After writing (raw Dense only), rewrites every shard with its records
+    /// in runs of `run` stored in reverse order, and the location table to
+    /// match, as a writer whose workers finished in reverse order would:
+    /// the same records behind a run table (or, with runs of one record,
+    /// behind a table too fragmented for one, read per record).
+    pub fn relaid(mut self, run: usize) -> Zrecord {
+        self.runs = Some(run.max(1));
+        self
     }
 
     /// The library's default: `close` syncs every file before and after
@@ -58,7 +74,14 @@ impl Zrecord {
 
 impl Backend for Zrecord {
     fn name(&self) -> String {
-        if self.sync {
+        if let Some(run) = self.runs {
+            let how = if run == 1 {
+                "every record moved: per-record locations".to_string()
+            } else {
+                format!("reversed runs of {run}: run table")
+            };
+            format!("loaderx-rs zrecord {}, {how}", self.codec)
+        } else if self.sync {
             format!(
                 "loaderx-rs zrecord {}, synced close (the default)",
                 self.codec
@@ -90,6 +113,9 @@ impl Backend for Zrecord {
                 started.elapsed()
             }
         };
+        if let (Some(run), Some(_)) = (self.runs, &w.dense) {
+            relayout(&self.path, w.range(0).len(), run)?;
+        }
         self.reader = Some(match &w.dense {
             Some(_) => Reader::Dense(DynDense::open(&self.path)?),
             None => Reader::Ragged(DynRagged::open(&self.path)?),
@@ -111,4 +137,44 @@ impl Backend for Zrecord {
             None => Err("gather before write".into()),
         }
     }
+}
+
+/// Rewrites the raw Dense store at `path` (records of `width` bytes, as the
+/// writer laid them out) with each shard's runs of `run` records in reverse
+/// order; see [`Zrecord::relaid`].
+pub fn relayout(path: &Path, width: usize, run: usize) -> Result<()> {
+    let meta = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path.join(format::META_FILE))?;
+    let mut head = [0u8; format::HEADER_LEN];
+    meta.read_exact_at(&mut head, 0)?;
+    let header = format::Header::decode(&head);
+    let shards = usize::from(header.data_shards);
+    let n = usize::try_from(header.length)?;
+    let mut table = vec![0u8; n * format::RECORD_LOC_LEN];
+    for s in 0..shards {
+        let file = path.join(format::data_file(s));
+        let old = std::fs::read(&file)?;
+        let count = (n + shards - 1 - s.min(n)) / shards;
+        let mut new = Vec::with_capacity(old.len());
+        for r in (0..count.div_ceil(run)).rev() {
+            let first = r * run;
+            let last = (first + run).min(count);
+            for k in first..last {
+                let loc = RecordLoc {
+                    offset: new.len() as u64,
+                    phys_length: width as u32,
+                    logic_length: width as u32,
+                };
+                let id = k * shards + s;
+                table[id * format::RECORD_LOC_LEN..(id + 1) * format::RECORD_LOC_LEN]
+                    .copy_from_slice(&loc.encode());
+                new.extend_from_slice(&old[k * width..(k + 1) * width]);
+            }
+        }
+        File::create(&file)?.write_all_at(&new, 0)?;
+    }
+    meta.write_all_at(&table, format::STATIC_PAGE_LEN as u64)?;
+    Ok(())
 }

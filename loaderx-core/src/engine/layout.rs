@@ -14,8 +14,9 @@
 //! committed bytes, compresses it into runs: per shard, the shard-local
 //! index of each run's first record and its offset, the run's records
 //! following back to back. One run per shard is the regular layout: a
-//! record's offset is one multiply-add. More runs are looked up by binary
-//! search, and only kept while at most [`MAX_RUN_SHARE`] of the table's size
+//! record's offset is one multiply-add. More runs are looked up through a
+//! bucket index (the run holding every `2^b`-th record, `2^b` at most the
+//! mean run length, then a step or two forward), and only kept while at most [`MAX_RUN_SHARE`] of the table's size
 //! (a run table larger than that would not be cheaper to search than the
 //! table is to read). Any other table (sizes that differ, a location outside
 //! its shard, a table too fragmented) keeps [`Layout::Table`], and every
@@ -69,6 +70,11 @@ struct ShardRuns {
     first: Vec<u64>,
     /// Offset of each run's first record.
     offset: Vec<u64>,
+    /// The run holding record `b << shift`, for every bucket `b`: a lookup
+    /// starts there and steps forward (buckets are no longer than the mean
+    /// run, so rarely more than once) instead of searching all runs.
+    bucket: Vec<u32>,
+    shift: u32,
 }
 
 impl ShardRuns {
@@ -85,6 +91,31 @@ impl ShardRuns {
         }
         self.first.push(k);
         self.offset.push(offset);
+    }
+
+    /// Builds the buckets for a shard of `count` records.
+    fn index(&mut self, count: u64) {
+        let mean = count / (self.len() as u64).max(1);
+        self.shift = mean.max(1).ilog2();
+        self.bucket = (0..=count >> self.shift)
+            .map(|b| {
+                let k = b << self.shift;
+                self.first.partition_point(|&f| f <= k).saturating_sub(1) as u32
+            })
+            .collect();
+    }
+
+    /// The run holding record `k`.
+    #[inline(always)]
+    fn run_of(&self, k: u64) -> usize {
+        let mut r = self
+            .bucket
+            .get((k >> self.shift) as usize)
+            .map_or(0, |&r| r as usize);
+        while self.first.get(r + 1).is_some_and(|&f| f <= k) {
+            r += 1;
+        }
+        r
     }
 
     /// Appends `next`, the runs of the following records of this shard.
@@ -140,6 +171,9 @@ impl Layout {
                     .collect(),
             }
         } else if runs.iter().map(ShardRuns::len).sum::<usize>() as u64 <= len / MAX_RUN_SHARE {
+            for (s, r) in runs.iter_mut().enumerate() {
+                r.index(len.saturating_sub(s as u64).div_ceil(shards as u64));
+            }
             Places::Runs(runs)
         } else {
             return Layout::Table;
@@ -203,7 +237,7 @@ impl Uniform {
                 .get(shard as usize)
                 .map_or(u64::MAX, |b| b.wrapping_add(k.wrapping_mul(phys))),
             Places::Runs(runs) => runs.get(shard as usize).map_or(u64::MAX, |r| {
-                let at = r.first.partition_point(|&f| f <= k).saturating_sub(1);
+                let at = r.run_of(k);
                 match (r.first.get(at), r.offset.get(at)) {
                     (Some(&f), Some(&o)) => o.wrapping_add(k.wrapping_sub(f).wrapping_mul(phys)),
                     _ => u64::MAX,

@@ -535,15 +535,15 @@ impl StoreReader {
         dst: &mut [D],
     ) -> Result<(), Error> {
         let w = if N == 0 { width } else { N };
+        let maps: Vec<&[u8]> = self.shards.iter().map(Shard::bytes).collect();
         for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
             let (s, offset) = u.place(i);
             let start = offset as usize;
             // Never out of bounds after the checks at open; checked anyway
             // (one predictable branch), so nothing here can read past a shard.
-            match self
-                .shards
+            match maps
                 .get(s)
-                .and_then(|shard| shard.bytes().get(start..start.wrapping_add(w)))
+                .and_then(|map| map.get(start..start.wrapping_add(w)))
             {
                 Some(src) => D::put(d, src),
                 None => {
