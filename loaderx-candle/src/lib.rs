@@ -37,10 +37,13 @@
 //!   conversion runs on the loader's workers, off the training thread.
 //! - [`column`] converts single columns: Dense tensors, Ragged streams padded
 //!   (with lengths and a mask) or one tensor per record.
+//! - [`Batcher`] gives one pass of `(xs, ys)` pairs in the style of
+//!   `candle_datasets::Batcher` (`return_last_incomplete_batch` for evaluation).
 //! - [`dtype`] documents how loaderx element types map to candle's.
 //! - With the `cuda` feature, batches for a CUDA device are staged in pinned
 //!   host memory and uploaded asynchronously (see [`CandleStaging`]).
 
+mod batcher;
 pub mod column;
 #[cfg(feature = "cuda")]
 mod cuda;
@@ -49,6 +52,7 @@ mod error;
 mod host;
 mod loader;
 
+pub use batcher::Batcher;
 pub use column::{
     Padded, array_tensor, dense_tensor, into_dense_tensor, ragged_padded, ragged_padded_with,
     ragged_tensors,

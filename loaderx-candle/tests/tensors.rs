@@ -286,3 +286,72 @@ fn cpu_hand_over_does_not_copy() {
         "the tensor should own the gathered memory"
     );
 }
+
+/// Dense `x` (f32 `[2]` = `[i, -i]`) and `y` (u32 = i) of `n` records.
+fn pair_stores(
+    dir: &Path,
+    n: usize,
+) -> (loaderx_core::loader::Stream, loaderx_core::loader::Stream) {
+    let x: Vec<f32> = (0..n).flat_map(|i| [i as f32, -(i as f32)]).collect();
+    let mut w = loaderx_core::DenseWriter::<f32>::create(dir.join("x"), &[2], Codec::Raw).unwrap();
+    w.append_slice(&x, n).unwrap();
+    w.close().unwrap();
+    let y: Vec<u32> = (0..n as u32).collect();
+    let mut w = loaderx_core::DenseWriter::<u32>::create(dir.join("y"), &[], Codec::Zstd).unwrap();
+    w.append_slice(&y, n).unwrap();
+    w.close().unwrap();
+    (
+        loaderx_core::Dense::<f32>::open(dir.join("x"))
+            .unwrap()
+            .into(),
+        loaderx_core::Dense::<u32>::open(dir.join("y"))
+            .unwrap()
+            .into(),
+    )
+}
+
+#[test]
+fn the_batcher_is_one_pass_with_or_without_the_last_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (x, y) = pair_stores(dir.path(), 101); // prime
+    let run = |keep: bool, shuffle: Option<u64>| {
+        let mut b = loaderx_candle::Batcher::new2(x.clone(), y.clone())
+            .batch_size(10)
+            .return_last_incomplete_batch(keep);
+        if let Some(seed) = shuffle {
+            b = b.shuffle(seed);
+        }
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        for pair in b.iter(&Device::Cpu).unwrap() {
+            let (xs, ys) = pair.unwrap();
+            let ys = ys.to_vec1::<u32>().unwrap();
+            let xs = xs.to_vec2::<f32>().unwrap();
+            for (row, &i) in xs.iter().zip(&ys) {
+                assert_eq!(row, &vec![i as f32, -(i as f32)]);
+            }
+            sizes.push(ys.len());
+            seen.extend(ys);
+        }
+        (sizes, seen)
+    };
+    let (sizes, seen) = run(true, None);
+    assert_eq!(sizes, [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 1]);
+    assert_eq!(seen, (0..101).collect::<Vec<u32>>());
+    let (sizes, seen) = run(false, None);
+    assert_eq!(sizes, [10; 10]);
+    assert_eq!(seen, (0..100).collect::<Vec<u32>>());
+    let (_, mut shuffled) = run(true, Some(7));
+    assert_ne!(shuffled, (0..101).collect::<Vec<u32>>());
+    shuffled.sort_unstable();
+    assert_eq!(shuffled, (0..101).collect::<Vec<u32>>());
+    // A batch larger than the data needs the last incomplete batch.
+    let b = loaderx_candle::Batcher::new2(x, y).batch_size(500);
+    assert!(b.iter(&Device::Cpu).is_err());
+    let mut once = b
+        .return_last_incomplete_batch(true)
+        .iter(&Device::Cpu)
+        .unwrap();
+    assert_eq!(once.next().unwrap().unwrap().0.dims(), &[101, 2]);
+    assert!(once.next().is_none());
+}

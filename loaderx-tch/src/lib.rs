@@ -25,7 +25,9 @@
 //! On the CPU, Dense batches are gathered straight into the storage of the
 //! tensor you receive. With CUDA they are gathered into pinned host memory
 //! and copied to the device without blocking, so the copy overlaps the next
-//! gather. See [`dtype`] for the element type table.
+//! gather. See [`dtype`] for the element type table. [`Iter2`] gives one
+//! pass of `(xs, ys)` pairs in the style of `tch::data::Iter2`
+//! (`shuffle`, `to_device`, `return_smaller_last_batch`).
 //!
 //! ## Building
 //!
@@ -39,6 +41,7 @@
 pub mod column;
 pub mod dtype;
 mod error;
+mod iter;
 mod loader;
 mod staging;
 
@@ -48,6 +51,7 @@ pub use column::{
 };
 pub use dtype::tch_kind;
 pub use error::{Error, Result};
+pub use iter::Iter2;
 pub use loader::{TchColumn, TchConverter, TchLoaderExt, TensorBatch};
 pub use loaderx_core::host::RaggedMode;
 pub use staging::{TchStaging, TensorBuffer};

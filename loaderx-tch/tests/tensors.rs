@@ -314,3 +314,62 @@ fn bool_bytes_other_than_0_and_1_are_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn iter2_is_one_pass_with_or_without_the_smaller_last_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 101usize; // prime
+    let x: Vec<f32> = (0..n).flat_map(|i| [i as f32, -(i as f32)]).collect();
+    let mut w =
+        loaderx_core::DenseWriter::<f32>::create(dir.path().join("x"), &[2], Codec::Raw).unwrap();
+    w.append_slice(&x, n).unwrap();
+    w.close().unwrap();
+    let y: Vec<u32> = (0..n as u32).collect();
+    let mut w =
+        loaderx_core::DenseWriter::<u32>::create(dir.path().join("y"), &[], Codec::Zstd).unwrap();
+    w.append_slice(&y, n).unwrap();
+    w.close().unwrap();
+    let x: loaderx_core::loader::Stream = loaderx_core::Dense::<f32>::open(dir.path().join("x"))
+        .unwrap()
+        .into();
+    let y: loaderx_core::loader::Stream = loaderx_core::Dense::<u32>::open(dir.path().join("y"))
+        .unwrap()
+        .into();
+    let run = |keep: bool, shuffle: bool| {
+        let mut it = loaderx_tch::Iter2::new(x.clone(), y.clone(), 10);
+        if keep {
+            it.return_smaller_last_batch();
+        }
+        if shuffle {
+            it.seed(7);
+        }
+        let mut seen = Vec::new();
+        let mut sizes = Vec::new();
+        for pair in it {
+            let (xs, ys) = pair.unwrap();
+            assert_eq!(ys.kind(), Kind::Int64); // u32 widened
+            let ys = Vec::<i64>::try_from(&ys).unwrap();
+            let xs = Vec::<f32>::try_from(&xs.flatten(0, -1)).unwrap();
+            for (k, &i) in ys.iter().enumerate() {
+                assert_eq!(&xs[2 * k..2 * k + 2], &[i as f32, -(i as f32)]);
+            }
+            sizes.push(ys.len());
+            seen.extend(ys);
+        }
+        (sizes, seen)
+    };
+    let (sizes, seen) = run(true, false);
+    assert_eq!(sizes, [10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 1]);
+    assert_eq!(seen, (0..101).collect::<Vec<i64>>());
+    let (sizes, seen) = run(false, false);
+    assert_eq!(sizes, [10; 10]);
+    assert_eq!(seen, (0..100).collect::<Vec<i64>>());
+    let (_, mut shuffled) = run(true, true);
+    assert_ne!(shuffled, (0..101).collect::<Vec<i64>>());
+    shuffled.sort_unstable();
+    assert_eq!(shuffled, (0..101).collect::<Vec<i64>>());
+    // A refused configuration is the first item's error, then the end.
+    let mut it = loaderx_tch::Iter2::new(x, y, 500);
+    assert!(it.next().unwrap().is_err());
+    assert!(it.next().is_none());
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap, linear, loss};
-use loaderx_candle::CandleLoaderExt;
+use loaderx_candle::{Batcher, CandleLoaderExt};
 use loaderx_core::sampler::SamplerMode;
 use loaderx_core::{DataLoader, Dense};
 
@@ -35,6 +35,8 @@ pub struct Config {
     pub lr: f64,
     /// Sampler seed.
     pub seed: u64,
+    /// Records per evaluation batch: any size, the last batch is partial.
+    pub eval_batch_size: usize,
 }
 
 /// Two linear layers with a ReLU between.
@@ -117,15 +119,36 @@ pub fn correct(model: &Mlp, batch: &Example) -> candle_core::Result<u64> {
         .to_scalar::<f32>()? as u64)
 }
 
-/// Accuracy over a whole split, read once in order.
-pub fn evaluate(model: &Mlp, root: &Path, split: &str, device: &Device) -> Result<f64, Error> {
-    let n = Dense::<u8>::open(root.join(split).join("label"))?.len();
-    let batch = (1..=500).rev().find(|b| n % b == 0).unwrap_or(1) as usize;
-    let mut hits = 0;
-    for example in loader(root, split, batch, SamplerMode::Sequential, 0, 2, device)?
-        .take((n / batch as u64) as usize)
+/// Accuracy over every record of a split: one finite pass in order, in
+/// batches of `batch_size` (any size; the last batch is partial), through
+/// [`loaderx_candle::Batcher`].
+pub fn evaluate(
+    model: &Mlp,
+    root: &Path,
+    split: &str,
+    batch_size: usize,
+    device: &Device,
+) -> Result<f64, Error> {
+    let images = Dense::<u8>::open(root.join(split).join("image"))?;
+    let labels = Dense::<u8>::open(root.join(split).join("label"))?;
+    let (n, inputs) = (labels.len(), images.item_shape().iter().product::<usize>());
+    let (mut hits, mut seen) = (0, 0);
+    for pair in Batcher::new2(images, labels)
+        .batch_size(batch_size)
+        .return_last_incomplete_batch(true)
+        .iter(device)?
     {
-        hits += correct(model, &example?)?;
+        let (xs, ys) = pair?;
+        let b = xs.dims()[0];
+        let example = Example {
+            x: (xs.to_dtype(DType::F32)?.reshape((b, inputs))? / 255.0)?,
+            y: ys.to_dtype(DType::U32)?,
+        };
+        hits += correct(model, &example)?;
+        seen += b as u64;
+    }
+    if seen != n {
+        return Err(format!("evaluated {seen} of {n} records").into());
     }
     Ok(hits as f64 / n as f64)
 }
@@ -182,7 +205,7 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
             total += train_step(&model, &mut opt, &batch)?;
         }
         let loss = total / steps as f32;
-        let accuracy = evaluate(&model, root, "test", device)?;
+        let accuracy = evaluate(&model, root, "test", config.eval_batch_size, device)?;
         println!(
             "epoch {epoch}: loss {loss:.4}, test accuracy {:.2}%",
             accuracy * 100.0

@@ -31,6 +31,9 @@ struct Args {
     /// Sampler seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Records per evaluation batch (any size: every test record is used once).
+    #[arg(long, default_value_t = 1000)]
+    eval_batch_size: usize,
     /// Use CUDA device 0 when available.
     #[arg(long)]
     cuda: bool,
@@ -51,6 +54,7 @@ fn main() -> Result<(), candle_mnist::Error> {
         hidden: a.hidden,
         lr: a.lr,
         seed: a.seed,
+        eval_batch_size: a.eval_batch_size,
     };
     let (_, report) = candle_mnist::train(&config, &device)?;
     let (_, _, accuracy) = report.epochs.last().copied().unwrap_or((0, 0.0, 0.0));

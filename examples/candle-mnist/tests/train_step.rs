@@ -4,7 +4,7 @@
 #![allow(clippy::unwrap_used)]
 
 use candle_core::Device;
-use candle_mnist::{Config, train};
+use candle_mnist::{Config, evaluate, train};
 use loaderx_core::{Codec, DenseWriter};
 
 /// Class c images are bright in row band c (10 classes, 28x28).
@@ -50,6 +50,7 @@ fn trains_on_a_tiny_store() {
         hidden: 32,
         lr: 1e-2,
         seed: 1,
+        eval_batch_size: 1000,
     };
     let (_, report) = train(&config, &Device::Cpu).unwrap();
     let first = report.epochs.first().unwrap();
@@ -57,4 +58,33 @@ fn trains_on_a_tiny_store() {
     assert!(last.1 < first.1, "loss did not fall: {:?}", report.epochs);
     assert!(last.2 > 0.9, "accuracy {:?}", report.epochs);
     assert!(report.records_per_s > 0.0);
+}
+
+#[test]
+fn evaluation_sees_every_record_whatever_the_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // 503 is prime: no batch size but 1 and 503 divides it.
+    write_root(dir.path(), 503);
+    let config = Config {
+        root: dir.path().to_path_buf(),
+        epochs: 1,
+        batch_size: 50,
+        workers: 2,
+        hidden: 16,
+        lr: 1e-2,
+        seed: 3,
+        eval_batch_size: 7,
+    };
+    let (model, _) = train(&config, &Device::Cpu).unwrap();
+    let accuracies: Vec<f64> = [1000, 999, 10_000, 7, 50, 1]
+        .into_iter()
+        .map(|b| evaluate(&model, dir.path(), "test", b, &Device::Cpu).unwrap())
+        .collect();
+    // Counted over all 503 records each time: the same number of hits.
+    assert!(
+        accuracies.iter().all(|&a| a == accuracies[0]),
+        "{accuracies:?}"
+    );
+    let hits = accuracies[0] * 503.0;
+    assert!((hits - hits.round()).abs() < 1e-9, "{accuracies:?}");
 }

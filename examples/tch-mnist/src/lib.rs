@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use loaderx_core::sampler::SamplerMode;
 use loaderx_core::{DataLoader, Dense};
-use loaderx_tch::TchLoaderExt;
+use loaderx_tch::{Iter2, TchLoaderExt};
 use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -32,6 +32,8 @@ pub struct Config {
     pub lr: f64,
     /// Sampler and weight seed.
     pub seed: u64,
+    /// Records per evaluation batch: any size, the last batch is partial.
+    pub eval_batch_size: usize,
 }
 
 /// A model-ready batch: `(B, 784)` float inputs in `[0, 1]`, `(B,)` int64 targets.
@@ -84,29 +86,39 @@ pub fn model(vs: &nn::Path<'_>, inputs: i64, hidden: i64) -> impl Module + use<>
         .add(nn::linear(vs / "out", hidden, 10, Default::default()))
 }
 
-/// Accuracy over a whole split, read once in order.
-pub fn evaluate(net: &impl Module, root: &Path, split: &str, device: Device) -> Result<f64, Error> {
-    let n = Dense::<u8>::open(root.join(split).join("label"))?.len();
-    let batch = (1..=500u64).rev().find(|b| n % b == 0).unwrap_or(1);
-    let mut hits = 0i64;
+/// Accuracy over every record of a split: one finite pass in order, in
+/// batches of `batch_size` (any size; the last batch is partial), through
+/// [`loaderx_tch::Iter2`].
+pub fn evaluate(
+    net: &impl Module,
+    root: &Path,
+    split: &str,
+    batch_size: usize,
+    device: Device,
+) -> Result<f64, Error> {
+    let labels = Dense::<u8>::open(root.join(split).join("label"))?;
+    let n = labels.len();
+    let images = Dense::<u8>::open(root.join(split).join("image"))?;
+    let (mut hits, mut seen) = (0i64, 0u64);
     let _guard = tch::no_grad_guard();
-    for example in loader(
-        root,
-        split,
-        batch as usize,
-        SamplerMode::Sequential,
-        0,
-        2,
-        device,
-    )?
-    .take((n / batch) as usize)
-    {
-        let e = example?;
-        let predicted = net.forward(&e.x).f_argmax(-1, false)?;
+    let mut pairs = Iter2::new(images, labels, batch_size);
+    pairs.to_device(device).return_smaller_last_batch();
+    for pair in pairs {
+        let (xs, ys) = pair?;
+        let b = xs.size()[0];
+        let x = xs
+            .f_to_kind(Kind::Float)?
+            .f_view([b, -1])?
+            .f_div_scalar(255.0)?;
+        let predicted = net.forward(&x).f_argmax(-1, false)?;
         hits += predicted
-            .f_eq_tensor(&e.y)?
+            .f_eq_tensor(&ys.f_to_kind(Kind::Int64)?)?
             .f_sum(Kind::Int64)?
             .int64_value(&[]);
+        seen += b as u64;
+    }
+    if seen != n {
+        return Err(format!("evaluated {seen} of {n} records").into());
     }
     Ok(hits as f64 / n as f64)
 }
@@ -161,7 +173,7 @@ pub fn train(config: &Config, device: Device) -> Result<Report, Error> {
             total += loss.double_value(&[]);
         }
         let loss = total / steps as f64;
-        let accuracy = evaluate(&net, &config.root, "test", device)?;
+        let accuracy = evaluate(&net, &config.root, "test", config.eval_batch_size, device)?;
         println!(
             "epoch {epoch}: loss {loss:.4}, test accuracy {:.2}%",
             accuracy * 100.0

@@ -30,6 +30,9 @@ struct Args {
     /// Sampler and weight seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Records per evaluation batch (any size: every test record is used once).
+    #[arg(long, default_value_t = 1000)]
+    eval_batch_size: usize,
 }
 
 fn main() -> Result<(), tch_mnist::Error> {
@@ -44,6 +47,7 @@ fn main() -> Result<(), tch_mnist::Error> {
         hidden: a.hidden,
         lr: a.lr,
         seed: a.seed,
+        eval_batch_size: a.eval_batch_size,
     };
     let report = tch_mnist::train(&config, device)?;
     let accuracy = report.epochs.last().map_or(0.0, |e| e.2);

@@ -46,9 +46,30 @@ fn trains_on_a_tiny_store() {
         hidden: 32,
         lr: 1e-2,
         seed: 1,
+        eval_batch_size: 1000,
     };
     let report = train(&config, tch::Device::Cpu).unwrap();
     let (first, last) = (report.epochs[0], *report.epochs.last().unwrap());
     assert!(last.1 < first.1, "loss did not fall: {:?}", report.epochs);
     assert!(last.2 > 0.9, "accuracy {:?}", report.epochs);
+}
+
+#[test]
+fn evaluation_sees_every_record_whatever_the_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    // 503 is prime: no batch size but 1 and 503 divides it.
+    write_root(dir.path(), 503);
+    tch::manual_seed(5);
+    let vs = tch::nn::VarStore::new(tch::Device::Cpu);
+    let net = tch_mnist::model(&vs.root(), 28 * 28, 16);
+    let accuracies: Vec<f64> = [1000, 999, 10_000, 7, 50, 1]
+        .into_iter()
+        .map(|b| tch_mnist::evaluate(&net, dir.path(), "test", b, tch::Device::Cpu).unwrap())
+        .collect();
+    assert!(
+        accuracies.iter().all(|&a| a == accuracies[0]),
+        "{accuracies:?}"
+    );
+    let hits = accuracies[0] * 503.0;
+    assert!((hits - hits.round()).abs() < 1e-9, "{accuracies:?}");
 }

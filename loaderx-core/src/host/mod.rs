@@ -21,6 +21,9 @@
 //!   accessors and the loader glue
 //!   ([`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors))
 //!   are shared.
+//! - [`PairsBuilder`] / [`Pairs`]: one pass over two streams as `(xs, ys)`
+//!   tensors, shuffled or not, the last batch kept or not — what tch's
+//!   `Iter2` and candle's `Batcher` iterators are built on.
 //!
 //! ```
 //! use loaderx_core::host::{PadValue, RaggedMode};
@@ -46,10 +49,12 @@
 
 mod buffer;
 mod pad;
+mod pairs;
 mod tensors;
 mod widen;
 
 pub use buffer::{AlignedBuf, HostArray};
 pub use pad::{PadValue, Padded, pad_records};
+pub use pairs::{Pairs, PairsBuilder};
 pub use tensors::{ColumnConverter, RaggedMode, TensorBatch, TensorColumn};
 pub use widen::{DTypeTable, Widened, widen};

@@ -150,6 +150,12 @@ impl BufferPool {
     }
 }
 
+impl<S: Staging + ?Sized> Staging for Arc<S> {
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+        (**self).stage(request)
+    }
+}
+
 impl Staging for BufferPool {
     fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
         let varying = request.kind == StoreKind::Ragged;

@@ -1,0 +1,141 @@
+//! The shared host layer gives the same padded tensors in all three
+//! adapters: for the same Ragged batch (ranks 1–3, random shapes), burn's,
+//! candle's and tch's `values`, `lengths` and `mask` hold the same numbers,
+//! and those are core's `Column::padded`.
+//!
+//! It lives in this crate because only this crate's build script links
+//! libtorch into test binaries; candle and burn (flex backend) are plain
+//! dev-dependencies.
+
+#![allow(clippy::unwrap_used)]
+
+use burn::tensor::{Bool, Device as BurnDevice, Int, Tensor as BurnTensor};
+use loaderx_core::host::PadValue;
+use loaderx_core::sampler::SamplerMode;
+use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
+use ndarray::ArrayD;
+use proptest::prelude::*;
+
+/// Core's padded arrays as plain vectors: values, lengths, mask.
+type Flat = (Vec<f64>, Vec<i64>, Vec<bool>, Vec<usize>);
+
+fn from_tch(p: &loaderx_tch::Padded) -> Flat {
+    let values = Vec::<f64>::try_from(&p.values.flatten(0, -1).to_kind(tch::Kind::Double)).unwrap();
+    let lengths = Vec::<i64>::try_from(&p.lengths.flatten(0, -1)).unwrap();
+    let mask = Vec::<i64>::try_from(&p.mask.flatten(0, -1).to_kind(tch::Kind::Int64))
+        .unwrap()
+        .into_iter()
+        .map(|m| m == 1)
+        .collect();
+    let shape = p.values.size().into_iter().map(|d| d as usize).collect();
+    (values, lengths, mask, shape)
+}
+
+fn from_candle(p: &loaderx_candle::Padded) -> Flat {
+    let values = p
+        .values
+        .flatten_all()
+        .unwrap()
+        .to_dtype(candle_core::DType::F64)
+        .unwrap()
+        .to_vec1::<f64>()
+        .unwrap();
+    let lengths = p.lengths.flatten_all().unwrap().to_vec1::<i64>().unwrap();
+    let mask = p
+        .mask
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<u8>()
+        .unwrap()
+        .into_iter()
+        .map(|m| m == 1)
+        .collect();
+    (values, lengths, mask, p.values.dims().to_vec())
+}
+
+fn from_burn<const D: usize>(b: &loaderx_burn::HostBatch) -> Flat {
+    let p = b.padded::<D, Int>("seq").unwrap();
+    let shape = p.values.dims().to_vec();
+    let values: BurnTensor<D, Int> = p.values;
+    let lengths: BurnTensor<2, Int> = p.lengths;
+    let mask: BurnTensor<D, Bool> = p.mask;
+    (
+        values
+            .into_data()
+            .try_into_vec_as::<i64>()
+            .unwrap()
+            .into_iter()
+            .map(|v| v as f64)
+            .collect(),
+        lengths.into_data().try_into_vec_as::<i64>().unwrap(),
+        mask.into_data().try_into_vec::<bool>().unwrap(),
+        shape,
+    )
+}
+
+fn check(shapes: &[Vec<usize>], batch: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let ndim = shapes[0].len();
+    let mut w = RaggedWriter::<i16>::create(dir.path().join("seq"), ndim, Codec::Zstd).unwrap();
+    let mut next = -500i16;
+    let records: Vec<ArrayD<i16>> = shapes
+        .iter()
+        .map(|s| {
+            ArrayD::from_shape_fn(s.clone(), |_| {
+                next = next.wrapping_add(7);
+                next
+            })
+        })
+        .collect();
+    w.append(records.iter()).unwrap();
+    w.close().unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("seq", Ragged::<i16>::open(dir.path().join("seq")).unwrap())
+        .batch_size(batch)
+        .mode(SamplerMode::Cyclic)
+        .seed(3)
+        .build()
+        .unwrap();
+    for _ in 0..3 {
+        let b = loader.next().unwrap().unwrap();
+        let column = b.column("seq").unwrap();
+        let core = column.padded(PadValue::ZERO).unwrap();
+        let want: Flat = (
+            core.values
+                .as_slice::<i16>()
+                .unwrap()
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect(),
+            core.lengths.as_slice::<i64>().unwrap().to_vec(),
+            core.mask.as_slice::<bool>().unwrap().to_vec(),
+            core.values.shape().to_vec(),
+        );
+        let tch = from_tch(&loaderx_tch::ragged_padded(column, tch::Device::Cpu).unwrap());
+        let candle =
+            from_candle(&loaderx_candle::ragged_padded(column, &candle_core::Device::Cpu).unwrap());
+        assert_eq!(tch, want, "tch");
+        assert_eq!(candle, want, "candle");
+        let host = loaderx_burn::HostBatch::from_batch(b, &BurnDevice::flex());
+        let burn = match ndim {
+            1 => from_burn::<2>(&host),
+            2 => from_burn::<3>(&host),
+            _ => from_burn::<4>(&host),
+        };
+        assert_eq!(burn, want, "burn");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_adapter_pads_like_core(
+        ndim in 1usize..4,
+        raw in proptest::collection::vec(proptest::collection::vec(1usize..5, 3), 4..12),
+        batch in 1usize..4,
+    ) {
+        let shapes: Vec<Vec<usize>> = raw.iter().map(|s| s[..ndim].to_vec()).collect();
+        check(&shapes, batch);
+    }
+}
