@@ -119,10 +119,21 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Samples, String> {
             let packet = match reader.next_packet() {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
+                // The stream ends early: an error when the headers said
+                // how long it is and it is shorter.
                 Err(SymphoniaError::IoError(e))
                     if e.kind() == std::io::ErrorKind::UnexpectedEof =>
                 {
-                    break;
+                    let decoded = channels[0].len() as u64;
+                    match head.frames {
+                        Some(want) if decoded < want => {
+                            return Err(format!(
+                                "the audio is truncated: its headers declare {want} frames, \
+                                 {decoded} could be read"
+                            ));
+                        }
+                        _ => break,
+                    }
                 }
                 Err(e) => return Err(format!("cannot read the audio stream: {e}")),
             };
@@ -259,6 +270,10 @@ mod tests {
         for cut in [0, 12, 30, 44] {
             assert!(decode(&good[..cut]).is_err(), "{cut}");
         }
+        // Cut inside the samples: a truncated file, not a shorter one.
+        let long = wav(16_000, 1, &[7; 4000]);
+        let e = decode(&long[..long.len() - 1000]).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
         // Garbage after a valid header.
         let mut bad = good[..44].to_vec();
         bad.extend_from_slice(&[0xff; 3]);
