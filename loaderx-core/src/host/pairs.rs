@@ -121,13 +121,15 @@ impl PairsBuilder {
         }
         let loader = builder.build_tensors(converter, RaggedMode::Padded, |mut batch| {
             let one = |c: TensorColumn<C::Tensor, C::Padded>| match c {
-                TensorColumn::Dense(t) => t,
-                TensorColumn::Padded(p) => p.values,
+                TensorColumn::Dense(t) => Ok(t),
+                TensorColumn::Padded(p) => Ok(p.values),
                 // RaggedMode::Padded never gives per-record columns.
-                TensorColumn::Records(mut r) => r.swap_remove(0),
+                TensorColumn::Records(_) => {
+                    Err(Error::invalid("a per-record column in a padded batch"))
+                }
             };
-            let xs = one(batch.take("x")?);
-            let ys = one(batch.take("y")?);
+            let xs = one(batch.take("x")?)?;
+            let ys = one(batch.take("y")?)?;
             Ok((xs, ys))
         })?;
         Ok(Pairs {

@@ -132,13 +132,15 @@ impl<T, P> TensorBatch<T, P> {
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, c)| c)
-            .ok_or_else(|| {
-                let names: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
-                Error::invalid(format!(
-                    "the batch has no stream {name:?} (streams: {})",
-                    names.join(", ")
-                ))
-            })
+            .ok_or_else(|| self.missing(name))
+    }
+
+    fn missing(&self, name: &str) -> Error {
+        let names: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
+        Error::invalid(format!(
+            "the batch has no stream {name:?} (streams: {})",
+            names.join(", ")
+        ))
     }
 
     fn wrong(name: &str, want: &str, column: &TensorColumn<T, P>) -> Error {
@@ -192,12 +194,11 @@ impl<T, P> TensorBatch<T, P> {
     ///
     /// When there is no such stream.
     pub fn take(&mut self, name: &str) -> Result<TensorColumn<T, P>, Error> {
-        self.column(name)?;
         let i = self
             .columns
             .iter()
             .position(|(n, _)| n == name)
-            .ok_or_else(|| Error::invalid(format!("the batch has no stream {name:?}")))?;
+            .ok_or_else(|| self.missing(name))?;
         Ok(self.columns.remove(i).1)
     }
 }
