@@ -386,7 +386,7 @@ impl Dataset<Record> for ZrecordDataset {
     }
 }
 
-type MapFn<T> = Arc<dyn Fn(Record) -> Result<T, BoxError> + Send + Sync>;
+pub(crate) type MapFn<T> = Arc<dyn Fn(Record) -> Result<T, BoxError> + Send + Sync>;
 
 /// A [`ZrecordDataset`] whose items are made by a mapping closure
 /// ([`ZrecordDataset::map`]).
@@ -408,6 +408,11 @@ impl<T> MappedDataset<T> {
     /// The underlying record dataset.
     pub fn records(&self) -> &ZrecordDataset {
         &self.inner
+    }
+
+    /// The mapping from records to items.
+    pub(crate) fn decoder(&self) -> MapFn<T> {
+        Arc::clone(&self.map)
     }
 }
 

@@ -37,7 +37,8 @@
 
 use burn::tensor::kind::{Basic, Kind, TensorKind};
 use burn::tensor::{BoolStore, DType as BurnDType, Device, IntDType, Tensor, TensorData};
-use loaderx_core::{DType, Element, f16};
+use loaderx_core::host::widen;
+use loaderx_core::{DType, Element};
 
 use crate::error::{Error, Result};
 
@@ -89,54 +90,24 @@ pub fn holds(kind: Kind, dtype: DType) -> bool {
     }
 }
 
-/// The elements of `bytes` as a vector, copying through an aligned buffer
-/// when the bytes are not aligned for `T`.
-fn typed_vec<T: Element>(stream: &str, bytes: &[u8]) -> Result<Vec<T>> {
-    if let Some(values) = T::try_from_bytes(bytes) {
-        return Ok(values.to_vec());
-    }
-    let n = bytes.len() / size_of::<T>();
-    match T::filled_vec(n, |dst| {
-        dst.copy_from_slice(bytes);
-        Ok::<(), loaderx_core::Error>(())
-    }) {
-        Ok(Some(values)) => Ok(values),
-        _ => Err(Error::Invalid(format!(
-            "stream {stream:?}: bytes are not valid {} values",
-            T::DTYPE
-        ))),
-    }
-}
-
-/// Host data for `bytes` of `dtype` in `shape`, in the store's own type.
+/// Host data for `bytes` of `dtype` (any alignment) in `shape`, in the
+/// store's own type. `bool` bytes are checked by core's [`widen`] (its
+/// same-type entry); burn aligns the bytes it is given.
 pub(crate) fn tensor_data(
     stream: &str,
     dtype: DType,
     bytes: &[u8],
     shape: &[usize],
 ) -> Result<TensorData> {
-    let numel: usize = shape.iter().product();
-    if numel.checked_mul(dtype.size()) != Some(bytes.len()) {
-        return Err(Error::Invalid(format!(
-            "stream {stream:?}: {} bytes do not hold {shape:?} {dtype} values",
-            bytes.len()
-        )));
+    let target = burn_dtype(dtype)?;
+    if dtype == DType::Bool {
+        widen(dtype, bytes, dtype)?;
     }
-    let shape = shape.to_vec();
-    Ok(match dtype {
-        DType::Bool => TensorData::new(typed_vec::<bool>(stream, bytes)?, shape),
-        DType::U8 => TensorData::new(bytes.to_vec(), shape),
-        DType::I8 => TensorData::new(typed_vec::<i8>(stream, bytes)?, shape),
-        DType::U16 => TensorData::new(typed_vec::<u16>(stream, bytes)?, shape),
-        DType::I16 => TensorData::new(typed_vec::<i16>(stream, bytes)?, shape),
-        DType::U32 => TensorData::new(typed_vec::<u32>(stream, bytes)?, shape),
-        DType::I32 => TensorData::new(typed_vec::<i32>(stream, bytes)?, shape),
-        DType::U64 => TensorData::new(typed_vec::<u64>(stream, bytes)?, shape),
-        DType::I64 => TensorData::new(typed_vec::<i64>(stream, bytes)?, shape),
-        DType::F16 => TensorData::new(typed_vec::<f16>(stream, bytes)?, shape),
-        DType::F32 => TensorData::new(typed_vec::<f32>(stream, bytes)?, shape),
-        DType::F64 => TensorData::new(typed_vec::<f64>(stream, bytes)?, shape),
-        other => return Err(Error::Unsupported(other)),
+    TensorData::try_from_bytes_vec(bytes.to_vec(), shape.to_vec(), target).map_err(|e| {
+        Error::Invalid(format!(
+            "stream {stream:?}: {} bytes do not hold {shape:?} {dtype} values: {e:?}",
+            bytes.len()
+        ))
     })
 }
 
@@ -168,21 +139,19 @@ fn source_bounds(dtype: DType) -> Option<(i128, i128)> {
     })
 }
 
+/// The first value of `bytes` outside `lo..=hi`, read through core's
+/// [`widen`] (same type: borrowed when aligned, copied when not).
 fn first_outside<T: Element + Into<i128>>(
-    stream: &str,
+    dtype: DType,
     bytes: &[u8],
     (lo, hi): (i128, i128),
 ) -> Result<Option<i128>> {
-    let scan = |values: &[T]| {
-        values
-            .iter()
-            .map(|&v| v.into())
-            .find(|v: &i128| *v < lo || *v > hi)
-    };
-    Ok(match T::try_from_bytes(bytes) {
-        Some(values) => scan(values),
-        None => scan(&typed_vec::<T>(stream, bytes)?),
-    })
+    let aligned = widen(dtype, bytes, dtype)?;
+    Ok(aligned
+        .as_slice::<T>()?
+        .iter()
+        .map(|&v| v.into())
+        .find(|v: &i128| *v < lo || *v > hi))
 }
 
 /// Checks that every integer of `bytes` fits the `target` integer type.
@@ -200,14 +169,14 @@ pub(crate) fn check_int_range(
         return Ok(());
     }
     let bad = match dtype {
-        DType::U16 => first_outside::<u16>(stream, bytes, bounds)?,
-        DType::I16 => first_outside::<i16>(stream, bytes, bounds)?,
-        DType::U32 => first_outside::<u32>(stream, bytes, bounds)?,
-        DType::I32 => first_outside::<i32>(stream, bytes, bounds)?,
-        DType::U64 => first_outside::<u64>(stream, bytes, bounds)?,
-        DType::I64 => first_outside::<i64>(stream, bytes, bounds)?,
-        DType::U8 => first_outside::<u8>(stream, bytes, bounds)?,
-        DType::I8 => first_outside::<i8>(stream, bytes, bounds)?,
+        DType::U16 => first_outside::<u16>(dtype, bytes, bounds)?,
+        DType::I16 => first_outside::<i16>(dtype, bytes, bounds)?,
+        DType::U32 => first_outside::<u32>(dtype, bytes, bounds)?,
+        DType::I32 => first_outside::<i32>(dtype, bytes, bounds)?,
+        DType::U64 => first_outside::<u64>(dtype, bytes, bounds)?,
+        DType::I64 => first_outside::<i64>(dtype, bytes, bounds)?,
+        DType::U8 => first_outside::<u8>(dtype, bytes, bounds)?,
+        DType::I8 => first_outside::<i8>(dtype, bytes, bounds)?,
         _ => None,
     };
     match bad {

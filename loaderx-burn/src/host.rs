@@ -1,46 +1,29 @@
 //! A batch in host memory — gathered by the loader, or stacked from dataset
 //! records — and its conversion to burn tensors.
 
-use std::ops::Range;
+use std::sync::Arc;
 
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
+use loaderx_core::RaggedLayout;
 use loaderx_core::host::{AlignedBuf, PadValue, Padded as HostPadded, pad_records};
 use loaderx_core::loader::{Batch, Column, ColumnLayout};
 use loaderx_core::ndarray::{ArrayViewD, IxDyn};
 use loaderx_core::{DType, Element, StoreKind};
 
-use crate::dataset::Record;
+use crate::dataset::{Field, Record};
 use crate::dtype::to_tensor;
 use crate::error::{Error, Result};
 use crate::tensors::TensorBatch;
 
-/// Where a column's bytes live.
+/// Where a column's bytes live, and how its records lie in them.
 enum Storage {
     /// The loader's gather buffer (recycled when the batch is dropped).
     Staged(Column),
     /// Records stacked by a batcher.
-    Owned(AlignedBuf),
-}
-
-impl Storage {
-    fn bytes(&self) -> &[u8] {
-        match self {
-            Storage::Staged(c) => c.bytes(),
-            Storage::Owned(b) => b.as_bytes(),
-        }
-    }
-}
-
-/// How a column's records lie in its bytes.
-enum Layout {
-    /// Records of one shape, contiguous.
-    Dense { item_shape: Vec<usize> },
-    /// One segment per record, each with its own shape.
-    Ragged {
-        ndim: usize,
-        dims: Vec<usize>,
-        ranges: Vec<Range<usize>>,
+    Owned {
+        layout: ColumnLayout,
+        bytes: AlignedBuf,
     },
     /// The records could not be stacked; why.
     Invalid(String),
@@ -49,58 +32,69 @@ enum Layout {
 struct HostColumn {
     name: String,
     dtype: DType,
-    layout: Layout,
     storage: Storage,
 }
 
 impl HostColumn {
+    /// The layout and bytes, or the stacking error.
+    fn parts(&self) -> Result<(&ColumnLayout, &[u8])> {
+        match &self.storage {
+            Storage::Staged(c) => Ok((c.layout(), c.bytes())),
+            Storage::Owned { layout, bytes } => Ok((layout, bytes.as_bytes())),
+            Storage::Invalid(detail) => Err(Error::Stack {
+                stream: self.name.clone(),
+                detail: detail.clone(),
+            }),
+        }
+    }
+
     fn kind(&self) -> StoreKind {
-        match self.layout {
-            Layout::Ragged { .. } => StoreKind::Ragged,
+        match self.parts() {
+            Ok((ColumnLayout::Ragged(_), _)) => StoreKind::Ragged,
             _ => StoreKind::Dense,
         }
     }
 
-    fn invalid(&self) -> Result<()> {
-        match &self.layout {
-            Layout::Invalid(detail) => Err(Error::Stack {
-                stream: self.name.clone(),
-                detail: detail.clone(),
-            }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Shape and bytes of record `i` (a row index into the column).
-    fn record(&self, i: usize) -> (&[usize], &[u8]) {
-        let bytes = self.storage.bytes();
-        match &self.layout {
-            Layout::Dense { item_shape } => {
-                let rb = item_shape.iter().product::<usize>() * self.dtype.size();
-                (item_shape, &bytes[i * rb..(i + 1) * rb])
+    /// Every record's `(shape, bytes)`, in batch order.
+    fn records(&self) -> Result<Vec<(&[usize], &[u8])>> {
+        Ok(match self.parts()? {
+            (ColumnLayout::Dense { shape }, bytes) => {
+                let item = shape.get(1..).unwrap_or_default();
+                let rb = item.iter().product::<usize>() * self.dtype.size();
+                let n = shape.first().copied().unwrap_or(0);
+                (0..n)
+                    .map(|i| (item, &bytes[i * rb..(i + 1) * rb]))
+                    .collect()
             }
-            Layout::Ragged {
-                ndim, dims, ranges, ..
-            } => (&dims[i * ndim..(i + 1) * ndim], &bytes[ranges[i].clone()]),
-            Layout::Invalid(_) => (&[], &[]),
-        }
+            (ColumnLayout::Ragged(l), bytes) => l.records(bytes).collect(),
+        })
     }
 
-    /// A Dense column's rows `rows`: `(B, *item_shape)` and their bytes.
-    fn dense_rows(&self, rows: &Range<usize>) -> Result<(Vec<usize>, &[u8])> {
-        self.invalid()?;
-        let Layout::Dense { item_shape } = &self.layout else {
-            return Err(Error::Layout {
+    /// A Dense column's `(B, *item_shape)` and bytes.
+    fn dense(&self) -> Result<(&[usize], &[u8])> {
+        match self.parts()? {
+            (ColumnLayout::Dense { shape }, bytes) => Ok((shape, bytes)),
+            (ColumnLayout::Ragged(_), _) => Err(Error::Layout {
                 stream: self.name.clone(),
                 expected: StoreKind::Dense,
                 found: StoreKind::Ragged,
-            });
+            }),
+        }
+    }
+
+    /// The column padded with zeros to the largest extent of every axis:
+    /// core's one padding definition.
+    fn padded(&self) -> Result<HostPadded> {
+        let ndim = match self.parts()?.0 {
+            ColumnLayout::Dense { shape } => shape.len().saturating_sub(1),
+            ColumnLayout::Ragged(l) => l.ndim(),
         };
-        let rb = item_shape.iter().product::<usize>() * self.dtype.size();
-        let mut shape = Vec::with_capacity(1 + item_shape.len());
-        shape.push(rows.len());
-        shape.extend_from_slice(item_shape);
-        Ok((shape, &self.storage.bytes()[rows.start * rb..rows.end * rb]))
+        Ok(pad_records(
+            self.dtype,
+            ndim,
+            self.records()?,
+            PadValue::ZERO,
+        )?)
     }
 }
 
@@ -116,7 +110,6 @@ impl HostColumn {
 pub struct HostBatch {
     step: Option<u64>,
     indices: Vec<u64>,
-    rows: Range<usize>,
     columns: Vec<HostColumn>,
     device: Device,
 }
@@ -126,45 +119,22 @@ impl HostBatch {
     /// `build_with` transform), for code that drives loaderx itself but
     /// wants this crate's tensor helpers.
     pub fn from_batch(batch: Batch, device: &Device) -> HostBatch {
-        let rows = 0..batch.len();
-        HostBatch::from_loader(batch, rows, device.clone())
-    }
-
-    /// Rows `rows` of a loader batch.
-    pub(crate) fn from_loader(batch: Batch, rows: Range<usize>, device: Device) -> HostBatch {
         let step = Some(batch.step());
-        let indices = batch.indices()[rows.clone()].to_vec();
+        let indices = batch.indices().to_vec();
         let columns = batch
             .into_columns()
             .into_iter()
-            .map(|(name, column)| {
-                let layout = match column.layout() {
-                    ColumnLayout::Dense { shape } => Layout::Dense {
-                        item_shape: shape.get(1..).unwrap_or_default().to_vec(),
-                    },
-                    ColumnLayout::Ragged(l) => {
-                        let ndim = if l.is_empty() { 0 } else { l.shape(0).len() };
-                        Layout::Ragged {
-                            ndim,
-                            dims: (0..l.len()).flat_map(|i| l.shape(i).to_vec()).collect(),
-                            ranges: (0..l.len()).map(|i| l.byte_range(i)).collect(),
-                        }
-                    }
-                };
-                HostColumn {
-                    name,
-                    dtype: column.dtype(),
-                    layout,
-                    storage: Storage::Staged(column),
-                }
+            .map(|(name, column)| HostColumn {
+                name,
+                dtype: column.dtype(),
+                storage: Storage::Staged(column),
             })
             .collect();
         HostBatch {
             step,
             indices,
-            rows,
             columns,
-            device,
+            device: device.clone(),
         }
     }
 
@@ -181,10 +151,42 @@ impl HostBatch {
         HostBatch {
             step: None,
             indices,
-            rows: 0..records.len(),
             columns,
             device,
         }
+    }
+
+    /// The batch's records, one [`Record`] per row (each field copied into
+    /// its own buffer), as [`ZrecordDataset`](crate::ZrecordDataset) would
+    /// give them: what a burn `Batcher`'s items are decoded from.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Stack`] for a column whose records could not be stacked;
+    /// [`Error::Core`] when a buffer cannot be allocated.
+    pub fn to_records(&self) -> Result<Vec<Record>> {
+        let mut records: Vec<Record> = self
+            .indices
+            .iter()
+            .map(|&index| Record {
+                index,
+                fields: Vec::with_capacity(self.columns.len()),
+            })
+            .collect();
+        for column in &self.columns {
+            let name: Arc<str> = Arc::from(column.name.as_str());
+            let kind = column.kind();
+            for (record, (shape, bytes)) in records.iter_mut().zip(column.records()?) {
+                record.fields.push(Field {
+                    name: Arc::clone(&name),
+                    dtype: column.dtype,
+                    kind,
+                    shape: shape.to_vec(),
+                    bytes: AlignedBuf::from_bytes(bytes)?,
+                });
+            }
+        }
+        Ok(records)
     }
 
     /// The loader step this batch is (`None` for records stacked by a batcher).
@@ -199,12 +201,12 @@ impl HostBatch {
 
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.rows.len()
+        self.indices.len()
     }
 
     /// True when the batch holds no record.
     pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
+        self.indices.is_empty()
     }
 
     /// The device tensors are created on.
@@ -237,19 +239,18 @@ impl HostBatch {
     /// A Dense stream as a `(B, *item_shape)` host view, no copy.
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         let column = self.column(name)?;
-        let (shape, bytes) = column.dense_rows(&self.rows)?;
+        let (shape, bytes) = column.dense()?;
         let values = typed::<T>(column, bytes)?;
-        ArrayViewD::from_shape(IxDyn(&shape), values).map_err(|e| Error::Invalid(e.to_string()))
+        ArrayViewD::from_shape(IxDyn(shape), values).map_err(|e| Error::Invalid(e.to_string()))
     }
 
     /// Any stream as one host view per record, no copy.
     pub fn records<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>> {
         let column = self.column(name)?;
-        column.invalid()?;
-        self.rows
-            .clone()
-            .map(|i| {
-                let (shape, bytes) = column.record(i);
+        column
+            .records()?
+            .into_iter()
+            .map(|(shape, bytes)| {
                 ArrayViewD::from_shape(IxDyn(shape), typed::<T>(column, bytes)?)
                     .map_err(|e| Error::Invalid(e.to_string()))
             })
@@ -257,8 +258,8 @@ impl HostBatch {
     }
 
     /// A Dense stream's `(B, *item_shape)` and bytes.
-    pub(crate) fn dense_bytes(&self, name: &str) -> Result<(Vec<usize>, &[u8])> {
-        self.column(name)?.dense_rows(&self.rows)
+    pub(crate) fn dense_bytes(&self, name: &str) -> Result<(&[usize], &[u8])> {
+        self.column(name)?.dense()
     }
 
     /// A Dense stream as a `(B, *item_shape)` tensor of kind `K` on the
@@ -268,8 +269,8 @@ impl HostBatch {
         name: &str,
     ) -> Result<Tensor<D, K>> {
         let column = self.column(name)?;
-        let (shape, bytes) = column.dense_rows(&self.rows)?;
-        to_tensor::<D, K>(name, column.dtype, bytes, &shape, &self.device)
+        let (shape, bytes) = column.dense()?;
+        to_tensor::<D, K>(name, column.dtype, bytes, shape, &self.device)
     }
 
     /// [`tensor`](Self::tensor) as `Float`.
@@ -288,9 +289,7 @@ impl HostBatch {
     }
 
     pub(crate) fn padded_host(&self, name: &str) -> Result<HostPadded> {
-        let column = self.column(name)?;
-        column.invalid()?;
-        pad(column, &self.rows)
+        self.column(name)?.padded()
     }
 
     /// Stream `name` (Ragged, or Dense) zero-padded to the largest length of
@@ -322,7 +321,7 @@ impl std::fmt::Debug for HostBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostBatch")
             .field("step", &self.step)
-            .field("len", &self.rows.len())
+            .field("len", &self.indices.len())
             .field("streams", &self.names().collect::<Vec<_>>())
             .field("device", &self.device)
             .finish()
@@ -360,109 +359,72 @@ pub struct Padded<const D: usize, K: Basic = Float> {
 
 fn stack_column(records: &[Record], k: usize) -> HostColumn {
     let first = &records[0].fields[k];
-    let mut column = HostColumn {
+    HostColumn {
         name: first.name.to_string(),
         dtype: first.dtype,
-        layout: Layout::Invalid(String::new()),
-        storage: Storage::Owned(AlignedBuf::default()),
-    };
+        storage: stack_fields(records, k).unwrap_or_else(Storage::Invalid),
+    }
+}
+
+/// Field `k` of every record in one aligned buffer with its layout: Dense
+/// records contiguous, Ragged ones each starting 8-byte aligned.
+fn stack_fields(records: &[Record], k: usize) -> Result<Storage, String> {
+    let first = &records[0].fields[k];
     let mut fields = Vec::with_capacity(records.len());
     for r in records {
         match r.fields.get(k).filter(|f| f.name == first.name) {
             Some(f) if f.dtype == first.dtype && f.kind == first.kind => fields.push(f),
             Some(f) => {
-                column.layout = Layout::Invalid(format!(
+                return Err(format!(
                     "record {} holds {} {}, record {} {} {}",
                     records[0].index, first.kind, first.dtype, r.index, f.kind, f.dtype
                 ));
-                return column;
             }
-            None => {
-                column.layout =
-                    Layout::Invalid(format!("record {} has no stream at position {k}", r.index));
-                return column;
-            }
+            None => return Err(format!("record {} has no stream at position {k}", r.index)),
         }
     }
-    match first.kind {
+    let mut ranges = Vec::with_capacity(fields.len());
+    let mut end = 0usize;
+    for f in &fields {
+        let start = match first.kind {
+            StoreKind::Dense => end,
+            StoreKind::Ragged => end.next_multiple_of(8),
+        };
+        end = start
+            .checked_add(f.bytes.len())
+            .ok_or("the batch is larger than memory")?;
+        ranges.push(start..end);
+    }
+    let mut bytes = AlignedBuf::zeroed(end).map_err(|e| e.to_string())?;
+    for (range, f) in ranges.iter().zip(&fields) {
+        bytes.as_bytes_mut()[range.clone()].copy_from_slice(f.bytes.as_bytes());
+    }
+    let layout = match first.kind {
         StoreKind::Dense => {
             if let Some(f) = fields.iter().find(|f| f.shape != first.shape) {
-                column.layout = Layout::Invalid(format!(
+                return Err(format!(
                     "dense records of shapes {:?} and {:?}",
                     first.shape, f.shape
                 ));
-                return column;
             }
-            let rb = first.bytes.as_bytes().len();
-            let mut bytes = match rb.checked_mul(fields.len()).map(AlignedBuf::zeroed) {
-                Some(Ok(bytes)) => bytes,
-                Some(Err(e)) => {
-                    column.layout = Layout::Invalid(e.to_string());
-                    return column;
-                }
-                None => {
-                    column.layout = Layout::Invalid("the batch is larger than memory".into());
-                    return column;
-                }
-            };
-            for (dst, f) in bytes
-                .as_bytes_mut()
-                .chunks_exact_mut(rb.max(1))
-                .zip(&fields)
-            {
-                dst.copy_from_slice(f.bytes.as_bytes());
-            }
-            column.layout = Layout::Dense {
-                item_shape: first.shape.clone(),
-            };
-            column.storage = Storage::Owned(bytes);
+            let mut shape = Vec::with_capacity(1 + first.shape.len());
+            shape.push(fields.len());
+            shape.extend_from_slice(&first.shape);
+            ColumnLayout::Dense { shape }
         }
         StoreKind::Ragged => {
             let ndim = first.shape.len();
             if let Some(f) = fields.iter().find(|f| f.shape.len() != ndim) {
-                column.layout = Layout::Invalid(format!(
+                return Err(format!(
                     "ragged records of ranks {ndim} and {}",
                     f.shape.len()
                 ));
-                return column;
             }
-            // Each record starts 8-byte aligned so typed views stay possible.
-            let mut ranges = Vec::with_capacity(fields.len());
-            let mut end = 0usize;
-            for f in &fields {
-                let start = end.next_multiple_of(8);
-                end = start + f.bytes.as_bytes().len();
-                ranges.push(start..end);
-            }
-            let mut bytes = match AlignedBuf::zeroed(end) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    column.layout = Layout::Invalid(e.to_string());
-                    return column;
-                }
-            };
-            for (range, f) in ranges.iter().zip(&fields) {
-                bytes.as_bytes_mut()[range.clone()].copy_from_slice(f.bytes.as_bytes());
-            }
-            column.layout = Layout::Ragged {
-                ndim,
-                dims: fields.iter().flat_map(|f| f.shape.clone()).collect(),
-                ranges,
-            };
-            column.storage = Storage::Owned(bytes);
+            let dims = fields.iter().flat_map(|f| f.shape.clone()).collect();
+            let layout = RaggedLayout::try_new(ndim, dims, &ranges, first.dtype.size(), end)
+                .map_err(|e| e.to_string())?;
+            ColumnLayout::Ragged(layout)
         }
-    }
-    column
-}
-
-/// Pads rows `rows` of a column with zeros to the largest length of every
-/// axis: core's one padding definition, over this column's records.
-fn pad(column: &HostColumn, rows: &Range<usize>) -> Result<HostPadded> {
-    let ndim = rows.clone().next().map_or(0, |i| column.record(i).0.len());
-    Ok(pad_records(
-        column.dtype,
-        ndim,
-        rows.clone().map(|i| column.record(i)),
-        PadValue::ZERO,
-    )?)
+    };
+    Ok(Storage::Owned { layout, bytes })
 }

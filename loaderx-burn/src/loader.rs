@@ -1,26 +1,27 @@
-//! burn's [`DataLoader`] trait implemented directly on the loaderx DataLoader.
+//! burn's [`DataLoader`] trait implemented directly on the loaderx DataLoader:
+//! a wrapper of core's builder, burn's epochs mapped onto core's passes.
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::DatasetError;
 use burn::tensor::Device;
 use loaderx_core::loader::{Batch, Stream};
 use loaderx_core::sampler::{Sampler, SamplerMode};
 
-use crate::dataset::{ZrecordDataset, check_streams};
+use crate::dataset::{MappedDataset, ZrecordDataset};
 use crate::error::{BoxError, Error, Result};
 use crate::host::HostBatch;
 use crate::tensors::TensorBatch;
 
 type MapFn<O> = Arc<dyn Fn(HostBatch) -> Result<O, BoxError> + Send + Sync>;
 
-/// The loaderx pipeline of one loader: endless, in step order; `None` for
-/// steps outside a sliced loader's items.
-type Pipeline<O> = loaderx_core::DataLoader<Option<O>>;
+/// The loaderx pipeline of one loader: endless, in step order.
+type Pipeline<O> = loaderx_core::DataLoader<O>;
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -46,32 +47,22 @@ pub struct LoaderStats {
     pub pipelines: u64,
 }
 
-struct Config {
-    streams: Vec<(String, Stream)>,
-    batch_size: usize,
-    mode: SamplerMode,
-    seed: u64,
-    workers: usize,
-    prefetch: usize,
-    shard: Option<(usize, usize)>,
-    steps_per_epoch: u64,
-}
-
 struct Shared<O> {
-    config: Config,
+    /// Core's configuration; every pipeline is a clone started at its step.
+    core: loaderx_core::DataLoaderBuilder,
+    /// The sampler the pipelines draw with (at step 0): passes and batch lengths.
+    sampler: Sampler,
     map: MapFn<O>,
     counters: Counters,
 }
 
-/// Configures a [`BurnDataLoader`]; see its docs.
+/// Configures a [`BurnDataLoader`]: core's
+/// [`DataLoaderBuilder`](loaderx_core::DataLoaderBuilder), whose settings and
+/// defaults it forwards to (batch 256, `Cyclic` sampling with seed 42, up to
+/// 4 workers, prefetch 2, every batch full), plus where the first epoch starts.
+#[must_use]
 pub struct BurnDataLoaderBuilder {
-    streams: Vec<(String, Stream)>,
-    batch_size: usize,
-    mode: SamplerMode,
-    seed: u64,
-    workers: usize,
-    prefetch: usize,
-    shard: Option<(usize, usize)>,
+    core: loaderx_core::DataLoaderBuilder,
     start_epoch: u64,
     start_step: u64,
 }
@@ -79,13 +70,7 @@ pub struct BurnDataLoaderBuilder {
 impl Default for BurnDataLoaderBuilder {
     fn default() -> Self {
         BurnDataLoaderBuilder {
-            streams: Vec::new(),
-            batch_size: 256,
-            mode: SamplerMode::Cyclic,
-            seed: 42,
-            workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
-            prefetch: 2,
-            shard: None,
+            core: loaderx_core::DataLoader::builder(),
             start_epoch: 0,
             start_step: 0,
         }
@@ -93,55 +78,68 @@ impl Default for BurnDataLoaderBuilder {
 }
 
 impl BurnDataLoaderBuilder {
-    /// Adds a named stream; every stream must hold the same number of records.
-    pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
-        self.streams.push((name.into(), stream.into()));
+    fn with(
+        mut self,
+        f: impl FnOnce(loaderx_core::DataLoaderBuilder) -> loaderx_core::DataLoaderBuilder,
+    ) -> Self {
+        self.core = f(self.core);
         self
+    }
+
+    /// Adds a named stream; every stream must hold the same number of records.
+    pub fn stream(self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
+        self.with(|c| c.stream(name, stream))
     }
 
     /// Adds every stream of `dataset`.
     pub fn dataset(mut self, dataset: &ZrecordDataset) -> Self {
         for (name, stream) in dataset.streams() {
-            self.streams.push((name.to_owned(), stream.clone()));
+            self.core = self.core.stream(name, stream.clone());
         }
         self
     }
 
     /// Records per batch (default 256).
-    pub fn batch_size(mut self, batch_size: usize) -> Self {
-        self.batch_size = batch_size;
-        self
+    pub fn batch_size(self, batch_size: usize) -> Self {
+        self.with(|c| c.batch_size(batch_size))
     }
 
     /// Sampling mode (default `Cyclic`: every epoch a fresh permutation, no
     /// record twice; `Sequential` reads in store order, for evaluation).
-    pub fn mode(mut self, mode: SamplerMode) -> Self {
-        self.mode = mode;
-        self
+    pub fn mode(self, mode: SamplerMode) -> Self {
+        self.with(|c| c.mode(mode))
     }
 
     /// Sampler seed (default 42).
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
+    pub fn seed(self, seed: u64) -> Self {
+        self.with(|c| c.seed(seed))
     }
 
     /// Worker threads gathering and mapping batches (default: up to 4).
-    pub fn workers(mut self, workers: usize) -> Self {
-        self.workers = workers;
-        self
+    pub fn workers(self, workers: usize) -> Self {
+        self.with(|c| c.workers(workers))
     }
 
     /// Extra finished batches allowed to wait for the consumer (default 2).
-    pub fn prefetch(mut self, prefetch: usize) -> Self {
-        self.prefetch = prefetch;
-        self
+    pub fn prefetch(self, prefetch: usize) -> Self {
+        self.with(|c| c.prefetch(prefetch))
     }
 
-    /// Reads only rank `rank`'s share of every step (multi-host training).
-    pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
-        self.shard = Some((rank, world_size));
-        self
+    /// Reads only rank `rank`'s share of every step (multi-host training);
+    /// see core's [sharding rule](loaderx_core::sampler#multi-host-sharding).
+    pub fn shard(self, rank: usize, world_size: usize) -> Self {
+        self.with(|c| c.shard(rank, world_size))
+    }
+
+    /// `true` (the default): every batch is full, and the records left over
+    /// at the end of a pass are not read in that epoch. `false`: every epoch
+    /// delivers **every record exactly once**, the last batch of the epoch
+    /// possibly partial; refused with `Iid` sampling. A validation loader
+    /// under burn's `Learner` is
+    /// `.mode(SamplerMode::Sequential).drop_last(false)`. See core's
+    /// [passes](loaderx_core::sampler#passes-epochs-and-the-last-batch).
+    pub fn drop_last(self, drop_last: bool) -> Self {
+        self.with(|c| c.drop_last(drop_last))
     }
 
     /// The epoch (0-based) the first `iter()` delivers: to resume after `k`
@@ -163,44 +161,35 @@ impl BurnDataLoaderBuilder {
     /// A loader whose batches `map` builds from each [`HostBatch`] on the
     /// loader's worker threads (and on the device burn asks for through
     /// `to_device`). `map`'s errors reach burn as [`DatasetError`]s.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] for a configuration core's builder refuses (no
+    /// stream, streams of different lengths, no worker, fewer records than
+    /// one full batch, `drop_last(false)` with `Iid`...);
+    /// [`Error::Invalid`] when the start step overflows.
     pub fn build<O, E, F>(self, device: &Device, map: F) -> Result<BurnDataLoader<O>>
     where
         O: Send + 'static,
         E: Into<BoxError>,
         F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static,
     {
-        let len = check_streams(&self.streams)?;
-        if self.workers == 0 {
-            return Err(Error::Invalid("a loader needs at least one worker".into()));
-        }
-        let mut sampler = Sampler::new(len, self.batch_size, self.mode, self.seed)?;
-        if let Some((rank, world)) = self.shard {
-            sampler = sampler.shard(rank, world)?;
-        }
+        let sampler = self.core.resolved_sampler()?;
         let steps_per_epoch = sampler.steps_per_epoch();
         let start = self
             .start_epoch
             .checked_mul(steps_per_epoch)
             .and_then(|s| s.checked_add(self.start_step))
             .ok_or_else(|| Error::Invalid("start step overflows u64".into()))?;
-        let items = steps_per_epoch * self.batch_size as u64;
         Ok(BurnDataLoader {
             shared: Arc::new(Shared {
-                config: Config {
-                    streams: self.streams,
-                    batch_size: self.batch_size,
-                    mode: self.mode,
-                    seed: self.seed,
-                    workers: self.workers,
-                    prefetch: self.prefetch,
-                    shard: self.shard,
-                    steps_per_epoch,
-                },
+                core: self.core,
+                sampler,
                 map: Arc::new(move |b| map(b).map_err(Into::into)),
                 counters: Counters::default(),
             }),
             device: device.clone(),
-            items: 0..items,
+            steps: 0..steps_per_epoch,
             next_epoch: AtomicU64::new(start / steps_per_epoch),
             resume_offset: AtomicU64::new(start % steps_per_epoch),
             pipeline: Mutex::new(None),
@@ -208,8 +197,82 @@ impl BurnDataLoaderBuilder {
     }
 
     /// A loader of [`TensorBatch`]es: every stream as tensors of its natural kind.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
     pub fn build_tensors(self, device: &Device) -> Result<BurnDataLoader<TensorBatch>> {
         self.build(device, |b: HostBatch| Ok::<_, Error>(b.to_tensors()))
+    }
+
+    /// A loader that feeds your existing burn [`Batcher`]: each batch is
+    /// gathered natively from `items`' streams, its records decoded into
+    /// items by `items`' mapping ([`ZrecordDataset::map`]) and batched by
+    /// `batcher`, all on the loader's worker threads, on the device burn
+    /// asks for. Code that built burn's own loader over the same items
+    /// switches by changing that one statement:
+    ///
+    /// ```
+    /// # use burn::data::dataloader::{DataLoader, DataLoaderBuilder, batcher::Batcher};
+    /// # use burn::tensor::{Device, Int, Tensor, TensorData};
+    /// # use loaderx_burn::{BurnDataLoader, ZrecordDataset};
+    /// # use loaderx_core::{Codec, DenseWriter};
+    /// # let dir = tempfile::tempdir()?;
+    /// # let mut w = DenseWriter::<u8>::create(dir.path().join("label"), &[], Codec::Raw)?;
+    /// # w.append_slice(&(0..10).collect::<Vec<u8>>(), 10)?;
+    /// # w.close()?;
+    /// #[derive(Clone)]
+    /// struct Labels;
+    /// impl Batcher<u8, Tensor<1, Int>> for Labels {
+    ///     fn batch(&self, items: Vec<u8>, device: &Device) -> Tensor<1, Int> {
+    ///         let n = items.len();
+    ///         Tensor::from_data(TensorData::new(items, [n]), device)
+    ///     }
+    /// }
+    /// let items = ZrecordDataset::open_dir(dir.path())?.map(|r| r.scalar::<u8>("label"));
+    ///
+    /// // burn's loader:
+    /// let before = DataLoaderBuilder::new(Labels).batch_size(4).build(items.clone());
+    /// // loaderx's, every record once per epoch, the last batch partial:
+    /// let after = BurnDataLoader::builder()
+    ///     .batch_size(4)
+    ///     .mode(loaderx_core::SamplerMode::Sequential)
+    ///     .drop_last(false)
+    ///     .build_batcher(&Device::flex(), &items, Labels)?;
+    /// assert_eq!(after.num_items(), before.num_items());
+    /// let sizes: Vec<usize> = after.iter().map(|b| b.map(|t| t.dims()[0])).collect::<Result<_, _>>()?;
+    /// assert_eq!(sizes, [4, 4, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// The streams are `items`' own: add none with [`stream`](Self::stream)
+    /// or [`dataset`](Self::dataset). burn's `Batcher::batch` cannot fail;
+    /// a decoding error reaches burn as a [`DatasetError`] ([`Error::Map`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build).
+    pub fn build_batcher<I, O, B>(
+        self,
+        device: &Device,
+        items: &MappedDataset<I>,
+        batcher: B,
+    ) -> Result<BurnDataLoader<O>>
+    where
+        I: 'static,
+        O: Send + 'static,
+        B: Batcher<I, O> + 'static,
+    {
+        let decode = items.decoder();
+        self.dataset(items.records())
+            .build(device, move |b: HostBatch| -> Result<O> {
+                let items = b
+                    .to_records()?
+                    .into_iter()
+                    .map(|r| decode(r).map_err(Error::Map))
+                    .collect::<Result<Vec<I>>>()?;
+                Ok(batcher.batch(items, b.device()))
+            })
     }
 }
 
@@ -218,21 +281,31 @@ impl BurnDataLoaderBuilder {
 /// buffers, no per-record allocation), mapped to the model's batch type on
 /// the loader's worker threads, and delivered in step order.
 ///
-/// - **Epochs.** An epoch is [`steps_per_epoch`](Self::steps_per_epoch)
-///   steps of the sampler (`len / batch_size` for one rank; the remainder
-///   is dropped, and for `Cyclic` sampling changes every epoch), so every
-///   batch is full. Each `iter()` call delivers the next epoch: the `k`-th
-///   call (from 0) yields steps `k * steps_per_epoch ..`, exactly what an
-///   uninterrupted run yields, so a run is reproducible whatever the worker
-///   count and resumes exactly ([`BurnDataLoaderBuilder::start_epoch`],
+/// - **Epochs.** An epoch is one pass of core's sampler,
+///   [`steps_per_epoch`](Self::steps_per_epoch) steps. With
+///   `drop_last(true)` (the default) every batch is full and the
+///   `len % batch_size` records left over are not read in that epoch (for
+///   `Cyclic` sampling, which ones changes every epoch); with
+///   [`drop_last(false)`](BurnDataLoaderBuilder::drop_last) every record is
+///   read exactly once per epoch and the last batch may be partial. Each
+///   `iter()` call delivers the next epoch: the `k`-th call (from 0) yields
+///   steps `k * steps_per_epoch ..`, exactly what an uninterrupted run
+///   yields, so a run is reproducible whatever the worker count and resumes
+///   exactly ([`BurnDataLoaderBuilder::start_epoch`],
 ///   [`BurnDataLoaderBuilder::start_step`]).
 /// - **burn's contract.** [`num_items`](DataLoader::num_items) is the records
 ///   of one epoch and the iterator's `progress()` counts them;
 ///   [`to_device`](DataLoader::to_device) gives the same loader (same next
-///   epoch) producing tensors on another device; [`slice`](DataLoader::slice)
-///   keeps the items at positions `start..end` of every epoch, in the same
-///   order and batches (clipped at the ends), so the slices burn's
-///   multi-device training makes are disjoint and cover the epoch.
+///   epoch) producing tensors on another device.
+/// - **Slices are whole batches.** Item `p` of an epoch lies in batch
+///   `p / batch_size`; [`slice(start, end)`](DataLoader::slice) keeps the
+///   batches whose *first* record lies in `start..end`, unchanged, in order.
+///   The slices burn's multi-device training makes (`split_dataloader`:
+///   consecutive ranges covering `0..num_items`) are therefore disjoint,
+///   cover the epoch, and each device gets whole batches, never one cut in
+///   two; a slice's `num_items` counts the records of its batches, so it may
+///   differ from `end - start` by less than a batch (a slice may even be
+///   empty, when there are more slices than batches).
 /// - **Threads.** A loader starts its loaderx workers at its first batch
 ///   and keeps them between epochs (the next epoch is prefetched while the
 ///   model validates); errors end the epoch as a `DatasetError` and the next
@@ -275,8 +348,8 @@ impl BurnDataLoaderBuilder {
 pub struct BurnDataLoader<O> {
     shared: Arc<Shared<O>>,
     device: Device,
-    /// Positions within an epoch this loader delivers.
-    items: Range<u64>,
+    /// Steps within an epoch this loader delivers (all of them, or a slice's).
+    steps: Range<u64>,
     next_epoch: AtomicU64,
     /// Steps into `next_epoch` the next `iter()` starts at (mid-epoch resume).
     resume_offset: AtomicU64,
@@ -285,21 +358,34 @@ pub struct BurnDataLoader<O> {
 
 impl BurnDataLoader<()> {
     /// A builder with the defaults: batch 256, `Cyclic` sampling with seed
-    /// 42, up to 4 workers, prefetch 2, starting at epoch 0.
+    /// 42, up to 4 workers, prefetch 2, every batch full, starting at epoch 0.
     pub fn builder() -> BurnDataLoaderBuilder {
         BurnDataLoaderBuilder::default()
     }
 }
 
 impl<O: Send + 'static> BurnDataLoader<O> {
-    /// Sampler steps per epoch.
+    /// Sampler steps per epoch (of the whole loader; a slice delivers
+    /// [`steps`](Self::steps) of them).
     pub fn steps_per_epoch(&self) -> u64 {
-        self.shared.config.steps_per_epoch
+        self.shared.sampler.steps_per_epoch()
     }
 
-    /// Records per batch.
+    /// The steps of every epoch this loader delivers, counted within the
+    /// epoch: `0..steps_per_epoch`, or a slice's part.
+    pub fn steps(&self) -> Range<u64> {
+        self.steps.clone()
+    }
+
+    /// Records per full batch.
     pub fn batch_size(&self) -> usize {
-        self.shared.config.batch_size
+        self.shared.sampler.batch_size()
+    }
+
+    /// The sampler drawing the batches (at step 0), e.g. for its
+    /// [`batch_len`](Sampler::batch_len) or [`epoch_of`](Sampler::epoch_of).
+    pub fn sampler(&self) -> &Sampler {
+        &self.shared.sampler
     }
 
     /// The epoch the next `iter()` call delivers (0-based).
@@ -323,11 +409,28 @@ impl<O: Send + 'static> BurnDataLoader<O> {
         }
     }
 
-    fn derive(&self, device: Device, items: Range<u64>) -> BurnDataLoader<O> {
+    /// Records in steps `steps` of an epoch: every step of a pass is a
+    /// full batch except possibly the last ([`Sampler::batch_len`]).
+    fn items_in(&self, steps: Range<u64>) -> u64 {
+        if steps.is_empty() {
+            return 0;
+        }
+        let s = &self.shared.sampler;
+        let b = s.batch_size() as u64;
+        let spe = s.steps_per_epoch();
+        let full = (steps.end - steps.start) * b;
+        if steps.end == spe {
+            full - (b - s.batch_len(spe - 1) as u64)
+        } else {
+            full
+        }
+    }
+
+    fn derive(&self, device: Device, steps: Range<u64>) -> BurnDataLoader<O> {
         BurnDataLoader {
             shared: Arc::clone(&self.shared),
             device,
-            items,
+            steps,
             next_epoch: AtomicU64::new(self.next_epoch.load(Ordering::SeqCst)),
             resume_offset: AtomicU64::new(self.resume_offset.load(Ordering::SeqCst)),
             pipeline: Mutex::new(None),
@@ -341,35 +444,14 @@ impl<O: Send + 'static> BurnDataLoader<O> {
     }
 
     fn start_pipeline(&self, step: u64) -> Result<Pipeline<O>> {
-        let c = &self.shared.config;
-        let mut builder = loaderx_core::DataLoader::builder();
-        for (name, stream) in &c.streams {
-            builder = builder.stream(name.clone(), stream.clone());
-        }
-        builder = builder
-            .batch_size(c.batch_size)
-            .mode(c.mode)
-            .seed(c.seed)
-            .workers(c.workers)
-            .prefetch(c.prefetch)
-            .start_step(step);
-        if let Some((rank, world)) = c.shard {
-            builder = builder.shard(rank, world);
-        }
         let map = Arc::clone(&self.shared.map);
         let device = self.device.clone();
-        let items = self.items.clone();
-        let (spe, b) = (c.steps_per_epoch, c.batch_size as u64);
-        let pipeline = builder.build_with(move |batch: Batch| {
-            let lo = (batch.step() % spe) * b;
-            let first = items.start.max(lo) - lo;
-            let end = items.end.clamp(lo, lo + b) - lo;
-            if first >= end {
-                return Ok::<_, BoxError>(None);
-            }
-            let host = HostBatch::from_loader(batch, first as usize..end as usize, device.clone());
-            map(host).map(Some)
-        })?;
+        let pipeline = self
+            .shared
+            .core
+            .clone()
+            .start_step(step)
+            .build_with(move |batch: Batch| map(HostBatch::from_batch(batch, &device)))?;
         self.shared
             .counters
             .pipelines
@@ -379,7 +461,7 @@ impl<O: Send + 'static> BurnDataLoader<O> {
 
     /// The batch of `step`, seeking (restarting the pipeline) when the
     /// pipeline is elsewhere.
-    fn fetch(&self, step: u64) -> Result<Option<O>> {
+    fn fetch(&self, step: u64) -> Result<O> {
         let mut guard = self.lock();
         if guard.as_ref().is_none_or(|p| p.step() != step) {
             // Join the old workers before starting new ones.
@@ -403,16 +485,13 @@ impl<O: Send + 'static> BurnDataLoader<O> {
 
 impl<O> std::fmt::Debug for BurnDataLoader<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let c = &self.shared.config;
+        let s = &self.shared.sampler;
         f.debug_struct("BurnDataLoader")
-            .field(
-                "streams",
-                &c.streams.iter().map(|(n, _)| n).collect::<Vec<_>>(),
-            )
-            .field("batch_size", &c.batch_size)
-            .field("mode", &c.mode)
-            .field("steps_per_epoch", &c.steps_per_epoch)
-            .field("items", &self.items)
+            .field("batch_size", &s.batch_size())
+            .field("mode", &s.mode())
+            .field("drop_last", &s.drop_last())
+            .field("steps_per_epoch", &s.steps_per_epoch())
+            .field("steps", &self.steps)
             .field("next_epoch", &self.next_epoch.load(Ordering::SeqCst))
             .field("device", &self.device)
             .finish()
@@ -432,42 +511,46 @@ impl<O: Send + 'static> Iterator for EpochIter<'_, O> {
     type Item = Result<O, DatasetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next >= self.end {
+            return None;
+        }
         let spe = self.loader.steps_per_epoch();
-        while !self.failed && self.next < self.end {
-            let step = self.epoch * spe + self.next;
-            self.next += 1;
-            let started = Instant::now();
-            let result = self.loader.fetch(step);
-            let c = &self.loader.shared.counters;
-            let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            c.wait_ns.fetch_add(waited, Ordering::Relaxed);
-            match result {
-                Ok(Some(batch)) => {
-                    let b = self.loader.batch_size() as u64;
-                    let (lo, hi) = ((self.next - 1) * b, self.next * b);
-                    let items = &self.loader.items;
-                    let n = items.end.min(hi).saturating_sub(items.start.max(lo));
-                    c.batches.fetch_add(1, Ordering::Relaxed);
-                    c.items.fetch_add(n, Ordering::Relaxed);
-                    return Some(Ok(batch));
-                }
-                // A step outside this loader's items: nothing to deliver.
-                Ok(None) => continue,
-                Err(e) => {
-                    self.failed = true;
-                    return Some(Err(DatasetError::new(e)));
-                }
+        let Some(step) = self
+            .epoch
+            .checked_mul(spe)
+            .and_then(|s| s.checked_add(self.next))
+        else {
+            self.failed = true;
+            let e = Error::Invalid(format!("epoch {} is past step 2^64", self.epoch));
+            return Some(Err(DatasetError::new(e)));
+        };
+        self.next += 1;
+        let started = Instant::now();
+        let result = self.loader.fetch(step);
+        let c = &self.loader.shared.counters;
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        c.wait_ns.fetch_add(waited, Ordering::Relaxed);
+        match result {
+            Ok(batch) => {
+                let n = self.loader.shared.sampler.batch_len(step) as u64;
+                c.batches.fetch_add(1, Ordering::Relaxed);
+                c.items.fetch_add(n, Ordering::Relaxed);
+                Some(Ok(batch))
+            }
+            Err(e) => {
+                self.failed = true;
+                Some(Err(DatasetError::new(e)))
             }
         }
-        None
     }
 }
 
 impl<O: Send + 'static> DataLoaderIterator<O> for EpochIter<'_, O> {
     fn progress(&self) -> Progress {
-        let b = self.loader.batch_size() as u64;
-        let items = &self.loader.items;
-        let done = (self.next * b).clamp(items.start, items.end) - items.start;
+        let steps = &self.loader.steps;
+        let done = self
+            .loader
+            .items_in(steps.start..self.next.clamp(steps.start, steps.end));
         Progress::new(
             usize::try_from(done).unwrap_or(usize::MAX),
             self.loader.num_items(),
@@ -481,34 +564,36 @@ impl<O: Send + 'static> DataLoader<O> for BurnDataLoader<O> {
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<O> + 'a> {
         let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
         let offset = self.resume_offset.swap(0, Ordering::SeqCst);
-        let b = self.batch_size() as u64;
-        let (start, end) = (self.items.start, self.items.end);
-        let first = (start / b).max(offset);
-        let last = if start < end { end.div_ceil(b) } else { first };
+        let first = self.steps.start.max(offset);
         Box::new(EpochIter {
             loader: self,
             epoch,
             next: first,
-            end: last.max(first),
+            end: self.steps.end.max(first),
             failed: false,
         })
     }
 
     fn num_items(&self) -> usize {
-        usize::try_from(self.items.end - self.items.start).unwrap_or(usize::MAX)
+        usize::try_from(self.items_in(self.steps.clone())).unwrap_or(usize::MAX)
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<O>> {
-        Arc::new(self.derive(device.clone(), self.items.clone()))
+        Arc::new(self.derive(device.clone(), self.steps.clone()))
     }
 
+    /// The batches whose first record lies at positions `start..end` of this
+    /// loader's epoch (whole batches; see the [type docs](BurnDataLoader)).
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<O>> {
-        let n = self.items.end - self.items.start;
-        let start = (start as u64).min(n);
-        let end = (end as u64).clamp(start, n);
-        Arc::new(self.derive(
-            self.device.clone(),
-            self.items.start + start..self.items.start + end,
-        ))
+        let b = self.batch_size() as u64;
+        let at = |p: usize| {
+            self.steps
+                .start
+                .saturating_add((p as u64).div_ceil(b))
+                .min(self.steps.end)
+        };
+        let lo = at(start);
+        let hi = at(end).max(lo);
+        Arc::new(self.derive(self.device.clone(), lo..hi))
     }
 }

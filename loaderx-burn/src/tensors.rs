@@ -55,7 +55,7 @@ impl TensorColumn {
             return Ok(TensorColumn {
                 dtype,
                 values: AnyTensor::new(name, dtype, bytes, n, b)?,
-                shape,
+                shape: shape.to_vec(),
                 padding: None,
             });
         }

@@ -9,8 +9,10 @@
 //! device the Learner asks for: the autodiff device for training, the plain
 //! one for validation. Training batches follow the `Cyclic` sampler (a fresh
 //! permutation per epoch, reproducible from the seed, resumable with
-//! [`Config::start_epoch`]); the test split is read in order, all of it,
-//! every epoch.
+//! [`Config::start_epoch`]); the test split is read in order, every record
+//! exactly once per epoch whatever the batch size (`drop_last(false)`: the
+//! last batch is partial), so [`evaluate`] gives the same accuracy for any
+//! [`Config::eval_batch_size`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -57,6 +59,9 @@ pub struct Config {
     pub start_epoch: usize,
     /// Records per training step.
     pub batch_size: usize,
+    /// Records per evaluation step (any size: the last batch of the test
+    /// pass is partial).
+    pub eval_batch_size: usize,
     /// Loader worker threads.
     pub workers: usize,
     /// Hidden units.
@@ -148,13 +153,68 @@ pub fn split(root: &Path, split: &str) -> Result<BurnDataLoaderBuilder, Error> {
     Ok(BurnDataLoader::builder().dataset(&ZrecordDataset::open_dir(root.join(split))?))
 }
 
-/// The largest batch of at most 500 that divides `n`, so an in-order
-/// evaluation pass reads every record exactly once.
-fn eval_batch(n: u64) -> usize {
-    (1..=500u64)
-        .rev()
-        .find(|b| n.is_multiple_of(*b))
-        .unwrap_or(1) as usize
+/// A finite, in-order pass over `ROOT/<split>`: every record exactly once,
+/// the last batch partial ([`BurnDataLoaderBuilder::drop_last`]`(false)`).
+pub fn eval_loader(
+    root: &Path,
+    split_name: &str,
+    batch_size: usize,
+    workers: usize,
+    device: &Device,
+) -> Result<BurnDataLoader<MnistBatch>, Error> {
+    Ok(split(root, split_name)?
+        .batch_size(batch_size)
+        .mode(SamplerMode::Sequential)
+        .drop_last(false)
+        .workers(workers)
+        .build(device, MnistBatch::from_host)?)
+}
+
+/// Test-set accuracy of a model, counted exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Evaluation {
+    /// Records classified correctly.
+    pub correct: u64,
+    /// Records evaluated (every record of the split).
+    pub total: u64,
+}
+
+impl Evaluation {
+    /// Accuracy, percent.
+    pub fn accuracy(&self) -> f64 {
+        100.0 * self.correct as f64 / self.total.max(1) as f64
+    }
+}
+
+/// Classifies every record of `ROOT/<split>` once, `batch_size` at a time
+/// (one finite pass; the model must live on `device`).
+pub fn evaluate(
+    model: &Mlp,
+    root: &Path,
+    split_name: &str,
+    batch_size: usize,
+    workers: usize,
+    device: &Device,
+) -> Result<Evaluation, Error> {
+    let loader = eval_loader(root, split_name, batch_size, workers, device)?;
+    let mut result = Evaluation {
+        correct: 0,
+        total: 0,
+    };
+    for batch in loader.iter() {
+        let batch = batch?;
+        let n = batch.targets.dims()[0] as u64;
+        let predicted = model.forward(batch.images).argmax(1).flatten::<1>(0, 1);
+        let correct = predicted
+            .equal(batch.targets)
+            .int()
+            .sum()
+            .try_into_scalar::<i64>()
+            .map_err(|e| format!("reading the accuracy back: {e:?}"))?;
+        result.correct += u64::try_from(correct)?;
+        result.total += n;
+    }
+    Ok(result)
 }
 
 /// One epoch's figures.
@@ -356,13 +416,8 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
     // The loader alone, on a copy (its own pipeline, same data order), so the
     // training loader still starts at `start_epoch`.
     let loader_records_per_s = loader_throughput(&*train_loader.to_device(device))?;
-    let test_len = ZrecordDataset::open_dir(root.join("test"))?.records_len();
-    // In order, every record once per epoch.
-    let test_loader = split(root, "test")?
-        .batch_size(eval_batch(test_len))
-        .mode(SamplerMode::Sequential)
-        .workers(config.workers)
-        .build(device, MnistBatch::from_host)?;
+    // In order, every record once per epoch, the last batch partial.
+    let test_loader = eval_loader(root, "test", config.eval_batch_size, config.workers, device)?;
     println!(
         "train: {} records per epoch in {} steps of {}; test: {} records; loader alone: {:.0} records/s",
         train_loader.num_items(),

@@ -27,6 +27,10 @@ struct Args {
     /// Records per step.
     #[arg(long, default_value_t = 128)]
     batch_size: usize,
+    /// Records per evaluation step; any size works (the test pass reads
+    /// every record once, its last batch partial).
+    #[arg(long, default_value_t = 1000)]
+    eval_batch_size: usize,
     /// Loader worker threads.
     #[arg(long, default_value_t = 2)]
     workers: usize,
@@ -56,6 +60,7 @@ fn main() -> Result<(), burn_mnist::Error> {
         epochs: a.epochs,
         start_epoch: a.start_epoch,
         batch_size: a.batch_size,
+        eval_batch_size: a.eval_batch_size,
         workers: a.workers,
         hidden: a.hidden,
         lr: a.lr,
@@ -71,7 +76,22 @@ fn main() -> Result<(), burn_mnist::Error> {
             ours / burns
         );
     }
-    let (_, report) = burn_mnist::train(&config, &device)?;
+    let (model, report) = burn_mnist::train(&config, &device)?;
+    let eval = burn_mnist::evaluate(
+        &model,
+        &config.root,
+        "test",
+        config.eval_batch_size,
+        config.workers,
+        &device,
+    )?;
+    println!(
+        "test set, batches of {}: accuracy {:.2}% ({} of {} records)",
+        config.eval_batch_size,
+        eval.accuracy(),
+        eval.correct,
+        eval.total
+    );
     let accuracy = report.epochs.last().map_or(0.0, |e| e.test_accuracy);
     println!(
         "trained {} epochs in {:.1}s: test accuracy {:.2}%; loader alone {:.0} records/s, \

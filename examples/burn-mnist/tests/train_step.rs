@@ -4,12 +4,16 @@
 #![allow(clippy::unwrap_used)]
 
 use burn::tensor::Device;
-use burn_mnist::{Config, train};
+use burn_mnist::{Config, Mlp, evaluate, train};
 use loaderx_core::{Codec, DenseWriter};
 
 /// Class c images are bright in row band c (10 classes, 28x28).
 fn write_root(root: &std::path::Path, n: usize) {
-    for split in ["train", "test"] {
+    write_splits(root, n, &["train", "test"]);
+}
+
+fn write_splits(root: &std::path::Path, n: usize, splits: &[&str]) {
+    for &split in splits {
         let mut images = Vec::with_capacity(n * 784);
         let mut labels = Vec::with_capacity(n);
         for i in 0..n {
@@ -49,6 +53,8 @@ fn learner_trains_on_a_tiny_store_and_resumes() {
         epochs: 3,
         start_epoch: 0,
         batch_size: 50,
+        // Does not divide the 500 test records: the last batch is partial.
+        eval_batch_size: 77,
         workers: 2,
         hidden: 16,
         lr: 2e-3,
@@ -92,5 +98,28 @@ fn learner_trains_on_a_tiny_store_and_resumes() {
     assert!(
         (redo.test_loss - last.test_loss).abs() <= 1e-6 * last.test_loss.max(1e-9),
         "{redo:?} vs {last:?}"
+    );
+}
+
+#[test]
+fn test_accuracy_is_the_same_for_any_eval_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("data");
+    write_splits(&root, 10_000, &["test"]);
+    let device = Device::flex();
+    device.seed(3);
+    // Fixed (seeded) weights.
+    let model = Mlp::new(&device, 28 * 28, 16, 10);
+    let evals: Vec<_> = [1000, 999, 10_000, 7]
+        .into_iter()
+        .map(|b| evaluate(&model, &root, "test", b, 2, &device).unwrap())
+        .collect();
+    for e in &evals {
+        assert_eq!(e.total, 10_000, "every test record once");
+        assert_eq!(e, &evals[0], "{evals:?}");
+    }
+    assert!(
+        evals[0].correct > 0 && evals[0].correct < 10_000,
+        "{evals:?}"
     );
 }

@@ -136,7 +136,10 @@ impl From<Store> for Stream {
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send + Sync>;
 
-/// Configures a [`DataLoader`]; see the [module docs](self).
+/// Configures a [`DataLoader`]; see the [module docs](self). Cloning it is
+/// cheap (streams and staging are shared), so one configuration can start
+/// several loaders, e.g. at different [`start_step`](Self::start_step)s.
+#[derive(Clone)]
 pub struct DataLoaderBuilder {
     streams: Vec<(String, Stream)>,
     batch_size: usize,
@@ -328,7 +331,17 @@ impl DataLoaderBuilder {
         })
     }
 
-    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
+    /// The sampler [`build`](Self::build) would draw with, after the same
+    /// checks of the streams and the sampling settings; starts nothing.
+    /// Adapters use it to know a loader's passes
+    /// ([`Sampler::steps_per_epoch`], [`Sampler::batch_len`]) before
+    /// starting one.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build), except the checks of `start_step` and
+    /// `epochs`.
+    pub fn resolved_sampler(&self) -> Result<Sampler, Error> {
         let Some(first) = self.streams.first() else {
             return Err(Error::invalid("a loader needs at least one stream"));
         };
@@ -353,7 +366,7 @@ impl DataLoaderBuilder {
             return Err(Error::invalid("a loader needs at least one worker"));
         }
         let (rank, world) = self.shard.unwrap_or((0, 1));
-        let sampler = match self.sampler {
+        Ok(match self.sampler.clone() {
             Some(s) if s.len() != len => {
                 return Err(Error::invalid(format!(
                     "sampler covers {} records but the streams hold {len}",
@@ -375,7 +388,11 @@ impl DataLoaderBuilder {
                 .drop_last(self.drop_last.unwrap_or(true))
                 .shard(rank, world)
                 .build()?,
-        };
+        })
+    }
+
+    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
+        let sampler = self.resolved_sampler()?;
         // A sampler's own position is honoured, never silently dropped.
         let start_step = match (self.start_step, sampler.step()) {
             (Some(k), s) if s != 0 && s != k => {

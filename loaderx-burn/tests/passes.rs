@@ -1,0 +1,379 @@
+//! burn's epochs on core's passes: finite epochs that read every record once
+//! (`drop_last(false)`), exact resume, slices at whole batches, and a user's
+//! own burn `Batcher` on the native path.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use burn::data::dataloader::batcher::Batcher;
+use burn::data::dataloader::split::split_dataloader;
+use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
+use burn::data::dataset::Dataset;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use loaderx_burn::{BurnDataLoader, BurnDataLoaderBuilder, Error, HostBatch, ZrecordDataset};
+use loaderx_core::sampler::SamplerMode;
+use loaderx_core::{Codec, DenseWriter, RaggedWriter};
+
+/// A prime number of records: no batch size above 1 divides it.
+const N: usize = 1009;
+
+/// `x`: f32 [2] = (i, -i); `y`: u8 = i % 10; `tok`: ragged i32 [i; 1 + i % 3].
+fn write_root(dir: &Path) {
+    let x: Vec<f32> = (0..N).flat_map(|i| [i as f32, -(i as f32)]).collect();
+    let mut w = DenseWriter::<f32>::create(dir.join("x"), &[2], Codec::Raw).unwrap();
+    w.append_slice(&x, N).unwrap();
+    w.close().unwrap();
+    let mut w = DenseWriter::<u8>::create(dir.join("y"), &[], Codec::Zstd).unwrap();
+    w.append_slice(&(0..N).map(|i| (i % 10) as u8).collect::<Vec<_>>(), N)
+        .unwrap();
+    w.close().unwrap();
+    let mut w = RaggedWriter::<i32>::create(dir.join("tok"), 1, Codec::Zstd).unwrap();
+    w.append((0..N).map(|i| vec![i as i32; 1 + i % 3])).unwrap();
+    w.close().unwrap();
+}
+
+fn builder(dir: &Path, batch: usize, mode: SamplerMode) -> BurnDataLoaderBuilder {
+    BurnDataLoader::builder()
+        .dataset(&ZrecordDataset::open_dir(dir).unwrap())
+        .batch_size(batch)
+        .mode(mode)
+        .seed(5)
+        .workers(3)
+}
+
+/// One delivered batch: step, indices, and `x` / `y` as read back from tensors.
+#[derive(Debug, Clone, PartialEq)]
+struct Seen {
+    step: u64,
+    indices: Vec<u64>,
+    x: Vec<f32>,
+    y: Vec<i64>,
+}
+
+fn seen(b: HostBatch) -> Result<Seen, Error> {
+    Ok(Seen {
+        step: b.step().unwrap(),
+        indices: b.indices().to_vec(),
+        x: b.float::<2>("x")?.into_data().try_to_vec::<f32>().unwrap(),
+        y: b.int::<1>("y")?.into_data().try_to_vec::<i64>().unwrap(),
+    })
+}
+
+fn epoch(l: &dyn DataLoader<Seen>) -> Vec<Seen> {
+    let mut it = l.iter();
+    let mut out = Vec::new();
+    while let Some(b) = it.next() {
+        out.push(b.unwrap());
+        assert_eq!(
+            it.progress().items_processed,
+            out.iter().map(|s| s.indices.len()).sum::<usize>()
+        );
+    }
+    assert!(it.progress().is_completed());
+    out
+}
+
+fn sorted_indices(batches: &[Seen]) -> Vec<u64> {
+    let mut all: Vec<u64> = batches.iter().flat_map(|b| b.indices.clone()).collect();
+    all.sort_unstable();
+    all
+}
+
+fn check_streams(b: &Seen) {
+    for (r, &i) in b.indices.iter().enumerate() {
+        assert_eq!(&b.x[2 * r..2 * r + 2], &[i as f32, -(i as f32)]);
+        assert_eq!(b.y[r], (i % 10) as i64);
+    }
+}
+
+#[test]
+fn a_finite_epoch_reads_every_record_once_with_a_partial_last_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let everything: Vec<u64> = (0..N as u64).collect();
+    for mode in [SamplerMode::Sequential, SamplerMode::Cyclic] {
+        for batch in [1usize, 3, 100, N] {
+            let l = builder(dir.path(), batch, mode)
+                .drop_last(false)
+                .build(&Device::flex(), seen)
+                .unwrap();
+            let steps = N.div_ceil(batch) as u64;
+            assert_eq!(l.steps_per_epoch(), steps, "{mode:?} B={batch}");
+            assert_eq!(l.num_items(), N);
+            let mut orders = Vec::new();
+            for e in 0..2u64 {
+                let batches = epoch(&l);
+                assert_eq!(batches.len() as u64, steps);
+                assert_eq!(sorted_indices(&batches), everything, "{mode:?} B={batch}");
+                let last = batches.last().unwrap();
+                assert_eq!(last.indices.len(), N - (steps as usize - 1) * batch);
+                for (k, b) in batches.iter().enumerate() {
+                    assert_eq!(b.step, e * steps + k as u64);
+                    check_streams(b);
+                }
+                orders.push(batches);
+            }
+            if mode == SamplerMode::Cyclic && batch < N {
+                assert_ne!(orders[0], orders[1], "a fresh permutation every epoch");
+            }
+        }
+    }
+    // drop_last(true): full batches only, the remainder left out, no record twice.
+    let l = builder(dir.path(), 100, SamplerMode::Cyclic)
+        .build(&Device::flex(), seen)
+        .unwrap();
+    assert_eq!((l.steps_per_epoch(), l.num_items()), (10, 1000));
+    let batches = epoch(&l);
+    assert!(batches.iter().all(|b| b.indices.len() == 100));
+    let mut all = sorted_indices(&batches);
+    all.dedup();
+    assert_eq!(all.len(), 1000);
+    // Iid has no passes.
+    let e = builder(dir.path(), 100, SamplerMode::Iid)
+        .drop_last(false)
+        .build(&Device::flex(), seen)
+        .unwrap_err();
+    assert!(matches!(e, Error::Core(_)), "{e}");
+}
+
+#[test]
+fn sharded_finite_epochs_cover_every_record_once_across_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    for world in [2usize, 3] {
+        let mut all = Vec::new();
+        let mut steps = Vec::new();
+        for rank in 0..world {
+            let l = builder(dir.path(), 100, SamplerMode::Cyclic)
+                .shard(rank, world)
+                .drop_last(false)
+                .build(&Device::flex(), seen)
+                .unwrap();
+            let batches = epoch(&l);
+            assert!(batches.iter().all(|b| !b.indices.is_empty()));
+            assert_eq!(
+                l.num_items(),
+                batches.iter().map(|b| b.indices.len()).sum::<usize>()
+            );
+            steps.push(batches.len());
+            all.extend(sorted_indices(&batches));
+        }
+        all.sort_unstable();
+        assert_eq!(all, (0..N as u64).collect::<Vec<_>>(), "world {world}");
+        let (lo, hi) = (steps.iter().min().unwrap(), steps.iter().max().unwrap());
+        assert!(hi - lo <= 1, "{steps:?}");
+    }
+}
+
+#[test]
+fn resume_mid_epoch_is_bit_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let build = || {
+        builder(dir.path(), 100, SamplerMode::Cyclic)
+            .drop_last(false)
+            .workers(2)
+    };
+    let whole = build().build(&Device::flex(), seen).unwrap();
+    let reference: Vec<Vec<Seen>> = (0..3).map(|_| epoch(&whole)).collect();
+    // After one finished epoch.
+    let resumed = build().start_epoch(1).build(&Device::flex(), seen).unwrap();
+    assert_eq!(epoch(&resumed), reference[1]);
+    assert_eq!(epoch(&resumed), reference[2]);
+    // Mid-epoch, at the last (partial) batch and just before it.
+    for k in [4u64, 10] {
+        let mid = build()
+            .start_epoch(1)
+            .start_step(k)
+            .build(&Device::flex(), seen)
+            .unwrap();
+        let mut it = mid.iter();
+        assert_eq!(it.progress().items_processed, 100 * k as usize);
+        let rest: Vec<Seen> = it.by_ref().map(|b| b.unwrap()).collect();
+        assert!(it.progress().is_completed());
+        drop(it);
+        assert_eq!(rest, reference[1][k as usize..], "start_step({k})");
+        assert_eq!(epoch(&mid), reference[2]);
+    }
+    // start_step counts from the start of training: 11 + 3 is epoch 1, step 3.
+    let by_step = build().start_step(14).build(&Device::flex(), seen).unwrap();
+    assert_eq!(by_step.next_epoch(), 1);
+    let rest: Vec<Seen> = by_step.iter().map(|b| b.unwrap()).collect();
+    assert_eq!(rest, reference[1][3..]);
+}
+
+#[test]
+fn slices_get_whole_batches_that_concatenate_to_the_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    for (mode, drop_last) in [
+        (SamplerMode::Sequential, false),
+        (SamplerMode::Cyclic, false),
+        (SamplerMode::Cyclic, true),
+    ] {
+        let build = || {
+            builder(dir.path(), 100, mode)
+                .drop_last(drop_last)
+                .build(&Device::flex(), seen)
+                .unwrap()
+        };
+        let reference = epoch(&build());
+        for devices in [2usize, 3, 4, 7, 13] {
+            let whole: Arc<dyn DataLoader<Seen>> = Arc::new(build());
+            let parts = split_dataloader(whole, &vec![Device::flex(); devices]);
+            assert_eq!(parts.len(), devices);
+            let mut joined: Vec<Seen> = Vec::new();
+            for part in &parts {
+                let batches = epoch(&**part);
+                assert_eq!(
+                    part.num_items(),
+                    batches.iter().map(|b| b.indices.len()).sum::<usize>()
+                );
+                // No slice starts (or ends) mid-batch: every batch is a whole
+                // batch of the unsliced epoch.
+                for b in &batches {
+                    let k = reference.iter().position(|r| r.step == b.step).unwrap();
+                    assert_eq!(b, &reference[k], "{mode:?} {devices} devices");
+                }
+                joined.extend(batches);
+            }
+            assert_eq!(
+                joined, reference,
+                "{mode:?} drop_last({drop_last}) {devices}"
+            );
+        }
+    }
+}
+
+/// A user's item and batch types and burn `Batcher`, as in burn's examples.
+#[derive(Debug, Clone)]
+struct Item {
+    x: [f32; 2],
+    y: u8,
+}
+
+#[derive(Debug, Clone)]
+struct Pair {
+    x: Tensor<2>,
+    y: Tensor<1, Int>,
+}
+
+#[derive(Clone)]
+struct PairBatcher;
+
+impl Batcher<Item, Pair> for PairBatcher {
+    fn batch(&self, items: Vec<Item>, device: &Device) -> Pair {
+        let n = items.len();
+        let x: Vec<f32> = items.iter().flat_map(|i| i.x).collect();
+        let y: Vec<i64> = items.iter().map(|i| i64::from(i.y)).collect();
+        Pair {
+            x: Tensor::from_data(TensorData::new(x, [n, 2]), device),
+            y: Tensor::from_data(TensorData::new(y, [n]), device),
+        }
+    }
+}
+
+fn decode(r: loaderx_burn::Record) -> Result<Item, Error> {
+    let x = r.array::<f32>("x")?;
+    Ok(Item {
+        x: [x[[0]], x[[1]]],
+        y: r.scalar("y")?,
+    })
+}
+
+fn pair_data(p: Pair) -> (Vec<f32>, Vec<i64>) {
+    (
+        p.x.into_data().try_to_vec::<f32>().unwrap(),
+        p.y.into_data().try_to_vec::<i64>().unwrap(),
+    )
+}
+
+#[test]
+fn a_users_batcher_gives_the_native_paths_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let items = ZrecordDataset::open_dir(dir.path()).unwrap().map(decode);
+    let device = Device::flex();
+    for mode in [SamplerMode::Sequential, SamplerMode::Cyclic] {
+        let config = || {
+            BurnDataLoader::builder()
+                .batch_size(100)
+                .mode(mode)
+                .seed(9)
+                .drop_last(false)
+                .workers(2)
+        };
+        let batcher = config()
+            .build_batcher(&device, &items, PairBatcher)
+            .unwrap();
+        let native = config()
+            .dataset(items.records())
+            .build(&device, |b: HostBatch| {
+                Ok::<_, Error>(Pair {
+                    x: b.float::<2>("x")?,
+                    y: b.int::<1>("y")?,
+                })
+            })
+            .unwrap();
+        assert_eq!(batcher.num_items(), N);
+        for _ in 0..2 {
+            let got: Vec<_> = batcher.iter().map(|b| pair_data(b.unwrap())).collect();
+            let want: Vec<_> = native.iter().map(|b| pair_data(b.unwrap())).collect();
+            assert_eq!(got.len(), 11);
+            assert_eq!(got, want, "{mode:?}");
+        }
+    }
+    // The one-line switch: burn's own loader over the same items and batcher,
+    // in order, gives the same batches as the finite Sequential pass.
+    let burns = DataLoaderBuilder::new(PairBatcher)
+        .batch_size(100)
+        .set_device(device.clone())
+        .build(items.clone());
+    let ours = BurnDataLoader::builder()
+        .batch_size(100)
+        .mode(SamplerMode::Sequential)
+        .drop_last(false)
+        .build_batcher(&device, &items, PairBatcher)
+        .unwrap();
+    assert_eq!(ours.num_items(), burns.num_items());
+    let want: Vec<_> = burns.iter().map(|b| pair_data(b.unwrap())).collect();
+    let got: Vec<_> = ours.iter().map(|b| pair_data(b.unwrap())).collect();
+    assert_eq!(got, want);
+    // A decoding error reaches burn as an error of its step.
+    let failing = ZrecordDataset::open_dir(dir.path())
+        .unwrap()
+        .map(|r| r.scalar::<u16>("y").map(|_| Item { x: [0.0; 2], y: 0 }));
+    let l = BurnDataLoader::builder()
+        .batch_size(100)
+        .build_batcher(&device, &failing, PairBatcher)
+        .unwrap();
+    let e = l.iter().next().unwrap().unwrap_err();
+    assert!(e.to_string().contains("mapping failed"), "{e}");
+}
+
+#[test]
+fn host_batch_records_match_the_datasets() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let ds = ZrecordDataset::open_dir(dir.path()).unwrap();
+    let l = BurnDataLoader::builder()
+        .dataset(&ds)
+        .batch_size(7)
+        .seed(3)
+        .build(&Device::flex(), |b: HostBatch| b.to_records())
+        .unwrap();
+    let records = l.iter().next().unwrap().unwrap();
+    assert_eq!(records.len(), 7);
+    for r in &records {
+        let want = ds.get(r.index() as usize).unwrap();
+        assert_eq!(r.fields().len(), want.fields().len());
+        for (a, b) in r.fields().iter().zip(want.fields()) {
+            assert_eq!(
+                (a.name(), a.dtype(), a.kind(), a.shape(), a.bytes()),
+                (b.name(), b.dtype(), b.kind(), b.shape(), b.bytes())
+            );
+        }
+    }
+}
