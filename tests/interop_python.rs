@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use loaderx_core::digest::DigestBuilder;
+use loaderx_core::DigestBuilder;
 use loaderx_core::{
     Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, ErrorKind, Store, StoreKind,
     digest, train_dict,

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{Sampler, SamplerMode};
 use rand::SeedableRng;
 use rand::distr::{Distribution, Uniform};
 use rand::rngs::SmallRng;

@@ -1,10 +1,10 @@
 //! The fuzz targets: each takes arbitrary bytes and returns normally unless
 //! the library panics or breaks a promise it makes.
 
-use loaderx_core::codec::Codec;
+use loaderx_core::Codec;
 use loaderx_core::format::{MAX_DATA_SHARDS, RecordLoc, Schema, StaticPage};
-use loaderx_core::sampler::{Sampler, SamplerMode};
 use loaderx_core::{DType, DynRagged, Store, digest};
+use loaderx_core::{Sampler, SamplerMode};
 
 use crate::input::{StoreInput, scratch_dir};
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Device, Tensor};
-use loaderx_core::loader::Stream;
+use loaderx_core::Stream;
 use loaderx_core::ndarray::{ArrayViewD, IxDyn};
 use loaderx_core::{DType, Element, Store, StoreKind};
 

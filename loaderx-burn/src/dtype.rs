@@ -1,40 +1,3 @@
-//! How loaderx element types map to burn.
-//!
-//! burn tensors have a *kind* ([`Float`](burn::tensor::Float),
-//! [`Int`](burn::tensor::Int) or [`Bool`](burn::tensor::Bool)) fixed in the
-//! type, and an element type chosen by the device (`Device::settings()`: on
-//! `flex`, `f32`, `i32` and native `bool`). Every loaderx type has a
-//! *natural kind*; the host data keeps the store's own type and burn converts
-//! it to the device's type for the kind when the tensor is created:
-//!
-//! | loaderx | host data ([`burn_dtype`]) | natural kind | as `Float` | as `Int` | as `Bool` |
-//! |---------|----------------------------|--------------|------------|----------|-----------|
-//! | `bool`  | `Bool(Native)` | `Bool`  | 0.0 / 1.0 | 0 / 1 | yes |
-//! | `u8`    | `U8`           | `Int`   | yes | yes | refused |
-//! | `i8`    | `I8`           | `Int`   | yes | yes | refused |
-//! | `u16`   | `U16`          | `Int`   | yes | yes | refused |
-//! | `i16`   | `I16`          | `Int`   | yes | yes | refused |
-//! | `u32`   | `U32`          | `Int`   | yes | range-checked | refused |
-//! | `i32`   | `I32`          | `Int`   | yes | range-checked | refused |
-//! | `u64`   | `U64`          | `Int`   | yes | range-checked | refused |
-//! | `i64`   | `I64`          | `Int`   | yes | range-checked | refused |
-//! | `f16`   | `F16`          | `Float` | yes | refused | refused |
-//! | `f32`   | `F32`          | `Float` | yes | refused | refused |
-//! | `f64`   | `F64`          | `Float` | yes | refused | refused |
-//!
-//! - **As `Float`**: any type, converted to the device's float type (a
-//!   rounding cast, as any float conversion; `f64` → `f32` on `flex`).
-//! - **As `Int`**: integers and `bool`. Values must fit the device's integer
-//!   type: "range-checked" rows are scanned when the source range exceeds it
-//!   (e.g. `u32`, `i64` or `u64` on an `i32` device) and a value that does not
-//!   fit is [`Error::OutOfRange`] — never truncated or wrapped. Floats are
-//!   [`Error::Kind`]: the cast would drop their fraction; convert explicitly
-//!   on the device if that is what you want.
-//! - **As `Bool`**: only `bool` streams ([`Error::Kind`] otherwise; compare
-//!   on the device, e.g. `int.equal_elem(1)`, to build masks from numbers).
-//! - A loaderx type added later without a burn counterpart is
-//!   [`Error::Unsupported`].
-
 use burn::tensor::kind::{Basic, Kind, TensorKind};
 use burn::tensor::{BoolStore, DType as BurnDType, Device, IntDType, Tensor, TensorData};
 use loaderx_core::host::widen;
@@ -42,7 +5,7 @@ use loaderx_core::{DType, Element};
 
 use crate::error::{Error, Result};
 
-/// The natural burn tensor kind of a loaderx element type (see the table).
+/// The natural burn tensor kind of a loaderx element type (see [`burn_dtype`]).
 pub fn natural_kind(dtype: DType) -> Result<Kind> {
     Ok(match dtype {
         DType::Bool => Kind::Bool,
@@ -59,6 +22,43 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
     })
 }
 
+/// How loaderx element types map to burn.
+///
+/// burn tensors have a *kind* ([`Float`](burn::tensor::Float),
+/// [`Int`](burn::tensor::Int) or [`Bool`](burn::tensor::Bool)) fixed in the
+/// type, and an element type chosen by the device (`Device::settings()`: on
+/// `flex`, `f32`, `i32` and native `bool`). Every loaderx type has a
+/// *natural kind*; the host data keeps the store's own type and burn converts
+/// it to the device's type for the kind when the tensor is created:
+///
+/// | loaderx | host data ([`burn_dtype`]) | natural kind | as `Float` | as `Int` | as `Bool` |
+/// |---------|----------------------------|--------------|------------|----------|-----------|
+/// | `bool`  | `Bool(Native)` | `Bool`  | 0.0 / 1.0 | 0 / 1 | yes |
+/// | `u8`    | `U8`           | `Int`   | yes | yes | refused |
+/// | `i8`    | `I8`           | `Int`   | yes | yes | refused |
+/// | `u16`   | `U16`          | `Int`   | yes | yes | refused |
+/// | `i16`   | `I16`          | `Int`   | yes | yes | refused |
+/// | `u32`   | `U32`          | `Int`   | yes | range-checked | refused |
+/// | `i32`   | `I32`          | `Int`   | yes | range-checked | refused |
+/// | `u64`   | `U64`          | `Int`   | yes | range-checked | refused |
+/// | `i64`   | `I64`          | `Int`   | yes | range-checked | refused |
+/// | `f16`   | `F16`          | `Float` | yes | refused | refused |
+/// | `f32`   | `F32`          | `Float` | yes | refused | refused |
+/// | `f64`   | `F64`          | `Float` | yes | refused | refused |
+///
+/// - **As `Float`**: any type, converted to the device's float type (a
+///   rounding cast, as any float conversion; `f64` → `f32` on `flex`).
+/// - **As `Int`**: integers and `bool`. Values must fit the device's integer
+///   type: "range-checked" rows are scanned when the source range exceeds it
+///   (e.g. `u32`, `i64` or `u64` on an `i32` device) and a value that does not
+///   fit is [`Error::OutOfRange`] — never truncated or wrapped. Floats are
+///   [`Error::Kind`]: the cast would drop their fraction; convert explicitly
+///   on the device if that is what you want.
+/// - **As `Bool`**: only `bool` streams ([`Error::Kind`] otherwise; compare
+///   on the device, e.g. `int.equal_elem(1)`, to build masks from numbers).
+/// - A loaderx type added later without a burn counterpart is
+///   [`Error::Unsupported`].
+///
 /// The burn element type of the host data for a loaderx type: the same
 /// values in the same width (the device converts them to its own type).
 pub fn burn_dtype(dtype: DType) -> Result<BurnDType> {

@@ -7,8 +7,8 @@ use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
 use loaderx_core::RaggedLayout;
 use loaderx_core::host::{AlignedBuf, PadValue, Padded as HostPadded, pad_records};
-use loaderx_core::loader::{Batch, Column, ColumnLayout};
 use loaderx_core::ndarray::{ArrayViewD, IxDyn};
+use loaderx_core::{Batch, Column, ColumnLayout};
 use loaderx_core::{DType, Element, StoreKind};
 
 use crate::dataset::{Field, Record};

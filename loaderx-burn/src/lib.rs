@@ -18,7 +18,7 @@
 //!   records.
 //! - [`HostBatch`] is what mapping closures receive: a batch in host memory
 //!   with typed views and `float` / `int` / `bool` / [`padded`](HostBatch::padded)
-//!   tensor constructors; [`dtype`] documents how element types map to
+//!   tensor constructors; [`burn_dtype`] documents how element types map to
 //!   burn's kinds and what is refused ([`Error`]).
 //!
 //! ```
@@ -63,7 +63,7 @@
 
 mod batcher;
 mod dataset;
-pub mod dtype;
+mod dtype;
 mod error;
 mod host;
 mod loader;

@@ -10,8 +10,8 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::DatasetError;
 use burn::tensor::Device;
-use loaderx_core::loader::{Batch, Stream};
-use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{Batch, Stream};
+use loaderx_core::{Sampler, SamplerMode};
 
 use crate::dataset::{MappedDataset, ZrecordDataset};
 use crate::error::{BoxError, Error, Result};

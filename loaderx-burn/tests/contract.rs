@@ -17,8 +17,8 @@ use burn::tensor::{Bool, Device, Float, Int, Tensor};
 use loaderx_burn::{
     BurnDataLoader, Error, HostBatch, RecordBatcher, TensorBatch, TensorBatcher, ZrecordDataset,
 };
-use loaderx_core::sampler::{Sampler, SamplerMode};
 use loaderx_core::{Codec, DType, Dense, DenseWriter, DynDense, RaggedWriter};
+use loaderx_core::{Sampler, SamplerMode};
 
 const N: usize = 50;
 

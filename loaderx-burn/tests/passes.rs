@@ -13,7 +13,7 @@ use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use loaderx_burn::{BurnDataLoader, BurnDataLoaderBuilder, Error, HostBatch, ZrecordDataset};
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::{Codec, DenseWriter, RaggedWriter};
 
 /// A prime number of records: no batch size above 1 divides it.

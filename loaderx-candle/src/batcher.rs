@@ -2,8 +2,8 @@
 //! Zrecord stores by the loaderx loader.
 
 use candle_core::{Device, Tensor};
+use loaderx_core::Stream;
 use loaderx_core::host::{Pairs, PairsBuilder};
-use loaderx_core::loader::Stream;
 
 use crate::error::Result;
 use crate::host::CandleStaging;

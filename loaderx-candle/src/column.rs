@@ -2,10 +2,10 @@
 //! one tensor per record.
 
 use candle_core::{Device, Tensor};
+use loaderx_core::RaggedLayout;
 use loaderx_core::StoreKind;
 use loaderx_core::host::{HostArray, PadValue};
-use loaderx_core::loader::{Column, ColumnLayout};
-use loaderx_core::ragged::RaggedLayout;
+use loaderx_core::{Column, ColumnLayout};
 
 use crate::error::{Error, Result};
 use crate::host::{storage_from_buffer, storage_from_bytes, tensor_on};

@@ -23,7 +23,7 @@ use candle_core::op::BackpropOp;
 use candle_core::{Device, Storage, Tensor};
 use half::f16;
 use loaderx_core::DType;
-use loaderx_core::loader::StagedBuffer;
+use loaderx_core::StagedBuffer;
 
 use crate::error::{Error, Result};
 

@@ -1,36 +1,36 @@
-//! How loaderx element types map to candle's.
-//!
-//! candle has no `i8`, `u16`, `u64` or `bool`. They are mapped explicitly
-//! and losslessly, or refused — never truncated:
-//!
-//! | loaderx | candle | how |
-//! |---------|--------|-----|
-//! | `bool`  | `U8`   | the same 0/1 bytes, no copy |
-//! | `u8`    | `U8`   | no copy |
-//! | `i8`    | `I16`  | widened |
-//! | `u16`   | `U32`  | widened |
-//! | `i16`   | `I16`  | no copy |
-//! | `u32`   | `U32`  | no copy |
-//! | `i32`   | `I32`  | no copy |
-//! | `u64`   | `I64`  | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
-//! | `i64`   | `I64`  | no copy |
-//! | `f16`   | `F16`  | no copy |
-//! | `f32`   | `F32`  | no copy |
-//! | `f64`   | `F64`  | no copy |
-//!
-//! "No copy" applies to Dense columns on the CPU device gathered through
-//! [`CandleStaging`](crate::CandleStaging): the loader gathers straight into
-//! the vector that becomes the tensor's storage.
-
 use candle_core::DType as CDType;
 use loaderx_core::DType;
 use loaderx_core::host::DTypeTable;
 
 use crate::error::Result;
 
-/// The loaderx types candle has; core's widening table maps the others
-/// (see the table above).
-pub const TABLE: DTypeTable = DTypeTable::new(&[
+/// How loaderx element types map to candle's.
+///
+/// candle has no `i8`, `u16`, `u64` or `bool`. They are mapped explicitly
+/// and losslessly, or refused — never truncated:
+///
+/// | loaderx | candle | how |
+/// |---------|--------|-----|
+/// | `bool`  | `U8`   | the same 0/1 bytes, no copy |
+/// | `u8`    | `U8`   | no copy |
+/// | `i8`    | `I16`  | widened |
+/// | `u16`   | `U32`  | widened |
+/// | `i16`   | `I16`  | no copy |
+/// | `u32`   | `U32`  | no copy |
+/// | `i32`   | `I32`  | no copy |
+/// | `u64`   | `I64`  | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
+/// | `i64`   | `I64`  | no copy |
+/// | `f16`   | `F16`  | no copy |
+/// | `f32`   | `F32`  | no copy |
+/// | `f64`   | `F64`  | no copy |
+///
+/// "No copy" applies to Dense columns on the CPU device gathered through
+/// [`CandleStaging`](crate::CandleStaging): the loader gathers straight into
+/// the vector that becomes the tensor's storage.
+///
+/// The table lists the loaderx types candle has natively; core's widening
+/// ([`DTypeTable::widen`]) maps the others as above.
+pub const DTYPE_TABLE: DTypeTable = DTypeTable::new(&[
     DType::U8,
     DType::I16,
     DType::U32,
@@ -41,13 +41,13 @@ pub const TABLE: DTypeTable = DTypeTable::new(&[
     DType::F64,
 ]);
 
-/// The candle type a loaderx element type becomes (see the table).
+/// The candle type a loaderx element type becomes (see [`DTYPE_TABLE`]).
 ///
 /// # Errors
 ///
 /// [`Error::Core`](crate::Error::Core) for a type candle cannot hold.
 pub fn candle_dtype(dtype: DType) -> Result<CDType> {
-    Ok(match TABLE.target(dtype)? {
+    Ok(match DTYPE_TABLE.target(dtype)? {
         DType::U8 => CDType::U8,
         DType::I16 => CDType::I16,
         DType::U32 => CDType::U32,

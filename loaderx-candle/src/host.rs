@@ -5,10 +5,10 @@ use std::any::Any;
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
 use half::f16;
-use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
 use loaderx_core::{DType, StoreKind};
+use loaderx_core::{StageRequest, StagedBuffer, Staging};
 
-use crate::dtype::{TABLE, candle_dtype};
+use crate::dtype::{DTYPE_TABLE, candle_dtype};
 use crate::error::{Error, Result};
 
 /// A typed host vector holding one stream's batch in the store's own type.
@@ -161,7 +161,7 @@ pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage
         HostVec::I32(v) => CpuStorage::I32(v),
         HostVec::U64(v) if dtype == DType::U64 => {
             // Range-checks every value; the bytes stay as they are.
-            TABLE.widen(dtype, bytemuck::cast_slice(&v))?;
+            DTYPE_TABLE.widen(dtype, bytemuck::cast_slice(&v))?;
             CpuStorage::I64(bytemuck::allocation::cast_vec(v))
         }
         HostVec::I64(v) => CpuStorage::I64(v),
@@ -175,7 +175,7 @@ pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage
 /// CPU storage in candle's type, copied from element bytes of `dtype` (any
 /// alignment), widened by core's table where candle lacks the type.
 pub(crate) fn storage_from_bytes(dtype: DType, bytes: &[u8]) -> Result<CpuStorage> {
-    let wide = TABLE.widen(dtype, bytes)?;
+    let wide = DTYPE_TABLE.widen(dtype, bytes)?;
     Ok(match wide.dtype() {
         DType::U8 => CpuStorage::U8(wide.as_bytes().to_vec()),
         DType::I16 => CpuStorage::I16(wide.as_slice::<i16>()?.to_vec()),

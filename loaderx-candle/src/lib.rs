@@ -35,19 +35,19 @@
 //! - [`CandleLoaderExt`] turns a [`loaderx_core::DataLoaderBuilder`] into a
 //!   loader of [`TensorBatch`]es (or of your own type); the host → tensor
 //!   conversion runs on the loader's workers, off the training thread.
-//! - [`column`] converts single columns: Dense tensors, Ragged streams padded
-//!   (with lengths and a mask) or one tensor per record.
+//! - Single columns convert on their own: [`dense_tensor`], [`ragged_padded`]
+//!   (with lengths and a mask) or [`ragged_tensors`] (one tensor per record).
 //! - [`Batcher`] gives one pass of `(xs, ys)` pairs in the style of
 //!   `candle_datasets::Batcher` (`return_last_incomplete_batch` for evaluation).
-//! - [`dtype`] documents how loaderx element types map to candle's.
+//! - [`DTYPE_TABLE`] documents how loaderx element types map to candle's.
 //! - With the `cuda` feature, batches for a CUDA device are staged in pinned
 //!   host memory and uploaded asynchronously (see [`CandleStaging`]).
 
 mod batcher;
-pub mod column;
+mod column;
 #[cfg(feature = "cuda")]
 mod cuda;
-pub mod dtype;
+mod dtype;
 mod error;
 mod host;
 mod loader;
@@ -59,8 +59,9 @@ pub use column::{
 };
 #[cfg(feature = "cuda")]
 pub use cuda::PinnedBuffer;
-pub use dtype::candle_dtype;
+pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
 pub use host::{CandleStaging, HostBuffer};
 pub use loader::{CandleConverter, CandleLoaderExt, TensorBatch, TensorColumn};
+#[doc(no_inline)]
 pub use loaderx_core::host::RaggedMode;

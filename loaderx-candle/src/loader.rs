@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor};
 use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::loader::{Column, DataLoader, DataLoaderBuilder};
+use loaderx_core::{Column, DataLoader, DataLoaderBuilder};
 
 use crate::column::{Padded, into_dense_tensor, ragged_padded, ragged_tensors};
 use crate::error::{Error, Result};

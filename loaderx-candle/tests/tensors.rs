@@ -10,7 +10,7 @@ use loaderx_candle::{
     CandleLoaderExt, CandleStaging, Error, RaggedMode, candle_dtype, dense_tensor,
     into_dense_tensor, ragged_padded, ragged_tensors,
 };
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::{
     Codec, CreateOptions, DType, DataLoader, DynDenseWriter, DynRaggedWriter, Element, f16,
 };
@@ -288,10 +288,7 @@ fn cpu_hand_over_does_not_copy() {
 }
 
 /// Dense `x` (f32 `[2]` = `[i, -i]`) and `y` (u32 = i) of `n` records.
-fn pair_stores(
-    dir: &Path,
-    n: usize,
-) -> (loaderx_core::loader::Stream, loaderx_core::loader::Stream) {
+fn pair_stores(dir: &Path, n: usize) -> (loaderx_core::Stream, loaderx_core::Stream) {
     let x: Vec<f32> = (0..n).flat_map(|i| [i as f32, -(i as f32)]).collect();
     let mut w = loaderx_core::DenseWriter::<f32>::create(dir.join("x"), &[2], Codec::Raw).unwrap();
     w.append_slice(&x, n).unwrap();

@@ -6,7 +6,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use loaderx_core::digest::DigestBuilder;
+use loaderx_core::DigestBuilder;
 use loaderx_core::{Codec, CreateOptions, DenseWriter, RaggedWriter};
 
 fn loaderx(args: &[&str], store: &Path) -> Output {

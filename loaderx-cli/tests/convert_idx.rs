@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use loaderx_convert::idx::read_idx;
-use loaderx_core::{Codec, Dense, Store, StoreKind, digest, digest::DigestBuilder};
+use loaderx_core::{Codec, Dense, DigestBuilder, Store, StoreKind, digest};
 
 const FASHION: &str = "/usr/share/datasets/fashion-mnist";
 

@@ -39,6 +39,7 @@ fn idx_error(path: &Path, detail: impl Into<String>) -> Error {
 
 /// A decoded IDX array: little-endian C-order elements.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct IdxArray {
     /// Element type.
     pub dtype: DType,
@@ -121,6 +122,7 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
 
 /// One converted split.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IdxSplit {
     /// `train` or `test`.
     pub name: String,
@@ -132,6 +134,7 @@ pub struct IdxSplit {
 
 /// What [`convert_idx_dir`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct IdxSummary {
     /// The published root.
     pub root: PathBuf,

@@ -15,6 +15,7 @@ use crate::store::Store;
 
 /// A store's canonical digest and record count.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StoreDigest {
     /// Lower-case hex SHA-256.
     pub sha256: String,
@@ -33,7 +34,7 @@ impl std::fmt::Display for StoreDigest {
 /// before it is written, to compare with a store's [`digest`] afterwards.
 ///
 /// ```
-/// use loaderx_core::digest::DigestBuilder;
+/// use loaderx_core::DigestBuilder;
 /// let mut d = DigestBuilder::new();
 /// d.push(&[2], &[1, 2]);
 /// assert_eq!(d.finish().length, 1);
@@ -80,7 +81,7 @@ fn digest_line(outer: &mut Sha256, shape: &[usize], bytes: &[u8]) {
 }
 
 /// Lower-case hex of `bytes`.
-pub fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     let mut s = String::with_capacity(bytes.len() * 2);
     for b in bytes {
         let _ = write!(s, "{b:02x}");

@@ -37,14 +37,23 @@
 //!
 //! ## Layout of the crate
 //!
-//! - [`dtype`]: element types and their NumPy names.
-//! - [`format`]: the on-disk format, field by field.
-//! - [`codec`]: `raw`, `zstd`, `zstd_dict` and dictionary training.
+//! Every item has one path. The store, codec, sampler and loader types live
+//! at the crate root (their modules are private); the [`host`] layer, which
+//! adapter crates build on, is the one public module. In source order:
+//!
+//! - `dtype`: element types ([`DType`], [`Element`]) and their NumPy names.
+//! - `format` (hidden, not covered by semver): the on-disk format, field by
+//!   field; public only for the fuzz targets and the format's tests.
+//! - `codec`: [`Codec`] (`raw`, `zstd`, `zstd_dict`) and dictionary training
+//!   ([`train_dict`]).
 //! - `engine` (private): the untyped parallel store engine.
-//! - [`dense`] and [`ragged`]: the two typed record contracts.
-//! - [`store`]: opening a store of either contract; [`digest`]: the canonical digest.
-//! - [`sampler`]: batch indices as a pure function of `(seed, step)`.
-//! - [`loader`]: the ordered, multi-threaded DataLoader (endless, or finite passes).
+//! - `dense` and `ragged`: the two typed record contracts ([`Dense`],
+//!   [`Ragged`], their writers and batches).
+//! - `store`: [`Store`], opening a store of either contract; `digest`: the
+//!   canonical [`digest`].
+//! - `sampler`: [`Sampler`], batch indices as a pure function of `(seed, step)`.
+//! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
+//!   passes), its [`Batch`]es and the [`Staging`] hook.
 //! - [`host`]: the host-batch layer adapters build on: aligned buffers,
 //!   padding, the widening table, tensor batches.
 //!
@@ -62,35 +71,39 @@
 #[cfg(target_endian = "big")]
 compile_error!("loaderx-core supports little-endian targets only (Zrecord is little-endian)");
 
-pub mod codec;
-pub mod dense;
-pub mod digest;
-pub mod dtype;
+mod codec;
+mod dense;
+mod digest;
+mod dtype;
 mod engine;
 mod error;
+#[doc(hidden)]
 pub mod format;
 pub mod host;
-pub mod loader;
+mod loader;
 mod options;
-pub mod ragged;
-pub mod sampler;
-pub mod store;
+mod ragged;
+mod sampler;
+mod store;
 
 pub use codec::{
-    AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, train_dict,
+    AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, ZSTD_LEVEL, train_dict,
     train_dict_from_array,
 };
 pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result, StoreKind};
-pub use loader::{Batch, DataLoader, DataLoaderBuilder};
+pub use loader::{
+    Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats,
+    PooledBuffer, StageRequest, StagedBuffer, Staging, Stream,
+};
 pub use options::CreateOptions;
 pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
     RaggedWriter,
 };
-pub use sampler::{Sampler, SamplerMode};
+pub use sampler::{FeistelPermutation, Sampler, SamplerBuilder, SamplerMode};
 pub use store::Store;
 
 #[doc(no_inline)]

@@ -8,12 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use loaderx_core::loader::{Batch, DataLoader, StageRequest, StagedBuffer, Staging};
-use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{Batch, DataLoader, StageRequest, StagedBuffer, Staging};
 use loaderx_core::{
-    Codec, Dense, DenseWriter, DynDense, Error, ErrorKind, Ragged, RaggedWriter,
-    digest::DigestBuilder,
+    Codec, Dense, DenseWriter, DigestBuilder, DynDense, Error, ErrorKind, Ragged, RaggedWriter,
 };
+use loaderx_core::{Sampler, SamplerMode};
 
 const N: u64 = 1000;
 

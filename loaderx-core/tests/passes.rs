@@ -7,8 +7,8 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use loaderx_core::loader::DataLoader;
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::DataLoader;
+use loaderx_core::SamplerMode;
 use loaderx_core::{Codec, Dense, DenseWriter, Ragged, RaggedWriter};
 
 /// Dense `id` (u32 scalar = i) and Ragged `seq` (u32 record `[i; 1 + i % 3]`).

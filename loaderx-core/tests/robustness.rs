@@ -25,7 +25,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use loaderx_core::digest::DigestBuilder;
+use loaderx_core::DigestBuilder;
 use loaderx_core::format::RecordLoc;
 use loaderx_core::ndarray::{Array1, Array2, Array3};
 use loaderx_core::{

@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use loaderx_core::digest::DigestBuilder;
+use loaderx_core::DigestBuilder;
 use loaderx_core::ndarray::{Array, ArrayD, IxDyn};
 use loaderx_core::{
     Codec, CreateOptions, DType, Dense, DenseWriter, DynDense, DynDenseWriter, DynRagged,

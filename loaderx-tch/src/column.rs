@@ -1,12 +1,12 @@
 //! Loader columns as tch tensors.
 
+use loaderx_core::RaggedLayout;
 use loaderx_core::host::{HostArray, PadValue};
-use loaderx_core::loader::{Column, ColumnLayout};
-use loaderx_core::ragged::RaggedLayout;
+use loaderx_core::{Column, ColumnLayout};
 use loaderx_core::{DType, StoreKind};
 use tch::{Device, Tensor};
 
-use crate::dtype::{TABLE, tch_kind};
+use crate::dtype::{DTYPE_TABLE, tch_kind};
 use crate::error::{Error, Result};
 use crate::staging::TensorBuffer;
 
@@ -29,7 +29,7 @@ pub fn tensor_from_bytes(
     device: Device,
 ) -> Result<Tensor> {
     let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    let wide = TABLE.widen(dtype, bytes)?;
+    let wide = DTYPE_TABLE.widen(dtype, bytes)?;
     let n = (wide.as_bytes().len() / wide.dtype().size().max(1)) as i64;
     let cpu = Tensor::f_from_data_size(wide.as_bytes(), &[n], tch_kind(wide.dtype())?)?
         .f_reshape(size.as_slice())?;
@@ -67,7 +67,7 @@ pub fn into_tensor(column: Column, device: Device) -> Result<Tensor> {
     }
     // Range-checks the values a kind holds as the same bytes but not every
     // bit pattern of (`u64` above `i64::MAX`, `bool` bytes above 1).
-    TABLE.widen(dtype, column.bytes())?;
+    DTYPE_TABLE.widen(dtype, column.bytes())?;
     let tensor = match column.into_buffer().into_any().downcast::<TensorBuffer>() {
         Ok(buffer) => buffer.into_tensor(),
         Err(_) => {

@@ -1,37 +1,37 @@
-//! How loaderx element types map to tch kinds.
-//!
-//! libtorch (as exposed by tch 0.22) has no `u16`, `u32` or `u64` kind. They
-//! are widened or checked, never truncated:
-//!
-//! | loaderx | tch `Kind` | how |
-//! |---------|------------|-----|
-//! | `bool`  | `Bool`     | same bytes, no copy |
-//! | `u8`    | `Uint8`    | no copy |
-//! | `i8`    | `Int8`     | no copy |
-//! | `u16`   | `Int`      | widened to i32 |
-//! | `i16`   | `Int16`    | no copy |
-//! | `u32`   | `Int64`    | widened to i64 |
-//! | `i32`   | `Int`      | no copy |
-//! | `u64`   | `Int64`    | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
-//! | `i64`   | `Int64`    | no copy |
-//! | `f16`   | `Half`     | no copy |
-//! | `f32`   | `Float`    | no copy |
-//! | `f64`   | `Double`   | no copy |
-//!
-//! "No copy" holds for Dense columns gathered through
-//! [`TchStaging`](crate::TchStaging) on the CPU: the loader gathers straight
-//! into the tensor's storage. For CUDA, the gather lands in pinned host
-//! memory and is copied to the device without blocking.
-
 use loaderx_core::DType;
 use loaderx_core::host::DTypeTable;
 use tch::Kind;
 
 use crate::error::Result;
 
-/// The loaderx types libtorch has; core's widening table maps the others
-/// (see the table above).
-pub const TABLE: DTypeTable = DTypeTable::new(&[
+/// How loaderx element types map to tch kinds.
+///
+/// libtorch (as exposed by tch 0.22) has no `u16`, `u32` or `u64` kind. They
+/// are widened or checked, never truncated:
+///
+/// | loaderx | tch `Kind` | how |
+/// |---------|------------|-----|
+/// | `bool`  | `Bool`     | same bytes, no copy |
+/// | `u8`    | `Uint8`    | no copy |
+/// | `i8`    | `Int8`     | no copy |
+/// | `u16`   | `Int`      | widened to i32 |
+/// | `i16`   | `Int16`    | no copy |
+/// | `u32`   | `Int64`    | widened to i64 |
+/// | `i32`   | `Int`      | no copy |
+/// | `u64`   | `Int64`    | no copy when every value is at most `i64::MAX`; otherwise an `OutOfRange` error |
+/// | `i64`   | `Int64`    | no copy |
+/// | `f16`   | `Half`     | no copy |
+/// | `f32`   | `Float`    | no copy |
+/// | `f64`   | `Double`   | no copy |
+///
+/// "No copy" holds for Dense columns gathered through
+/// [`TchStaging`](crate::TchStaging) on the CPU: the loader gathers straight
+/// into the tensor's storage. For CUDA, the gather lands in pinned host
+/// memory and is copied to the device without blocking.
+///
+/// The table lists the loaderx types libtorch has natively; core's widening
+/// ([`DTypeTable::widen`]) maps the others as above.
+pub const DTYPE_TABLE: DTypeTable = DTypeTable::new(&[
     DType::Bool,
     DType::U8,
     DType::I8,
@@ -58,13 +58,13 @@ fn kind_of(dtype: DType) -> Kind {
     }
 }
 
-/// The tch kind a loaderx element type becomes (see the table).
+/// The tch kind a loaderx element type becomes (see [`DTYPE_TABLE`]).
 ///
 /// # Errors
 ///
 /// [`Error::Core`](crate::Error::Core) for a type libtorch cannot hold.
 pub fn tch_kind(dtype: DType) -> Result<Kind> {
-    Ok(kind_of(TABLE.target(dtype)?))
+    Ok(kind_of(DTYPE_TABLE.target(dtype)?))
 }
 
 /// The kind holding the store's bytes unchanged, when libtorch has one.

@@ -1,8 +1,8 @@
 //! `(xs, ys)` batches in the style of `tch::data::Iter2`, read from Zrecord
 //! stores by the loaderx loader.
 
+use loaderx_core::Stream;
 use loaderx_core::host::{Pairs, PairsBuilder};
-use loaderx_core::loader::Stream;
 use tch::{Device, Tensor};
 
 use crate::error::{Error, Result};

@@ -25,7 +25,7 @@
 //! On the CPU, Dense batches are gathered straight into the storage of the
 //! tensor you receive. With CUDA they are gathered into pinned host memory
 //! and copied to the device without blocking, so the copy overlaps the next
-//! gather. See [`dtype`] for the element type table. [`Iter2`] gives one
+//! gather. See [`DTYPE_TABLE`] for the element type table. [`Iter2`] gives one
 //! pass of `(xs, ys)` pairs in the style of `tch::data::Iter2`
 //! (`shuffle`, `to_device`, `return_smaller_last_batch`).
 //!
@@ -38,8 +38,8 @@
 //! rpath to libtorch to its own test and example binaries and links
 //! `libtorch_cuda` explicitly where it exists.
 
-pub mod column;
-pub mod dtype;
+mod column;
+mod dtype;
 mod error;
 mod iter;
 mod loader;
@@ -49,9 +49,10 @@ pub use column::{
     Padded, array_tensor, dense_tensor, into_tensor, ragged_padded, ragged_padded_with,
     ragged_tensors, tensor_from_bytes,
 };
-pub use dtype::tch_kind;
+pub use dtype::{DTYPE_TABLE, tch_kind};
 pub use error::{Error, Result};
 pub use iter::Iter2;
 pub use loader::{TchColumn, TchConverter, TchLoaderExt, TensorBatch};
+#[doc(no_inline)]
 pub use loaderx_core::host::RaggedMode;
 pub use staging::{TchStaging, TensorBuffer};

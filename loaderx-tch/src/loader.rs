@@ -2,7 +2,7 @@
 //! loader's worker threads.
 
 use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::loader::{Column, DataLoader, DataLoaderBuilder};
+use loaderx_core::{Column, DataLoader, DataLoaderBuilder};
 use tch::{Device, Tensor};
 
 use crate::column::{Padded, into_tensor, ragged_padded, ragged_tensors};

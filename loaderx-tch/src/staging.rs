@@ -4,8 +4,8 @@
 use std::any::Any;
 
 use loaderx_core::host::AlignedBuf;
-use loaderx_core::loader::{StageRequest, StagedBuffer, Staging};
 use loaderx_core::{ErrorKind, StoreKind};
+use loaderx_core::{StageRequest, StagedBuffer, Staging};
 use tch::{Device, Tensor};
 
 use crate::dtype::same_bytes_kind;

@@ -10,8 +10,8 @@
 #![allow(clippy::unwrap_used)]
 
 use burn::tensor::{Bool, Device as BurnDevice, Int, Tensor as BurnTensor};
+use loaderx_core::SamplerMode;
 use loaderx_core::host::PadValue;
-use loaderx_core::sampler::SamplerMode;
 use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
 use ndarray::ArrayD;
 use proptest::prelude::*;

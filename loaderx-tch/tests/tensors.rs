@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::{
     Codec, CreateOptions, DType, DataLoader, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter,
     f16,
@@ -329,10 +329,10 @@ fn iter2_is_one_pass_with_or_without_the_smaller_last_batch() {
         loaderx_core::DenseWriter::<u32>::create(dir.path().join("y"), &[], Codec::Zstd).unwrap();
     w.append_slice(&y, n).unwrap();
     w.close().unwrap();
-    let x: loaderx_core::loader::Stream = loaderx_core::Dense::<f32>::open(dir.path().join("x"))
+    let x: loaderx_core::Stream = loaderx_core::Dense::<f32>::open(dir.path().join("x"))
         .unwrap()
         .into();
-    let y: loaderx_core::loader::Stream = loaderx_core::Dense::<u32>::open(dir.path().join("y"))
+    let y: loaderx_core::Stream = loaderx_core::Dense::<u32>::open(dir.path().join("y"))
         .unwrap()
         .into();
     let run = |keep: bool, shuffle: bool| {

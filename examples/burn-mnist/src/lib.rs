@@ -39,7 +39,7 @@ use burn::train::{
 use loaderx_burn::{
     BurnDataLoader, BurnDataLoaderBuilder, HostBatch, TensorBatcher, ZrecordDataset,
 };
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

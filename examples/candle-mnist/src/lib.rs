@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap, linear, loss};
 use loaderx_candle::{Batcher, CandleLoaderExt};
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::{DataLoader, Dense};
 
 /// Any error of the example.

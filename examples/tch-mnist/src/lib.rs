@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::{DataLoader, Dense};
 use loaderx_tch::{Iter2, TchLoaderExt};
 use tch::nn::{self, Module, OptimizerConfig};

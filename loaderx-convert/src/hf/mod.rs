@@ -405,6 +405,7 @@ impl HfSource {
 
 /// One converted column.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HfColumn {
     /// Column name, the store's directory name.
     pub name: String,
@@ -452,6 +453,7 @@ impl fmt::Display for HfColumn {
 
 /// One converted split.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HfSplit {
     /// Split name, the directory under the output root.
     pub name: String,
@@ -472,6 +474,7 @@ pub struct HfSplit {
 
 /// What [`convert_hf`] wrote, and from which commit.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HfSummary {
     /// The published root.
     pub root: PathBuf,

@@ -27,6 +27,7 @@ use crate::error::Error;
 
 /// What was used to tokenize, for the summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TokenizerInfo {
     /// The reference given: a local path or a Hub model repo id.
     pub reference: String,

@@ -18,8 +18,8 @@
 //!   stops and joins every worker.
 //!
 //! ```
-//! use loaderx_core::loader::DataLoader;
-//! use loaderx_core::sampler::SamplerMode;
+//! use loaderx_core::DataLoader;
+//! use loaderx_core::SamplerMode;
 //! use loaderx_core::{Codec, Dense, DenseWriter, RaggedWriter, Ragged};
 //!
 //! let dir = tempfile::tempdir()?;

@@ -51,7 +51,7 @@
 //! `Iid` gives each rank an independent stream.
 //!
 //! ```
-//! use loaderx_core::sampler::{Sampler, SamplerMode};
+//! use loaderx_core::{Sampler, SamplerMode};
 //!
 //! let mut s = Sampler::new(1000, 32, SamplerMode::Cyclic, 7)?;
 //! let first = s.next_batch().to_vec();
