@@ -69,6 +69,7 @@ pub mod dtype;
 mod engine;
 mod error;
 pub mod format;
+pub mod guide;
 pub mod host;
 pub mod loader;
 mod options;
