@@ -54,11 +54,11 @@ impl DynDenseWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`](crate::ErrorKind::AlreadyExists) when `path` exists;
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a schema or options that cannot make a store (a
+    /// [`ErrorKind::AlreadyExists`] when `path` exists;
+    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
     /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
     /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when the directory or its files cannot be made (nothing is left
+    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
     /// behind then).
     pub fn create(
         path: impl AsRef<Path>,
@@ -146,7 +146,7 @@ impl DynDenseWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`](crate::ErrorKind::WriterFailed) after an earlier I/O error, and [`ErrorKind::Io`](crate::ErrorKind::Io) when
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
     /// a write or an fsync fails; the store is then left unpublished (it refuses to
     /// open).
     pub fn close(self) -> Result<(), Error> {
@@ -181,11 +181,11 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`](crate::ErrorKind::AlreadyExists) when `path` exists;
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a schema or options that cannot make a store (a
+    /// [`ErrorKind::AlreadyExists`] when `path` exists;
+    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
     /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
     /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when the directory or its files cannot be made (nothing is left
+    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
     /// behind then).
     pub fn create(
         path: impl AsRef<Path>,
@@ -199,11 +199,11 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`](crate::ErrorKind::AlreadyExists) when `path` exists;
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a schema or options that cannot make a store (a
+    /// [`ErrorKind::AlreadyExists`] when `path` exists;
+    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
     /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
     /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when the directory or its files cannot be made (nothing is left
+    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
     /// behind then).
     pub fn create_with(
         path: impl AsRef<Path>,
@@ -220,8 +220,8 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::ShapeMismatch`](crate::ErrorKind::ShapeMismatch) when the batch is not `(B, *item_shape)`;
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for an empty or non-contiguous batch; otherwise as
+    /// [`ErrorKind::ShapeMismatch`] when the batch is not `(B, *item_shape)`;
+    /// [`ErrorKind::InvalidArgument`] for an empty or non-contiguous batch; otherwise as
     /// [`DynDenseWriter::append_bytes`].
     pub fn append<S, D>(&mut self, batch: &ArrayBase<S, D>) -> Result<(), Error>
     where
@@ -279,7 +279,7 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`](crate::ErrorKind::WriterFailed) after an earlier I/O error, and [`ErrorKind::Io`](crate::ErrorKind::Io) when
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
     /// a write or an fsync fails; the store is then left unpublished (it refuses to
     /// open).
     pub fn close(self) -> Result<(), Error> {
@@ -300,12 +300,12 @@ impl DynDense {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::NotAStore`](crate::ErrorKind::NotAStore) when `path` holds no store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished)
-    /// when its writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a writer holds it,
-    /// [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
-    /// [`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store is Ragged.
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
+    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Ragged.
     pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
     }
@@ -382,8 +382,8 @@ impl DynDense {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when `dst` is not `indices.len() * record_bytes()` bytes;
-    /// [`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange) for an index past the end; [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord)
+    /// [`ErrorKind::Buffer`] when `dst` is not `indices.len() * record_bytes()` bytes;
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end; [`ErrorKind::CorruptRecord`]
     /// for a malformed record, naming the first one in `indices`.
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
         self.engine.gather_fixed(indices, self.record_bytes, dst)
@@ -393,7 +393,7 @@ impl DynDense {
     ///
     /// # Errors
     ///
-    /// As [`gather_into`](Self::gather_into), and [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the output
+    /// As [`gather_into`](Self::gather_into), and [`ErrorKind::Buffer`] when the output
     /// cannot be allocated.
     pub fn gather_bytes(&self, indices: &[u64]) -> Result<Vec<u8>, Error> {
         self.engine.gather_fixed_vec(indices, self.record_bytes)
@@ -403,7 +403,7 @@ impl DynDense {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::DTypeMismatch`](crate::ErrorKind::DTypeMismatch) when `T` is not the store's element type.
+    /// [`ErrorKind::DTypeMismatch`] when `T` is not the store's element type.
     pub fn typed<T: Element>(self) -> Result<Dense<T>, Error> {
         if self.dtype != T::DTYPE {
             return Err(ErrorKind::DTypeMismatch {
@@ -424,7 +424,7 @@ impl DynDense {
     /// # Errors
     ///
     /// As [`train_dict`](crate::train_dict()), and the errors of a gather
-    /// ([`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord)) for the sampled records.
+    /// ([`ErrorKind::CorruptRecord`]) for the sampled records.
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         if self.is_empty() {
             return Err(ErrorKind::Dictionary {
@@ -462,13 +462,13 @@ impl<T: Element> Dense<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::NotAStore`](crate::ErrorKind::NotAStore) when `path` holds no store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished)
-    /// when its writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a writer holds it,
-    /// [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
-    /// [`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store follows the other record contract, and
-    /// [`ErrorKind::DTypeMismatch`](crate::ErrorKind::DTypeMismatch) when its element type is not `T`.
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
+    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store follows the other record contract, and
+    /// [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         DynDense::open(path)?.typed()
     }
@@ -502,10 +502,10 @@ impl<T: Element> Dense<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange) for an index past the end;
-    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a record whose location or payload is malformed
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a record whose location or payload is malformed
     /// (including a `bool` byte other than 0 or 1), naming the first such record in
-    /// `indices`; [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the output cannot be allocated.
+    /// `indices`; [`ErrorKind::Buffer`] when the output cannot be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<ArrayD<T>, Error> {
         // Indices first: nothing is allocated for a batch that cannot be read.
         self.inner.engine.check_indices(indices)?;
@@ -553,9 +553,9 @@ impl<T: Element> Dense<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when `dst` does not have the size stated above,
-    /// otherwise as [`gather`](Self::gather) ([`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange),
-    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord)).
+    /// [`ErrorKind::Buffer`] when `dst` does not have the size stated above,
+    /// otherwise as [`gather`](Self::gather) ([`ErrorKind::IndexOutOfRange`],
+    /// [`ErrorKind::CorruptRecord`]).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [T]) -> Result<(), Error> {
         if T::fill_slice(dst, |bytes| self.inner.gather_into(indices, bytes))? {
             Ok(())

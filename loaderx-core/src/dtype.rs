@@ -107,7 +107,7 @@ impl DType {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for any other string.
+    /// [`ErrorKind::UnsupportedDType`] for any other string.
     pub fn from_numpy_str(s: &str) -> Result<Self, Error> {
         DType::ALL
             .into_iter()

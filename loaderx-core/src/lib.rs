@@ -38,11 +38,11 @@
 //! ## Layout of the crate
 //!
 //! - [`dtype`]: element types and their NumPy names.
-//! - [`format`]: the on-disk format, field by field.
+//! - [`format`](mod@format): the on-disk format, field by field.
 //! - [`codec`]: `raw`, `zstd`, `zstd_dict` and dictionary training.
 //! - `engine` (private): the untyped parallel store engine.
 //! - [`dense`] and [`ragged`]: the two typed record contracts.
-//! - [`store`]: opening a store of either contract; [`digest`]: the canonical digest.
+//! - [`store`]: opening a store of either contract; [`digest`](mod@digest): the canonical digest.
 //! - [`sampler`]: batch indices as a pure function of `(seed, step)`.
 //! - [`loader`]: the ordered, multi-threaded DataLoader (endless, or finite passes).
 //! - [`host`]: the host-batch layer adapters build on: aligned buffers,

@@ -40,8 +40,8 @@
 //! w.close()?;
 //!
 //! let x = Dense::<u8>::open(dir.path().join("x"))?;
-//! assert_eq!(x.codec(), Codec::ZstdDict);
-//! assert_eq!(x.data_shards(), 2);
+//! assert_eq!(x.as_dyn().codec(), Codec::ZstdDict);
+//! assert_eq!(x.as_dyn().data_shards(), 2);
 //! assert_eq!(x.gather(&[4999])?.into_raw_vec_and_offset().0, rows.row(4999).to_vec());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -116,7 +116,7 @@
 //! let store = Store::open(&path)?;
 //! assert_eq!(store.dtype(), DType::F32);
 //! assert_eq!(store.len(), 2);
-//! let wrong = Dense::<u8>::open(&path).unwrap_err();
+//! let Err(wrong) = Dense::<u8>::open(&path) else { panic!("opened as u8") };
 //! assert!(matches!(wrong.kind(), ErrorKind::DTypeMismatch { .. }));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
