@@ -369,11 +369,19 @@ impl RaggedLayout {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         &self.dims[i * self.ndim..(i + 1) * self.ndim]
     }
 
     /// Byte range of record `i`'s elements in the buffer.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn byte_range(&self, i: usize) -> std::ops::Range<usize> {
         self.offsets[i]..self.offsets[i] + self.byte_lens[i]
     }
@@ -485,11 +493,19 @@ impl DynRaggedBatch {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         self.layout.shape(i)
     }
 
     /// Element bytes of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn bytes(&self, i: usize) -> &[u8] {
         &bytemuck::cast_slice::<u64, u8>(&self.storage)[self.layout.byte_range(i)]
     }
@@ -557,17 +573,29 @@ impl<T: Element> RaggedBatch<T> {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         self.inner.shape(i)
     }
 
     /// Elements of record `i`, C order.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn data(&self, i: usize) -> &[T] {
         T::try_from_bytes(self.inner.bytes(i))
             .expect("element bytes were validated and aligned when the batch was built")
     }
 
     /// Record `i` as an array view.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn view(&self, i: usize) -> ArrayViewD<'_, T> {
         ArrayViewD::from_shape(IxDyn(self.shape(i)), self.data(i))
             .expect("record shape and length were validated when the batch was built")
