@@ -54,7 +54,7 @@ impl Field {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`](crate::Error::Core) ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch))
+    /// [`Error::Core`] ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch))
     /// when `T` is not the record's element type.
     pub fn array<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
         if self.dtype != T::DTYPE {
@@ -82,9 +82,9 @@ impl Field {
     ///
     /// # Errors
     ///
-    /// [`Error::Kind`](crate::Error::Kind) when the element type cannot be held losslessly by kind `K`
-    /// (see the [dtype table](crate::dtype)); [`Error::OutOfRange`](crate::Error::OutOfRange) for a value the kind cannot represent (a `u64`
-    /// above `i64::MAX`); [`Error::Rank`](crate::Error::Rank) when `D` is not the batch's rank.
+    /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K`
+    /// (see the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot represent (a `u64`
+    /// above `i64::MAX`); [`Error::Rank`] when `D` is not the batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         device: &Device,
@@ -131,7 +131,7 @@ impl Record {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`.
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn field(&self, name: &str) -> Result<&Field> {
         self.fields
             .iter()
@@ -143,7 +143,7 @@ impl Record {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`, and as [`Field::array`].
+    /// [`Error::MissingStream`] when there is no stream `name`, and as [`Field::array`].
     pub fn array<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         self.field(name)?.array()
     }
@@ -152,7 +152,7 @@ impl Record {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`; as [`Field::array`]; [`Error::Invalid`](crate::Error::Invalid) when the
+    /// [`Error::MissingStream`] when there is no stream `name`; as [`Field::array`]; [`Error::Invalid`] when the
     /// record does not hold exactly one value.
     pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
         let array = self.array::<T>(name)?;
@@ -227,7 +227,7 @@ impl ZrecordDatasetBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`](crate::Error::Invalid) for no stream, a name used twice, or streams of
+    /// [`Error::Invalid`] for no stream, a name used twice, or streams of
     /// different lengths.
     pub fn build(self) -> Result<ZrecordDataset> {
         let len = check_streams(&self.streams)?;
@@ -276,7 +276,7 @@ impl ZrecordDataset {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`](crate::Error::Core) when `dir` cannot be listed or a store under it cannot be
+    /// [`Error::Core`] when `dir` cannot be listed or a store under it cannot be
     /// opened (see `loaderx_core::Store::open`); then as [`build`](ZrecordDatasetBuilder::build).
     pub fn open_dir(dir: impl AsRef<Path>) -> Result<ZrecordDataset> {
         let dir = dir.as_ref();
@@ -330,7 +330,7 @@ impl ZrecordDataset {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`](crate::Error::Core) for an index past the end or a damaged record (the
+    /// [`Error::Core`] for an index past the end or a damaged record (the
     /// errors of `loaderx_core`'s gathers).
     pub fn records(&self, indices: &[u64]) -> Result<Vec<Record>> {
         let mut records: Vec<Record> = indices

@@ -46,7 +46,7 @@ use crate::error::{Error, Result};
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`](crate::Error::Unsupported) for an element type with no burn kind.
+/// [`Error::Unsupported`] for an element type with no burn kind.
 pub fn natural_kind(dtype: DType) -> Result<Kind> {
     Ok(match dtype {
         DType::Bool => Kind::Bool,
@@ -68,7 +68,7 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
 ///
 /// # Errors
 ///
-/// [`Error::Unsupported`](crate::Error::Unsupported) for an element type burn has no type for.
+/// [`Error::Unsupported`] for an element type burn has no type for.
 pub fn burn_dtype(dtype: DType) -> Result<BurnDType> {
     Ok(match dtype {
         DType::Bool => BurnDType::Bool(BoolStore::Native),

@@ -164,7 +164,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`.
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn kind(&self, name: &str) -> Result<Kind> {
         Ok(self.get(name)?.values.kind())
     }
@@ -173,7 +173,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`.
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn dtype(&self, name: &str) -> Result<DType> {
         Ok(self.get(name)?.dtype)
     }
@@ -182,7 +182,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`.
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn shape(&self, name: &str) -> Result<&[usize]> {
         Ok(&self.get(name)?.shape)
     }
@@ -223,7 +223,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`; [`Error::Layout`](crate::Error::Layout) when the stream follows the other record contract; [`Error::Rank`](crate::Error::Rank) when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank.
     pub fn float<const D: usize>(&self, name: &str) -> Result<Tensor<D, Float>> {
         let column = self.dense(name)?;
         reshape(name, as_float(column), &column.shape)
@@ -233,7 +233,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`; [`Error::Layout`](crate::Error::Layout) when the stream follows the other record contract; [`Error::Rank`](crate::Error::Rank) when `D` is not the batch's rank; [`Error::Kind`](crate::Error::Kind) for a `Float`
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank; [`Error::Kind`] for a `Float`
     /// stream.
     pub fn int<const D: usize>(&self, name: &str) -> Result<Tensor<D, Int>> {
         let column = self.dense(name)?;
@@ -244,7 +244,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`; [`Error::Layout`](crate::Error::Layout) when the stream follows the other record contract; [`Error::Rank`](crate::Error::Rank) when `D` is not the batch's rank; [`Error::Kind`](crate::Error::Kind) for a stream that
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank; [`Error::Kind`] for a stream that
     /// is not `bool`.
     pub fn bool<const D: usize>(&self, name: &str) -> Result<Tensor<D, Bool>> {
         let column = self.dense(name)?;
@@ -255,7 +255,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`](crate::Error::MissingStream) when there is no stream `name`; [`Error::Layout`](crate::Error::Layout) when the stream follows the other record contract; [`Error::Rank`](crate::Error::Rank) when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank.
     pub fn padded_float<const D: usize>(&self, name: &str) -> Result<Padded<D, Float>> {
         self.padded(name, |c| Ok(as_float(c)))
     }
@@ -264,7 +264,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// As [`padded_float`](Self::padded_float); [`Error::Kind`](crate::Error::Kind) for a
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a
     /// `Float` stream.
     pub fn padded_int<const D: usize>(&self, name: &str) -> Result<Padded<D, Int>> {
         self.padded(name, |c| as_int(name, c))
@@ -274,7 +274,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// As [`padded_float`](Self::padded_float); [`Error::Kind`](crate::Error::Kind) for a
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a
     /// stream that is not `bool`.
     pub fn padded_bool<const D: usize>(&self, name: &str) -> Result<Padded<D, Bool>> {
         self.padded(name, |c| as_bool(name, c))

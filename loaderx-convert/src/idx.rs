@@ -64,7 +64,7 @@ fn idx_dtype(code: u8) -> Option<DType> {
 ///
 /// # Errors
 ///
-/// [`Error::Io`](crate::Error::Io) when the file cannot be opened; [`Error::Idx`](crate::Error::Idx) when its
+/// [`Error::Io`] when the file cannot be opened; [`Error::Idx`] when its
 /// data cannot be read or is malformed (bad magic, unknown type code, no
 /// dimensions, a size that overflows or does not match the dimensions).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
@@ -190,9 +190,9 @@ fn write_store(
 ///
 /// # Errors
 ///
-/// [`Error::Idx`](crate::Error::Idx) when a file is missing or malformed, or images and labels
-/// disagree in count; [`Error::AlreadyExists`](crate::Error::AlreadyExists) when `out` exists;
-/// [`Error::Store`](crate::Error::Store) and [`Error::Io`](crate::Error::Io) from writing. Nothing is left at `out`
+/// [`Error::Idx`] when a file is missing or malformed, or images and labels
+/// disagree in count; [`Error::AlreadyExists`] when `out` exists;
+/// [`Error::Store`] and [`Error::Io`] from writing. Nothing is left at `out`
 /// after a failure.
 pub fn convert_idx_dir(
     dir: impl AsRef<Path>,

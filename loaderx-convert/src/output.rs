@@ -32,7 +32,7 @@ pub struct StagedRoot {
 ///
 /// # Errors
 ///
-/// [`Error::UnsafeName`](crate::Error::UnsafeName) for any other name.
+/// [`Error::UnsafeName`] for any other name.
 pub fn safe_component(kind: &'static str, name: &str) -> Result<(), Error> {
     let mut components = Path::new(name).components();
     let plain =
@@ -51,8 +51,8 @@ impl StagedRoot {
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists) when `target` exists; [`Error::InvalidOption`](crate::Error::InvalidOption)
-    /// when it has no final name; [`Error::Io`](crate::Error::Io) when the hidden sibling cannot be
+    /// [`Error::AlreadyExists`] when `target` exists; [`Error::InvalidOption`]
+    /// when it has no final name; [`Error::Io`] when the hidden sibling cannot be
     /// made.
     pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
         let target = target.as_ref().to_path_buf();
@@ -93,7 +93,7 @@ impl StagedRoot {
     ///
     /// # Errors
     ///
-    /// [`Error::UnsafeName`](crate::Error::UnsafeName) for a name that is not one plain path component.
+    /// [`Error::UnsafeName`] for a name that is not one plain path component.
     pub fn store_path(&self, split: &str, column: &str) -> Result<PathBuf, Error> {
         safe_component("split", split)?;
         safe_component("column", column)?;
@@ -111,7 +111,7 @@ impl StagedRoot {
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists) as above; [`Error::Io`](crate::Error::Io) when syncing or
+    /// [`Error::AlreadyExists`] as above; [`Error::Io`] when syncing or
     /// renaming fails.
     pub fn publish(mut self) -> Result<PathBuf, Error> {
         sync_tree(&self.temp)?;
