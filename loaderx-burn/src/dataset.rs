@@ -54,8 +54,8 @@ impl Field {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`] ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch))
-    /// when `T` is not the record's element type.
+    /// [`Error::Core`] ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch)) when
+    /// `T` is not the record's element type.
     pub fn array<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
         if self.dtype != T::DTYPE {
             return Err(Error::Invalid(format!(
@@ -82,9 +82,10 @@ impl Field {
     ///
     /// # Errors
     ///
-    /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K`
-    /// (see the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot represent (a `u64`
-    /// above `i64::MAX`); [`Error::Rank`] when `D` is not the batch's rank.
+    /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K` (see
+    /// the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind
+    /// cannot represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         device: &Device,
@@ -143,7 +144,8 @@ impl Record {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`, and as [`Field::array`].
+    /// [`Error::MissingStream`] when there is no stream `name`, and as
+    /// [`Field::array`].
     pub fn array<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         self.field(name)?.array()
     }
@@ -152,8 +154,8 @@ impl Record {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; as [`Field::array`]; [`Error::Invalid`] when the
-    /// record does not hold exactly one value.
+    /// [`Error::MissingStream`] when there is no stream `name`; as [`Field::array`];
+    /// [`Error::Invalid`] when the record does not hold exactly one value.
     pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
         let array = self.array::<T>(name)?;
         match array.len() {
@@ -227,8 +229,8 @@ impl ZrecordDatasetBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] for no stream, a name used twice, or streams of
-    /// different lengths.
+    /// [`Error::Invalid`] for no stream, a name used twice, or streams of different
+    /// lengths.
     pub fn build(self) -> Result<ZrecordDataset> {
         let len = check_streams(&self.streams)?;
         let (names, streams): (Vec<String>, Vec<Stream>) = self.streams.into_iter().unzip();
@@ -276,8 +278,9 @@ impl ZrecordDataset {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`] when `dir` cannot be listed or a store under it cannot be
-    /// opened (see `loaderx_core::Store::open`); then as [`build`](ZrecordDatasetBuilder::build).
+    /// [`Error::Core`] when `dir` cannot be listed or a store under it cannot be opened
+    /// (see `loaderx_core::Store::open`); then as
+    /// [`build`](ZrecordDatasetBuilder::build).
     pub fn open_dir(dir: impl AsRef<Path>) -> Result<ZrecordDataset> {
         let dir = dir.as_ref();
         let entries = std::fs::read_dir(dir).map_err(|e| {
@@ -330,8 +333,8 @@ impl ZrecordDataset {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`] for an index past the end or a damaged record (the
-    /// errors of `loaderx_core`'s gathers).
+    /// [`Error::Core`] for an index past the end or a damaged record (the errors of
+    /// `loaderx_core`'s gathers).
     pub fn records(&self, indices: &[u64]) -> Result<Vec<Record>> {
         let mut records: Vec<Record> = indices
             .iter()

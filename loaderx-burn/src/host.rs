@@ -248,8 +248,9 @@ impl HostBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract;
-    /// [`Error::Core`] when `T` is not its element type.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Core`] when `T` is not
+    /// its element type.
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         let column = self.column(name)?;
         let (shape, bytes) = column.dense()?;
@@ -261,7 +262,8 @@ impl HostBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`] when `T` is not its element type.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`] when
+    /// `T` is not its element type.
     pub fn records<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>> {
         let column = self.column(name)?;
         column
@@ -284,9 +286,12 @@ impl HostBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Kind`] when the element type cannot be held losslessly by kind `K`
-    /// (see the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot represent (a `u64`
-    /// above `i64::MAX`); [`Error::Rank`] when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Kind`] when the element
+    /// type cannot be held losslessly by kind `K` (see the [dtype
+    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,
@@ -333,9 +338,11 @@ impl HostBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Kind`] when the element type cannot be held losslessly by kind `K`
-    /// (see the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot represent (a `u64`
-    /// above `i64::MAX`); [`Error::Rank`] when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Kind`] when
+    /// the element type cannot be held losslessly by kind `K` (see the [dtype
+    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn padded<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,

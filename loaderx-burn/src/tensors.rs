@@ -223,7 +223,9 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank.
     pub fn float<const D: usize>(&self, name: &str) -> Result<Tensor<D, Float>> {
         let column = self.dense(name)?;
         reshape(name, as_float(column), &column.shape)
@@ -233,8 +235,9 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank; [`Error::Kind`] for a `Float`
-    /// stream.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank; [`Error::Kind`] for a `Float` stream.
     pub fn int<const D: usize>(&self, name: &str) -> Result<Tensor<D, Int>> {
         let column = self.dense(name)?;
         reshape(name, as_int(name, column)?, &column.shape)
@@ -244,8 +247,9 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank; [`Error::Kind`] for a stream that
-    /// is not `bool`.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank; [`Error::Kind`] for a stream that is not `bool`.
     pub fn bool<const D: usize>(&self, name: &str) -> Result<Tensor<D, Bool>> {
         let column = self.dense(name)?;
         reshape(name, as_bool(name, column)?, &column.shape)
@@ -255,7 +259,9 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when the stream follows the other record contract; [`Error::Rank`] when `D` is not the batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank.
     pub fn padded_float<const D: usize>(&self, name: &str) -> Result<Padded<D, Float>> {
         self.padded(name, |c| Ok(as_float(c)))
     }
@@ -264,8 +270,7 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a
-    /// `Float` stream.
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a `Float` stream.
     pub fn padded_int<const D: usize>(&self, name: &str) -> Result<Padded<D, Int>> {
         self.padded(name, |c| as_int(name, c))
     }
@@ -274,8 +279,8 @@ impl TensorBatch {
     ///
     /// # Errors
     ///
-    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a
-    /// stream that is not `bool`.
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a stream that is
+    /// not `bool`.
     pub fn padded_bool<const D: usize>(&self, name: &str) -> Result<Padded<D, Bool>> {
         self.padded(name, |c| as_bool(name, c))
     }

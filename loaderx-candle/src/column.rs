@@ -18,8 +18,9 @@ fn kind_error(expected: StoreKind, found: StoreKind) -> Error {
 ///
 /// # Errors
 ///
-/// [`Error::Kind`] when the column follows the other record contract (Ragged); [`Error::Core`] when widening the element type fails (a `u64` above
-/// `i64::MAX`, a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Kind`] when the column follows the other record contract (Ragged);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
 /// [`Error::Candle`] when candle refuses the tensor (its device, its memory).
 pub fn dense_tensor(column: &Column, device: &Device) -> Result<Tensor> {
     let ColumnLayout::Dense { shape } = column.layout() else {
@@ -37,8 +38,9 @@ pub fn dense_tensor(column: &Column, device: &Device) -> Result<Tensor> {
 ///
 /// # Errors
 ///
-/// [`Error::Kind`] when the column follows the other record contract (Ragged); [`Error::Core`] when widening the element type fails (a `u64` above
-/// `i64::MAX`, a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Kind`] when the column follows the other record contract (Ragged);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
 /// [`Error::Candle`] when candle refuses the tensor (its device, its memory).
 pub fn into_dense_tensor(column: Column, device: &Device) -> Result<Tensor> {
     let shape = match column.layout() {
@@ -74,8 +76,9 @@ fn ragged_layout(column: &Column) -> Result<&RaggedLayout> {
 ///
 /// # Errors
 ///
-/// [`Error::Kind`] when the column follows the other record contract (Dense); [`Error::Core`] when widening the element type fails (a `u64` above
-/// `i64::MAX`, a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Kind`] when the column follows the other record contract (Dense);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
 /// [`Error::Candle`] when candle refuses the tensor (its device, its memory).
 pub fn ragged_tensors(column: &Column, device: &Device) -> Result<Vec<Tensor>> {
     let layout = ragged_layout(column)?;
@@ -97,8 +100,9 @@ pub type Padded = loaderx_core::host::Padded<Tensor>;
 ///
 /// # Errors
 ///
-/// [`Error::Core`] when widening the element type fails (a `u64` above
-/// `i64::MAX`, a `bool` byte other than 0 or 1) or the type has no lossless mapping; [`Error::Candle`] when candle refuses the tensor (its device, its memory).
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Candle`] when candle refuses the tensor (its device, its memory).
 pub fn array_tensor(array: &HostArray, device: &Device) -> Result<Tensor> {
     tensor_on(
         storage_from_bytes(array.dtype(), array.bytes())?,
@@ -112,8 +116,9 @@ pub fn array_tensor(array: &HostArray, device: &Device) -> Result<Tensor> {
 ///
 /// # Errors
 ///
-/// [`Error::Core`] when `pad` is not of the column's element type or
-/// padding fails (see core's `Column::padded`), or widening fails; [`Error::Candle`] when candle refuses the tensor (its device, its memory).
+/// [`Error::Core`] when `pad` is not of the column's element type or padding fails
+/// (see core's `Column::padded`), or widening fails; [`Error::Candle`] when candle
+/// refuses the tensor (its device, its memory).
 pub fn ragged_padded_with(column: &Column, device: &Device, pad: PadValue) -> Result<Padded> {
     ragged_layout(column)?;
     column

@@ -64,9 +64,9 @@ fn idx_dtype(code: u8) -> Option<DType> {
 ///
 /// # Errors
 ///
-/// [`Error::Io`] when the file cannot be opened; [`Error::Idx`] when its
-/// data cannot be read or is malformed (bad magic, unknown type code, no
-/// dimensions, a size that overflows or does not match the dimensions).
+/// [`Error::Io`] when the file cannot be opened; [`Error::Idx`] when its data
+/// cannot be read or is malformed (bad magic, unknown type code, no dimensions, a
+/// size that overflows or does not match the dimensions).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -191,9 +191,8 @@ fn write_store(
 /// # Errors
 ///
 /// [`Error::Idx`] when a file is missing or malformed, or images and labels
-/// disagree in count; [`Error::AlreadyExists`] when `out` exists;
-/// [`Error::Store`] and [`Error::Io`] from writing. Nothing is left at `out`
-/// after a failure.
+/// disagree in count; [`Error::AlreadyExists`] when `out` exists; [`Error::Store`]
+/// and [`Error::Io`] from writing. Nothing is left at `out` after a failure.
 pub fn convert_idx_dir(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,

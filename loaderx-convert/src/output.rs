@@ -51,9 +51,8 @@ impl StagedRoot {
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyExists`] when `target` exists; [`Error::InvalidOption`]
-    /// when it has no final name; [`Error::Io`] when the hidden sibling cannot be
-    /// made.
+    /// [`Error::AlreadyExists`] when `target` exists; [`Error::InvalidOption`] when it
+    /// has no final name; [`Error::Io`] when the hidden sibling cannot be made.
     pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
         let target = target.as_ref().to_path_buf();
         if fs::symlink_metadata(&target).is_ok() {
@@ -111,8 +110,7 @@ impl StagedRoot {
     ///
     /// # Errors
     ///
-    /// [`Error::AlreadyExists`] as above; [`Error::Io`] when syncing or
-    /// renaming fails.
+    /// [`Error::AlreadyExists`] as above; [`Error::Io`] when syncing or renaming fails.
     pub fn publish(mut self) -> Result<PathBuf, Error> {
         sync_tree(&self.temp)?;
         rename_noreplace(&self.temp, &self.target)?;

@@ -54,12 +54,11 @@ impl DynDenseWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         dtype: DType,
@@ -146,9 +145,9 @@ impl DynDenseWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
-    /// a write or an fsync fails; the store is then left unpublished (it refuses to
-    /// open).
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.engine.close()
     }
@@ -181,12 +180,11 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         item_shape: &[usize],
@@ -199,12 +197,11 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank of 64 or more, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,
         item_shape: &[usize],
@@ -221,8 +218,8 @@ impl<T: Element> DenseWriter<T> {
     /// # Errors
     ///
     /// [`ErrorKind::ShapeMismatch`] when the batch is not `(B, *item_shape)`;
-    /// [`ErrorKind::InvalidArgument`] for an empty or non-contiguous batch; otherwise as
-    /// [`DynDenseWriter::append_bytes`].
+    /// [`ErrorKind::InvalidArgument`] for an empty or non-contiguous batch; otherwise
+    /// as [`DynDenseWriter::append_bytes`].
     pub fn append<S, D>(&mut self, batch: &ArrayBase<S, D>) -> Result<(), Error>
     where
         S: Data<Elem = T>,
@@ -249,8 +246,8 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// As [`DynDenseWriter::append_bytes`]: `data` must hold exactly `records`
-    /// records, at least one.
+    /// As [`DynDenseWriter::append_bytes`]: `data` must hold exactly `records` records,
+    /// at least one.
     pub fn append_slice(&mut self, data: &[T], records: usize) -> Result<(), Error> {
         self.inner.append_bytes(T::as_bytes(data), records)
     }
@@ -279,9 +276,9 @@ impl<T: Element> DenseWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
-    /// a write or an fsync fails; the store is then left unpublished (it refuses to
-    /// open).
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.inner.close()
     }
@@ -303,8 +300,8 @@ impl DynDense {
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
     /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Ragged.
     pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
@@ -383,8 +380,9 @@ impl DynDense {
     /// # Errors
     ///
     /// [`ErrorKind::Buffer`] when `dst` is not `indices.len() * record_bytes()` bytes;
-    /// [`ErrorKind::IndexOutOfRange`] for an index past the end; [`ErrorKind::CorruptRecord`]
-    /// for a malformed record, naming the first one in `indices`.
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a malformed record, naming the first one in
+    /// `indices`.
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
         self.engine.gather_fixed(indices, self.record_bytes, dst)
     }
@@ -465,10 +463,10 @@ impl<T: Element> Dense<T> {
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
     /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
-    /// [`ErrorKind::KindMismatch`] when the store follows the other record contract, and
-    /// [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store follows the other record contract,
+    /// and [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         DynDense::open(path)?.typed()
     }
@@ -553,8 +551,8 @@ impl<T: Element> Dense<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Buffer`] when `dst` does not have the size stated above,
-    /// otherwise as [`gather`](Self::gather) ([`ErrorKind::IndexOutOfRange`],
+    /// [`ErrorKind::Buffer`] when `dst` does not have the size stated above, otherwise
+    /// as [`gather`](Self::gather) ([`ErrorKind::IndexOutOfRange`],
     /// [`ErrorKind::CorruptRecord`]).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [T]) -> Result<(), Error> {
         if T::fill_slice(dst, |bytes| self.inner.gather_into(indices, bytes))? {

@@ -92,8 +92,8 @@ pub fn hex(bytes: &[u8]) -> String {
 ///
 /// # Errors
 ///
-/// As [`Store::for_each_record`](crate::Store::for_each_record): every record
-/// is read and decoded.
+/// As [`Store::for_each_record`](crate::Store::for_each_record): every record is
+/// read and decoded.
 pub fn digest(store: &Store) -> Result<StoreDigest, Error> {
     let mut builder = DigestBuilder::new();
     store.for_each_record(|_, shape, bytes| {

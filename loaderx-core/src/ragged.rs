@@ -102,12 +102,11 @@ impl DynRaggedWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank outside 1..=64, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         dtype: DType,
@@ -129,10 +128,10 @@ impl DynRaggedWriter {
     /// # Errors
     ///
     /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
-    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch, an
-    /// empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a write
-    /// fails, after which the writer is failed for good. Nothing of a rejected
+    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
+    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
+    /// write fails, after which the writer is failed for good. Nothing of a rejected
     /// batch is written.
     pub fn append_bytes<'a, I>(&mut self, records: I) -> Result<(), Error>
     where
@@ -224,9 +223,9 @@ impl DynRaggedWriter {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
-    /// a write or an fsync fails; the store is then left unpublished (it refuses to
-    /// open).
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.engine.close()
     }
@@ -260,12 +259,11 @@ impl<T: Element> RaggedWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank outside 1..=64, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(path: impl AsRef<Path>, ndim: usize, codec: Codec) -> Result<Self, Error> {
         Self::create_with(path, ndim, &CreateOptions::new(codec))
     }
@@ -274,12 +272,11 @@ impl<T: Element> RaggedWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::AlreadyExists`] when `path` exists;
-    /// [`ErrorKind::InvalidArgument`] for a schema or options that cannot make a store (a
-    /// record of 0 bytes or over 2 GiB, a rank outside 1..=64, a shard count outside
-    /// 1..=255, a dictionary zstd cannot load, a path without a final name);
-    /// [`ErrorKind::Io`] when the directory or its files cannot be made (nothing is left
-    /// behind then).
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,
         ndim: usize,
@@ -297,10 +294,10 @@ impl<T: Element> RaggedWriter<T> {
     /// # Errors
     ///
     /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
-    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch, an
-    /// empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a write
-    /// fails, after which the writer is failed for good. Nothing of a rejected
+    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
+    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
+    /// write fails, after which the writer is failed for good. Nothing of a rejected
     /// batch is written.
     pub fn append<I>(&mut self, records: I) -> Result<(), Error>
     where
@@ -340,9 +337,9 @@ impl<T: Element> RaggedWriter<T> {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`] when
-    /// a write or an fsync fails; the store is then left unpublished (it refuses to
-    /// open).
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.inner.close()
     }
@@ -637,8 +634,8 @@ impl DynRagged {
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
     /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Dense.
     pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
@@ -758,9 +755,9 @@ impl DynRagged {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::IndexOutOfRange`] for an index past the end; [`ErrorKind::CorruptRecord`]
-    /// for a malformed location or shape header; [`ErrorKind::Buffer`] when the total
-    /// overflows `usize`.
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a malformed location or shape header;
+    /// [`ErrorKind::Buffer`] when the total overflows `usize`.
     pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
         Ok(self.plan(indices)?.2)
     }
@@ -771,8 +768,8 @@ impl DynRagged {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::Buffer`] when `dst` is shorter than [`gather_len`](Self::gather_len);
-    /// otherwise as [`gather`](Self::gather).
+    /// [`ErrorKind::Buffer`] when `dst` is shorter than
+    /// [`gather_len`](Self::gather_len); otherwise as [`gather`](Self::gather).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
         let (locs, starts, total) = self.plan(indices)?;
         if dst.len() < total {
@@ -831,9 +828,9 @@ impl DynRagged {
     /// # Errors
     ///
     /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
-    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or payload
-    /// is malformed, naming the first such record in `indices`; [`ErrorKind::Buffer`] when
-    /// the output cannot be allocated.
+    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
+    /// payload is malformed, naming the first such record in `indices`;
+    /// [`ErrorKind::Buffer`] when the output cannot be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let total = self.gather_len(indices)?;
         // Sized by logical lengths that `plan` bounded by the stored bytes;
@@ -929,8 +926,8 @@ impl<T: Element> Ragged<T> {
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
     /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does not
-    /// support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Dense, and
     /// [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
@@ -967,10 +964,10 @@ impl<T: Element> Ragged<T> {
     /// # Errors
     ///
     /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
-    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or payload
-    /// is malformed (including a `bool` byte
-    /// other than 0 or 1), naming the first such record in `indices`; [`ErrorKind::Buffer`] when
-    /// the output cannot be allocated.
+    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
+    /// payload is malformed (including a `bool` byte other than 0 or 1), naming the
+    /// first such record in `indices`; [`ErrorKind::Buffer`] when the output cannot be
+    /// allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
         let batch = self.inner.gather(indices)?;
         // Only `bool` can fail here: name the first record holding a bad byte.

@@ -69,9 +69,9 @@ fn dict_error(detail: impl Into<String>) -> Error {
 ///
 /// # Errors
 ///
-/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) when the records cannot train one (none, or
-/// zero-byte records, or a first record larger than the 4 MiB sample budget, or
-/// zstd's trainer fails).
+/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) when the records cannot
+/// train one (none, or zero-byte records, or a first record larger than the 4 MiB
+/// sample budget, or zstd's trainer fails).
 pub fn train_dict<I>(records: I) -> Result<Vec<u8>, Error>
 where
     I: IntoIterator,
@@ -104,8 +104,8 @@ where
 ///
 /// # Errors
 ///
-/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) for an empty array, zero-byte records, or when zstd's
-/// trainer fails.
+/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) for an empty array,
+/// zero-byte records, or when zstd's trainer fails.
 pub fn train_dict_from_array<T, S, D>(batch: &ArrayBase<S, D>) -> Result<Vec<u8>, Error>
 where
     T: Element,

@@ -43,8 +43,8 @@ impl Schema {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a rank of 64 or more, or a record of 0 bytes
-    /// or over 2 GiB.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a rank of
+    /// 64 or more, or a record of 0 bytes or over 2 GiB.
     pub fn dense(dtype: DType, item_shape: &[usize]) -> Result<Schema, Error> {
         let schema = Schema::Dense {
             dtype,
@@ -58,7 +58,8 @@ impl Schema {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) unless `ndim` is 1 to 64.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) unless `ndim`
+    /// is 1 to 64.
     pub fn ragged(dtype: DType, ndim: usize) -> Result<Schema, Error> {
         let schema = Schema::Ragged { dtype, ndim };
         schema.validate()?;
@@ -128,8 +129,8 @@ impl Schema {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the encoding fails or is longer than the
-    /// 2040 bytes the static page holds.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the
+    /// encoding fails or is longer than the 2040 bytes the static page holds.
     pub fn encode(&self) -> Result<Vec<u8>, Error> {
         let wire = Wire {
             dtype: self.dtype().numpy_str().to_owned(),
@@ -156,8 +157,8 @@ impl Schema {
     ///
     /// # Errors
     ///
-    /// A message naming the problem for anything that is not one MsgPack map
-    /// of a supported schema (missing, extra or ill-typed keys, trailing bytes, an
+    /// A message naming the problem for anything that is not one MsgPack map of a
+    /// supported schema (missing, extra or ill-typed keys, trailing bytes, an
     /// unsupported dtype, a rank or size out of range).
     pub fn decode(bytes: &[u8]) -> Result<Schema, String> {
         let mut cursor = std::io::Cursor::new(bytes);

@@ -79,8 +79,8 @@ impl Batch {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch has no stream `name`, and as
-    /// [`Column::dense`].
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch
+    /// has no stream `name`, and as [`Column::dense`].
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>, Error> {
         self.require(name)?.dense()
     }
@@ -94,8 +94,8 @@ impl Batch {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch has no stream `name`, and as
-    /// [`Column::ragged`].
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch
+    /// has no stream `name`, and as [`Column::ragged`].
     pub fn ragged<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
         self.require(name)?.ragged()
     }
@@ -184,8 +184,9 @@ impl Column {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Ragged column, or when `T` is not the
-    /// column's element type or its bytes are not valid, aligned `T` values.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Ragged
+    /// column, or when `T` is not the column's element type or its bytes are not valid,
+    /// aligned `T` values.
     pub fn dense<T: Element>(&self) -> Result<ArrayViewD<'_, T>, Error> {
         let ColumnLayout::Dense { shape } = &self.layout else {
             return Err(Error::invalid("column is ragged, not dense"));
@@ -198,8 +199,9 @@ impl Column {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Dense column, or when `T` is not the
-    /// column's element type or its bytes are not valid, aligned `T` values.
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Dense
+    /// column, or when `T` is not the column's element type or its bytes are not valid,
+    /// aligned `T` values.
     pub fn ragged<T: Element>(&self) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
         let ColumnLayout::Ragged(layout) = &self.layout else {
             return Err(Error::invalid("column is dense, not ragged"));
