@@ -35,7 +35,7 @@
 //! - [`CandleLoaderExt`] turns a [`loaderx_core::DataLoaderBuilder`] into a
 //!   loader of [`TensorBatch`]es (or of your own type); the host → tensor
 //!   conversion runs on the loader's workers, off the training thread.
-//! - [`column`] converts single columns: Dense tensors, Ragged streams padded
+//! - [`column`](mod@column) converts single columns: Dense tensors, Ragged streams padded
 //!   (with lengths and a mask) or one tensor per record.
 //! - [`Batcher`] gives one pass of `(xs, ys)` pairs in the style of
 //!   `candle_datasets::Batcher` (`return_last_incomplete_batch` for evaluation).
