@@ -1,6 +1,6 @@
 //! The loaderx benchmark suite (`loaderx-bench`). Builds the workloads, runs every
 //! contender in the same run and prints markdown tables with ratio columns
-//! (progress on stderr). See the README's "Benchmarks" section for the
+//! (progress on stderr). See `bench/README.md` for the
 //! method and the latest tables.
 //!
 //! ```text

@@ -1,6 +1,6 @@
 //! A smoke run of the whole suite on tiny workloads: every section and
 //! contender runs, checks the bytes it returns, and reports. No time is
-//! asserted; the measurements are the README's, made with the full run.
+//! asserted; the measurements in `bench/README.md` are made with the full run.
 
 use std::process::Command;
 

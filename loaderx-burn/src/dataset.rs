@@ -51,6 +51,11 @@ impl Field {
     }
 
     /// The record as an array view of `T` (which must be its element type).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch)) when
+    /// `T` is not the record's element type.
     pub fn array<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
         if self.dtype != T::DTYPE {
             return Err(Error::Invalid(format!(
@@ -74,6 +79,13 @@ impl Field {
     /// The record as a tensor of kind `K` on `device`, by the rules of the
     /// [dtype table](crate::dtype). `D` is the record's rank; burn has no
     /// rank-0 tensors, so a scalar record is a one-element `Tensor<1, K>`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K` (see
+    /// the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind
+    /// cannot represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         device: &Device,
@@ -117,6 +129,10 @@ impl Record {
     }
 
     /// The field of stream `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn field(&self, name: &str) -> Result<&Field> {
         self.fields
             .iter()
@@ -125,11 +141,21 @@ impl Record {
     }
 
     /// Stream `name` as an array view of `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`, and as
+    /// [`Field::array`].
     pub fn array<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         self.field(name)?.array()
     }
 
     /// The single value of a scalar (or one-element) stream `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; as [`Field::array`];
+    /// [`Error::Invalid`] when the record does not hold exactly one value.
     pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
         let array = self.array::<T>(name)?;
         match array.len() {
@@ -200,6 +226,11 @@ impl ZrecordDatasetBuilder {
     }
 
     /// The dataset.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Invalid`] for no stream, a name used twice, or streams of different
+    /// lengths.
     pub fn build(self) -> Result<ZrecordDataset> {
         let len = check_streams(&self.streams)?;
         let (names, streams): (Vec<String>, Vec<Stream>) = self.streams.into_iter().unzip();
@@ -244,6 +275,12 @@ impl ZrecordDataset {
     /// Every store directly under `dir` (a converted split such as
     /// `fashion/train` holding `image/` and `label/`), named after its
     /// directory, in name order. Directories that hold no store are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] when `dir` cannot be listed or a store under it cannot be opened
+    /// (see `loaderx_core::Store::open`); then as
+    /// [`build`](ZrecordDatasetBuilder::build).
     pub fn open_dir(dir: impl AsRef<Path>) -> Result<ZrecordDataset> {
         let dir = dir.as_ref();
         let entries = std::fs::read_dir(dir).map_err(|e| {
@@ -281,6 +318,10 @@ impl ZrecordDataset {
     }
 
     /// Record `index`.
+    ///
+    /// # Errors
+    ///
+    /// As [`records`](Self::records).
     pub fn record(&self, index: u64) -> Result<Record> {
         let mut records = self.records(&[index])?;
         records
@@ -289,6 +330,11 @@ impl ZrecordDataset {
     }
 
     /// Records at `indices`, gathering each store once (in parallel).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] for an index past the end or a damaged record (the errors of
+    /// `loaderx_core`'s gathers).
     pub fn records(&self, indices: &[u64]) -> Result<Vec<Record>> {
         let mut records: Vec<Record> = indices
             .iter()

@@ -6,6 +6,10 @@ use loaderx_core::{DType, Element};
 use crate::error::{Error, Result};
 
 /// The natural burn tensor kind of a loaderx element type (see [`burn_dtype`]).
+///
+/// # Errors
+///
+/// [`Error::Unsupported`] for an element type with no burn kind.
 pub fn natural_kind(dtype: DType) -> Result<Kind> {
     Ok(match dtype {
         DType::Bool => Kind::Bool,
@@ -61,6 +65,10 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
 ///
 /// The burn element type of the host data for a loaderx type: the same
 /// values in the same width (the device converts them to its own type).
+///
+/// # Errors
+///
+/// [`Error::Unsupported`] for an element type burn has no type for.
 pub fn burn_dtype(dtype: DType) -> Result<BurnDType> {
     Ok(match dtype {
         DType::Bool => BurnDType::Bool(BoolStore::Native),

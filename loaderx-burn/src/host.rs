@@ -227,16 +227,30 @@ impl HostBatch {
     }
 
     /// Element type of stream `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn dtype(&self, name: &str) -> Result<DType> {
         Ok(self.column(name)?.dtype)
     }
 
     /// Record contract of stream `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn kind(&self, name: &str) -> Result<StoreKind> {
         Ok(self.column(name)?.kind())
     }
 
     /// A Dense stream as a `(B, *item_shape)` host view, no copy.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Core`] when `T` is not
+    /// its element type.
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         let column = self.column(name)?;
         let (shape, bytes) = column.dense()?;
@@ -245,6 +259,11 @@ impl HostBatch {
     }
 
     /// Any stream as one host view per record, no copy.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`] when
+    /// `T` is not its element type.
     pub fn records<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>> {
         let column = self.column(name)?;
         column
@@ -264,6 +283,15 @@ impl HostBatch {
 
     /// A Dense stream as a `(B, *item_shape)` tensor of kind `K` on the
     /// batch's device; `D` must be `1 + item rank`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Kind`] when the element
+    /// type cannot be held losslessly by kind `K` (see the [dtype
+    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,
@@ -274,16 +302,28 @@ impl HostBatch {
     }
 
     /// [`tensor`](Self::tensor) as `Float`.
+    ///
+    /// # Errors
+    ///
+    /// As [`tensor`](Self::tensor).
     pub fn float<const D: usize>(&self, name: &str) -> Result<Tensor<D, Float>> {
         self.tensor::<D, Float>(name)
     }
 
     /// [`tensor`](Self::tensor) as `Int` (integer and bool streams; range-checked).
+    ///
+    /// # Errors
+    ///
+    /// As [`tensor`](Self::tensor).
     pub fn int<const D: usize>(&self, name: &str) -> Result<Tensor<D, Int>> {
         self.tensor::<D, Int>(name)
     }
 
     /// [`tensor`](Self::tensor) as `Bool` (bool streams only).
+    ///
+    /// # Errors
+    ///
+    /// As [`tensor`](Self::tensor).
     pub fn bool<const D: usize>(&self, name: &str) -> Result<Tensor<D, Bool>> {
         self.tensor::<D, Bool>(name)
     }
@@ -295,6 +335,14 @@ impl HostBatch {
     /// Stream `name` (Ragged, or Dense) zero-padded to the largest length of
     /// every axis, as kind `K`, with each record's lengths and an in-record
     /// mask. `D` must be `1 + record rank`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Kind`] when
+    /// the element type cannot be held losslessly by kind `K` (see the [dtype
+    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
+    /// batch's rank.
     pub fn padded<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,

@@ -161,16 +161,28 @@ impl TensorBatch {
     }
 
     /// The kind stream `name` was converted to.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn kind(&self, name: &str) -> Result<Kind> {
         Ok(self.get(name)?.values.kind())
     }
 
     /// The element type stream `name` was stored as.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn dtype(&self, name: &str) -> Result<DType> {
         Ok(self.get(name)?.dtype)
     }
 
     /// The batch shape of stream `name` (padded shape for Ragged streams).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn shape(&self, name: &str) -> Result<&[usize]> {
         Ok(&self.get(name)?.shape)
     }
@@ -208,34 +220,67 @@ impl TensorBatch {
     }
 
     /// A Dense stream as `Float` (from any kind).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank.
     pub fn float<const D: usize>(&self, name: &str) -> Result<Tensor<D, Float>> {
         let column = self.dense(name)?;
         reshape(name, as_float(column), &column.shape)
     }
 
     /// A Dense stream as `Int` (from `Int` or `Bool`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank; [`Error::Kind`] for a `Float` stream.
     pub fn int<const D: usize>(&self, name: &str) -> Result<Tensor<D, Int>> {
         let column = self.dense(name)?;
         reshape(name, as_int(name, column)?, &column.shape)
     }
 
     /// A Dense `bool` stream as `Bool`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank; [`Error::Kind`] for a stream that is not `bool`.
     pub fn bool<const D: usize>(&self, name: &str) -> Result<Tensor<D, Bool>> {
         let column = self.dense(name)?;
         reshape(name, as_bool(name, column)?, &column.shape)
     }
 
     /// A Ragged stream, padded, as `Float` (from any kind).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
+    /// the stream follows the other record contract; [`Error::Rank`] when `D` is not
+    /// the batch's rank.
     pub fn padded_float<const D: usize>(&self, name: &str) -> Result<Padded<D, Float>> {
         self.padded(name, |c| Ok(as_float(c)))
     }
 
     /// A Ragged stream, padded, as `Int` (from `Int` or `Bool`).
+    ///
+    /// # Errors
+    ///
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a `Float` stream.
     pub fn padded_int<const D: usize>(&self, name: &str) -> Result<Padded<D, Int>> {
         self.padded(name, |c| as_int(name, c))
     }
 
     /// A Ragged `bool` stream, padded, as `Bool`.
+    ///
+    /// # Errors
+    ///
+    /// As [`padded_float`](Self::padded_float); [`Error::Kind`] for a stream that is
+    /// not `bool`.
     pub fn padded_bool<const D: usize>(&self, name: &str) -> Result<Padded<D, Bool>> {
         self.padded(name, |c| as_bool(name, c))
     }

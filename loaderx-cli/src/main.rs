@@ -9,6 +9,14 @@
 //! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
 //!   printing the commit sha it was read at.
 
+// The doc comments of the clap types below are the `--help` text, written
+// for a terminal, not markdown (`OUT/<split>/<column>`, `[CLS]`).
+#![allow(
+    rustdoc::broken_intra_doc_links,
+    rustdoc::invalid_html_tags,
+    reason = "clap help text, not rustdoc markdown"
+)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

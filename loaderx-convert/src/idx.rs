@@ -62,6 +62,12 @@ fn idx_dtype(code: u8) -> Option<DType> {
 }
 
 /// Reads one IDX file (gzip-compressed when its name ends in `.gz`).
+///
+/// # Errors
+///
+/// [`Error::Io`] when the file cannot be opened; [`Error::Idx`] when its data
+/// cannot be read or is malformed (bad magic, unknown type code, no dimensions, a
+/// size that overflows or does not match the dimensions).
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -184,6 +190,12 @@ fn write_store(
 /// Converts the standard MNIST-format files in `dir` (`train-images-idx3-ubyte`,
 /// `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`,
 /// each optionally `.gz`) to `out/{train,test}/{image,label}`.
+///
+/// # Errors
+///
+/// [`Error::Idx`] when a file is missing or malformed, or images and labels
+/// disagree in count; [`Error::AlreadyExists`] when `out` exists; [`Error::Store`]
+/// and [`Error::Io`] from writing. Nothing is left at `out` after a failure.
 pub fn convert_idx_dir(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,

@@ -29,6 +29,10 @@ pub struct StagedRoot {
 /// Checks that a name taken from source data (split, config, column) is one
 /// plain path component: not empty, `.` or `..`, without separators, NUL or
 /// a leading dot, so it can never escape the output root.
+///
+/// # Errors
+///
+/// [`Error::UnsafeName`] for any other name.
 pub fn safe_component(kind: &'static str, name: &str) -> Result<(), Error> {
     let mut components = Path::new(name).components();
     let plain =
@@ -44,6 +48,11 @@ pub fn safe_component(kind: &'static str, name: &str) -> Result<(), Error> {
 
 impl StagedRoot {
     /// Starts building `target`, which must not exist yet.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyExists`] when `target` exists; [`Error::InvalidOption`] when it
+    /// has no final name; [`Error::Io`] when the hidden sibling cannot be made.
     pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
         let target = target.as_ref().to_path_buf();
         if fs::symlink_metadata(&target).is_ok() {
@@ -80,6 +89,10 @@ impl StagedRoot {
     }
 
     /// Where store `split/column` is built (both names checked with [`safe_component`]).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::UnsafeName`] for a name that is not one plain path component.
     pub fn store_path(&self, split: &str, column: &str) -> Result<PathBuf, Error> {
         safe_component("split", split)?;
         safe_component("column", column)?;
@@ -94,6 +107,10 @@ impl StagedRoot {
     /// Makes the finished root durable and renames it into place. Fails
     /// with [`Error::AlreadyExists`] (and leaves the target alone) when
     /// something appeared at the target meanwhile.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyExists`] as above; [`Error::Io`] when syncing or renaming fails.
     pub fn publish(mut self) -> Result<PathBuf, Error> {
         sync_tree(&self.temp)?;
         rename_noreplace(&self.temp, &self.target)?;

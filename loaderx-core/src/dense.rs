@@ -51,6 +51,14 @@ impl RecordSource for FixedRecords<'_> {
 
 impl DynDenseWriter {
     /// Creates a Dense store at the new path `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         dtype: DType,
@@ -134,6 +142,12 @@ impl DynDenseWriter {
 
     /// Syncs and publishes the store. Dropping a writer without `close`
     /// leaves a store that refuses to open.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.engine.close()
     }
@@ -163,6 +177,14 @@ pub struct DenseWriter<T: Element> {
 
 impl<T: Element> DenseWriter<T> {
     /// Creates a store with default options (4 shards, no dictionary).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         item_shape: &[usize],
@@ -172,6 +194,14 @@ impl<T: Element> DenseWriter<T> {
     }
 
     /// Creates a store with `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,
         item_shape: &[usize],
@@ -184,6 +214,12 @@ impl<T: Element> DenseWriter<T> {
     }
 
     /// Appends a batch: axis 0 indexes records, the rest must be `item_shape`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ShapeMismatch`] when the batch is not `(B, *item_shape)`;
+    /// [`ErrorKind::InvalidArgument`] for an empty or non-contiguous batch; otherwise
+    /// as [`DynDenseWriter::append_bytes`].
     pub fn append<S, D>(&mut self, batch: &ArrayBase<S, D>) -> Result<(), Error>
     where
         S: Data<Elem = T>,
@@ -207,6 +243,11 @@ impl<T: Element> DenseWriter<T> {
     }
 
     /// Appends `records` records stored contiguously in `data`.
+    ///
+    /// # Errors
+    ///
+    /// As [`DynDenseWriter::append_bytes`]: `data` must hold exactly `records` records,
+    /// at least one.
     pub fn append_slice(&mut self, data: &[T], records: usize) -> Result<(), Error> {
         self.inner.append_bytes(T::as_bytes(data), records)
     }
@@ -232,6 +273,12 @@ impl<T: Element> DenseWriter<T> {
     }
 
     /// Syncs and publishes the store.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.inner.close()
     }
@@ -247,6 +294,15 @@ pub struct DynDense {
 
 impl DynDense {
     /// Opens the Dense store at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Ragged.
     pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
     }
@@ -320,16 +376,32 @@ impl DynDense {
 
     /// Gathers the records at `indices`, in that order, into `dst`, which
     /// must be exactly `indices.len() * record_bytes()` bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when `dst` is not `indices.len() * record_bytes()` bytes;
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a malformed record, naming the first one in
+    /// `indices`.
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
         self.engine.gather_fixed(indices, self.record_bytes, dst)
     }
 
     /// Gathers the records at `indices` into a new byte vector.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_into`](Self::gather_into), and [`ErrorKind::Buffer`] when the output
+    /// cannot be allocated.
     pub fn gather_bytes(&self, indices: &[u64]) -> Result<Vec<u8>, Error> {
         self.engine.gather_fixed_vec(indices, self.record_bytes)
     }
 
     /// This store as `Dense<T>`, if `T` is its element type.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::DTypeMismatch`] when `T` is not the store's element type.
     pub fn typed<T: Element>(self) -> Result<Dense<T>, Error> {
         if self.dtype != T::DTYPE {
             return Err(ErrorKind::DTypeMismatch {
@@ -346,6 +418,11 @@ impl DynDense {
     }
 
     /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`train_dict`](crate::train_dict()), and the errors of a gather
+    /// ([`ErrorKind::CorruptRecord`]) for the sampled records.
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         if self.is_empty() {
             return Err(ErrorKind::Dictionary {
@@ -380,6 +457,16 @@ pub struct Dense<T: Element> {
 
 impl<T: Element> Dense<T> {
     /// Opens the store at `path`; its element type must be `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store follows the other record contract,
+    /// and [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         DynDense::open(path)?.typed()
     }
@@ -410,6 +497,13 @@ impl<T: Element> Dense<T> {
     }
 
     /// Gathers the records at `indices`, in order, as a `(B, *item_shape)` array.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a record whose location or payload is malformed
+    /// (including a `bool` byte other than 0 or 1), naming the first such record in
+    /// `indices`; [`ErrorKind::Buffer`] when the output cannot be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<ArrayD<T>, Error> {
         // Indices first: nothing is allocated for a batch that cannot be read.
         self.inner.engine.check_indices(indices)?;
@@ -433,12 +527,20 @@ impl<T: Element> Dense<T> {
     }
 
     /// One record, of shape `item_shape`.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
     pub fn get(&self, index: u64) -> Result<ArrayD<T>, Error> {
         let batch = self.gather(&[index])?;
         Ok(batch.index_axis_move(ndarray::Axis(0), 0))
     }
 
     /// The records of `range`, in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
     pub fn range(&self, range: Range<u64>) -> Result<ArrayD<T>, Error> {
         let indices: Vec<u64> = range.collect();
         self.gather(&indices)
@@ -446,6 +548,12 @@ impl<T: Element> Dense<T> {
 
     /// Gathers into caller memory: `dst` must hold exactly
     /// `indices.len() * item_shape.product()` elements.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when `dst` does not have the size stated above, otherwise
+    /// as [`gather`](Self::gather) ([`ErrorKind::IndexOutOfRange`],
+    /// [`ErrorKind::CorruptRecord`]).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [T]) -> Result<(), Error> {
         if T::fill_slice(dst, |bytes| self.inner.gather_into(indices, bytes))? {
             Ok(())
@@ -455,6 +563,10 @@ impl<T: Element> Dense<T> {
     }
 
     /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`DynDense::train_dict`].
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         self.inner.train_dict()
     }

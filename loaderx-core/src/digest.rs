@@ -90,6 +90,11 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 }
 
 /// Reads every record of `store` and returns its canonical digest.
+///
+/// # Errors
+///
+/// As [`Store::for_each_record`](crate::Store::for_each_record): every record is
+/// read and decoded.
 pub fn digest(store: &Store) -> Result<StoreDigest, Error> {
     let mut builder = DigestBuilder::new();
     store.for_each_record(|_, shape, bytes| {

@@ -104,6 +104,10 @@ impl DType {
     }
 
     /// Parses a NumPy dtype string as Python loaderx writes it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::UnsupportedDType`] for any other string.
     pub fn from_numpy_str(s: &str) -> Result<Self, Error> {
         DType::ALL
             .into_iter()

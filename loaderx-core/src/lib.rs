@@ -39,7 +39,8 @@
 //!
 //! Every item has one path. The store, codec, sampler and loader types live
 //! at the crate root (their modules are private); the [`host`] layer, which
-//! adapter crates build on, is the one public module. In source order:
+//! adapter crates build on, is the one public module besides the doc-only
+//! [`guide`]. In source order:
 //!
 //! - `dtype`: element types ([`DType`], [`Element`]) and their NumPy names.
 //! - `format` (hidden, not covered by semver): the on-disk format, field by
@@ -79,6 +80,7 @@ mod engine;
 mod error;
 #[doc(hidden)]
 pub mod format;
+pub mod guide;
 pub mod host;
 mod loader;
 mod options;

@@ -99,6 +99,14 @@ pub struct DynRaggedWriter {
 
 impl DynRaggedWriter {
     /// Creates a Ragged store of rank `ndim` at the new path `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
         dtype: DType,
@@ -116,6 +124,15 @@ impl DynRaggedWriter {
 
     /// Appends records given as `(shape, C-order little-endian bytes)`.
     /// The whole batch is validated before anything is written.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
+    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
+    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
+    /// write fails, after which the writer is failed for good. Nothing of a rejected
+    /// batch is written.
     pub fn append_bytes<'a, I>(&mut self, records: I) -> Result<(), Error>
     where
         I: IntoIterator<Item = (&'a [usize], &'a [u8])>,
@@ -203,6 +220,12 @@ impl DynRaggedWriter {
 
     /// Syncs and publishes the store. Dropping a writer without `close`
     /// leaves a store that refuses to open.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.engine.close()
     }
@@ -233,11 +256,27 @@ pub struct RaggedWriter<T: Element> {
 
 impl<T: Element> RaggedWriter<T> {
     /// Creates a store with default options (4 shards, no dictionary).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create(path: impl AsRef<Path>, ndim: usize, codec: Codec) -> Result<Self, Error> {
         Self::create_with(path, ndim, &CreateOptions::new(codec))
     }
 
     /// Creates a store with `options`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
+    /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
+    /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
+    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,
         ndim: usize,
@@ -251,6 +290,15 @@ impl<T: Element> RaggedWriter<T> {
 
     /// Appends every record of `records`, in order, each keeping its own
     /// shape. The whole batch is validated before anything is written.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
+    /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
+    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
+    /// write fails, after which the writer is failed for good. Nothing of a rejected
+    /// batch is written.
     pub fn append<I>(&mut self, records: I) -> Result<(), Error>
     where
         I: IntoIterator,
@@ -286,6 +334,12 @@ impl<T: Element> RaggedWriter<T> {
     }
 
     /// Syncs and publishes the store.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::WriterFailed`] after an earlier I/O error, and [`ErrorKind::Io`]
+    /// when a write or an fsync fails; the store is then left unpublished (it refuses
+    /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.inner.close()
     }
@@ -312,11 +366,19 @@ impl RaggedLayout {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         &self.dims[i * self.ndim..(i + 1) * self.ndim]
     }
 
     /// Byte range of record `i`'s elements in the buffer.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn byte_range(&self, i: usize) -> std::ops::Range<usize> {
         self.offsets[i]..self.offsets[i] + self.byte_lens[i]
     }
@@ -428,11 +490,19 @@ impl DynRaggedBatch {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         self.layout.shape(i)
     }
 
     /// Element bytes of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn bytes(&self, i: usize) -> &[u8] {
         &bytemuck::cast_slice::<u64, u8>(&self.storage)[self.layout.byte_range(i)]
     }
@@ -455,6 +525,11 @@ impl DynRaggedBatch {
 
     /// This batch with element type `T`, if `T` is its type and (for `bool`)
     /// every byte is 0 or 1.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] when `T` is not the batch's element type or its
+    /// bytes are not valid `T` values (a `bool` byte other than 0 or 1).
     pub fn typed<T: Element>(self) -> Result<RaggedBatch<T>, Error> {
         if self.dtype != T::DTYPE {
             return Err(Error::invalid(format!(
@@ -495,17 +570,29 @@ impl<T: Element> RaggedBatch<T> {
     }
 
     /// Shape of record `i`.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn shape(&self, i: usize) -> &[usize] {
         self.inner.shape(i)
     }
 
     /// Elements of record `i`, C order.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn data(&self, i: usize) -> &[T] {
         T::try_from_bytes(self.inner.bytes(i))
             .expect("element bytes were validated and aligned when the batch was built")
     }
 
     /// Record `i` as an array view.
+    ///
+    /// # Panics
+    ///
+    /// When `i` is not below [`len`](Self::len).
     pub fn view(&self, i: usize) -> ArrayViewD<'_, T> {
         ArrayViewD::from_shape(IxDyn(self.shape(i)), self.data(i))
             .expect("record shape and length were validated when the batch was built")
@@ -541,6 +628,15 @@ pub struct DynRagged {
 
 impl DynRagged {
     /// Opens the Ragged store at `path`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Dense.
     pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
     }
@@ -607,6 +703,10 @@ impl DynRagged {
     }
 
     /// Element bytes of all records, from the location table.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::CorruptRecord`] for a malformed location.
     pub fn logical_bytes(&self) -> Result<u64, Error> {
         let head = 8 * self.ndim as u64;
         (0..self.len()).try_fold(0u64, |acc, i| {
@@ -652,6 +752,12 @@ impl DynRagged {
     }
 
     /// Bytes a [`gather_into`](Self::gather_into) of `indices` needs.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a malformed location or shape header;
+    /// [`ErrorKind::Buffer`] when the total overflows `usize`.
     pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
         Ok(self.plan(indices)?.2)
     }
@@ -659,6 +765,11 @@ impl DynRagged {
     /// Gathers the records at `indices` into caller memory of at least
     /// [`gather_len`](Self::gather_len) bytes; returns where each record lies.
     /// Records start 8-byte aligned relative to `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when `dst` is shorter than
+    /// [`gather_len`](Self::gather_len); otherwise as [`gather`](Self::gather).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
         let (locs, starts, total) = self.plan(indices)?;
         if dst.len() < total {
@@ -713,6 +824,13 @@ impl DynRagged {
     }
 
     /// Gathers the records at `indices`, in order, into one allocation.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
+    /// payload is malformed, naming the first such record in `indices`;
+    /// [`ErrorKind::Buffer`] when the output cannot be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let total = self.gather_len(indices)?;
         // Sized by logical lengths that `plan` bounded by the stored bytes;
@@ -728,6 +846,10 @@ impl DynRagged {
     }
 
     /// This store as `Ragged<T>`, if `T` is its element type.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::DTypeMismatch`] when `T` is not the store's element type.
     pub fn typed<T: Element>(self) -> Result<Ragged<T>, Error> {
         if self.dtype != T::DTYPE {
             return Err(ErrorKind::DTypeMismatch {
@@ -744,6 +866,11 @@ impl DynRagged {
     }
 
     /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`train_dict`](crate::train_dict()), and the errors of a gather
+    /// ([`ErrorKind::CorruptRecord`]) for the sampled records.
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         let n = self.len();
         if n == 0 {
@@ -793,6 +920,16 @@ pub struct Ragged<T: Element> {
 
 impl<T: Element> Ragged<T> {
     /// Opens the store at `path`; its element type must be `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Dense, and
+    /// [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
         DynRagged::open(path)?.typed()
     }
@@ -823,6 +960,14 @@ impl<T: Element> Ragged<T> {
     }
 
     /// Gathers the records at `indices`, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
+    /// payload is malformed (including a `bool` byte other than 0 or 1), naming the
+    /// first such record in `indices`; [`ErrorKind::Buffer`] when the output cannot be
+    /// allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
         let batch = self.inner.gather(indices)?;
         // Only `bool` can fail here: name the first record holding a bad byte.
@@ -838,17 +983,29 @@ impl<T: Element> Ragged<T> {
     }
 
     /// One record as an owned array.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
     pub fn get(&self, index: u64) -> Result<ArrayD<T>, Error> {
         Ok(self.gather(&[index])?.view(0).to_owned())
     }
 
     /// The records of `range`, in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
     pub fn range(&self, range: std::ops::Range<u64>) -> Result<RaggedBatch<T>, Error> {
         let indices: Vec<u64> = range.collect();
         self.gather(&indices)
     }
 
     /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`DynRagged::train_dict`].
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         self.inner.train_dict()
     }

@@ -19,6 +19,17 @@ pub enum Store {
 
 impl Store {
     /// Opens the store at `path`, whichever contract its schema declares.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`](crate::ErrorKind::NotAStore) when `path` holds no
+    /// store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished) when its
+    /// writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a
+    /// writer holds it, [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed
+    /// metadata (header, schema, shard files, dictionary),
+    /// [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for an
+    /// element type loaderx does not support, and
+    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
         let engine = StoreReader::open(path.as_ref())?;
         Ok(match engine.schema().kind() {
@@ -82,6 +93,11 @@ impl Store {
 
     /// Element bytes of all records (without Ragged shape headers); reads
     /// every location of a Ragged store.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a malformed
+    /// location of a Ragged store.
     pub fn logical_bytes(&self) -> Result<u64, Error> {
         match self {
             Store::Dense(s) => Ok(s.len() * s.record_bytes() as u64),
@@ -99,6 +115,13 @@ impl Store {
 
     /// Visits every record in order, in bounded batches, with its shape and
     /// element bytes. Every record is read and decoded; `bool` bytes must be 0 or 1.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a malformed
+    /// record (or a `bool` byte other than 0 or 1),
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when a read batch cannot be
+    /// allocated, and any error `visit` returns, which stops the visit.
     pub fn for_each_record(
         &self,
         mut visit: impl FnMut(u64, &[usize], &[u8]) -> Result<(), Error>,

@@ -10,21 +10,22 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::fs;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use loaderx_core::SamplerMode;
-use loaderx_core::format::RecordLoc;
 use loaderx_core::ndarray::Array2;
+use loaderx_core::SamplerMode;
 use loaderx_core::{
     Codec, CreateOptions, DType, DataLoader, Dense, DenseWriter, DynDenseWriter, DynRagged, Error,
-    ErrorKind, Ragged, RaggedWriter, Store, digest, train_dict,
+    ErrorKind, Ragged, RaggedWriter, Store, train_dict,
 };
+use support::{open_and_digest as digest_at, replace_stored, write_loc};
 use tempfile::TempDir;
 
 const CHILD_ENV: &str = "LOADERX_LIMITS_CHILD";
@@ -52,11 +53,6 @@ fn build_dict_store(path: &Path, dict: &[u8]) {
     let flat: Vec<u8> = recs[..64].concat();
     w.append_slice(&flat, 64).unwrap();
     w.close().unwrap();
-}
-
-/// Opens the store at `path` and digests every record.
-fn digest_at(path: &Path) -> Result<loaderx_core::StoreDigest, Error> {
-    digest(&Store::open(path)?)
 }
 
 fn is_typed_damage(e: &Error) -> bool {
@@ -240,24 +236,9 @@ fn forged_frame(size: u64) -> Vec<u8> {
 /// Points every record of a one-shard store at `stored`, appended to the
 /// shard, with logical length `logic` (the tail is moved to cover it).
 fn point_all_records_at(store: &Path, records: u64, stored: &[u8], logic: u32) {
-    let shard = store.join("data_0.zr");
-    let offset = fs::metadata(&shard).unwrap().len();
-    let f = fs::OpenOptions::new().write(true).open(&shard).unwrap();
-    f.write_all_at(stored, offset).unwrap();
-    let meta = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(store.join("meta.zr"))
-        .unwrap();
-    meta.write_all_at(&(offset + stored.len() as u64).to_le_bytes(), 16)
-        .unwrap();
-    let loc = RecordLoc {
-        offset,
-        phys_length: stored.len() as u32,
-        logic_length: logic,
-    };
-    for i in 0..records {
-        meta.write_all_at(&loc.encode(), 4096 + 16 * i).unwrap();
+    let loc = replace_stored(store, 0, stored, logic);
+    for i in 1..records {
+        write_loc(store, i, loc);
     }
 }
 

@@ -41,6 +41,13 @@ pub fn tensor_from_bytes(
 }
 
 /// A Dense column as a `(B, *item_shape)` tensor on `device`, copying its bytes.
+///
+/// # Errors
+///
+/// [`Error::Kind`] when the column follows the other record contract (Ragged);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Tch`] when tch refuses the tensor (its device, its memory).
 pub fn dense_tensor(column: &Column, device: Device) -> Result<Tensor> {
     let ColumnLayout::Dense { shape } = column.layout() else {
         return Err(kind_error(StoreKind::Dense, column.kind()));
@@ -51,6 +58,13 @@ pub fn dense_tensor(column: &Column, device: Device) -> Result<Tensor> {
 /// A Dense column as a tensor on `device`. When the column was staged by
 /// [`TchStaging`](crate::TchStaging), the gathered tensor itself is handed
 /// over: no copy on the CPU, a non-blocking copy from pinned memory to CUDA.
+///
+/// # Errors
+///
+/// [`Error::Kind`] when the column follows the other record contract (Ragged);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Tch`] when tch refuses the tensor (its device, its memory).
 pub fn into_tensor(column: Column, device: Device) -> Result<Tensor> {
     let shape = match column.layout() {
         ColumnLayout::Dense { shape } => shape.clone(),
@@ -95,6 +109,13 @@ fn ragged_layout(column: &Column) -> Result<&RaggedLayout> {
 }
 
 /// One tensor per record of a Ragged column.
+///
+/// # Errors
+///
+/// [`Error::Kind`] when the column follows the other record contract (Dense);
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Tch`] when tch refuses the tensor (its device, its memory).
 pub fn ragged_tensors(column: &Column, device: Device) -> Result<Vec<Tensor>> {
     let layout = ragged_layout(column)?;
     (0..layout.len())
@@ -115,12 +136,24 @@ pub fn ragged_tensors(column: &Column, device: Device) -> Result<Vec<Tensor>> {
 pub type Padded = loaderx_core::host::Padded<Tensor>;
 
 /// A host array as a tensor on `device` (widened where libtorch lacks the type).
+///
+/// # Errors
+///
+/// [`Error::Core`] when widening the element type fails (a `u64` above `i64::MAX`,
+/// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
+/// [`Error::Tch`] when tch refuses the tensor (its device, its memory).
 pub fn array_tensor(array: &HostArray, device: Device) -> Result<Tensor> {
     tensor_from_bytes(array.dtype(), array.bytes(), array.shape(), device)
 }
 
 /// A Ragged column padded with `pad` to the largest extent of every axis
 /// (core's [`Column::padded`]), as tensors on `device`.
+///
+/// # Errors
+///
+/// [`Error::Core`] when `pad` is not of the column's element type or padding fails
+/// (see core's `Column::padded`), or widening fails; [`Error::Tch`] when tch
+/// refuses the tensor (its device, its memory).
 pub fn ragged_padded_with(column: &Column, device: Device, pad: PadValue) -> Result<Padded> {
     ragged_layout(column)?;
     column
@@ -129,6 +162,10 @@ pub fn ragged_padded_with(column: &Column, device: Device, pad: PadValue) -> Res
 }
 
 /// A Ragged column padded with zeros to the largest extent of every axis.
+///
+/// # Errors
+///
+/// As [`ragged_padded_with`].
 pub fn ragged_padded(column: &Column, device: Device) -> Result<Padded> {
     ragged_padded_with(column, device, PadValue::ZERO)
 }

@@ -673,6 +673,18 @@ fn progress_bar(total: u64, show: bool) -> ProgressBar {
 
 /// Converts the dataset `source` to stores under the new directory `out`:
 /// `out/<split>/<column>/`. See the [module documentation](self).
+///
+/// # Errors
+///
+/// [`Error::AlreadyExists`] when `out` exists; [`Error::Hub`] when the Hub cannot
+/// be reached or refuses (unknown repo or revision, no access); [`Error::Layout`],
+/// [`Error::UnknownConfig`], [`Error::UnknownSplit`] and [`Error::UnknownColumn`]
+/// for a dataset or selection that does not fit; [`Error::Source`] for an
+/// unreadable parquet file; [`Error::Column`] for a value that cannot be stored (a
+/// null, an empty record, mixed image modes, text without an encoding), naming the
+/// column, the row and the option that would help; [`Error::InvalidOption`] for
+/// contradictory options; [`Error::Store`] and [`Error::Io`] from writing. A failed
+/// conversion leaves nothing at `out`.
 pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
     let out = out.as_ref();
     if std::fs::symlink_metadata(out).is_ok() {

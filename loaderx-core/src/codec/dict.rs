@@ -66,6 +66,12 @@ fn dict_error(detail: impl Into<String>) -> Error {
 /// assert!(!dict.is_empty() && dict.len() <= loaderx_core::DICT_MAX_BYTES);
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
+///
+/// # Errors
+///
+/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) when the records cannot
+/// train one (none, or zero-byte records, or a first record larger than the 4 MiB
+/// sample budget, or zstd's trainer fails).
 pub fn train_dict<I>(records: I) -> Result<Vec<u8>, Error>
 where
     I: IntoIterator,
@@ -95,6 +101,11 @@ where
 
 /// Trains a dictionary on an evenly strided sample of the records of `batch`
 /// (one record per index of axis 0).
+///
+/// # Errors
+///
+/// [`ErrorKind::Dictionary`](crate::ErrorKind::Dictionary) for an empty array,
+/// zero-byte records, or when zstd's trainer fails.
 pub fn train_dict_from_array<T, S, D>(batch: &ArrayBase<S, D>) -> Result<Vec<u8>, Error>
 where
     T: Element,

@@ -68,7 +68,7 @@ pub struct StaticPage {
 
 impl StaticPage {
     /// Splits a raw page into its parts. Only the structure is read here;
-    /// [`crate::engine`] validates the values.
+    /// the store engine validates the values when a store is opened.
     pub fn decode(page: &[u8; STATIC_PAGE_LEN]) -> StaticPage {
         let mut head = [0u8; HEADER_LEN];
         head.copy_from_slice(&page[..HEADER_LEN]);

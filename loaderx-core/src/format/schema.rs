@@ -40,6 +40,11 @@ struct Wire {
 
 impl Schema {
     /// Validated Dense schema.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a rank of
+    /// 64 or more, or a record of 0 bytes or over 2 GiB.
     pub fn dense(dtype: DType, item_shape: &[usize]) -> Result<Schema, Error> {
         let schema = Schema::Dense {
             dtype,
@@ -50,6 +55,11 @@ impl Schema {
     }
 
     /// Validated Ragged schema.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) unless `ndim`
+    /// is 1 to 64.
     pub fn ragged(dtype: DType, ndim: usize) -> Result<Schema, Error> {
         let schema = Schema::Ragged { dtype, ndim };
         schema.validate()?;
@@ -116,6 +126,11 @@ impl Schema {
     }
 
     /// MsgPack bytes, exactly as Python loaderx encodes the same schema.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the
+    /// encoding fails or is longer than the 2040 bytes the static page holds.
     pub fn encode(&self) -> Result<Vec<u8>, Error> {
         let wire = Wire {
             dtype: self.dtype().numpy_str().to_owned(),
@@ -139,6 +154,12 @@ impl Schema {
     }
 
     /// Decodes and validates schema bytes; the message says what is wrong.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the problem for anything that is not one MsgPack map of a
+    /// supported schema (missing, extra or ill-typed keys, trailing bytes, an
+    /// unsupported dtype, a rank or size out of range).
     pub fn decode(bytes: &[u8]) -> Result<Schema, String> {
         let mut cursor = std::io::Cursor::new(bytes);
         let wire = Wire::deserialize(&mut rmp_serde::Deserializer::new(&mut cursor))

@@ -76,6 +76,11 @@ impl Batch {
     }
 
     /// Dense stream `name` as a `(B, *item_shape)` view of element type `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch
+    /// has no stream `name`, and as [`Column::dense`].
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>, Error> {
         self.require(name)?.dense()
     }
@@ -86,6 +91,11 @@ impl Batch {
     }
 
     /// Ragged stream `name`: one view per record.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when the batch
+    /// has no stream `name`, and as [`Column::ragged`].
     pub fn ragged<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
         self.require(name)?.ragged()
     }
@@ -171,6 +181,12 @@ impl Column {
     }
 
     /// A Dense column as a `(B, *item_shape)` view.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Ragged
+    /// column, or when `T` is not the column's element type or its bytes are not valid,
+    /// aligned `T` values.
     pub fn dense<T: Element>(&self) -> Result<ArrayViewD<'_, T>, Error> {
         let ColumnLayout::Dense { shape } = &self.layout else {
             return Err(Error::invalid("column is ragged, not dense"));
@@ -180,6 +196,12 @@ impl Column {
     }
 
     /// A Ragged column as one view per record.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Dense
+    /// column, or when `T` is not the column's element type or its bytes are not valid,
+    /// aligned `T` values.
     pub fn ragged<T: Element>(&self) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
         let ColumnLayout::Ragged(layout) = &self.layout else {
             return Err(Error::invalid("column is dense, not ragged"));
