@@ -44,6 +44,7 @@
 //! - [`dense`] and [`ragged`]: the two typed record contracts.
 //! - [`store`]: opening a store of either contract; [`digest`]: the canonical digest.
 //! - [`sampler`]: batch indices as a pure function of `(seed, step)`.
+//! - [`sequence`]: record lengths, length-bucketed sampling, packing.
 //! - [`loader`]: the ordered, multi-threaded DataLoader (endless, or finite passes).
 //! - [`host`]: the host-batch layer adapters build on: aligned buffers,
 //!   padding, the widening table, tensor batches.
@@ -74,6 +75,7 @@ pub mod loader;
 mod options;
 pub mod ragged;
 pub mod sampler;
+pub mod sequence;
 pub mod store;
 
 pub use codec::{
