@@ -191,7 +191,9 @@ impl DataLoaderBuilder {
         self
     }
 
-    /// Records per batch (default 256); ignored when a [`sampler`](Self::sampler) is given.
+    /// Records per batch (default 256; with [`SamplerMode::TokenBudget`]
+    /// the most a batch holds); ignored when a [`sampler`](Self::sampler)
+    /// is given.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self
