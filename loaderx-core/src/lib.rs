@@ -38,9 +38,9 @@
 //! ## Layout of the crate
 //!
 //! Every item has one path. The store, codec, sampler and loader types live
-//! at the crate root (their modules are private); the [`host`] layer, which
-//! adapter crates build on, is the one public module besides the doc-only
-//! [`guide`]. In source order:
+//! at the crate root (their modules are private). Two layers on top keep
+//! their own namespace: [`host`], which adapter crates build on, and
+//! [`sequence`]; [`guide`] holds documentation only. In source order:
 //!
 //! - `dtype`: element types ([`DType`], [`Element`]) and their NumPy names.
 //! - `format` (hidden, not covered by semver): the on-disk format, field by
@@ -53,6 +53,8 @@
 //! - `store`: [`Store`], opening a store of either contract; `digest`: the
 //!   canonical [`digest`].
 //! - `sampler`: [`Sampler`], batch indices as a pure function of `(seed, step)`.
+//! - [`sequence`]: record lengths, length-bucketed sampling, packing into
+//!   fixed-length rows.
 //! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
 //!   passes), its [`Batch`]es and the [`Staging`] hook.
 //! - [`host`]: the host-batch layer adapters build on: aligned buffers,
@@ -86,6 +88,7 @@ mod loader;
 mod options;
 mod ragged;
 mod sampler;
+pub mod sequence;
 mod store;
 
 pub use codec::{

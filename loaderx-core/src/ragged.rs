@@ -624,6 +624,8 @@ pub struct DynRagged {
     engine: StoreReader,
     dtype: DType,
     ndim: usize,
+    /// The length index, built on first use ([`DynRagged::lengths`]).
+    lengths: std::sync::OnceLock<crate::sequence::LengthIndex>,
 }
 
 impl DynRagged {
@@ -647,6 +649,7 @@ impl DynRagged {
                 engine,
                 dtype,
                 ndim,
+                lengths: std::sync::OnceLock::new(),
             }),
             Schema::Dense { .. } => Err(ErrorKind::KindMismatch {
                 path: engine.path().to_path_buf(),
@@ -700,6 +703,26 @@ impl DynRagged {
     /// The `zstd_dict` dictionary, if any.
     pub fn dict(&self) -> Option<&[u8]> {
         self.engine.dict()
+    }
+
+    /// Every record's length along its first axis (1 for scalar records),
+    /// built once per open store and then served from memory; see
+    /// [`LengthIndex::build`](crate::sequence::LengthIndex::build).
+    ///
+    /// # Errors
+    ///
+    /// As [`LengthIndex::build`](crate::sequence::LengthIndex::build).
+    pub fn lengths(&self) -> Result<&crate::sequence::LengthIndex, Error> {
+        if let Some(l) = self.lengths.get() {
+            return Ok(l);
+        }
+        let built = crate::sequence::LengthIndex::build(self)?;
+        Ok(self.lengths.get_or_init(|| built))
+    }
+
+    /// The validated location of record `index`.
+    pub(crate) fn loc(&self, index: u64) -> Result<crate::format::RecordLoc, Error> {
+        self.engine.loc(index)
     }
 
     /// Element bytes of all records, from the location table.

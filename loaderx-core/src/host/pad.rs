@@ -33,7 +33,7 @@ impl PadValue {
     }
 
     /// One element's bytes for a column of `dtype`.
-    fn element(&self, dtype: DType) -> Result<&[u8], Error> {
+    pub(crate) fn element(&self, dtype: DType) -> Result<&[u8], Error> {
         match self.dtype {
             Some(d) if d != dtype => Err(Error::invalid(format!(
                 "a {d} padding value cannot pad a {dtype} column"

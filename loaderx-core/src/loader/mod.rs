@@ -62,6 +62,7 @@ use crate::dtype::Element;
 use crate::error::Error;
 use crate::ragged::{DynRagged, Ragged};
 use crate::sampler::{Sampler, SamplerMode};
+use crate::sequence::{LengthIndex, PackOptions};
 use crate::store::Store;
 
 /// A store a loader reads, shared between its workers.
@@ -153,6 +154,8 @@ pub struct DataLoaderBuilder {
     drop_last: Option<bool>,
     epochs: Option<u64>,
     staging: Option<Arc<dyn Staging>>,
+    lengths: Option<LengthIndex>,
+    pack: Option<(String, PackOptions)>,
 }
 
 impl Default for DataLoaderBuilder {
@@ -170,6 +173,8 @@ impl Default for DataLoaderBuilder {
             drop_last: None,
             epochs: None,
             staging: None,
+            lengths: None,
+            pack: None,
         }
     }
 }
@@ -189,7 +194,9 @@ impl DataLoaderBuilder {
         self
     }
 
-    /// Records per batch (default 256); ignored when a [`sampler`](Self::sampler) is given.
+    /// Records per batch (default 256; with [`SamplerMode::TokenBudget`]
+    /// the most a batch holds); ignored when a [`sampler`](Self::sampler)
+    /// is given.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
         self.batch_size = batch_size;
         self
@@ -268,6 +275,26 @@ impl DataLoaderBuilder {
     /// Where batches are gathered (default: a [`BufferPool`]).
     pub fn staging(mut self, staging: impl Staging) -> Self {
         self.staging = Some(Arc::new(staging));
+        self
+    }
+
+    /// Record lengths for the length-aware sampler modes
+    /// ([`SamplerMode::Bucketed`], [`SamplerMode::TokenBudget`]). Without
+    /// it, a loader with one Ragged stream uses that stream's
+    /// [`lengths`](DynRagged::lengths) (built once per open store).
+    pub fn lengths(mut self, lengths: LengthIndex) -> Self {
+        self.lengths = Some(lengths);
+        self
+    }
+
+    /// Packs Ragged stream `stream` of every batch into rows of
+    /// `options.max_len()` tokens on the workers, before any transform:
+    /// the batch then has Dense streams `stream` (tokens),
+    /// `stream.segment_ids`, `stream.positions` and `stream.segments`
+    /// instead (see [`sequence::pack_batch`](crate::sequence::pack_batch)),
+    /// which every adapter converts like any Dense stream.
+    pub fn pack(mut self, stream: impl Into<String>, options: PackOptions) -> Self {
+        self.pack = Some((stream.into(), options));
         self
     }
 
@@ -366,6 +393,41 @@ impl DataLoaderBuilder {
             return Err(Error::invalid("a loader needs at least one worker"));
         }
         let (rank, world) = self.shard.unwrap_or((0, 1));
+        let lengths = match self.lengths.clone() {
+            Some(l) => Some(l),
+            None if self.sampler.is_none() && self.mode.needs_lengths() => {
+                let ragged: Vec<(&String, &Arc<DynRagged>)> = self
+                    .streams
+                    .iter()
+                    .filter_map(|(n, s)| match s {
+                        Stream::Ragged(r) => Some((n, r)),
+                        Stream::Dense(_) => None,
+                    })
+                    .collect();
+                match ragged[..] {
+                    [(_, r)] => Some(r.lengths()?.clone()),
+                    _ => {
+                        return Err(Error::invalid(format!(
+                            "{:?} sampling needs record lengths: give them with lengths() \
+                             when the loader has {} Ragged streams rather than one",
+                            self.mode,
+                            ragged.len()
+                        )));
+                    }
+                }
+            }
+            None => None,
+        };
+        if let Some((name, _)) = &self.pack {
+            match self.streams.iter().find(|(n, _)| n == name) {
+                Some((_, Stream::Ragged(_))) => {}
+                _ => {
+                    return Err(Error::invalid(format!(
+                        "pack({name:?}) needs a Ragged stream of that name"
+                    )));
+                }
+            }
+        }
         Ok(match self.sampler.clone() {
             Some(s) if s.len() != len => {
                 return Err(Error::invalid(format!(
@@ -382,12 +444,17 @@ impl DataLoaderBuilder {
             }
             Some(s) if self.shard.is_some() => s.shard(rank, world)?,
             Some(s) => s,
-            None => Sampler::builder(len, self.batch_size)
-                .mode(self.mode)
-                .seed(self.seed)
-                .drop_last(self.drop_last.unwrap_or(true))
-                .shard(rank, world)
-                .build()?,
+            None => {
+                let mut b = Sampler::builder(len, self.batch_size)
+                    .mode(self.mode)
+                    .seed(self.seed)
+                    .drop_last(self.drop_last.unwrap_or(true))
+                    .shard(rank, world);
+                if let Some(l) = lengths {
+                    b = b.lengths(l);
+                }
+                b.build()?
+            }
         })
     }
 
@@ -424,6 +491,12 @@ impl DataLoaderBuilder {
         let staging = self
             .staging
             .unwrap_or_else(|| Arc::new(pool.clone()) as Arc<dyn Staging>);
+        let transform: Transform<T> = match self.pack {
+            None => transform,
+            Some((name, options)) => Arc::new(move |batch| {
+                transform(crate::sequence::pack_batch(batch, &name, &options)?)
+            }),
+        };
         pipeline::start(pipeline::Config {
             streams: self.streams,
             sampler,

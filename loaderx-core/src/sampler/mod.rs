@@ -50,6 +50,61 @@
 //!
 //! `Iid` gives each rank an independent stream.
 //!
+//! ## Length-aware modes
+//!
+//! For Ragged sequence stores, two modes form batches of records of
+//! similar length, so that padding a batch to its longest record wastes
+//! little. Both need the records' lengths
+//! ([`SamplerBuilder::lengths`], a [`LengthIndex`]; a loader takes them
+//! from its Ragged stream) and stay pure functions of `(seed, step)`:
+//!
+//! - [`SamplerMode::Bucketed`]`{ window: k }`: a `Cyclic` pass (same
+//!   permutation, same steps, same `batch_len`s), but the pass's positions
+//!   are cut into windows of `k × B` records, each window is sorted by
+//!   length and cut into batches of `B`, and the order of all the pass's
+//!   batches is shuffled by a second keyed permutation. Every record once
+//!   per pass (with `drop_last(false)`; with `drop_last(true)` the
+//!   positions `Cyclic` drops are dropped); ranks take disjoint batches of
+//!   the shuffled order. The last, partial step of a `drop_last(false)`
+//!   pass is `Cyclic`'s. A step costs `k × B` permutation lookups and a
+//!   sort.
+//! - [`SamplerMode::TokenBudget`]`{ max_tokens, buckets }`: batches of as
+//!   many records as fit `max_tokens` tokens after padding, at most
+//!   `batch_size`. The records, sorted by length, are cut into `buckets`
+//!   buckets of equal record counts; bucket `b` makes batches of
+//!   `min(batch_size, max_tokens / longest_b)` records, from a fresh
+//!   permutation of the bucket every pass, and the order of the pass's
+//!   batches is shuffled. The number of batches per pass, `T`, depends on
+//!   the lengths only — so `steps_per_epoch`, `epoch_of` and resume at any
+//!   step are as for the other modes, with no state. Step `s` of a pass
+//!   gives rank `r` batch `s × world_size + r` of the shuffled order:
+//!   `T / world_size` steps per pass with `drop_last(true)` (each bucket's
+//!   partial batch and the last `T % world_size` batches are not drawn),
+//!   and with `drop_last(false)` every record once, ranks below
+//!   `T % world_size` taking one step more. [`Sampler::batch_len`] varies
+//!   from step to step.
+//!
+//! ```
+//! use loaderx_core::sampler::{Sampler, SamplerMode};
+//! use loaderx_core::sequence::LengthIndex;
+//!
+//! let lengths = LengthIndex::from_lengths((0..1000u32).map(|i| 16 + i * 7 % 497).collect::<Vec<_>>())?;
+//! let s = Sampler::builder(1000, 100)
+//!     .mode(SamplerMode::TokenBudget { max_tokens: 4096, buckets: 8 })
+//!     .lengths(lengths.clone())
+//!     .drop_last(false)
+//!     .build()?;
+//! let mut seen = vec![0; 1000];
+//! for step in 0..s.steps_per_epoch() {
+//!     let batch = s.indices(step);
+//!     let longest = batch.iter().map(|&i| lengths.lengths()[i as usize]).max().unwrap();
+//!     assert!(batch.len() as u32 * longest <= 4096); // fits the budget padded
+//!     batch.iter().for_each(|&i| seen[i as usize] += 1);
+//! }
+//! assert!(seen.iter().all(|&n| n == 1)); // every record once per pass
+//! # Ok::<(), loaderx_core::Error>(())
+//! ```
+//!
 //! ```
 //! use loaderx_core::{Sampler, SamplerMode};
 //!
@@ -69,12 +124,21 @@
 //! # Ok::<(), loaderx_core::Error>(())
 //! ```
 
+mod bucket;
 mod feistel;
 mod rng;
 
+use std::sync::Arc;
+
 use crate::error::Error;
+use crate::sequence::LengthIndex;
 
 pub use feistel::FeistelPermutation;
+
+/// `window` of [`SamplerMode::Bucketed`] when parsed from plain `"bucketed"`.
+pub const DEFAULT_WINDOW: u32 = 32;
+/// `buckets` of [`SamplerMode::TokenBudget`] when not given in a parsed name.
+pub const DEFAULT_BUCKETS: u32 = 32;
 
 /// How indices are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,6 +150,37 @@ pub enum SamplerMode {
     Iid,
     /// Without replacement, a fresh permutation every pass.
     Cyclic,
+    /// `Cyclic` passes whose batches hold records of similar length: each
+    /// window of `window × B` records of the pass is sorted by length
+    /// before it is cut into batches, and the batch order is shuffled.
+    /// Needs [`lengths`](SamplerBuilder::lengths); see the
+    /// [module docs](self#length-aware-modes).
+    Bucketed {
+        /// Batches per sorted window (`k`, at least 1): larger windows give
+        /// closer lengths within a batch and less randomness.
+        window: u32,
+    },
+    /// Batches of as many records as fit `max_tokens` after padding to the
+    /// batch's longest record (at most the batch size), from `buckets`
+    /// length buckets. Needs [`lengths`](SamplerBuilder::lengths); see the
+    /// [module docs](self#length-aware-modes).
+    TokenBudget {
+        /// Tokens a padded batch may hold (`records × longest`).
+        max_tokens: u64,
+        /// Length buckets (at least 1): more buckets, less padding, more
+        /// partial batches.
+        buckets: u32,
+    },
+}
+
+impl SamplerMode {
+    /// True for the modes that need record lengths.
+    pub fn needs_lengths(self) -> bool {
+        matches!(
+            self,
+            SamplerMode::Bucketed { .. } | SamplerMode::TokenBudget { .. }
+        )
+    }
 }
 
 impl std::str::FromStr for SamplerMode {
@@ -96,9 +191,34 @@ impl std::str::FromStr for SamplerMode {
             "sequential" => Ok(SamplerMode::Sequential),
             "iid" => Ok(SamplerMode::Iid),
             "cyclic" => Ok(SamplerMode::Cyclic),
-            _ => Err(Error::invalid(format!(
-                "unknown sampler mode {s:?}; expected sequential, iid or cyclic"
-            ))),
+            "bucketed" => Ok(SamplerMode::Bucketed {
+                window: DEFAULT_WINDOW,
+            }),
+            _ => {
+                let bad = || {
+                    Error::invalid(format!(
+                        "unknown sampler mode {s:?}; expected sequential, iid, cyclic, \
+                         bucketed[:WINDOW] or token_budget:MAX_TOKENS[:BUCKETS]"
+                    ))
+                };
+                let mut parts = s.split(':');
+                let (name, a, b) = (parts.next(), parts.next(), parts.next());
+                if parts.next().is_some() {
+                    return Err(bad());
+                }
+                match (name, a, b) {
+                    (Some("bucketed"), Some(w), None) => Ok(SamplerMode::Bucketed {
+                        window: w.parse().map_err(|_| bad())?,
+                    }),
+                    (Some("token_budget"), Some(t), b) => Ok(SamplerMode::TokenBudget {
+                        max_tokens: t.parse().map_err(|_| bad())?,
+                        buckets: b
+                            .map_or(Ok(DEFAULT_BUCKETS), str::parse)
+                            .map_err(|_| bad())?,
+                    }),
+                    _ => Err(bad()),
+                }
+            }
         }
     }
 }
@@ -114,6 +234,7 @@ pub struct SamplerBuilder {
     rank: usize,
     world_size: usize,
     drop_last: bool,
+    lengths: Option<LengthIndex>,
 }
 
 impl SamplerBuilder {
@@ -145,6 +266,14 @@ impl SamplerBuilder {
         self
     }
 
+    /// Record lengths, for [`SamplerMode::Bucketed`] and
+    /// [`SamplerMode::TokenBudget`] (ignored by the other modes); one per
+    /// record.
+    pub fn lengths(mut self, lengths: LengthIndex) -> Self {
+        self.lengths = Some(lengths);
+        self
+    }
+
     /// The sampler, at step 0.
     ///
     /// # Errors
@@ -153,7 +282,10 @@ impl SamplerBuilder {
     /// zero records, a zero batch size, `rank >= world_size`, `drop_last(false)`
     /// with `Iid`, fewer records than ranks with `drop_last(false)`, or, with
     /// `drop_last(true)` in `Sequential` and `Cyclic` mode, fewer records than
-    /// one global batch of `batch_size * world_size`.
+    /// one global batch of `batch_size * world_size`; for the length-aware
+    /// modes, no or mismatched lengths, a zero window, budget or bucket
+    /// count, a record longer than the token budget, or fewer token-budget
+    /// batches per pass than ranks.
     pub fn build(self) -> Result<Sampler, Error> {
         if self.world_size == 0 || self.rank >= self.world_size {
             return Err(Error::invalid(format!(
@@ -161,7 +293,25 @@ impl SamplerBuilder {
                 self.rank, self.world_size
             )));
         }
-        let s = Sampler {
+        let lengths = if self.mode.needs_lengths() {
+            let l = self.lengths.ok_or_else(|| {
+                Error::invalid(format!(
+                    "{:?} sampling needs the records' lengths (SamplerBuilder::lengths)",
+                    self.mode
+                ))
+            })?;
+            if l.len() as u64 != self.len {
+                return Err(Error::invalid(format!(
+                    "{} lengths given for {} records",
+                    l.len(),
+                    self.len
+                )));
+            }
+            Some(l)
+        } else {
+            None
+        };
+        let mut s = Sampler {
             len: self.len,
             batch_size: self.batch_size,
             mode: self.mode,
@@ -171,8 +321,29 @@ impl SamplerBuilder {
             drop_last: self.drop_last,
             step: 0,
             buf: Vec::new(),
+            lengths,
+            plan: None,
         };
         s.validate()?;
+        if let (
+            SamplerMode::TokenBudget {
+                max_tokens,
+                buckets,
+            },
+            Some(l),
+        ) = (s.mode, &s.lengths)
+        {
+            let plan = bucket::TokenPlan::new(l, max_tokens, buckets, s.batch_size, s.drop_last)?;
+            if plan.batches() < s.world_size {
+                return Err(Error::invalid(format!(
+                    "a budget of {max_tokens} tokens makes {} batches per pass, \
+                     fewer than the {} ranks",
+                    plan.batches(),
+                    s.world_size
+                )));
+            }
+            s.plan = Some(Arc::new(plan));
+        }
         Ok(s)
     }
 }
@@ -189,6 +360,8 @@ pub struct Sampler {
     drop_last: bool,
     step: u64,
     buf: Vec<u64>,
+    lengths: Option<LengthIndex>,
+    plan: Option<Arc<bucket::TokenPlan>>,
 }
 
 /// Where a step's positions lie in its pass.
@@ -211,6 +384,7 @@ impl Sampler {
             rank: 0,
             world_size: 1,
             drop_last: true,
+            lengths: None,
         }
     }
 
@@ -239,16 +413,16 @@ impl Sampler {
     ///
     /// As [`SamplerBuilder::build`].
     pub fn shard(self, rank: usize, world_size: usize) -> Result<Sampler, Error> {
-        Sampler::builder(self.len, self.batch_size)
+        let mut b = Sampler::builder(self.len, self.batch_size)
             .mode(self.mode)
             .seed(self.seed)
             .drop_last(self.drop_last)
-            .shard(rank, world_size)
-            .build()
-            .map(|mut s| {
-                s.step = self.step;
-                s
-            })
+            .shard(rank, world_size);
+        b.lengths = self.lengths;
+        b.build().map(|mut s| {
+            s.step = self.step;
+            s
+        })
     }
 
     fn validate(&self) -> Result<(), Error> {
@@ -257,6 +431,11 @@ impl Sampler {
         }
         if self.batch_size == 0 {
             return Err(Error::invalid("batch_size must be at least 1"));
+        }
+        if self.mode == (SamplerMode::Bucketed { window: 0 }) {
+            return Err(Error::invalid(
+                "bucketed sampling needs a window of at least 1 batch",
+            ));
         }
         if !self.drop_last {
             if self.mode == SamplerMode::Iid {
@@ -273,7 +452,11 @@ impl Sampler {
             return Ok(());
         }
         let global = (self.batch_size as u64).checked_mul(self.world_size);
-        if self.mode != SamplerMode::Iid && global.is_none_or(|g| g > self.len) {
+        let whole_batches = !matches!(
+            self.mode,
+            SamplerMode::Iid | SamplerMode::TokenBudget { .. }
+        );
+        if whole_batches && global.is_none_or(|g| g > self.len) {
             return Err(Error::invalid(format!(
                 "{:?} sampling of full batches of {} over {} ranks needs at least {} records, \
                  got {} (drop_last(false) allows a partial batch)",
@@ -305,6 +488,11 @@ impl Sampler {
     /// The mode.
     pub fn mode(&self) -> SamplerMode {
         self.mode
+    }
+
+    /// The record lengths of a length-aware mode.
+    pub fn lengths(&self) -> Option<&LengthIndex> {
+        self.lengths.as_ref()
     }
 
     /// The seed.
@@ -352,10 +540,17 @@ impl Sampler {
     /// - `drop_last(false)`: that, plus one when this rank has a share of
     ///   the remainder;
     /// - `Iid`: `ceil(len / (batch_size * world_size))`, the steps that draw
-    ///   as many records as a pass holds.
+    ///   as many records as a pass holds;
+    /// - `TokenBudget`: `T / world_size` for `T` batches per pass, plus one
+    ///   for the first `T % world_size` ranks with `drop_last(false)`.
     pub fn steps_per_epoch(&self) -> u64 {
         let g = self.global();
         let full = (self.len as u128 / g) as u64;
+        if let Some(plan) = &self.plan {
+            let t = plan.batches();
+            let extra = !self.drop_last && self.rank < t % self.world_size;
+            return (t / self.world_size + u64::from(extra)).max(1);
+        }
         match (self.mode, self.drop_last) {
             (SamplerMode::Iid, _) => (self.len as u128).div_ceil(g) as u64,
             (_, true) => full.max(1),
@@ -394,10 +589,42 @@ impl Sampler {
     /// Number of indices step `step` draws: `batch_size`, or fewer for the
     /// last step of a pass with `drop_last(false)`; never 0.
     pub fn batch_len(&self, step: u64) -> usize {
+        if let Some(plan) = &self.plan {
+            return plan.batch_len(self.token_batch(step).1) as usize;
+        }
         match self.mode {
             SamplerMode::Iid => self.batch_size,
             _ => self.slot(step).len as usize,
         }
+    }
+
+    /// `(pass, batch)` of a `TokenBudget` step: the batch of the pass's
+    /// list that the step's slot maps to through the shuffled order.
+    fn token_batch(&self, step: u64) -> (u64, u64) {
+        let (pass, s) = self.epoch_of(step);
+        let t = self.plan.as_ref().map_or(1, |p| p.batches());
+        let slot = s * self.world_size + self.rank;
+        let g = bucket::batch_order(self.seed, pass, t).apply(slot);
+        // slot < t: steps_per_epoch only counts slots of the pass.
+        debug_assert!(g.is_some());
+        (pass, g.unwrap_or(0))
+    }
+
+    /// The `Cyclic` batch of `step`.
+    fn fill_cyclic(&self, step: u64, out: &mut [u64]) -> Result<(), Error> {
+        let slot = self.slot(step);
+        let perm = FeistelPermutation::new(self.len, rng::mix(self.seed, slot.pass));
+        for (j, o) in out.iter_mut().enumerate() {
+            // Below base + len <= len of the store, by construction.
+            let position = slot.base + j as u64;
+            *o = perm.apply(position).ok_or_else(|| {
+                Error::invalid(format!(
+                    "cyclic position {position} outside 0..{}",
+                    self.len
+                ))
+            })?;
+        }
+        Ok(())
     }
 
     /// Writes the batch of `step` into `out`, which must be exactly
@@ -442,18 +669,31 @@ impl Sampler {
                     *o = g.below(self.len);
                 }
             }
-            SamplerMode::Cyclic => {
-                let slot = self.slot(step);
-                let perm = FeistelPermutation::new(self.len, rng::mix(self.seed, slot.pass));
-                for (j, o) in out.iter_mut().enumerate() {
-                    // Below base + len <= len of the store, by construction.
-                    let position = slot.base + j as u64;
-                    *o = perm.apply(position).ok_or_else(|| {
-                        Error::invalid(format!(
-                            "cyclic position {position} outside 0..{}",
-                            self.len
-                        ))
-                    })?;
+            SamplerMode::Cyclic => self.fill_cyclic(step, out)?,
+            SamplerMode::TokenBudget { .. } => {
+                let (pass, g) = self.token_batch(step);
+                if let Some(plan) = &self.plan {
+                    plan.fill(self.seed, pass, g, out)?;
+                }
+            }
+            SamplerMode::Bucketed { window } => {
+                let (pass, s) = self.epoch_of(step);
+                let full = (self.len as u128 / self.global()) as u64;
+                match &self.lengths {
+                    Some(lengths) if s < full => {
+                        let batches = full * self.world_size;
+                        let b = self.batch_size as u64;
+                        bucket::bucketed_fill(
+                            &FeistelPermutation::new(self.len, rng::mix(self.seed, pass)),
+                            &bucket::batch_order(self.seed, pass, batches),
+                            lengths,
+                            batches * b,
+                            (b, u64::from(window)),
+                            s * self.world_size + self.rank,
+                            out,
+                        )?;
+                    }
+                    _ => self.fill_cyclic(step, out)?,
                 }
             }
         }

@@ -446,3 +446,290 @@ fn huge_batches_over_many_ranks_do_not_overflow() {
     assert_eq!(s.batch_len(0) as u64, u64::MAX / 4);
     assert_eq!(s.epoch_of(u64::MAX), (u64::MAX, 0));
 }
+
+// ---- Length-aware modes ----
+
+fn length_mode(which: bool, window: u32, max_tokens: u64, buckets: u32) -> SamplerMode {
+    if which {
+        SamplerMode::Bucketed { window }
+    } else {
+        SamplerMode::TokenBudget {
+            max_tokens,
+            buckets,
+        }
+    }
+}
+
+fn length_sampler(
+    lengths: &LengthIndex,
+    batch: usize,
+    mode: SamplerMode,
+    seed: u64,
+    (rank, world): (usize, usize),
+    drop_last: bool,
+) -> Result<Sampler, Error> {
+    Sampler::builder(lengths.len() as u64, batch)
+        .mode(mode)
+        .seed(seed)
+        .shard(rank, world)
+        .drop_last(drop_last)
+        .lengths(lengths.clone())
+        .build()
+}
+
+/// Padded cells over all cells of the batches, padding each to its longest.
+fn padding(lengths: &[u32], batches: &[Vec<u64>]) -> f64 {
+    let (mut cells, mut used) = (0u64, 0u64);
+    for b in batches {
+        let longest = b
+            .iter()
+            .map(|&i| u64::from(lengths[i as usize]))
+            .max()
+            .unwrap_or(0);
+        cells += longest * b.len() as u64;
+        used += b
+            .iter()
+            .map(|&i| u64::from(lengths[i as usize]))
+            .sum::<u64>();
+    }
+    (cells - used) as f64 / cells as f64
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// drop_last(false): over all ranks, every record exactly once per pass,
+    /// batches never empty, token budgets kept; and steps are pure functions.
+    #[test]
+    fn length_modes_draw_every_record_once_per_pass(
+        lengths in prop::collection::vec(1u32..512, 1..700),
+        batch in 1usize..40,
+        which in any::<bool>(),
+        window in 1u32..6,
+        budget_slack in 0u64..2048,
+        buckets in 1u32..12,
+        world in 1usize..4,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        let index = LengthIndex::from_lengths(lengths.clone()).unwrap();
+        let max_tokens = 512 + budget_slack;
+        let mode = length_mode(which, window, max_tokens, buckets);
+        let mut seen = vec![0u32; lengths.len()];
+        for rank in 0..world {
+            let s = match length_sampler(&index, batch, mode, seed, (rank, world), false) {
+                Ok(s) => s,
+                // Too few records or batches for the ranks: refused, never wrong.
+                Err(e) => {
+                    prop_assert!(e.to_string().contains("rank") || e.to_string().contains("records"), "{}", e);
+                    return Ok(());
+                }
+            };
+            let spe = s.steps_per_epoch();
+            for k in 0..spe {
+                let step = pass * spe + k;
+                prop_assert_eq!(s.epoch_of(step), (pass, k));
+                let b = s.indices(step);
+                prop_assert!(!b.is_empty() && b.len() <= batch);
+                prop_assert_eq!(b.len(), s.batch_len(step));
+                if !which {
+                    let longest = b.iter().map(|&i| u64::from(lengths[i as usize])).max().unwrap();
+                    prop_assert!(b.len() as u64 * longest <= max_tokens);
+                }
+                prop_assert_eq!(&s.indices(step), &b); // pure
+                for i in b {
+                    seen[i as usize] += 1;
+                }
+            }
+        }
+        prop_assert!(seen.iter().all(|&n| n == 1), "{:?}", seen);
+    }
+
+    /// drop_last(true): every batch is full (Bucketed: B; TokenBudget: its
+    /// bucket's size), no record twice in a pass, ranks disjoint, and
+    /// Bucketed draws exactly the records Cyclic draws in the same pass.
+    #[test]
+    fn length_modes_with_drop_last_are_disjoint_and_full(
+        lengths in prop::collection::vec(1u32..512, 1..700),
+        batch in 1usize..40,
+        which in any::<bool>(),
+        window in 1u32..6,
+        world in 1usize..4,
+        seed in any::<u64>(),
+    ) {
+        let index = LengthIndex::from_lengths(lengths.clone()).unwrap();
+        let mode = length_mode(which, window, 2048, 5);
+        let mut seen = HashSet::new();
+        let mut cyclic = HashSet::new();
+        let mut spe = None;
+        for rank in 0..world {
+            let Ok(s) = length_sampler(&index, batch, mode, seed, (rank, world), true) else {
+                return Ok(());
+            };
+            // Every rank has the same number of steps.
+            prop_assert!(spe.is_none_or(|n| n == s.steps_per_epoch()));
+            spe = Some(s.steps_per_epoch());
+            let c = Sampler::builder(lengths.len() as u64, batch).seed(seed).shard(rank, world).build();
+            for step in 0..s.steps_per_epoch() {
+                let b = s.indices(step);
+                if which {
+                    prop_assert_eq!(b.len(), batch);
+                    cyclic.extend(c.as_ref().unwrap().indices(step));
+                }
+                for i in b {
+                    prop_assert!(seen.insert(i), "record {} twice", i);
+                }
+            }
+        }
+        if which {
+            prop_assert_eq!(seen, cyclic);
+        }
+    }
+}
+
+#[test]
+fn bucketed_batches_pad_far_less_than_cyclic_ones() {
+    // Lengths 16..512, spread like the token workload.
+    let lengths: Vec<u32> = (0..20_000u64)
+        .map(|i| 16 + (rng::mix(9, i) % 497) as u32)
+        .collect();
+    let index = LengthIndex::from_lengths(lengths.clone()).unwrap();
+    let batches = |mode| {
+        let s = length_sampler(&index, 64, mode, 3, (0, 1), true).unwrap();
+        (0..s.steps_per_epoch())
+            .map(|k| s.indices(k))
+            .collect::<Vec<_>>()
+    };
+    let cyclic = padding(&lengths, &batches(SamplerMode::Cyclic));
+    let bucketed = padding(&lengths, &batches(SamplerMode::Bucketed { window: 32 }));
+    let budget = padding(
+        &lengths,
+        &batches(SamplerMode::TokenBudget {
+            max_tokens: 16_384,
+            buckets: 32,
+        }),
+    );
+    assert!(cyclic > 0.3, "cyclic {cyclic}");
+    assert!(bucketed < 0.1, "bucketed {bucketed}");
+    assert!(budget < 0.1, "token budget {budget}");
+}
+
+#[test]
+fn length_modes_shuffle_from_pass_to_pass_and_seed_to_seed() {
+    let lengths: Vec<u32> = (0..5_000u64)
+        .map(|i| 1 + (rng::mix(1, i) % 300) as u32)
+        .collect();
+    let index = LengthIndex::from_lengths(lengths).unwrap();
+    for mode in [
+        SamplerMode::Bucketed { window: 8 },
+        SamplerMode::TokenBudget {
+            max_tokens: 4096,
+            buckets: 16,
+        },
+    ] {
+        let s = length_sampler(&index, 50, mode, 5, (0, 1), true).unwrap();
+        let t = length_sampler(&index, 50, mode, 6, (0, 1), true).unwrap();
+        let spe = s.steps_per_epoch();
+        assert_ne!(
+            s.indices(0),
+            s.indices(spe),
+            "{mode:?}: pass 1 repeats pass 0"
+        );
+        assert_ne!(s.indices(0), t.indices(0), "{mode:?}: seeds agree");
+        // A clone seeked mid-pass continues exactly (resume).
+        let mut r = s.clone();
+        r.seek(spe + 3);
+        assert_eq!(r.next_batch(), &s.indices(spe + 3)[..]);
+    }
+}
+
+#[test]
+fn length_modes_refuse_bad_configurations() {
+    let index = LengthIndex::from_lengths(vec![5u32, 9, 3, 7]).unwrap();
+    let no_lengths = Sampler::builder(4, 2)
+        .mode(SamplerMode::Bucketed { window: 2 })
+        .build()
+        .unwrap_err();
+    assert!(no_lengths.to_string().contains("lengths"), "{no_lengths}");
+    let wrong_count = Sampler::builder(5, 2)
+        .mode(SamplerMode::Bucketed { window: 2 })
+        .lengths(index.clone())
+        .build()
+        .unwrap_err();
+    assert!(
+        wrong_count.to_string().contains("4 lengths"),
+        "{wrong_count}"
+    );
+    let mode = SamplerMode::Bucketed { window: 0 };
+    assert!(length_sampler(&index, 2, mode, 0, (0, 1), true).is_err());
+    let over = SamplerMode::TokenBudget {
+        max_tokens: 8,
+        buckets: 2,
+    };
+    let e = length_sampler(&index, 2, over, 0, (0, 1), true).unwrap_err();
+    assert!(e.to_string().contains("record 1 holds 9 tokens"), "{e}");
+    let few = SamplerMode::TokenBudget {
+        max_tokens: 100,
+        buckets: 1,
+    };
+    // One batch of all 4 records per pass: two ranks cannot both have one.
+    let e = length_sampler(&index, 8, few, 0, (1, 2), false).unwrap_err();
+    assert!(e.to_string().contains("ranks"), "{e}");
+    assert_eq!(
+        length_sampler(&index, 8, few, 0, (0, 1), false)
+            .unwrap()
+            .indices(0)
+            .len(),
+        4
+    );
+    assert!(
+        length_sampler(
+            &index,
+            2,
+            SamplerMode::TokenBudget {
+                max_tokens: 0,
+                buckets: 1
+            },
+            0,
+            (0, 1),
+            true
+        )
+        .is_err()
+    );
+}
+
+#[test]
+fn length_modes_parse() {
+    assert_eq!(
+        "bucketed".parse::<SamplerMode>().unwrap(),
+        SamplerMode::Bucketed {
+            window: DEFAULT_WINDOW
+        }
+    );
+    assert_eq!(
+        "bucketed:8".parse::<SamplerMode>().unwrap(),
+        SamplerMode::Bucketed { window: 8 }
+    );
+    assert_eq!(
+        "token_budget:4096".parse::<SamplerMode>().unwrap(),
+        SamplerMode::TokenBudget {
+            max_tokens: 4096,
+            buckets: DEFAULT_BUCKETS
+        }
+    );
+    assert_eq!(
+        "token_budget:4096:8".parse::<SamplerMode>().unwrap(),
+        SamplerMode::TokenBudget {
+            max_tokens: 4096,
+            buckets: 8
+        }
+    );
+    for bad in [
+        "bucketed:x",
+        "token_budget",
+        "token_budget:1:2:3",
+        "cyclic:3",
+    ] {
+        assert!(bad.parse::<SamplerMode>().is_err(), "{bad}");
+    }
+}
