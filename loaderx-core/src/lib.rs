@@ -73,6 +73,9 @@ pub mod host;
 pub mod loader;
 mod options;
 pub mod ragged;
+#[cfg(feature = "remote")]
+pub mod remote;
+mod remote_url;
 pub mod sampler;
 pub mod store;
 
@@ -91,7 +94,10 @@ pub use ragged::{
     RaggedWriter,
 };
 pub use sampler::{Sampler, SamplerMode};
+pub use remote_url::is_url;
 pub use store::Store;
+#[cfg(feature = "remote")]
+pub use remote::{PushReport, RemoteOptions, RemoteStats, push};
 
 #[doc(no_inline)]
 pub use half::f16;
