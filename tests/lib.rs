@@ -84,7 +84,10 @@ impl S3Server {
         let status = self
             .request_with("PUT", &format!("/{name}"), "x-amz-acl: public-read\r\n")
             .expect("create bucket");
-        assert!(status.starts_with("HTTP/1.1 200"), "create bucket: {status}");
+        assert!(
+            status.starts_with("HTTP/1.1 200"),
+            "create bucket: {status}"
+        );
     }
 
     /// One plain HTTP/1.1 request; returns the status line.

@@ -10,8 +10,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loaderx_core::{
-    Codec, CreateOptions, DType, DataLoader, DynDense, DynDenseWriter, DynRagged,
-    DynRaggedWriter, ErrorKind, RemoteOptions, SamplerMode, Store, digest, push,
+    Codec, CreateOptions, DType, DataLoader, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter,
+    ErrorKind, RemoteOptions, SamplerMode, Store, digest, push,
 };
 use loaderx_tests::{S3Server, run_interop};
 use serde::Deserialize;
@@ -30,9 +30,27 @@ fn bytes(seed: u64, n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Compressible bytes: runs of a few values.
+/// Compressible bytes: words of a small vocabulary, as text is.
 fn compressible(seed: u64, n: usize) -> Vec<u8> {
-    bytes(seed, n).iter().map(|b| b % 4).collect()
+    const WORDS: [&[u8]; 8] = [
+        b"loaderx ",
+        b"record ",
+        b"shard ",
+        b"object ",
+        b"bucket ",
+        b"tensor ",
+        b"batch ",
+        b"epoch ",
+    ];
+    let mut out = Vec::with_capacity(n + 8);
+    for b in bytes(seed, n) {
+        if out.len() >= n {
+            break;
+        }
+        out.extend_from_slice(WORDS[usize::from(b % 8)]);
+    }
+    out.truncate(n);
+    out
 }
 
 fn dense_store(path: &Path, codec: Codec, n: usize, width: usize, shards: usize) {
@@ -53,14 +71,18 @@ fn train(data: &[u8], width: usize) -> Vec<u8> {
 
 /// Ragged `i32` tokens, lengths 1..=max_len.
 fn ragged_store(path: &Path, codec: Codec, n: usize, max_len: usize, shards: usize) {
-    let opts = CreateOptions::new(codec).data_shards(shards);
-    let mut w = DynRaggedWriter::create(path, DType::I32, 1, &opts).unwrap();
     let recs: Vec<(Vec<usize>, Vec<u8>)> = (0..n)
         .map(|i| {
             let len = 1 + (i * 7919) % max_len;
             (vec![len], compressible(i as u64, 4 * len))
         })
         .collect();
+    let mut opts = CreateOptions::new(codec).data_shards(shards);
+    if codec == Codec::ZstdDict {
+        let bodies: Vec<&Vec<u8>> = recs.iter().map(|r| &r.1).collect();
+        opts = opts.dict_bytes(loaderx_core::train_dict(bodies).unwrap());
+    }
+    let mut w = DynRaggedWriter::create(path, DType::I32, 1, &opts).unwrap();
     w.append_bytes(recs.iter().map(|(s, b)| (&s[..], &b[..])))
         .unwrap();
     w.close().unwrap();
@@ -83,17 +105,24 @@ fn stores_of_every_class_and_codec_read_back_with_identical_digests() {
         return;
     };
     let server = S3Server::start().unwrap();
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let o = server.options();
     let dir = tempfile::tempdir().unwrap();
     // Written by Python loaderx 2.4.6: every kind, dtype, codec, shard count.
     let py_dir = dir.path().join("py");
-    run_interop(&py, &[OsStr::new("write"), py_dir.as_os_str(), OsStr::new("--quick")]);
+    run_interop(
+        &py,
+        &[
+            OsStr::new("write"),
+            py_dir.as_os_str(),
+            OsStr::new("--quick"),
+        ],
+    );
     let manifest: Vec<Entry> =
         serde_json::from_slice(&std::fs::read(py_dir.join("manifest.json")).unwrap()).unwrap();
     assert!(manifest.len() >= 40, "{} stores", manifest.len());
     for e in &manifest {
-        let u = url("b", &format!("py/{}", e.name));
+        let u = url("bkt", &format!("py/{}", e.name));
         push(py_dir.join(&e.name), &u, &o).unwrap();
         let remote = Store::open_url(&u, &o).unwrap_or_else(|err| panic!("{u}: {err}"));
         let local = Store::open(py_dir.join(&e.name)).unwrap();
@@ -117,7 +146,7 @@ fn stores_of_every_class_and_codec_read_back_with_identical_digests() {
         ragged_store(&rp, codec, 2_000, 300, 3);
         for p in [p, rp] {
             let name = p.file_name().unwrap().to_str().unwrap().to_string();
-            let u = url("b", &format!("rs/{name}"));
+            let u = url("bkt", &format!("rs/{name}"));
             let report = push(&p, &u, &o).unwrap();
             let local = Store::open(&p).unwrap();
             assert_eq!(report.bytes, local.stored_bytes());
@@ -125,7 +154,10 @@ fn stores_of_every_class_and_codec_read_back_with_identical_digests() {
             assert_eq!(digest(&remote).unwrap(), digest(&local).unwrap(), "{u}");
             // A published store is immutable: a second push is refused.
             let again = push(&p, &u, &o).unwrap_err();
-            assert!(matches!(again.kind(), ErrorKind::AlreadyExists { .. }), "{again}");
+            assert!(
+                matches!(again.kind(), ErrorKind::AlreadyExists { .. }),
+                "{again}"
+            );
         }
     }
 }
@@ -143,23 +175,26 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
     let tok = dir.path().join("tok");
-    dense_store(&img, Codec::Zstd, 2_000, 784, 4);
+    dense_store(&img, Codec::Zstd, 3_000, 784, 4);
     ragged_store(&tok, Codec::Raw, 3_000, 200, 4);
     let o = server.options();
-    push(&img, &url("b", "img"), &o).unwrap();
-    push(&tok, &url("b", "tok"), &o).unwrap();
+    push(&img, &url("bkt", "img"), &o).unwrap();
+    push(&tok, &url("bkt", "tok"), &o).unwrap();
     for o in [o.clone(), o.clone().no_cache(), o.clone().block_bytes(4096)] {
-        let ri = DynDense::open_url(&url("b", "img"), &o).unwrap();
-        let rt = DynRagged::open_url(&url("b", "tok"), &o).unwrap();
+        let ri = DynDense::open_url(&url("bkt", "img"), &o).unwrap();
+        let rt = DynRagged::open_url(&url("bkt", "tok"), &o).unwrap();
         let li = DynDense::open(&img).unwrap();
         let lt = DynRagged::open(&tok).unwrap();
         for seed in 0..4 {
-            let idx = scattered(2_000, 300, seed);
-            assert_eq!(ri.gather_bytes(&idx).unwrap(), li.gather_bytes(&idx).unwrap());
+            let idx = scattered(3_000, 300, seed);
+            assert_eq!(
+                ri.gather_bytes(&idx).unwrap(),
+                li.gather_bytes(&idx).unwrap()
+            );
             let (a, b) = (rt.gather(&idx).unwrap(), lt.gather(&idx).unwrap());
             assert_eq!(a.len(), b.len());
             for k in 0..a.len() {
@@ -168,8 +203,11 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
             }
         }
         // An index out of range is the same error as locally.
-        let e = ri.gather_bytes(&[2_000]).unwrap_err();
-        assert!(matches!(e.kind(), ErrorKind::IndexOutOfRange { index: 2000, .. }));
+        let e = ri.gather_bytes(&[3_000]).unwrap_err();
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::IndexOutOfRange { index: 3000, .. }
+        ));
         let stats = ri.remote_stats().unwrap();
         assert!(stats.requests > 0 && stats.bytes_fetched > 0, "{stats:?}");
         assert!(li.remote_stats().is_none());
@@ -195,10 +233,13 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
             .collect()
     };
     let remote = run(
-        DynDense::open_url(&url("b", "img"), &o).unwrap(),
-        DynRagged::open_url(&url("b", "tok"), &o).unwrap(),
+        DynDense::open_url(&url("bkt", "img"), &o).unwrap(),
+        DynRagged::open_url(&url("bkt", "tok"), &o).unwrap(),
     );
-    let local = run(DynDense::open(&img).unwrap(), DynRagged::open(&tok).unwrap());
+    let local = run(
+        DynDense::open(&img).unwrap(),
+        DynRagged::open(&tok).unwrap(),
+    );
     assert_eq!(remote, local);
 }
 
@@ -207,11 +248,11 @@ fn the_cache_serves_a_second_pass_without_requests() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s");
     ragged_store(&p, Codec::Zstd, 4_000, 300, 4);
-    let u = url("b", "s");
+    let u = url("bkt", "s");
     push(&p, &u, &server.options()).unwrap();
     let cache = dir.path().join("cache");
     let all: Vec<u64> = (0..4_000).collect();
@@ -234,7 +275,10 @@ fn the_cache_serves_a_second_pass_without_requests() {
     assert!(cold.requests > 0 && cold.misses > 0, "{cold:?}");
     // Each stored byte was fetched about once over the pass.
     let stored = Store::open(&p).unwrap().stored_bytes();
-    assert!(cold.bytes_fetched <= stored + stored / 5, "{cold:?}, {stored}");
+    assert!(
+        cold.bytes_fetched <= stored + stored / 5,
+        "{cold:?}, {stored}"
+    );
     let second = pass(&s);
     let warm = s.remote_stats().unwrap();
     assert_eq!(warm.requests, cold.requests, "second pass made requests");
@@ -271,11 +315,11 @@ fn coalescing_without_a_cache_fetches_at_most_twice_the_wanted_bytes() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s");
     ragged_store(&p, Codec::Raw, 5_000, 400, 4);
-    let u = url("b", "s");
+    let u = url("bkt", "s");
     push(&p, &u, &server.options()).unwrap();
     let local = DynRagged::open(&p).unwrap();
     for (gap, max_request) in [(0, 1 << 20), (64 << 10, 1 << 20), (4 << 20, 8 << 10)] {
@@ -332,7 +376,7 @@ fn damaged_remote_objects_give_the_same_typed_errors_as_local_ones() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let o = server.options();
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good");
@@ -353,44 +397,74 @@ fn damaged_remote_objects_give_the_same_typed_errors_as_local_ones() {
     let table_at = |i: usize| 4096 + 16 * i;
     type Damage = Box<dyn Fn(&mut BTreeMap<String, Vec<u8>>)>;
     let cases: Vec<(&str, Damage)> = vec![
-        ("truncated shard", Box::new(|f| {
-            let d = f.get_mut("data_1.zr").unwrap();
-            d.truncate(d.len() / 2);
-        })),
-        ("missing shard", Box::new(|f| {
-            f.remove("data_0.zr");
-        })),
-        ("missing meta", Box::new(|f| {
-            f.remove("meta.zr");
-        })),
-        ("empty meta", Box::new(|f| {
-            f.insert("meta.zr".into(), Vec::new());
-        })),
-        ("short meta", Box::new(|f| {
-            f.get_mut("meta.zr").unwrap().truncate(100);
-        })),
-        ("truncated table", Box::new(|f| {
-            f.get_mut("meta.zr").unwrap().truncate(4096 + 16 * 100);
-        })),
-        ("unknown codec", Box::new(|f| {
-            // The codec tag's byte in the header.
-            let m = f.get_mut("meta.zr").unwrap();
-            m[11] = 9;
-        })),
-        ("unexpected dict", Box::new(|f| {
-            f.insert("dict.zr".into(), vec![1, 2, 3]);
-        })),
-        ("garbage payload", Box::new(move |f| {
-            let d = f.get_mut("data_1.zr").unwrap();
-            for b in d.iter_mut().take(600) {
-                *b ^= 0x5a;
-            }
-        })),
-        ("location past tail", Box::new(move |f| {
-            let m = f.get_mut("meta.zr").unwrap();
-            let at = table_at(7);
-            m[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
-        })),
+        (
+            "truncated shard",
+            Box::new(|f| {
+                let d = f.get_mut("data_1.zr").unwrap();
+                d.truncate(d.len() / 2);
+            }),
+        ),
+        (
+            "missing shard",
+            Box::new(|f| {
+                f.remove("data_0.zr");
+            }),
+        ),
+        (
+            "missing meta",
+            Box::new(|f| {
+                f.remove("meta.zr");
+            }),
+        ),
+        (
+            "empty meta",
+            Box::new(|f| {
+                f.insert("meta.zr".into(), Vec::new());
+            }),
+        ),
+        (
+            "short meta",
+            Box::new(|f| {
+                f.get_mut("meta.zr").unwrap().truncate(100);
+            }),
+        ),
+        (
+            "truncated table",
+            Box::new(|f| {
+                f.get_mut("meta.zr").unwrap().truncate(4096 + 16 * 100);
+            }),
+        ),
+        (
+            "unknown codec",
+            Box::new(|f| {
+                // The codec tag's byte in the header.
+                let m = f.get_mut("meta.zr").unwrap();
+                m[11] = 9;
+            }),
+        ),
+        (
+            "unexpected dict",
+            Box::new(|f| {
+                f.insert("dict.zr".into(), vec![1, 2, 3]);
+            }),
+        ),
+        (
+            "garbage payload",
+            Box::new(move |f| {
+                let d = f.get_mut("data_1.zr").unwrap();
+                for b in d.iter_mut().take(600) {
+                    *b ^= 0x5a;
+                }
+            }),
+        ),
+        (
+            "location past tail",
+            Box::new(move |f| {
+                let m = f.get_mut("meta.zr").unwrap();
+                let at = table_at(7);
+                m[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+            }),
+        ),
     ];
     for (k, (name, damage)) in cases.into_iter().enumerate() {
         let mut f = base.clone();
@@ -400,16 +474,20 @@ fn damaged_remote_objects_give_the_same_typed_errors_as_local_ones() {
         let prefix = format!("damaged/case{k}");
         for (file, body) in &f {
             std::fs::write(local.join(file), body).unwrap();
-            server.put_object("b", &format!("{prefix}/{file}"), body);
+            server.put_object("bkt", &format!("{prefix}/{file}"), body);
         }
-        let u = format!("s3://b/{prefix}");
+        let u = format!("s3://bkt/{prefix}");
         // Records are read in order, and the lowest bad one is reported.
-        let outcome = |r: Result<loaderx_core::StoreDigest, loaderx_core::Error>, at: &str| match r {
+        let outcome = |r: Result<loaderx_core::StoreDigest, loaderx_core::Error>, at: &str| match r
+        {
             Ok(d) => format!("ok {}", d.sha256),
             Err(e) => shape_of(&e, &local, at),
         };
         let l = outcome(Store::open(&local).and_then(|s| digest(&s)), &u);
-        assert!(l.starts_with("Discriminant"), "{name}: local store read: {l}");
+        assert!(
+            l.starts_with("Discriminant"),
+            "{name}: local store read: {l}"
+        );
         for o in [o.clone(), o.clone().no_cache()] {
             let r = outcome(Store::open_url(&u, &o).and_then(|s| digest(&s)), &u);
             assert_eq!(r, l, "{name}");
@@ -422,11 +500,11 @@ fn a_server_gone_mid_run_is_a_typed_error_after_bounded_retries() {
     let Some(mut server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s");
     dense_store(&p, Codec::Raw, 4_000, 512, 4);
-    let u = url("b", "s");
+    let u = url("bkt", "s");
     let o = server.options().no_cache();
     push(&p, &u, &o).unwrap();
     let s = DynDense::open_url(&u, &o).unwrap();
@@ -456,15 +534,19 @@ fn a_server_gone_mid_run_is_a_typed_error_after_bounded_retries() {
     let errors: Vec<_> = loader.take(50).filter_map(Result::err).collect();
     assert!(!errors.is_empty());
     assert!(
-        errors
-            .iter()
-            .all(|e| matches!(e.kind(), ErrorKind::Gather { .. } | ErrorKind::Remote { .. })),
+        errors.iter().all(|e| matches!(
+            e.kind(),
+            ErrorKind::Gather { .. } | ErrorKind::Remote { .. }
+        )),
         "{errors:?}"
     );
     assert!(start.elapsed() < Duration::from_secs(120));
     // Opening is the same error.
-    let e = DynDense::open_url(&u, &o).unwrap_err();
-    assert!(matches!(e.kind(), ErrorKind::Remote { record: None, .. }), "{e}");
+    let e = DynDense::open_url(&u, &o).err().unwrap();
+    assert!(
+        matches!(e.kind(), ErrorKind::Remote { record: None, .. }),
+        "{e}"
+    );
 }
 
 #[test]
@@ -472,26 +554,37 @@ fn a_store_being_written_is_not_published_remotely_either() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("open");
-    let mut w = DynDenseWriter::create(&p, DType::U8, &[4], &CreateOptions::new(Codec::Raw))
-        .unwrap();
+    let mut w =
+        DynDenseWriter::create(&p, DType::U8, &[4], &CreateOptions::new(Codec::Raw)).unwrap();
     w.append_bytes(&[1; 40], 10).unwrap();
     // The writer holds the store: upload its files as they are now.
     for e in std::fs::read_dir(&p).unwrap() {
         let e = e.unwrap();
         let name = e.file_name().into_string().unwrap();
-        server.put_object("b", &format!("open/{name}"), &std::fs::read(e.path()).unwrap());
+        server.put_object(
+            "bkt",
+            &format!("open/{name}"),
+            &std::fs::read(e.path()).unwrap(),
+        );
     }
-    let e = Store::open_url("s3://b/open", &server.options()).unwrap_err();
+    let e = Store::open_url("s3://bkt/open", &server.options())
+        .err()
+        .unwrap();
     assert!(matches!(e.kind(), ErrorKind::NotPublished { .. }), "{e}");
     // And push refuses it as open does.
-    let e = push(&p, "s3://b/pushed", &server.options()).unwrap_err();
+    let e = push(&p, "s3://bkt/pushed", &server.options()).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Busy { .. }), "{e}");
     w.close().unwrap();
-    push(&p, "s3://b/pushed", &server.options()).unwrap();
-    assert_eq!(Store::open_url("s3://b/pushed", &server.options()).unwrap().len(), 10);
+    push(&p, "s3://bkt/pushed", &server.options()).unwrap();
+    assert_eq!(
+        Store::open_url("s3://bkt/pushed", &server.options())
+            .unwrap()
+            .len(),
+        10
+    );
 }
 
 /// Re-runs this test binary as a child running only test `name`, with `env`.
@@ -532,12 +625,12 @@ fn a_killed_upload_leaves_nothing_that_opens() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("big");
     dense_store(&p, Codec::Raw, 24_000, 4096, 4); // 4 shards of 24 MiB
     for attempt in 0..3 {
-        let u = format!("s3://b/killed{attempt}");
+        let u = format!("s3://bkt/killed{attempt}");
         let mut c = child(
             "push_child",
             &[
@@ -550,7 +643,7 @@ fn a_killed_upload_leaves_nothing_that_opens() {
         .spawn()
         .unwrap();
         let deadline = Instant::now() + Duration::from_secs(120);
-        while !server.exists("b", &format!("killed{attempt}/data_0.zr")) {
+        while !server.exists("bkt", &format!("killed{attempt}/data_0.zr")) {
             assert!(Instant::now() < deadline, "the upload never started");
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -560,8 +653,8 @@ fn a_killed_upload_leaves_nothing_that_opens() {
         if !running {
             continue; // finished before the kill: try again
         }
-        assert!(!server.exists("b", &format!("killed{attempt}/meta.zr")));
-        let e = Store::open_url(&u, &server.options()).unwrap_err();
+        assert!(!server.exists("bkt", &format!("killed{attempt}/meta.zr")));
+        let e = Store::open_url(&u, &server.options()).err().unwrap();
         assert!(matches!(e.kind(), ErrorKind::NotAStore { .. }), "{e}");
         return;
     }
@@ -629,8 +722,8 @@ fn rank_child() {
     let rank: usize = rank.parse().unwrap();
     // All ranks share one cache directory, as processes on one host would.
     let o = options_for(&endpoint).cache_dir(Some(cache.into()));
-    let img = DynDense::open_url("s3://b/mh/img", &o).unwrap();
-    let tok = DynRagged::open_url("s3://b/mh/tok", &o).unwrap();
+    let img = DynDense::open_url("s3://bkt/mh/img", &o).unwrap();
+    let tok = DynRagged::open_url("s3://bkt/mh/tok", &o).unwrap();
     let loader = rank_loader(img, tok, RANK_BATCH)
         .shard(rank, WORLD)
         .build()
@@ -648,15 +741,15 @@ fn four_ranks_on_one_s3_store_deliver_a_single_process_run() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
     let tok = dir.path().join("tok");
     dense_store(&img, Codec::ZstdDict, 1_000, 784, 4);
     ragged_store(&tok, Codec::Zstd, 1_000, 100, 3);
     let o = server.options();
-    push(&img, "s3://b/mh/img", &o).unwrap();
-    push(&tok, "s3://b/mh/tok", &o).unwrap();
+    push(&img, "s3://bkt/mh/img", &o).unwrap();
+    push(&tok, "s3://bkt/mh/tok", &o).unwrap();
     let cache = dir.path().join("cache");
     let children: Vec<_> = (0..WORLD)
         .map(|rank| {
@@ -681,7 +774,8 @@ fn four_ranks_on_one_s3_store_deliver_a_single_process_run() {
             String::from_utf8(out.stdout)
                 .unwrap()
                 .lines()
-                .filter_map(|l| l.strip_prefix("STEP "))
+                // libtest may print "test rank_child ... " before the first line.
+                .filter_map(|l| l.split_once("STEP ").map(|(_, json)| json))
                 .map(|l| {
                     let v: serde_json::Value = serde_json::from_str(l).unwrap();
                     let list = |k: &str| -> Vec<u64> {

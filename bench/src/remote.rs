@@ -102,10 +102,10 @@ pub fn section(
     // `S3Server` takes the interpreter from LOADERX_PYTHON.
     let server = S3Server::start().ok_or("LOADERX_SKIP_PYTHON is set")?;
     server.create_bucket("bench");
-    let base = server.options().retries(4).timeouts(
-        Duration::from_secs(60),
-        Duration::from_secs(5),
-    );
+    let base = server
+        .options()
+        .retries(4)
+        .timeouts(Duration::from_secs(60), Duration::from_secs(5));
     let mut t = Table::new(&[
         "workload",
         "read from",

@@ -40,17 +40,20 @@ fn push_then_info_digest_verify_a_url() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("tokens");
-    let mut w =
-        RaggedWriter::<i32>::create_with(&store, 1, &CreateOptions::new(Codec::Zstd).data_shards(3))
-            .unwrap();
+    let mut w = RaggedWriter::<i32>::create_with(
+        &store,
+        1,
+        &CreateOptions::new(Codec::Zstd).data_shards(3),
+    )
+    .unwrap();
     let recs: Vec<Vec<i32>> = (0..500).map(|i| (0..1 + i % 37).collect()).collect();
     w.append(&recs).unwrap();
     w.close().unwrap();
     let s = store.to_str().unwrap();
-    let url = "s3://b/data/tokens";
+    let url = "s3://bkt/data/tokens";
     let pushed = stdout(&loaderx(&server, &["push", s, url], &[]));
     assert!(pushed.contains("4 objects"), "{pushed}");
     let cache = dir.path().join("cache");
@@ -59,9 +62,15 @@ fn push_then_info_digest_verify_a_url() {
         stdout(&loaderx(&server, &["digest", url], &env)),
         stdout(&loaderx(&server, &["digest", s], &[]))
     );
-    assert!(std::fs::read_dir(&cache).unwrap().count() > 0, "the cache directory was used");
+    assert!(
+        std::fs::read_dir(&cache).unwrap().count() > 0,
+        "the cache directory was used"
+    );
     let info = stdout(&loaderx(&server, &["info", url], &env));
-    assert!(info.contains("length: 500") && info.contains("codec: zstd"), "{info}");
+    assert!(
+        info.contains("length: 500") && info.contains("codec: zstd"),
+        "{info}"
+    );
     assert!(info.contains(url), "{info}");
     let verify = stdout(&loaderx(&server, &["verify", url], &env));
     assert_eq!(verify.trim(), "ok: 500 records verified");
@@ -70,7 +79,7 @@ fn push_then_info_digest_verify_a_url() {
     assert!(!again.status.success());
     assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
     // No store at a URL is the same error as locally.
-    let none = loaderx(&server, &["info", "s3://b/data/none"], &[]);
+    let none = loaderx(&server, &["info", "s3://bkt/data/none"], &[]);
     assert!(!none.status.success());
     let err = String::from_utf8_lossy(&none.stderr);
     assert!(err.contains("no store here"), "{err}");
@@ -86,27 +95,45 @@ fn convert_idx_writes_straight_to_a_url() {
     let Some(server) = S3Server::start() else {
         return;
     };
-    server.create_bucket("b");
+    server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let staging = dir.path().join("staging");
     std::fs::create_dir(&staging).unwrap();
     let env = [("LOADERX_STAGING_DIR", staging.as_path())];
     let out = stdout(&loaderx(
         &server,
-        &["convert", "idx", src.to_str().unwrap(), "s3://b/fashion", "--codec", "raw"],
+        &[
+            "convert",
+            "idx",
+            src.to_str().unwrap(),
+            "s3://bkt/fashion",
+            "--codec",
+            "raw",
+        ],
         &env,
     ));
-    assert!(out.contains("pushed 4 stores to s3://b/fashion"), "{out}");
-    assert_eq!(std::fs::read_dir(&staging).unwrap().count(), 0, "staging left behind");
+    assert!(out.contains("pushed 4 stores to s3://bkt/fashion"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&staging).unwrap().count(),
+        0,
+        "staging left behind"
+    );
     let local = dir.path().join("local");
     stdout(&loaderx(
         &server,
-        &["convert", "idx", src.to_str().unwrap(), local.to_str().unwrap(), "--codec", "raw"],
+        &[
+            "convert",
+            "idx",
+            src.to_str().unwrap(),
+            local.to_str().unwrap(),
+            "--codec",
+            "raw",
+        ],
         &[],
     ));
     for split in ["train", "test"] {
         for column in ["image", "label"] {
-            let url = format!("s3://b/fashion/{split}/{column}");
+            let url = format!("s3://bkt/fashion/{split}/{column}");
             let l = local.join(split).join(column);
             assert_eq!(
                 stdout(&loaderx(&server, &["digest", &url], &[])),

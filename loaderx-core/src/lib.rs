@@ -93,11 +93,11 @@ pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
     RaggedWriter,
 };
-pub use sampler::{Sampler, SamplerMode};
-pub use remote_url::is_url;
-pub use store::Store;
 #[cfg(feature = "remote")]
 pub use remote::{PushReport, RemoteOptions, RemoteStats, push};
+pub use remote_url::is_url;
+pub use sampler::{Sampler, SamplerMode};
+pub use store::Store;
 
 #[doc(no_inline)]
 pub use half::f16;

@@ -647,7 +647,15 @@ impl DynRagged {
         &self,
         indices: &[u64],
         fetch: bool,
-    ) -> Result<(Vec<crate::format::RecordLoc>, Vec<usize>, usize, Option<Staged>), Error> {
+    ) -> Result<
+        (
+            Vec<crate::format::RecordLoc>,
+            Vec<usize>,
+            usize,
+            Option<Staged>,
+        ),
+        Error,
+    > {
         self.engine.check_indices(indices)?;
         let head = 8 * self.ndim;
         let locs = indices

@@ -542,7 +542,10 @@ pub(crate) fn open(url: &str, o: &RemoteOptions) -> Result<StoreReader, Error> {
         h.update([0]);
         h.update(meta_len.to_le_bytes());
         let d = h.finalize();
-        d[..16].iter().map(|b| format!("{b:02x}")).collect::<String>()
+        d[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
     };
     let cache = BlockCache::new(o, &identity)?;
     let remote = RemoteShards {
@@ -801,9 +804,11 @@ impl RemoteShards {
             let (b0, b1) = (seg.start / bs, (seg.end - 1) / bs);
             let block = |b: u64| {
                 have.get(&(seg.shard, b)).ok_or_else(|| {
-                    inner
-                        .target
-                        .err(&format::data_file(seg.shard), Some(seg.record), "block missing")
+                    inner.target.err(
+                        &format::data_file(seg.shard),
+                        Some(seg.record),
+                        "block missing",
+                    )
                 })
             };
             let piece = if b0 == b1 {
@@ -1061,7 +1066,9 @@ pub fn push(store: impl AsRef<Path>, url: &str, o: &RemoteOptions) -> Result<Pus
     // Validates the store and holds its shared lock during the upload.
     let reader = StoreReader::open(store)?;
     if reader.is_remote() {
-        return Err(Error::invalid("push uploads a local store; its source is a URL"));
+        return Err(Error::invalid(
+            "push uploads a local store; its source is a URL",
+        ));
     }
     let t = target(url, o)?;
     let exists = match block_on(t.store.head(&t.object(META_FILE)))? {
@@ -1113,8 +1120,7 @@ fn upload(t: &Target, o: &RemoteOptions, path: &Path, name: &str, len: u64) -> R
     let obj = t.object(name);
     if len <= o.part_bytes as u64 {
         let body = read(0, len as usize)?;
-        block_on(t.store.put(&obj, PutPayload::from(body)))?
-            .map_err(|e| t.err(name, None, e))?;
+        block_on(t.store.put(&obj, PutPayload::from(body)))?.map_err(|e| t.err(name, None, e))?;
         return Ok(());
     }
     block_on(async {

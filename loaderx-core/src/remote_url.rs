@@ -18,10 +18,23 @@ mod tests {
 
     #[test]
     fn urls_and_paths() {
-        for u in ["s3://b/p", "gs://b/x", "az://c/s", "http://127.0.0.1:9/s", "https://h/s"] {
+        for u in [
+            "s3://b/p",
+            "gs://b/x",
+            "az://c/s",
+            "http://127.0.0.1:9/s",
+            "https://h/s",
+        ] {
             assert!(is_url(u), "{u}");
         }
-        for p in ["/data/store", "store", "s3:/b", "ftp://h/s", "s3://", "./s3://x"] {
+        for p in [
+            "/data/store",
+            "store",
+            "s3:/b",
+            "ftp://h/s",
+            "s3://",
+            "./s3://x",
+        ] {
             assert!(!is_url(p), "{p}");
         }
     }

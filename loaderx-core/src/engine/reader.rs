@@ -529,7 +529,12 @@ impl StoreReader {
 
     /// The stored bytes of record `index` at `loc`, a location [`Self::loc`]
     /// validated, from `staged` (which [`Self::stage`] made for it).
-    fn stored<'a>(&'a self, staged: &'a Staged, index: u64, loc: RecordLoc) -> Result<&'a [u8], Error> {
+    fn stored<'a>(
+        &'a self,
+        staged: &'a Staged,
+        index: u64,
+        loc: RecordLoc,
+    ) -> Result<&'a [u8], Error> {
         match staged {
             Staged::Local => {
                 let shard = self.shard_of(index);
@@ -542,9 +547,10 @@ impl StoreReader {
                     Some(mask) => index & mask,
                     None => index % self.shards.len() as u64,
                 };
-                f.get(s as usize, loc.offset, loc.phys_length).ok_or_else(|| {
-                    Error::corrupt_record(&self.path, index, "stored bytes were not fetched")
-                })
+                f.get(s as usize, loc.offset, loc.phys_length)
+                    .ok_or_else(|| {
+                        Error::corrupt_record(&self.path, index, "stored bytes were not fetched")
+                    })
             }
         }
     }
