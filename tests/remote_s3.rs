@@ -4,6 +4,8 @@
 //! Every client is pointed at that server by explicit options (endpoint,
 //! dummy credentials, region): no test reaches any other address.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::Path;

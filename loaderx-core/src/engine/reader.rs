@@ -206,7 +206,7 @@ pub(crate) fn codec_state(
 ) -> Result<CodecState, Error> {
     match (codec, dict) {
         (Codec::ZstdDict, None) => Err(Error::corrupt(path, "zstd_dict store has no dict.zr")),
-        (Codec::ZstdDict, Some(d)) if d.is_empty() => {
+        (Codec::ZstdDict, Some([])) => {
             Err(Error::corrupt(path.join(DICT_FILE), "dict.zr is empty"))
         }
         // A raw or zstd store with a dict.zr was refused by `check_dict_len`.
