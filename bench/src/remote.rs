@@ -2,20 +2,48 @@
 //! and from an S3-compatible server on loopback (moto, from the Python venv)
 //! with the cache disabled, cold with a cache large enough for the store,
 //! and warm from that cache (memory, then the directory alone).
+//!
+//! Self-contained but for `crate::report` and `crate::workload`, so that
+//! `loaderx-tests`'s `remote_bench` example runs the same section without
+//! building the whole suite (whose burn peer takes long to build).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use indicatif::ProgressBar;
 use loaderx_core::sampler::{Sampler, SamplerMode};
-use loaderx_core::{Codec, DynDense, DynRagged, RemoteOptions, RemoteStats};
+use loaderx_core::{
+    Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter, RemoteOptions,
+    RemoteStats,
+};
 use loaderx_tests::S3Server;
 
-use crate::Args;
 use crate::report::{Table, Target, num, ratio};
-use crate::stores::zrecord::Zrecord;
-use crate::stores::{Backend, Result};
 use crate::workload::Workload;
+
+/// Any error of the section.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+/// The section's result.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Writes `w` as a raw store at the new path `path`.
+fn write_raw(w: &Workload, path: &Path) -> Result<()> {
+    let opts = CreateOptions::new(Codec::Raw);
+    match &w.dense {
+        Some(shape) => {
+            let mut s = DynDenseWriter::create(path, w.dtype, shape, &opts)?;
+            s.append_bytes(&w.flat, w.len())?;
+            s.close()?;
+        }
+        None => {
+            let mut s = DynRaggedWriter::create(path, w.dtype, w.ndim, &opts)?;
+            for chunk in (0..w.len()).collect::<Vec<_>>().chunks(8192) {
+                s.append_bytes(chunk.iter().map(|&i| (w.shape(i), w.record(i))))?;
+            }
+            s.close()?;
+        }
+    }
+    Ok(())
+}
 
 /// A store opened one way, gathering one batch at a time.
 enum Reader {
@@ -85,17 +113,19 @@ fn pass(r: &Reader, batches: &[Vec<u64>], min: Duration, whole: bool) -> Result<
     })
 }
 
-/// Runs the section; `None` when there is no Python to start the server with.
+/// Runs the section over `workloads`, writing under `root`; `progress`
+/// hears what is being measured. Without `python` (no LOADERX_PYTHON to
+/// start the server with) it says so and measures nothing.
 pub fn section(
-    args: &Args,
+    python: bool,
     workloads: &[Workload],
     root: &Path,
     min: Duration,
     targets: &mut Vec<Target>,
-    bar: &ProgressBar,
+    progress: &dyn Fn(String),
 ) -> Result<String> {
     let mut out = String::from("#### Object storage (S3 on loopback)\n\n");
-    if args.python.is_none() {
+    if !python {
         out.push_str("Not run: needs LOADERX_PYTHON (moto starts the S3 server).\n\n");
         return Ok(out);
     }
@@ -116,13 +146,12 @@ pub fn section(
         "fetched/stored>",
     ]);
     for w in workloads {
-        bar.set_message(format!("remote: {}: write + push", w.key));
+        progress(format!("remote: {}: write + push", w.key));
         let dir = root.join(format!("remote-{}", w.key));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let mut z = Zrecord::new(Codec::Raw, None);
-        z.write(w, &dir)?;
-        let local = z.path().to_path_buf();
+        let local = dir.join("store");
+        write_raw(w, &local)?;
         let url = format!("s3://bench/{}", w.key);
         loaderx_core::push(&local, &url, &base)?;
         let stored = loaderx_core::Store::open(&local)?.stored_bytes();
@@ -131,7 +160,7 @@ pub fn section(
             .map(|_| sampler.next_batch().to_vec())
             .collect();
         let local_path = local.to_string_lossy().into_owned();
-        bar.set_message(format!("remote: {}: local", w.key));
+        progress(format!("remote: {}: local", w.key));
         let l = pass(&Reader::open(w, &local_path, None)?, &epoch, min, true)?;
         let mut row = |from: &str, p: &Pass, whole: bool| {
             t.row(vec![
@@ -149,7 +178,7 @@ pub fn section(
             ]);
         };
         row("local store (mmap)", &l, true);
-        bar.set_message(format!("remote: {}: S3, no cache", w.key));
+        progress(format!("remote: {}: S3, no cache", w.key));
         let nc = Reader::open(w, &url, Some(&base.clone().no_cache()))?;
         let p = pass(&nc, &epoch, min, false)?;
         row("S3, cache disabled", &p, false);
@@ -166,7 +195,7 @@ pub fn section(
             .clone()
             .cache_dir(Some(cache.clone()))
             .memory_cache_bytes(2 * stored + (64 << 20));
-        bar.set_message(format!("remote: {}: S3, cold", w.key));
+        progress(format!("remote: {}: S3, cold", w.key));
         let c = Reader::open(w, &url, Some(&cached))?;
         let cold = pass(&c, &epoch, min, true)?;
         row("S3 cold, cache ≥ store", &cold, true);
@@ -178,7 +207,7 @@ pub fn section(
             wanted: 1.0 / 1.2,
             measured: Some(stored as f64 / cold.fetched.max(1) as f64),
         });
-        bar.set_message(format!("remote: {}: S3, warm", w.key));
+        progress(format!("remote: {}: S3, warm", w.key));
         let warm = pass(&c, &epoch, min, true)?;
         row("S3 warm, memory cache", &warm, true);
         targets.push(Target {

@@ -942,7 +942,15 @@ pub fn run(args: &Args) -> Result<()> {
             .iter()
             .map(|k| workload::build(k, &images, scale))
             .collect();
-        let section = crate::remote::section(args, &ws, &root, min, &mut targets, &bar)?;
+        let progress = |m: String| bar.set_message(m);
+        let section = crate::remote::section(
+            args.python.is_some(),
+            &ws,
+            &root,
+            min,
+            &mut targets,
+            &progress,
+        )?;
         emit(&mut out, &section);
     }
     let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
