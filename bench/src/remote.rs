@@ -163,14 +163,23 @@ pub fn section(
         progress(format!("remote: {}: local", w.key));
         let l = pass(&Reader::open(w, &local_path, None)?, &epoch, min, true)?;
         let mut row = |from: &str, p: &Pass, whole: bool| {
+            let remote = !from.starts_with("local");
             t.row(vec![
                 w.title.split(" × ").next().unwrap_or(&w.title).to_string(),
                 from.to_string(),
                 num(Some(p.records_s), 0),
                 ratio(Some(p.records_s), Some(l.records_s)),
-                format!("{:.1}", p.requests_per_batch),
-                format!("{:.2}", p.fetched as f64 / p.delivered.max(1) as f64),
-                if whole {
+                if remote {
+                    format!("{:.1}", p.requests_per_batch)
+                } else {
+                    "-".into()
+                },
+                if remote {
+                    format!("{:.2}", p.fetched as f64 / p.delivered.max(1) as f64)
+                } else {
+                    "-".into()
+                },
+                if whole && remote {
                     format!("{:.2}", p.fetched as f64 / stored.max(1) as f64)
                 } else {
                     "-".into()

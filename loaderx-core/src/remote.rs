@@ -746,18 +746,17 @@ impl RemoteShards {
                 blocks.entry((seg.shard, b)).or_insert(seg.record);
             }
         }
-        let mut have: HashMap<(usize, u64), Bytes> = HashMap::with_capacity(blocks.len());
+        let mut have: HashMap<(usize, u64), Hit> = HashMap::with_capacity(blocks.len());
         let mut missing: Vec<(usize, u64, u64)> = Vec::new();
         for (&(s, b), &record) in &blocks {
             match cache.get(s, b, block_len(s, b)) {
-                Some((bytes, from_disk)) => {
-                    let c = if from_disk {
-                        &inner.stats.disk_hits
-                    } else {
-                        &inner.stats.memory_hits
+                Some(hit) => {
+                    let c = match hit {
+                        Hit::Memory(_) => &inner.stats.memory_hits,
+                        Hit::Disk(_) | Hit::File(_) => &inner.stats.disk_hits,
                     };
                     c.fetch_add(1, Ordering::Relaxed);
-                    have.insert((s, b), bytes);
+                    have.insert((s, b), hit);
                 }
                 None => missing.push((s, b, record)),
             }
@@ -795,34 +794,44 @@ impl RemoteShards {
                 let len = block_len(s, b);
                 let block = bytes.slice(at as usize..(at + len) as usize);
                 cache.put(s, b, &block);
-                have.insert((s, b), block);
+                have.insert((s, b), Hit::Memory(block));
                 at += len;
             }
         }
         let mut pieces = Vec::with_capacity(segments.len());
         for seg in segments {
             let (b0, b1) = (seg.start / bs, (seg.end - 1) / bs);
+            let name = format::data_file(seg.shard);
             let block = |b: u64| {
-                have.get(&(seg.shard, b)).ok_or_else(|| {
-                    inner.target.err(
-                        &format::data_file(seg.shard),
-                        Some(seg.record),
-                        "block missing",
-                    )
-                })
+                have.get(&(seg.shard, b))
+                    .ok_or_else(|| inner.target.err(&name, Some(seg.record), "block missing"))
             };
-            let piece = if b0 == b1 {
-                let off = seg.start - b0 * bs;
-                block(b0)?.slice(off as usize..(off + seg.end - seg.start) as usize)
-            } else {
-                let mut buf = BytesMut::with_capacity((seg.end - seg.start) as usize);
-                for b in b0..=b1 {
-                    let bytes = block(b)?;
-                    let lo = seg.start.max(b * bs) - b * bs;
-                    let hi = seg.end.min(b * bs + bytes.len() as u64) - b * bs;
-                    buf.extend_from_slice(&bytes[lo as usize..hi as usize]);
+            let piece = match block(b0)? {
+                Hit::Memory(bytes) | Hit::Disk(bytes) if b0 == b1 => {
+                    let off = seg.start - b0 * bs;
+                    bytes.slice(off as usize..(off + seg.end - seg.start) as usize)
                 }
-                buf.freeze()
+                _ => {
+                    let mut buf = BytesMut::with_capacity((seg.end - seg.start) as usize);
+                    for b in b0..=b1 {
+                        let len = block_len(seg.shard, b);
+                        let lo = seg.start.max(b * bs) - b * bs;
+                        let hi = seg.end.min(b * bs + len) - b * bs;
+                        match block(b)? {
+                            Hit::Memory(bytes) | Hit::Disk(bytes) => {
+                                buf.extend_from_slice(&bytes[lo as usize..hi as usize]);
+                            }
+                            // Only the wanted bytes of a block read from disk.
+                            Hit::File(f) => {
+                                let at = buf.len();
+                                buf.resize(at + (hi - lo) as usize, 0);
+                                f.read_exact_at(&mut buf[at..], lo)
+                                    .map_err(|e| Error::io(cache.file_path(seg.shard, b), e))?;
+                            }
+                        }
+                    }
+                    buf.freeze()
+                }
             };
             pieces.push((seg.shard, seg.start, piece));
         }
@@ -859,20 +868,32 @@ impl BlockCache {
         }))
     }
 
-    /// Block `b` of shard `s`, `len` bytes long; true when read from disk.
-    fn get(&self, s: usize, b: u64, len: u64) -> Option<(Bytes, bool)> {
+    /// Block `b` of shard `s`, `len` bytes long. From the directory it is
+    /// read whole and kept in memory when there is a memory tier; without
+    /// one, only its open file is returned, and a gather reads just the
+    /// bytes it wants.
+    fn get(&self, s: usize, b: u64, len: u64) -> Option<Hit> {
         if let Some(m) = &self.memory
             && let Some(bytes) = m.lock().ok()?.get(s, b)
         {
-            return Some((bytes, false));
+            return Some(Hit::Memory(bytes));
         }
-        let bytes = self.disk.as_ref()?.get(s, b, len)?;
-        if let Some(m) = &self.memory
-            && let Ok(mut m) = m.lock()
-        {
+        let disk = self.disk.as_ref()?;
+        let Some(m) = &self.memory else {
+            return disk.open(s, b, len).map(Hit::File);
+        };
+        let bytes = disk.get(s, b, len)?;
+        if let Ok(mut m) = m.lock() {
             m.put(s, b, bytes.clone());
         }
-        Some((bytes, true))
+        Some(Hit::Disk(bytes))
+    }
+
+    /// The file of block `b` of shard `s`, for messages.
+    fn file_path(&self, s: usize, b: u64) -> PathBuf {
+        self.disk
+            .as_ref()
+            .map_or_else(PathBuf::new, |d| d.file(s, b))
     }
 
     fn put(&self, s: usize, b: u64, bytes: &Bytes) {
@@ -885,6 +906,16 @@ impl BlockCache {
             d.put(s, b, bytes);
         }
     }
+}
+
+/// A cached block.
+enum Hit {
+    /// From the memory tier.
+    Memory(Bytes),
+    /// Read whole from the directory.
+    Disk(Bytes),
+    /// Open in the directory, to be read in part.
+    File(File),
 }
 
 /// Blocks in memory, least recently used evicted first.
@@ -957,6 +988,19 @@ impl DiskCache {
 
     fn file(&self, s: usize, b: u64) -> PathBuf {
         self.dir.join(format!("{s}-{b}.blk"))
+    }
+
+    /// The open file of block `b` of shard `s` if it holds `len` bytes
+    /// (else it is removed, to be fetched again); marks it recently used.
+    fn open(&self, s: usize, b: u64, len: u64) -> Option<File> {
+        let p = self.file(s, b);
+        let f = File::open(&p).ok()?;
+        if f.metadata().ok()?.len() != len {
+            let _ = std::fs::remove_file(&p);
+            return None;
+        }
+        let _ = f.set_modified(SystemTime::now());
+        Some(f)
     }
 
     fn get(&self, s: usize, b: u64, len: u64) -> Option<Bytes> {

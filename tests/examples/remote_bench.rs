@@ -11,15 +11,15 @@
 
 use std::time::Duration;
 
+#[allow(unreachable_pub)]
+#[path = "../../bench/src/remote.rs"]
+mod remote;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../bench/src/report.rs"]
 mod report;
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../bench/src/workload.rs"]
 mod workload;
-#[allow(unreachable_pub)]
-#[path = "../../bench/src/remote.rs"]
-mod remote;
 
 fn main() -> Result<(), remote::Error> {
     let quick = std::env::args().any(|a| a == "--quick");
