@@ -37,3 +37,136 @@ pub fn run_interop(py: &std::path::Path, args: &[&std::ffi::OsStr]) -> String {
     );
     String::from_utf8(out.stdout).expect("utf-8 output")
 }
+
+/// A real S3-compatible server (moto, from the test venv) on 127.0.0.1,
+/// started on a free port and killed when dropped.
+pub struct S3Server {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl S3Server {
+    /// Starts `$LOADERX_PYTHON -m moto.server` on a free loopback port and
+    /// waits until it answers; `None` when `LOADERX_SKIP_PYTHON` is set.
+    pub fn start() -> Option<S3Server> {
+        let py = python()?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new(py)
+            .args(["-m", "moto.server", "-H", "127.0.0.1", "-p"])
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto (scripts/test installs moto[server] into the venv)");
+        let server = S3Server { child, port };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while server.request("GET", "/").is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "moto did not answer on port {port}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        Some(server)
+    }
+
+    /// The endpoint, `http://127.0.0.1:PORT`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Creates bucket `name`, readable without signatures (moto accepts
+    /// unsigned requests to create it; the tests' probes read unsigned).
+    pub fn create_bucket(&self, name: &str) {
+        let status = self
+            .request_with("PUT", &format!("/{name}"), "x-amz-acl: public-read\r\n")
+            .expect("create bucket");
+        assert!(
+            status.starts_with("HTTP/1.1 200"),
+            "create bucket: {status}"
+        );
+    }
+
+    /// One plain HTTP/1.1 request; returns the status line.
+    fn request(&self, method: &str, path: &str) -> std::io::Result<String> {
+        self.request_with(method, path, "")
+    }
+
+    /// [`Self::request`] with extra header lines (each ending in CRLF).
+    fn request_with(&self, method: &str, path: &str, headers: &str) -> std::io::Result<String> {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )?;
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line)?;
+        if line.is_empty() {
+            return Err(std::io::Error::other("no answer"));
+        }
+        Ok(line.trim_end().to_string())
+    }
+
+    /// Options that reach this server, and nothing else: endpoint, dummy
+    /// credentials, region, plain HTTP; short retries.
+    pub fn options(&self) -> loaderx_core::RemoteOptions {
+        loaderx_core::RemoteOptions::default()
+            .config("aws_endpoint", self.endpoint())
+            .config("aws_access_key_id", "testing")
+            .config("aws_secret_access_key", "testing")
+            .config("aws_region", "us-east-1")
+            .config("aws_allow_http", "true")
+            .config("aws_virtual_hosted_style_request", "false")
+            .retries(2)
+            .backoff(std::time::Duration::from_millis(50))
+            .retry_timeout(std::time::Duration::from_secs(5))
+            .timeouts(
+                std::time::Duration::from_secs(10),
+                std::time::Duration::from_secs(2),
+            )
+    }
+
+    /// Stops the server now (as if it went away mid-run).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+impl S3Server {
+    /// Writes object `bucket/key` with an unsigned PUT (moto accepts them):
+    /// lets tests plant damaged objects that `push` would refuse to upload.
+    pub fn put_object(&self, bucket: &str, key: &str, body: &[u8]) {
+        use std::io::{BufRead, BufReader, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect");
+        write!(
+            s,
+            "PUT /{bucket}/{key} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
+        )
+        .expect("write");
+        s.write_all(body).expect("write body");
+        let mut line = String::new();
+        BufReader::new(s).read_line(&mut line).expect("read");
+        assert!(line.starts_with("HTTP/1.1 200"), "put {key}: {line}");
+    }
+
+    /// True when object `bucket/key` exists.
+    pub fn exists(&self, bucket: &str, key: &str) -> bool {
+        self.request("HEAD", &format!("/{bucket}/{key}"))
+            .is_ok_and(|s| s.starts_with("HTTP/1.1 200"))
+    }
+}

@@ -10,6 +10,7 @@
 
 pub mod loader;
 pub mod python;
+pub mod remote;
 pub mod report;
 pub mod sampler;
 pub mod stores;
@@ -36,7 +37,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "stores,small,sampler,loader,loader2"
+        default_value = "stores,small,sampler,loader,loader2,remote"
     )]
     pub sections: Vec<String>,
     /// Store workloads to run.

@@ -932,6 +932,27 @@ pub fn run(args: &Args) -> Result<()> {
         bar.set_message("sampler");
         emit(&mut out, &sampler_section(args, min, &mut targets)?);
     }
+    if wants("remote") {
+        let keys: Vec<&'static str> = ["b", "d"]
+            .into_iter()
+            .filter(|k| args.workloads.iter().any(|x| x == k))
+            .collect();
+        bar.set_message("remote: building the workloads");
+        let ws: Vec<Workload> = keys
+            .iter()
+            .map(|k| workload::build(k, &images, scale))
+            .collect();
+        let progress = |m: String| bar.set_message(m);
+        let section = crate::remote::section(
+            args.python.is_some(),
+            &ws,
+            &root,
+            min,
+            &mut targets,
+            &progress,
+        )?;
+        emit(&mut out, &section);
+    }
     let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
     for (name, section) in [
         ("loader", loader_section as LoaderSection),

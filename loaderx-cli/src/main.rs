@@ -7,7 +7,15 @@
 //!   with a one-line message naming the problem and the record;
 //! - `loaderx convert idx DIR OUT`: MNIST-format IDX files to stores;
 //! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
-//!   printing the commit sha it was read at.
+//!   printing the commit sha it was read at;
+//! - `loaderx push STORE URL`: uploads a published store to object storage
+//!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last.
+//!
+//! Every STORE may be a URL (`s3://bucket/prefix/store`, …), and a convert's
+//! OUT too: the stores are written to a local staging directory, then pushed.
+//! Credentials, region and endpoint come from the service's environment
+//! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, …); `LOADERX_CACHE_DIR` sets
+//! the block cache directory.
 
 // The doc comments of the clap types below are the `--help` text, written
 // for a terminal, not markdown (`OUT/<split>/<column>`, `[CLS]`).
@@ -17,14 +25,14 @@
     reason = "clap help text, not rustdoc markdown"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::convert_idx_dir;
-use loaderx_core::{Codec, Store};
+use loaderx_core::{Codec, RemoteOptions, Store};
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -44,18 +52,30 @@ struct Cli {
 enum Command {
     /// Print a store's schema, codec, shards, length and sizes.
     Info {
-        /// Store directory.
+        /// Store directory or URL.
         store: PathBuf,
     },
     /// Print the canonical digest `<sha256-hex>  <length>` of a store.
     Digest {
-        /// Store directory.
+        /// Store directory or URL.
         store: PathBuf,
     },
     /// Read and decode every record; exit non-zero on the first problem.
     Verify {
-        /// Store directory.
+        /// Store directory or URL.
         store: PathBuf,
+    },
+    /// Upload a published local store to object storage: payload shards
+    /// first (multipart when big), meta.zr last, so a half-finished upload
+    /// never opens.
+    Push {
+        /// Local store directory.
+        store: PathBuf,
+        /// Destination URL, e.g. s3://bucket/prefix/store (must hold no store).
+        url: String,
+        /// Multipart part size in MiB (at least 5).
+        #[arg(long, default_value_t = 32)]
+        part_mib: usize,
     },
     /// Convert a dataset to Zrecord stores under OUT/<split>/<column>.
     #[command(subcommand)]
@@ -72,7 +92,7 @@ enum Convert {
     Idx {
         /// Directory with the four IDX files.
         dir: PathBuf,
-        /// Output root (must not exist).
+        /// Output root (must not exist), or a URL to push the stores to.
         out: PathBuf,
         /// raw, zstd or zstd_dict.
         #[arg(long, default_value = "zstd")]
@@ -88,7 +108,7 @@ enum Convert {
     Hf {
         /// Dataset repo id, e.g. ylecun/mnist.
         repo: String,
-        /// Output root (must not exist).
+        /// Output root (must not exist), or a URL to push the stores to.
         out: PathBuf,
         /// Branch, tag or commit sha.
         #[arg(long, default_value = "main")]
@@ -202,12 +222,100 @@ fn run(command: &Command) -> Result<String, Error> {
             s.for_each_record(|_, _, _| Ok(()))?;
             Ok(format!("ok: {} records verified", s.len()))
         }
-        Command::Convert(Convert::Idx {
+        Command::Push {
+            store,
+            url,
+            part_mib,
+        } => {
+            let o = RemoteOptions::from_env().part_bytes(part_mib.saturating_mul(1 << 20));
+            let r = loaderx_core::push(store, url, &o)?;
+            Ok(format!(
+                "pushed {} to {url}: {} objects, {} bytes",
+                store.display(),
+                r.objects,
+                r.bytes
+            ))
+        }
+        Command::Convert(c) => {
+            let out = match c {
+                Convert::Idx { out, .. } | Convert::Hf { out, .. } => out,
+            };
+            match out.to_str().filter(|o| loaderx_core::is_url(o)) {
+                None => convert(c, out),
+                Some(url) => {
+                    let staging = Staging::new()?;
+                    let text = convert(c, &staging.root)?;
+                    let pushed = push_tree(&staging.root, url)?;
+                    Ok(format!("{text}\npushed {pushed} stores to {url}"))
+                }
+            }
+        }
+    }
+}
+
+/// A local staging directory for a convert to a URL, removed when dropped.
+struct Staging {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+impl Staging {
+    fn new() -> Result<Staging, Error> {
+        let base = std::env::var_os("LOADERX_STAGING_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(std::env::temp_dir);
+        let dir = base.join(format!("loaderx-staging-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(Staging {
+            root: dir.join("out"),
             dir,
-            out,
+        })
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Pushes every store under `root` to `url` + its relative path; returns how many.
+fn push_tree(root: &Path, url: &str) -> Result<usize, Error> {
+    let o = RemoteOptions::from_env();
+    let mut stores = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        if d.join(loaderx_core::format::META_FILE).is_file() {
+            stores.push(d);
+            continue;
+        }
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            if e.file_type()?.is_dir() {
+                dirs.push(e.path());
+            }
+        }
+    }
+    stores.sort();
+    for s in &stores {
+        let rel = s.strip_prefix(root)?;
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| format!("{}: not UTF-8", rel.display()))?;
+        loaderx_core::push(s, &format!("{}/{rel}", url.trim_end_matches('/')), &o)?;
+    }
+    Ok(stores.len())
+}
+
+/// Runs a convert into the local directory `out`.
+fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
+    match c {
+        Convert::Idx {
+            dir,
+            out: _,
             codec,
             shards,
-        }) => {
+        } => {
             let summary = convert_idx_dir(dir, out, *codec, *shards)?;
             let splits: Vec<String> = summary
                 .splits
@@ -220,9 +328,9 @@ fn run(command: &Command) -> Result<String, Error> {
                 splits.join(", ")
             ))
         }
-        Command::Convert(Convert::Hf {
+        Convert::Hf {
             repo,
-            out,
+            out: _,
             revision,
             config,
             splits,
@@ -242,7 +350,7 @@ fn run(command: &Command) -> Result<String, Error> {
             drop_empty_rows,
             drop_null_rows,
             image_mode,
-        }) => {
+        } => {
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
                 .splits(splits.iter().map(String::as_str))

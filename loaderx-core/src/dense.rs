@@ -293,7 +293,9 @@ pub struct DynDense {
 }
 
 impl DynDense {
-    /// Opens the Dense store at `path`.
+    /// Opens the Dense store at `path`; with feature `remote`, `path` may
+    /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
+    /// with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
     ///
     /// # Errors
     ///
@@ -303,8 +305,25 @@ impl DynDense {
     /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
     /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Ragged.
+    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
+    /// store cannot be read.
     pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    /// Opens the Dense store at the URL `url` with the options `options`.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<DynDense, Error> {
+        Self::from_engine(crate::remote::open(url, options)?)
+    }
+
+    /// What a remote store fetched since it was opened; `None` for a local one.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+        self.engine.remote().map(|r| r.stats())
     }
 
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {

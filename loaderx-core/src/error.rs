@@ -40,7 +40,8 @@ impl Error {
             | ErrorKind::DTypeMismatch { path, .. }
             | ErrorKind::KindMismatch { path, .. }
             | ErrorKind::IndexOutOfRange { path, .. }
-            | ErrorKind::WriterFailed { path } => Some(path),
+            | ErrorKind::WriterFailed { path }
+            | ErrorKind::Remote { path, .. } => Some(path),
             ErrorKind::Gather { error, .. } => error.path(),
             _ => None,
         }
@@ -54,6 +55,7 @@ impl Error {
             ErrorKind::CorruptRecord { index, .. } | ErrorKind::IndexOutOfRange { index, .. } => {
                 Some(*index)
             }
+            ErrorKind::Remote { record, .. } => *record,
             ErrorKind::Gather { error, .. } => error.record(),
             _ => None,
         }
@@ -308,6 +310,17 @@ pub enum ErrorKind {
     InvalidArgument {
         /// What is wrong.
         message: String,
+    },
+    /// A request to an object store failed after its retries: the network,
+    /// the service or the credentials (feature `remote`).
+    #[error("{}{}: {detail}", path.display(), record.map(|i| format!(": record {i}")).unwrap_or_default())]
+    Remote {
+        /// The URL of the object (a store URL followed by its file name).
+        path: PathBuf,
+        /// The record being read, when the request served a gather.
+        record: Option<u64>,
+        /// What failed, with the object store's message.
+        detail: String,
     },
 }
 

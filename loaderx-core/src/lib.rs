@@ -52,6 +52,8 @@
 //!   [`Ragged`], their writers and batches).
 //! - `store`: [`Store`], opening a store of either contract; `digest`: the
 //!   canonical [`digest`].
+//! - `remote` (feature `remote`): stores on object storage (S3, GCS, Azure,
+//!   HTTP) behind the same `open` calls, with a block cache, and `push`.
 //! - `sampler`: [`Sampler`], batch indices as a pure function of `(seed, step)`.
 //! - [`sequence`]: record lengths, length-bucketed sampling, packing into
 //!   fixed-length rows.
@@ -87,6 +89,9 @@ pub mod host;
 mod loader;
 mod options;
 mod ragged;
+#[cfg(feature = "remote")]
+mod remote;
+mod remote_url;
 mod sampler;
 pub mod sequence;
 mod store;
@@ -108,6 +113,9 @@ pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
     RaggedWriter,
 };
+#[cfg(feature = "remote")]
+pub use remote::{PushReport, RemoteOptions, RemoteStats, push};
+pub use remote_url::is_url;
 pub use sampler::{FeistelPermutation, Sampler, SamplerBuilder, SamplerMode};
 pub use store::Store;
 

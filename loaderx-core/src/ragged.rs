@@ -14,6 +14,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, Data, Dimension, IxDyn};
 
 use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
+use crate::engine::reader::Staged;
 use crate::engine::{RecordSource, StoreReader, StoreWriter};
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::{MAX_RECORD_LEN, Schema};
@@ -629,7 +630,9 @@ pub struct DynRagged {
 }
 
 impl DynRagged {
-    /// Opens the Ragged store at `path`.
+    /// Opens the Ragged store at `path`; with feature `remote`, `path` may
+    /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
+    /// with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
     ///
     /// # Errors
     ///
@@ -639,8 +642,25 @@ impl DynRagged {
     /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
     /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Dense.
+    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
+    /// store cannot be read.
     pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
         Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    /// Opens the Ragged store at the URL `url` with the options `options`.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<DynRagged, Error> {
+        Self::from_engine(crate::remote::open(url, options)?)
+    }
+
+    /// What a remote store fetched since it was opened; `None` for a local one.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+        self.engine.remote().map(|r| r.stats())
     }
 
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
@@ -738,20 +758,43 @@ impl DynRagged {
         })
     }
 
-    /// Segment start and stored length of every record at `indices`, plus the total.
+    /// Segment start and stored length of every record at `indices`, plus
+    /// the total and the staged stored bytes. With `fetch` false a remote
+    /// store fetches nothing (and bounds logical lengths by the expansion
+    /// limit only, see `check_logical_length`); a local one always stages.
+    #[allow(clippy::type_complexity)]
     fn plan(
         &self,
         indices: &[u64],
-    ) -> Result<(Vec<crate::format::RecordLoc>, Vec<usize>, usize), Error> {
+        fetch: bool,
+    ) -> Result<
+        (
+            Vec<crate::format::RecordLoc>,
+            Vec<usize>,
+            usize,
+            Option<Staged>,
+        ),
+        Error,
+    > {
         self.engine.check_indices(indices)?;
         let head = 8 * self.ndim;
-        let mut locs = Vec::with_capacity(indices.len());
+        let locs = indices
+            .iter()
+            .map(|&i| self.engine.loc(i))
+            .collect::<Result<Vec<_>, Error>>()?;
+        let staged = if !self.engine.is_remote() {
+            Some(Staged::Local)
+        } else if fetch {
+            let records: Vec<_> = indices.iter().copied().zip(locs.iter().copied()).collect();
+            Some(self.engine.stage(&records)?)
+        } else {
+            None
+        };
         let mut starts = Vec::with_capacity(indices.len());
         let mut total = 0usize;
-        for &i in indices {
-            let loc = self.engine.loc(i)?;
+        for (&i, &loc) in indices.iter().zip(&locs) {
             // Memory is sized by the logical lengths: check them first.
-            self.engine.check_logical_length(i, loc)?;
+            self.engine.check_logical_length(i, loc, staged.as_ref())?;
             let logic = loc.logic_length as usize;
             if logic <= head {
                 return Err(Error::corrupt_record(
@@ -769,9 +812,8 @@ impl DynRagged {
                         indices.len()
                     ),
                 })?;
-            locs.push(loc);
         }
-        Ok((locs, starts, total))
+        Ok((locs, starts, total, staged))
     }
 
     /// Bytes a [`gather_into`](Self::gather_into) of `indices` needs.
@@ -782,7 +824,7 @@ impl DynRagged {
     /// [`ErrorKind::CorruptRecord`] for a malformed location or shape header;
     /// [`ErrorKind::Buffer`] when the total overflows `usize`.
     pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
-        Ok(self.plan(indices)?.2)
+        Ok(self.plan(indices, false)?.2)
     }
 
     /// Gathers the records at `indices` into caller memory of at least
@@ -794,7 +836,8 @@ impl DynRagged {
     /// [`ErrorKind::Buffer`] when `dst` is shorter than
     /// [`gather_len`](Self::gather_len); otherwise as [`gather`](Self::gather).
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
-        let (locs, starts, total) = self.plan(indices)?;
+        let (locs, starts, total, staged) = self.plan(indices, true)?;
+        let staged = staged.unwrap_or(Staged::Local);
         if dst.len() < total {
             return Err(ErrorKind::Buffer {
                 detail: format!("ragged gather needs {total} bytes, got {}", dst.len()),
@@ -812,7 +855,7 @@ impl DynRagged {
             padding.fill(0); // deterministic bytes, whatever the buffer held
             jobs.push((index, *loc, record));
         }
-        self.engine.read_jobs(jobs)?;
+        self.engine.read_jobs(jobs, &staged)?;
         let head = 8 * self.ndim;
         let mut layout = RaggedLayout {
             ndim: self.ndim,

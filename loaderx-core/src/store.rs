@@ -18,7 +18,10 @@ pub enum Store {
 }
 
 impl Store {
-    /// Opens the store at `path`, whichever contract its schema declares.
+    /// Opens the store at `path`, whichever contract its schema declares;
+    /// with feature `remote`, `path` may be a store URL (`s3://…`, `gs://…`,
+    /// `az://…`, `http(s)://…`), opened with
+    /// [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
     ///
     /// # Errors
     ///
@@ -30,12 +33,35 @@ impl Store {
     /// [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for an
     /// element type loaderx does not support, and
     /// [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
+    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
+    /// store cannot be read.
     pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
-        let engine = StoreReader::open(path.as_ref())?;
+        Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    /// Opens the store at the URL `url` with the options `options`.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<Store, Error> {
+        Self::from_engine(crate::remote::open(url, options)?)
+    }
+
+    fn from_engine(engine: StoreReader) -> Result<Store, Error> {
         Ok(match engine.schema().kind() {
             StoreKind::Dense => Store::Dense(DynDense::from_engine(engine)?),
             StoreKind::Ragged => Store::Ragged(DynRagged::from_engine(engine)?),
         })
+    }
+
+    /// What a remote store fetched since it was opened; `None` for a local one.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+        match self {
+            Store::Dense(s) => s.remote_stats(),
+            Store::Ragged(s) => s.remote_stats(),
+        }
     }
 
     /// The record contract.

@@ -28,11 +28,15 @@ const PARALLEL_MIN_RECORDS: usize = 16 << 10;
 /// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
 const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
 
-/// A published store opened read-only, holding a shared lock.
+/// A published store opened read-only: a local one holding a shared lock,
+/// or one on object storage (feature `remote`).
 pub(crate) struct StoreReader {
     path: PathBuf,
-    _meta: File,
-    table: Option<Mmap>,
+    /// The open `meta.zr` of a local store, holding its shared lock.
+    _meta: Option<File>,
+    /// The static page and location table: mapped for a local store, read
+    /// into memory for a remote one.
+    table: Option<Region>,
     /// How records are found: computed from runs, or read from `table`.
     layout: Layout,
     shards: Vec<Shard>,
@@ -43,11 +47,44 @@ pub(crate) struct StoreReader {
     schema: Schema,
     codec: CodecState,
     dict: Option<Vec<u8>>,
+    /// Where the payload shards of a remote store are fetched from.
+    #[cfg(feature = "remote")]
+    remote: Option<crate::remote::RemoteShards>,
 }
 
-struct Shard {
+/// Bytes of `meta.zr` up to the end of its location table.
+pub(crate) enum Region {
+    /// A local store's mapped file.
+    Map(Mmap),
+    /// A remote store's fetched bytes.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    Heap(Vec<u8>),
+}
+
+impl std::ops::Deref for Region {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Region::Map(m) => m,
+            Region::Heap(v) => v,
+        }
+    }
+}
+
+/// The stored bytes of the records of one gather, ready to decode: a local
+/// store's mapped shards hold them already; a remote store's were fetched
+/// (coalesced, through the block cache) by [`StoreReader::stage`].
+pub(crate) enum Staged {
+    /// Read from the mapped shards.
+    Local,
+    /// Fetched from object storage.
+    #[cfg(feature = "remote")]
+    Fetched(crate::remote::Fetched),
+}
+
+pub(crate) struct Shard {
     map: Option<Mmap>,
-    tail: u64,
+    pub(crate) tail: u64,
 }
 
 impl Shard {
@@ -62,9 +99,153 @@ fn file_len(file: &File, path: &Path) -> Result<u64, Error> {
         .map_err(|e| Error::io(path, e))
 }
 
+/// What [`check_page`] validated of a static page.
+pub(crate) struct CheckedPage {
+    pub(crate) page: StaticPage,
+    pub(crate) codec: Codec,
+    /// Where the location table ends in `meta.zr` (within its length).
+    pub(crate) table_end: u64,
+    pub(crate) shard_count: usize,
+    pub(crate) schema: Schema,
+}
+
+/// Refuses a `meta.zr` of `meta_len` bytes too short for its static page
+/// (an empty one is a store whose writer never published it).
+pub(crate) fn check_meta_len(path: &Path, meta_len: u64) -> Result<(), Error> {
+    if meta_len >= STATIC_PAGE_LEN as u64 {
+        return Ok(());
+    }
+    if meta_len == 0 {
+        return Err(ErrorKind::NotPublished {
+            path: path.to_path_buf(),
+        }
+        .into());
+    }
+    Err(Error::corrupt(
+        path.join(META_FILE),
+        format!("meta.zr is {meta_len} bytes, shorter than its 4096-byte static page"),
+    ))
+}
+
+/// Validates the static page `raw` of a `meta.zr` of `meta_len` bytes.
+pub(crate) fn check_page(
+    path: &Path,
+    meta_len: u64,
+    raw: &[u8; STATIC_PAGE_LEN],
+) -> Result<CheckedPage, Error> {
+    let meta_path = path.join(META_FILE);
+    let page = StaticPage::decode(raw);
+    let h = page.header;
+    if h.is_unpublished() {
+        return Err(ErrorKind::NotPublished {
+            path: path.to_path_buf(),
+        }
+        .into());
+    }
+    let bad = |detail: String| Error::corrupt(&meta_path, detail);
+    if h.schema_length == 0 || usize::from(h.schema_length) > MAX_SCHEMA_LEN {
+        return Err(bad(format!(
+            "schema length {} outside 1..=2040",
+            h.schema_length
+        )));
+    }
+    if h.data_shards == 0 {
+        return Err(bad("data_shards is 0".into()));
+    }
+    let Some(codec) = Codec::from_tag(h.codec) else {
+        return Err(bad(format!("unknown codec tag {}", h.codec)));
+    };
+    if h.reserved != [0; 4] {
+        return Err(bad("reserved header bytes are not zero".into()));
+    }
+    let table_end = format::record_loc_offset(h.length)
+        .filter(|&end| end <= meta_len)
+        .ok_or_else(|| {
+            bad(format!(
+                "header claims {} records but meta.zr holds a table for {}",
+                h.length,
+                (meta_len - STATIC_PAGE_LEN as u64) / RECORD_LOC_LEN as u64
+            ))
+        })?;
+    let shard_count = usize::from(h.data_shards);
+    if let Some(s) = (shard_count..MAX_DATA_SHARDS).find(|&s| page.tails[s] != 0) {
+        return Err(bad(format!("tail of unused shard {s} is not zero")));
+    }
+    let schema = Schema::decode(&page.schema).map_err(bad)?;
+    Ok(CheckedPage {
+        page,
+        codec,
+        table_end,
+        shard_count,
+        schema,
+    })
+}
+
+/// Refuses a `dict.zr` of `len` bytes (`None`: absent) that a `codec`
+/// store must not have, or that is over the size limit, before it is read.
+pub(crate) fn check_dict_len(path: &Path, codec: Codec, len: Option<u64>) -> Result<(), Error> {
+    match len {
+        None => Ok(()),
+        Some(_) if codec != Codec::ZstdDict => Err(Error::corrupt(
+            path,
+            format!("{codec} store has an unexpected dict.zr"),
+        )),
+        Some(len) if len > MAX_DICT_LEN as u64 => Err(Error::corrupt(
+            path.join(DICT_FILE),
+            format!("dict.zr is {len} bytes, more than the {MAX_DICT_LEN}-byte limit"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The codec state of a `codec` store with the dictionary `dict`.
+pub(crate) fn codec_state(
+    path: &Path,
+    codec: Codec,
+    dict: Option<&[u8]>,
+) -> Result<CodecState, Error> {
+    match (codec, dict) {
+        (Codec::ZstdDict, None) => Err(Error::corrupt(path, "zstd_dict store has no dict.zr")),
+        (Codec::ZstdDict, Some([])) => {
+            Err(Error::corrupt(path.join(DICT_FILE), "dict.zr is empty"))
+        }
+        // A raw or zstd store with a dict.zr was refused by `check_dict_len`.
+        _ => CodecState::new(codec, dict, false).map_err(|e| Error::corrupt(path, e)),
+    }
+}
+
+/// Refuses a payload shard `p` of `len` bytes shorter than its committed `tail`.
+pub(crate) fn check_shard_len(p: &Path, len: u64, tail: u64) -> Result<(), Error> {
+    if len < tail {
+        return Err(Error::corrupt(
+            p,
+            format!("payload shard is {len} bytes but its committed tail is {tail}"),
+        ));
+    }
+    Ok(())
+}
+
+impl Shard {
+    /// A shard of a remote store: fetched on demand, never mapped.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(tail: u64) -> Shard {
+        Shard { map: None, tail }
+    }
+}
+
 impl StoreReader {
-    /// Opens and validates the store at `path`.
+    /// Opens and validates the store at `path`; a URL (`s3://`, `gs://`,
+    /// `az://`, `http(s)://`) opens a remote store with the options of the
+    /// environment (feature `remote`).
     pub(crate) fn open(path: &Path) -> Result<StoreReader, Error> {
+        if let Some(url) = path.to_str().filter(|p| crate::remote_url::is_url(p)) {
+            #[cfg(feature = "remote")]
+            return crate::remote::open(url, &crate::remote::RemoteOptions::from_env());
+            #[cfg(not(feature = "remote"))]
+            return Err(Error::invalid(format!(
+                "{url}: a URL needs loaderx-core's `remote` feature, which this build lacks"
+            )));
+        }
         let meta_path = path.join(META_FILE);
         let Some((meta, _)) = files::open_regular(&meta_path)? else {
             return Err(ErrorKind::NotAStore {
@@ -75,75 +256,17 @@ impl StoreReader {
         files::lock(&meta, path, false)?;
         // The length under the lock: a writer may have been growing it.
         let meta_len = file_len(&meta, &meta_path)?;
-        if meta_len < STATIC_PAGE_LEN as u64 {
-            if meta_len == 0 {
-                return Err(ErrorKind::NotPublished {
-                    path: path.to_path_buf(),
-                }
-                .into());
-            }
-            return Err(Error::corrupt(
-                &meta_path,
-                format!("meta.zr is {meta_len} bytes, shorter than its 4096-byte static page"),
-            ));
-        }
+        check_meta_len(path, meta_len)?;
         let mut raw = [0u8; STATIC_PAGE_LEN];
         meta.read_exact_at(&mut raw, 0)
             .map_err(|e| Error::io(&meta_path, e))?;
-        let page = StaticPage::decode(&raw);
-        let h = page.header;
-        if h.is_unpublished() {
-            return Err(ErrorKind::NotPublished {
-                path: path.to_path_buf(),
-            }
-            .into());
-        }
-        let bad = |detail: String| Error::corrupt(&meta_path, detail);
-        if h.schema_length == 0 || usize::from(h.schema_length) > MAX_SCHEMA_LEN {
-            return Err(bad(format!(
-                "schema length {} outside 1..=2040",
-                h.schema_length
-            )));
-        }
-        if h.data_shards == 0 {
-            return Err(bad("data_shards is 0".into()));
-        }
-        let Some(codec) = Codec::from_tag(h.codec) else {
-            return Err(bad(format!("unknown codec tag {}", h.codec)));
-        };
-        if h.reserved != [0; 4] {
-            return Err(bad("reserved header bytes are not zero".into()));
-        }
-        let table_end = format::record_loc_offset(h.length)
-            .filter(|&end| end <= meta_len)
-            .ok_or_else(|| {
-                bad(format!(
-                    "header claims {} records but meta.zr holds a table for {}",
-                    h.length,
-                    (meta_len - STATIC_PAGE_LEN as u64) / RECORD_LOC_LEN as u64
-                ))
-            })?;
-        let shard_count = usize::from(h.data_shards);
-        if let Some(s) = (shard_count..MAX_DATA_SHARDS).find(|&s| page.tails[s] != 0) {
-            return Err(bad(format!("tail of unused shard {s} is not zero")));
-        }
-        let schema = Schema::decode(&page.schema).map_err(bad)?;
+        let checked = check_page(path, meta_len, &raw)?;
 
         let dict_path = path.join(DICT_FILE);
-        let dict = match files::open_regular(&dict_path)? {
+        let dict_file = files::open_regular(&dict_path)?;
+        check_dict_len(path, checked.codec, dict_file.as_ref().map(|d| d.1))?;
+        let dict = match dict_file {
             None => None,
-            Some(_) if codec != Codec::ZstdDict => {
-                return Err(Error::corrupt(
-                    path,
-                    format!("{codec} store has an unexpected dict.zr"),
-                ));
-            }
-            Some((_, len)) if len > MAX_DICT_LEN as u64 => {
-                return Err(Error::corrupt(
-                    &dict_path,
-                    format!("dict.zr is {len} bytes, more than the {MAX_DICT_LEN}-byte limit"),
-                ));
-            }
             Some((f, len)) => {
                 // The length was bounded above; read no more than it, and
                 // notice a file that changed size underneath.
@@ -153,46 +276,53 @@ impl StoreReader {
                 Some(d)
             }
         };
-        let codec = match (codec, &dict) {
-            (Codec::ZstdDict, None) => {
-                return Err(Error::corrupt(path, "zstd_dict store has no dict.zr"));
-            }
-            (Codec::ZstdDict, Some(d)) if d.is_empty() => {
-                return Err(Error::corrupt(&dict_path, "dict.zr is empty"));
-            }
-            // A raw or zstd store with a dict.zr was refused where the file was read.
-            _ => CodecState::new(codec, dict.as_deref(), false)
-                .map_err(|e| Error::corrupt(path, e))?,
-        };
+        let codec = codec_state(path, checked.codec, dict.as_deref())?;
 
-        let mut shards = Vec::with_capacity(shard_count);
-        for s in 0..shard_count {
+        let mut shards = Vec::with_capacity(checked.shard_count);
+        for s in 0..checked.shard_count {
             let p = path.join(format::data_file(s));
+            let tail = checked.page.tails[s];
             let Some((f, len)) = files::open_regular(&p)? else {
                 return Err(Error::corrupt(&p, "payload shard is missing"));
             };
-            let tail = page.tails[s];
-            if len < tail {
-                return Err(Error::corrupt(
-                    &p,
-                    format!("payload shard is {len} bytes but its committed tail is {tail}"),
-                ));
-            }
+            check_shard_len(&p, len, tail)?;
             shards.push(Shard {
                 map: files::map(&f, tail, &p)?,
                 tail,
             });
         }
-        let table = files::map(&meta, table_end, &meta_path)?;
+        let table = files::map(&meta, checked.table_end, &meta_path)?.map(Region::Map);
+        Ok(StoreReader::assemble(
+            path,
+            Some(meta),
+            table,
+            checked,
+            shards,
+            codec,
+            dict,
+        ))
+    }
+
+    /// Puts a validated store together.
+    pub(crate) fn assemble(
+        path: &Path,
+        meta: Option<File>,
+        table: Option<Region>,
+        checked: CheckedPage,
+        shards: Vec<Shard>,
+        codec: CodecState,
+        dict: Option<Vec<u8>>,
+    ) -> StoreReader {
+        let shard_count = shards.len();
         let layout = Layout::detect(
             table
                 .as_deref()
                 .and_then(|t| t.get(STATIC_PAGE_LEN..))
                 .unwrap_or(&[]),
-            &page.tails[..shard_count],
-            h.length,
+            &checked.page.tails[..shard_count],
+            checked.page.header.length,
         );
-        Ok(StoreReader {
+        StoreReader {
             path: path.to_path_buf(),
             _meta: meta,
             table,
@@ -201,11 +331,53 @@ impl StoreReader {
                 .is_power_of_two()
                 .then(|| shard_count as u64 - 1),
             shards,
-            length: h.length,
-            schema,
+            length: checked.page.header.length,
+            schema: checked.schema,
             codec,
             dict,
-        })
+            #[cfg(feature = "remote")]
+            remote: None,
+        }
+    }
+
+    /// Attaches the fetcher of a remote store's payload shards.
+    #[cfg(feature = "remote")]
+    pub(crate) fn with_remote(mut self, remote: crate::remote::RemoteShards) -> StoreReader {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// The fetcher of a remote store.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote(&self) -> Option<&crate::remote::RemoteShards> {
+        self.remote.as_ref()
+    }
+
+    /// True for a store on object storage.
+    pub(crate) fn is_remote(&self) -> bool {
+        #[cfg(feature = "remote")]
+        return self.remote.is_some();
+        #[cfg(not(feature = "remote"))]
+        return false;
+    }
+
+    /// Makes the stored bytes of the `(index, location)` records available
+    /// to [`Self::stored`]: nothing to do for a local store; a remote store
+    /// fetches them (coalesced, through its block cache).
+    pub(crate) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
+        #[cfg(feature = "remote")]
+        if let Some(r) = &self.remote {
+            let wanted = records.iter().map(|&(index, loc)| {
+                let s = match self.shard_mask {
+                    Some(mask) => index & mask,
+                    None => index % self.shards.len() as u64,
+                };
+                (index, s as usize, loc.offset, loc.phys_length)
+            });
+            return r.fetch(wanted.collect()).map(Staged::Fetched);
+        }
+        let _ = records;
+        Ok(Staged::Local)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -226,6 +398,12 @@ impl StoreReader {
 
     pub(crate) fn data_shards(&self) -> usize {
         self.shards.len()
+    }
+
+    /// The committed tail of every payload shard.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub(crate) fn tails(&self) -> Vec<u64> {
+        self.shards.iter().map(|s| s.tail).collect()
     }
 
     pub(crate) fn dict(&self) -> Option<&[u8]> {
@@ -332,6 +510,7 @@ impl StoreReader {
         loc: RecordLoc,
         dst: &mut [u8],
         dec: &mut Decoder<'_>,
+        staged: &Staged,
     ) -> Result<(), Error> {
         if loc.logic_length as usize != dst.len() {
             return Err(Error::corrupt_record(
@@ -344,15 +523,36 @@ impl StoreReader {
                 ),
             ));
         }
-        dec.decode(self.stored(index, loc), dst)
+        dec.decode(self.stored(staged, index, loc)?, dst)
             .map_err(|e| Error::corrupt_record(&self.path, index, e))
     }
 
-    /// The stored bytes of record `index` at `loc`, a location [`Self::loc`] validated.
-    fn stored(&self, index: u64, loc: RecordLoc) -> &[u8] {
-        let shard = self.shard_of(index);
-        let start = loc.offset as usize;
-        &shard.bytes()[start..start + loc.phys_length as usize]
+    /// The stored bytes of record `index` at `loc`, a location [`Self::loc`]
+    /// validated, from `staged` (which [`Self::stage`] made for it).
+    fn stored<'a>(
+        &'a self,
+        staged: &'a Staged,
+        index: u64,
+        loc: RecordLoc,
+    ) -> Result<&'a [u8], Error> {
+        match staged {
+            Staged::Local => {
+                let shard = self.shard_of(index);
+                let start = loc.offset as usize;
+                Ok(&shard.bytes()[start..start + loc.phys_length as usize])
+            }
+            #[cfg(feature = "remote")]
+            Staged::Fetched(f) => {
+                let s = match self.shard_mask {
+                    Some(mask) => index & mask,
+                    None => index % self.shards.len() as u64,
+                };
+                f.get(s as usize, loc.offset, loc.phys_length)
+                    .ok_or_else(|| {
+                        Error::corrupt_record(&self.path, index, "stored bytes were not fetched")
+                    })
+            }
+        }
     }
 
     /// Checks that the stored bytes of record `index` at `loc` (validated by
@@ -363,15 +563,30 @@ impl StoreReader {
     /// expands more than [`ZSTD_MAX_EXPANSION`] times its stored size. A
     /// corrupt location table or a forged frame header then cannot make a
     /// gather allocate more than the store's bytes could ever decode to.
-    pub(crate) fn check_logical_length(&self, index: u64, loc: RecordLoc) -> Result<(), Error> {
+    ///
+    /// Without `staged` (a remote store's records before they are fetched)
+    /// a zstd frame's declared size is not read, only the expansion bound.
+    pub(crate) fn check_logical_length(
+        &self,
+        index: u64,
+        loc: RecordLoc,
+        staged: Option<&Staged>,
+    ) -> Result<(), Error> {
         let logic = u64::from(loc.logic_length);
         let phys = u64::from(loc.phys_length);
-        let declared = match self.codec.codec() {
-            Codec::Raw => Some(phys),
-            Codec::Zstd | Codec::ZstdDict => {
-                zstd::zstd_safe::get_frame_content_size(self.stored(index, loc)).map_err(|_| {
-                    Error::corrupt_record(&self.path, index, "stored bytes are not a zstd frame")
-                })?
+        let declared = match (self.codec.codec(), staged) {
+            (Codec::Raw, _) => Some(phys),
+            (Codec::Zstd | Codec::ZstdDict, None) => None,
+            (Codec::Zstd | Codec::ZstdDict, Some(staged)) => {
+                zstd::zstd_safe::get_frame_content_size(self.stored(staged, index, loc)?).map_err(
+                    |_| {
+                        Error::corrupt_record(
+                            &self.path,
+                            index,
+                            "stored bytes are not a zstd frame",
+                        )
+                    },
+                )?
             }
         };
         let detail = if declared.is_some_and(|n| n != logic) {
@@ -388,7 +603,11 @@ impl StoreReader {
     }
 
     /// Decodes every `(index, destination)` job, in parallel when worth it.
-    pub(crate) fn read_jobs(&self, jobs: Vec<(u64, RecordLoc, &mut [u8])>) -> Result<(), Error> {
+    pub(crate) fn read_jobs(
+        &self,
+        jobs: Vec<(u64, RecordLoc, &mut [u8])>,
+        staged: &Staged,
+    ) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
         let io_err = |e: &io::Error| Error::io(&self.path, io::Error::new(e.kind(), e.to_string()));
         // Decompression is CPU-bound: worth fanning out far sooner than a memcpy.
@@ -399,7 +618,7 @@ impl StoreReader {
         if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
             let mut dec = self.decoder().map_err(|e| io_err(&e))?;
             for (index, loc, dst) in jobs {
-                self.read_at(index, loc, dst, &mut dec)?;
+                self.read_at(index, loc, dst, &mut dec, staged)?;
             }
             return Ok(());
         }
@@ -410,7 +629,7 @@ impl StoreReader {
                 || self.decoder(),
                 |dec, (index, loc, dst)| {
                     let dec = dec.as_mut().map_err(|e| io_err(e))?;
-                    self.read_at(index, loc, dst, dec)
+                    self.read_at(index, loc, dst, dec, staged)
                 },
             )
     }
@@ -438,7 +657,7 @@ impl StoreReader {
         if width == 0 {
             return Ok(());
         }
-        if self.codec() == Codec::Raw {
+        if self.codec() == Codec::Raw && !self.is_remote() {
             return self.copy_raw(indices, width, dst);
         }
         let jobs = indices
@@ -446,7 +665,8 @@ impl StoreReader {
             .zip(dst.chunks_exact_mut(width))
             .map(|(&i, d)| Ok((i, self.loc(i)?, d)))
             .collect::<Result<Vec<_>, Error>>()?;
-        self.read_jobs(jobs)
+        let staged = self.stage(&jobs.iter().map(|j| (j.0, j.1)).collect::<Vec<_>>())?;
+        self.read_jobs(jobs, &staged)
     }
 
     /// Gathers fixed-width records into a new vector. Raw records are copied
@@ -466,7 +686,7 @@ impl StoreReader {
             .map_err(|_| ErrorKind::Buffer {
                 detail: format!("cannot allocate {total} bytes for the gather"),
             })?;
-        if self.codec() != Codec::Raw || width == 0 {
+        if self.codec() != Codec::Raw || width == 0 || self.is_remote() {
             out.resize(total, 0);
             self.gather_fixed(indices, width, &mut out)?;
             return Ok(out);
@@ -737,7 +957,11 @@ mod tests {
             let mut k = 0;
             for &i in indices {
                 let loc = reader.loc(i).unwrap();
-                assert_eq!(reader.stored(i, loc), &bytes[k..k + width], "record {i}");
+                assert_eq!(
+                    reader.stored(&Staged::Local, i, loc).unwrap(),
+                    &bytes[k..k + width],
+                    "record {i}"
+                );
                 k += width;
             }
         }

@@ -1,0 +1,145 @@
+//! `loaderx push`, `info|digest|verify URL` and `convert idx DIR URL`
+//! against a real S3-compatible server (moto) on 127.0.0.1, configured
+//! through the standard AWS environment of each child process.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use loaderx_core::{Codec, CreateOptions, RaggedWriter};
+use loaderx_tests::S3Server;
+
+/// Runs `loaderx args` with the server's AWS environment, and nothing else
+/// of AWS's: the child can reach only that server.
+fn loaderx(server: &S3Server, args: &[&str], extra: &[(&str, &Path)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") || k.starts_with("LOADERX_CACHE") {
+            c.env_remove(k);
+        }
+    }
+    c.args(args)
+        .env("AWS_ENDPOINT_URL", server.endpoint())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true");
+    for (k, v) in extra {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn push_then_info_digest_verify_a_url() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("tokens");
+    let mut w = RaggedWriter::<i32>::create_with(
+        &store,
+        1,
+        &CreateOptions::new(Codec::Zstd).data_shards(3),
+    )
+    .unwrap();
+    let recs: Vec<Vec<i32>> = (0..500).map(|i| (0..1 + i % 37).collect()).collect();
+    w.append(&recs).unwrap();
+    w.close().unwrap();
+    let s = store.to_str().unwrap();
+    let url = "s3://bkt/data/tokens";
+    let pushed = stdout(&loaderx(&server, &["push", s, url], &[]));
+    assert!(pushed.contains("4 objects"), "{pushed}");
+    let cache = dir.path().join("cache");
+    let env = [("LOADERX_CACHE_DIR", cache.as_path())];
+    assert_eq!(
+        stdout(&loaderx(&server, &["digest", url], &env)),
+        stdout(&loaderx(&server, &["digest", s], &[]))
+    );
+    assert!(
+        std::fs::read_dir(&cache).unwrap().count() > 0,
+        "the cache directory was used"
+    );
+    let info = stdout(&loaderx(&server, &["info", url], &env));
+    assert!(
+        info.contains("length: 500") && info.contains("codec: zstd"),
+        "{info}"
+    );
+    assert!(info.contains(url), "{info}");
+    let verify = stdout(&loaderx(&server, &["verify", url], &env));
+    assert_eq!(verify.trim(), "ok: 500 records verified");
+    // Pushing again is refused: a published store is immutable.
+    let again = loaderx(&server, &["push", s, url], &[]);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    // No store at a URL is the same error as locally.
+    let none = loaderx(&server, &["info", "s3://bkt/data/none"], &[]);
+    assert!(!none.status.success());
+    let err = String::from_utf8_lossy(&none.stderr);
+    assert!(err.contains("no store here"), "{err}");
+}
+
+#[test]
+fn convert_idx_writes_straight_to_a_url() {
+    let src = Path::new("/usr/share/datasets/fashion-mnist");
+    if !src.join("t10k-images-idx3-ubyte.gz").exists() {
+        eprintln!("SKIPPED: Debian's dataset-fashion-mnist is absent (./scripts/test installs it)");
+        return;
+    }
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let staging = dir.path().join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    let env = [("LOADERX_STAGING_DIR", staging.as_path())];
+    let out = stdout(&loaderx(
+        &server,
+        &[
+            "convert",
+            "idx",
+            src.to_str().unwrap(),
+            "s3://bkt/fashion",
+            "--codec",
+            "raw",
+        ],
+        &env,
+    ));
+    assert!(out.contains("pushed 4 stores to s3://bkt/fashion"), "{out}");
+    assert_eq!(
+        std::fs::read_dir(&staging).unwrap().count(),
+        0,
+        "staging left behind"
+    );
+    let local = dir.path().join("local");
+    stdout(&loaderx(
+        &server,
+        &[
+            "convert",
+            "idx",
+            src.to_str().unwrap(),
+            local.to_str().unwrap(),
+            "--codec",
+            "raw",
+        ],
+        &[],
+    ));
+    for split in ["train", "test"] {
+        for column in ["image", "label"] {
+            let url = format!("s3://bkt/fashion/{split}/{column}");
+            let l = local.join(split).join(column);
+            assert_eq!(
+                stdout(&loaderx(&server, &["digest", &url], &[])),
+                stdout(&loaderx(&server, &["digest", l.to_str().unwrap()], &[])),
+                "{url}"
+            );
+        }
+    }
+}
