@@ -233,6 +233,18 @@ impl<A: PinnedAlloc> Shared<A> {
     }
 }
 
+impl<A: PinnedAlloc> Drop for Shared<A> {
+    fn drop(&mut self) {
+        // A pending block may still be read by a copy: free it only after
+        // the copy completed (an error leaves nothing better to do).
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        for pending in state.pending.drain(..) {
+            let _ = self.alloc.wait(&pending.fence);
+            drop(pending.block);
+        }
+    }
+}
+
 /// A bounded, size-aware pool of pinned host buffers (see the
 /// [module documentation](self)). Cloning shares the pool.
 pub struct PinnedPool<A: PinnedAlloc> {
@@ -876,6 +888,15 @@ mod tests {
         assert!(e.to_string().contains("fake"), "{e}");
         assert_eq!(pool.stats().live, 0);
         assert_eq!(pool.take(0, 1 << 10).unwrap().len(), 1 << 10);
+    }
+
+    #[test]
+    fn dropping_the_pool_waits_for_copies_in_flight() {
+        let pool = pool(4);
+        let a = pool.take(0, 100).unwrap();
+        let fence = upload(&pool, a);
+        drop(pool);
+        assert!(fence.done(), "a pending block was freed before its copy completed");
     }
 
     #[test]
