@@ -896,7 +896,10 @@ mod tests {
         let a = pool.take(0, 100).unwrap();
         let fence = upload(&pool, a);
         drop(pool);
-        assert!(fence.done(), "a pending block was freed before its copy completed");
+        assert!(
+            fence.done(),
+            "a pending block was freed before its copy completed"
+        );
     }
 
     #[test]
