@@ -88,6 +88,9 @@ fn write(root: &std::path::Path, n: usize) {
     w.close().unwrap();
 }
 
+/// A converted batch: its indices, image bytes and label bytes.
+type Converted = (Vec<u64>, Vec<u8>, Vec<u8>);
+
 /// One worker-side conversion: check the staged buffers, then either turn
 /// them into candle tensors (the copying path) or "upload" them: the block
 /// goes pending with a fence that the fake transfer queue completes later.
@@ -95,7 +98,7 @@ fn convert(
     batch: Batch,
     pool: &PinnedPool<Fake>,
     queue: &Mutex<VecDeque<Fence>>,
-) -> Result<(Vec<u64>, Vec<u8>, Vec<u8>), loaderx_candle::Error> {
+) -> Result<Converted, loaderx_candle::Error> {
     let indices = batch.indices().to_vec();
     let upload = batch.step() % 2 == 1;
     let mut images = Vec::new();

@@ -951,11 +951,11 @@ mod tests {
             let mut copies = 0usize;
             for fence in rx {
                 in_flight.push_back(fence);
-                if in_flight.len() > 6 {
-                    if let Some(f) = in_flight.pop_front() {
-                        f.complete();
-                        copies += 1;
-                    }
+                if in_flight.len() > 6
+                    && let Some(f) = in_flight.pop_front()
+                {
+                    f.complete();
+                    copies += 1;
                 }
             }
             copies + in_flight.into_iter().map(|f| f.complete()).count()
