@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loaderx_core::sampler::{Sampler, SamplerMode};
+use loaderx_core::{Sampler, SamplerMode};
 use loaderx_core::{
     Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter, RemoteOptions,
     RemoteStats,

@@ -1,13 +1,9 @@
-//! Gives this crate's test and example binaries an rpath to libtorch, and
-//! keeps `libtorch_cuda` linked where it exists (with `--as-needed` linking
-//! it would otherwise be dropped and CUDA would silently disappear).
+//! The two lines a binary that uses loaderx-tch needs: libtorch's rpath and
+//! `libtorch_cuda` kept linked, as loaderx-tch's build script publishes them.
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
-    if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
-        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
-        if std::path::Path::new(&dir).join("libtorch_cuda.so").exists() {
-            println!("cargo:rustc-link-arg=-Wl,--no-as-needed,-ltorch_cuda,--as-needed");
-        }
-    }
+    let args = std::env::var("DEP_LOADERX_TCH_LINK_ARGS").unwrap_or_default();
+    args.split('\x1f')
+        .filter(|a| !a.is_empty())
+        .for_each(|a| println!("cargo:rustc-link-arg={a}"));
 }

@@ -230,7 +230,8 @@ pub(crate) fn to_tensor<const D: usize, K: Basic + TensorKind>(
     if K::KIND == Kind::Int {
         check_int_range(stream, dtype, bytes, device.settings().int_dtype)?;
     }
-    let data = tensor_data(stream, dtype, bytes, shape)?;
+    let mut data = tensor_data(stream, dtype, bytes, shape)?;
+    crate::staging::stage(&mut data, device);
     Ok(Tensor::from_data(data, device))
 }
 

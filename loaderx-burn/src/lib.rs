@@ -57,6 +57,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! Every upload goes through burn's own device staging: with the `cuda`
+//! feature (burn's CUDA backend) and a CUDA device, batches are moved into
+//! pinned host memory before the copy; [`staging_stats`] counts how many
+//! tensors were created from pinned memory, read back from their bytes.
+//!
 //! The crate depends on burn with `default-features = false, features =
 //! ["std", "dataset"]` only: the application's own burn dependency picks the
 //! backends (`flex`, `cuda`, ...) and `Device` selects one at run time.
@@ -67,6 +72,7 @@ mod dtype;
 mod error;
 mod host;
 mod loader;
+mod staging;
 mod tensors;
 
 pub use batcher::{RecordBatcher, TensorBatcher};
@@ -75,4 +81,5 @@ pub use dtype::{burn_dtype, holds, natural_kind};
 pub use error::{BoxError, Error, Result};
 pub use host::{HostBatch, Padded};
 pub use loader::{BurnDataLoader, BurnDataLoaderBuilder, LoaderStats};
+pub use staging::{StagingStats, staging_stats};
 pub use tensors::TensorBatch;

@@ -49,20 +49,13 @@ pub fn into_dense_tensor(column: Column, device: &Device) -> Result<Tensor> {
     };
     let (dtype, len) = (column.dtype(), column.bytes().len());
     #[cfg(feature = "cuda")]
-    if let Some(pinned) = column
-        .buffer()
-        .as_any()
-        .downcast_ref::<crate::cuda::PinnedBuffer>()
-    {
-        if let Some(tensor) = crate::cuda::upload_dense(dtype, pinned, &shape, device) {
-            return tensor;
-        }
-    }
-    tensor_on(
-        storage_from_buffer(dtype, column.into_buffer(), len)?,
-        &shape,
-        device,
-    )
+    let buffer = match crate::cuda::upload_dense(dtype, column.into_buffer(), &shape, device) {
+        Ok(tensor) => return tensor,
+        Err(buffer) => buffer,
+    };
+    #[cfg(not(feature = "cuda"))]
+    let buffer = column.into_buffer();
+    tensor_on(storage_from_buffer(dtype, buffer, len)?, &shape, device)
 }
 
 fn ragged_layout(column: &Column) -> Result<&RaggedLayout> {

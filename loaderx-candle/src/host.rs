@@ -106,11 +106,13 @@ impl StagedBuffer for HostBuffer {
 /// gathered straight into the typed vector that becomes the tensor's
 /// storage, so a batch is never copied after the gather. With the `cuda`
 /// feature and a CUDA device, Dense batches are gathered into pooled pinned
-/// host memory and uploaded asynchronously.
+/// host memory (core's `PinnedPool`, one per device, best fit per stream)
+/// and uploaded asynchronously on a transfer stream (see
+/// [`pinned_stats`](crate::pinned_stats)).
 #[derive(Debug, Clone, Default)]
 pub struct CandleStaging {
     #[cfg(feature = "cuda")]
-    pinned: Option<crate::cuda::PinnedPool>,
+    pinned: Option<std::sync::Arc<crate::cuda::Uploader>>,
 }
 
 impl CandleStaging {
@@ -119,9 +121,12 @@ impl CandleStaging {
         #[cfg(feature = "cuda")]
         {
             CandleStaging {
+                // Without a usable device the batches stay on the host and
+                // the upload reports the device's error.
                 pinned: device
                     .is_cuda()
-                    .then(|| crate::cuda::PinnedPool::new(device)),
+                    .then(|| crate::cuda::Uploader::for_device(device).ok())
+                    .flatten(),
             }
         }
         #[cfg(not(feature = "cuda"))]
@@ -135,14 +140,10 @@ impl CandleStaging {
 impl Staging for CandleStaging {
     fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
         #[cfg(feature = "cuda")]
-        if let (Some(pool), StoreKind::Dense) = (&self.pinned, r.kind) {
-            return match pool.take(r.bytes) {
-                Ok(b) => Ok(Box::new(b)),
-                Err(e) => Err(loaderx_core::ErrorKind::InvalidArgument {
-                    message: format!("pinned staging: {e}"),
-                }
-                .into()),
-            };
+        if let (Some(uploader), StoreKind::Dense) = (&self.pinned, r.kind) {
+            if crate::cuda::uploads_natively(r.dtype) {
+                return Ok(Box::new(uploader.pool.take(r.stream_index, r.bytes)?));
+            }
         }
         Ok(Box::new(HostBuffer {
             vec: HostVec::new(r.dtype, r.kind, r.bytes),

@@ -41,7 +41,9 @@
 //!   `candle_datasets::Batcher` (`return_last_incomplete_batch` for evaluation).
 //! - [`DTYPE_TABLE`] documents how loaderx element types map to candle's.
 //! - With the `cuda` feature, batches for a CUDA device are staged in pinned
-//!   host memory and uploaded asynchronously (see [`CandleStaging`]).
+//!   host memory from core's bounded, size-aware `PinnedPool` and uploaded
+//!   asynchronously on a dedicated transfer stream (see [`CandleStaging`]
+//!   and `pinned_stats`).
 
 mod batcher;
 mod column;
@@ -58,7 +60,7 @@ pub use column::{
     ragged_tensors,
 };
 #[cfg(feature = "cuda")]
-pub use cuda::PinnedBuffer;
+pub use cuda::{CudaPinnedAlloc, CudaPinnedBlock, pinned_stats};
 pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
 pub use host::{CandleStaging, HostBuffer};

@@ -106,6 +106,7 @@ pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use loader::{
     Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats,
+    PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
     PooledBuffer, StageRequest, StagedBuffer, Staging, Stream,
 };
 pub use options::CreateOptions;

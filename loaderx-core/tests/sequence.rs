@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::sequence::{LengthIndex, PackOptions, pack_records};
 use loaderx_core::{Codec, DType, DataLoader, Dense, DenseWriter, Ragged, RaggedWriter};
 

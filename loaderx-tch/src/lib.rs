@@ -33,10 +33,26 @@
 //!
 //! tch needs libtorch 2.9.0. `scripts/libtorch` in this repository extracts a
 //! CPU libtorch from the PyPI wheels and prints its path: build with
-//! `LIBTORCH=$(scripts/libtorch)`. For CUDA, install `torch==2.9.0` in a venv
-//! and build with `LIBTORCH_USE_PYTORCH=1`. This crate's build script adds an
-//! rpath to libtorch to its own test and example binaries and links
-//! `libtorch_cuda` explicitly where it exists.
+//! `LIBTORCH=$(scripts/libtorch)`; `scripts/libtorch --cuda` adds the CUDA
+//! libraries of the same (CUDA 12.8) wheel, for building with CUDA (or
+//! install `torch==2.9.0` in a venv and build with `LIBTORCH_USE_PYTORCH=1`).
+//!
+//! A binary linked against libtorch needs libtorch's directory as its rpath
+//! (or on `LD_LIBRARY_PATH`) and, with CUDA, `libtorch_cuda` linked even
+//! though no symbol of it is referenced (linkers with `--as-needed` drop it,
+//! and CUDA then silently disappears). Link arguments of a library do not
+//! reach the binaries of the crates that use it, so this crate publishes
+//! them to their build scripts; your binary crate's `build.rs` is two lines:
+//!
+//! ```no_run
+//! // build.rs of a binary crate that depends on loaderx-tch
+//! fn main() {
+//!     let args = std::env::var("DEP_LOADERX_TCH_LINK_ARGS").unwrap_or_default();
+//!     args.split('\x1f').filter(|a| !a.is_empty()).for_each(|a| println!("cargo:rustc-link-arg={a}"));
+//! }
+//! ```
+//!
+//! The `tch-mnist` example builds with exactly this script.
 
 mod column;
 mod dtype;
@@ -55,4 +71,4 @@ pub use iter::Iter2;
 pub use loader::{TchColumn, TchConverter, TchLoaderExt, TensorBatch};
 #[doc(no_inline)]
 pub use loaderx_core::host::RaggedMode;
-pub use staging::{TchStaging, TensorBuffer};
+pub use staging::{StagingStats, TchStaging, TensorBuffer, staging_stats};

@@ -2,6 +2,7 @@
 //! for a CUDA device.
 
 use std::any::Any;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use loaderx_core::host::AlignedBuf;
 use loaderx_core::{ErrorKind, StoreKind};
@@ -59,6 +60,27 @@ impl StagedBuffer for TensorBuffer {
     }
 }
 
+static PINNED: AtomicU64 = AtomicU64::new(0);
+static PAGEABLE: AtomicU64 = AtomicU64::new(0);
+
+/// How the Dense batches staged for CUDA devices in this process were held.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StagingStats {
+    /// Batches gathered into pinned host tensors (libtorch says so).
+    pub pinned: u64,
+    /// Batches for a CUDA device left in pageable memory (pinning failed).
+    pub pageable: u64,
+}
+
+/// The process-wide counters of [`TchStaging`] for CUDA devices.
+pub fn staging_stats() -> StagingStats {
+    StagingStats {
+        pinned: PINNED.load(Ordering::Relaxed),
+        pageable: PAGEABLE.load(Ordering::Relaxed),
+    }
+}
+
 /// The loader staging of this crate.
 ///
 /// Dense batches are gathered into a tensor allocated by libtorch: plain
@@ -99,6 +121,13 @@ impl Staging for TchStaging {
                 if let Ok(pinned) = tensor.f_pin_memory(self.device) {
                     tensor = pinned;
                 }
+                // Read back from libtorch, not assumed.
+                let counter = if tensor.f_is_pinned(self.device).unwrap_or(false) {
+                    &PINNED
+                } else {
+                    &PAGEABLE
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
             }
             if let Some(buffer) = TensorBuffer::new(tensor, r.bytes) {
                 return Ok(Box::new(buffer));

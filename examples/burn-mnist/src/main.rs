@@ -6,6 +6,8 @@
 //! cargo run --release -p burn-mnist -- data/fashion --compare-loaders
 //! # resume after epoch 6 of an earlier run (its checkpoints are in --artifacts):
 //! cargo run --release -p burn-mnist -- data/fashion --epochs 10 --start-epoch 6
+//! # burn's CUDA backend, uploads staged in pinned memory:
+//! cargo run --release -p burn-mnist --features cuda -- data/fashion --device cuda
 //! ```
 
 use burn::tensor::Device;
@@ -50,6 +52,32 @@ struct Args {
     /// Where burn writes its logs and checkpoints.
     #[arg(long, default_value = "target/burn-mnist")]
     artifacts: std::path::PathBuf,
+    /// Where to train: `cpu` (burn's flex backend), or `cuda` (CUDA device
+    /// 0; an error when the binary was built without the `cuda` feature).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+}
+
+/// The `--device` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeviceArg {
+    /// burn's pure-Rust CPU backend.
+    Cpu,
+    /// burn's CUDA backend, device 0.
+    Cuda,
+}
+
+fn open_device(arg: DeviceArg) -> Result<Device, burn_mnist::Error> {
+    match arg {
+        DeviceArg::Cpu => Ok(Device::flex()),
+        #[cfg(feature = "cuda")]
+        DeviceArg::Cuda => Ok(Device::cuda(0)),
+        #[cfg(not(feature = "cuda"))]
+        DeviceArg::Cuda => Err(
+            "--device cuda: this binary was built without CUDA; rebuild with `--features cuda`"
+                .into(),
+        ),
+    }
 }
 
 fn main() -> Result<(), burn_mnist::Error> {
@@ -66,8 +94,7 @@ fn main() -> Result<(), burn_mnist::Error> {
         lr: a.lr,
         seed: a.seed,
     };
-    // The pure-Rust CPU backend; with burn's `cuda` feature, `Device::cuda(0)`.
-    let device = Device::flex();
+    let device = open_device(a.device)?;
     if a.compare_loaders {
         let (ours, burns) = burn_mnist::compare_loaders(&config, &device)?;
         println!(
@@ -103,5 +130,20 @@ fn main() -> Result<(), burn_mnist::Error> {
         report.train_records_per_s,
         report.wait_share * 100.0
     );
+    if a.device == DeviceArg::Cuda {
+        // Read back from the uploaded batches' bytes, not assumed.
+        let s = loaderx_burn::staging_stats();
+        if s.pinned == 0 {
+            return Err(format!(
+                "pinned staging: no ({} tensors uploaded from pageable memory)",
+                s.pageable
+            )
+            .into());
+        }
+        println!(
+            "pinned staging: yes ({} tensors uploaded from pinned memory, {} from pageable)",
+            s.pinned, s.pageable
+        );
+    }
     Ok(())
 }

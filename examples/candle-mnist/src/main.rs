@@ -3,7 +3,12 @@
 //! ```sh
 //! loaderx convert idx /usr/share/datasets/fashion-mnist data/fashion
 //! cargo run --release -p candle-mnist -- data/fashion
+//! cargo run --release -p candle-mnist --features cuda -- data/fashion --device cuda
 //! ```
+//!
+//! `--device cuda` fails with a message when the binary was built without
+//! the `cuda` feature or no CUDA device can be opened; on CUDA it checks that
+//! the batches were staged in pinned memory and prints the pool's counters.
 
 use candle_core::Device;
 use clap::Parser;
@@ -34,18 +39,58 @@ struct Args {
     /// Records per evaluation batch (any size: every test record is used once).
     #[arg(long, default_value_t = 1000)]
     eval_batch_size: usize,
-    /// Use CUDA device 0 when available.
-    #[arg(long)]
-    cuda: bool,
+    /// Where to train: `cpu`, or `cuda` (CUDA device 0; an error when
+    /// CUDA is not compiled in or not present).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+}
+
+/// The `--device` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeviceArg {
+    /// The CPU.
+    Cpu,
+    /// CUDA device 0.
+    Cuda,
+}
+
+fn open_device(arg: DeviceArg) -> Result<Device, candle_mnist::Error> {
+    match arg {
+        DeviceArg::Cpu => Ok(Device::Cpu),
+        DeviceArg::Cuda if !candle_core::utils::cuda_is_available() => Err(
+            "--device cuda: this binary was built without CUDA; rebuild with `--features cuda`"
+                .into(),
+        ),
+        DeviceArg::Cuda => Device::new_cuda(0)
+            .map_err(|e| format!("--device cuda: no usable CUDA device: {e}").into()),
+    }
+}
+
+#[cfg(feature = "cuda")]
+fn check_pinned(device: &Device) -> Result<(), candle_mnist::Error> {
+    if !device.is_cuda() {
+        return Ok(());
+    }
+    match loaderx_candle::pinned_stats(device) {
+        Some(s) if s.allocations > 0 => {
+            println!(
+                "pinned staging: yes ({} pinned buffers allocated, {} batches in recycled ones, {} waits on an upload, peak {} buffers / {} bytes live)",
+                s.allocations, s.reuses, s.fence_waits, s.peak_live, s.live_bytes
+            );
+            Ok(())
+        }
+        _ => Err("pinned staging: no (no batch was gathered into pinned memory)".into()),
+    }
+}
+
+#[cfg(not(feature = "cuda"))]
+fn check_pinned(_: &Device) -> Result<(), candle_mnist::Error> {
+    Ok(())
 }
 
 fn main() -> Result<(), candle_mnist::Error> {
     let a = Args::parse();
-    let device = if a.cuda {
-        Device::cuda_if_available(0)?
-    } else {
-        Device::Cpu
-    };
+    let device = open_device(a.device)?;
     let config = candle_mnist::Config {
         root: a.root,
         epochs: a.epochs,
@@ -66,5 +111,5 @@ fn main() -> Result<(), candle_mnist::Error> {
         report.records_per_s,
         report.wait_share * 100.0
     );
-    Ok(())
+    check_pinned(&device)
 }

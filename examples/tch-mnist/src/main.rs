@@ -3,6 +3,8 @@
 //! ```sh
 //! loaderx convert idx /usr/share/datasets/fashion-mnist data/fashion
 //! LIBTORCH=$(scripts/libtorch) cargo run --release -p tch-mnist -- data/fashion
+//! # with a CUDA libtorch (scripts/libtorch --cuda, or PyTorch's) and a GPU:
+//! cargo run --release -p tch-mnist -- data/fashion --device cuda
 //! ```
 
 use clap::Parser;
@@ -33,11 +35,35 @@ struct Args {
     /// Records per evaluation batch (any size: every test record is used once).
     #[arg(long, default_value_t = 1000)]
     eval_batch_size: usize,
+    /// Where to train: `cpu`, or `cuda` (CUDA device 0; an error when the
+    /// libtorch in use has no CUDA or no GPU is present).
+    #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
+    device: DeviceArg,
+}
+
+/// The `--device` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DeviceArg {
+    /// The CPU.
+    Cpu,
+    /// CUDA device 0.
+    Cuda,
 }
 
 fn main() -> Result<(), tch_mnist::Error> {
     let a = Args::parse();
-    let device = tch::Device::cuda_if_available();
+    let device = match a.device {
+        DeviceArg::Cpu => tch::Device::Cpu,
+        DeviceArg::Cuda if !tch::Cuda::is_available() => {
+            return Err(format!(
+                "--device cuda: CUDA is not available to libtorch ({} CUDA devices; \
+                 a CPU-only libtorch, or no GPU and driver)",
+                tch::Cuda::device_count()
+            )
+            .into());
+        }
+        DeviceArg::Cuda => tch::Device::Cuda(0),
+    };
     println!("device: {device:?}");
     let config = tch_mnist::Config {
         root: a.root,
@@ -59,5 +85,19 @@ fn main() -> Result<(), tch_mnist::Error> {
         report.records_per_s,
         report.wait_share * 100.0
     );
+    if device.is_cuda() {
+        let s = loaderx_tch::staging_stats();
+        if s.pinned == 0 {
+            return Err(format!(
+                "pinned staging: no ({} batches left in pageable memory)",
+                s.pageable
+            )
+            .into());
+        }
+        println!(
+            "pinned staging: yes ({} batches gathered into pinned host tensors, {} pageable)",
+            s.pinned, s.pageable
+        );
+    }
     Ok(())
 }

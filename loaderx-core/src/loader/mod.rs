@@ -48,12 +48,16 @@
 //! ```
 
 mod batch;
+mod pinned;
 mod pipeline;
 mod staging;
 
 use std::sync::Arc;
 
 pub use batch::{Batch, Column, ColumnLayout};
+pub use pinned::{
+    PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
+};
 pub use pipeline::{DataLoader, LoaderStats};
 pub use staging::{BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging};
 

@@ -85,7 +85,7 @@
 //!   from step to step.
 //!
 //! ```
-//! use loaderx_core::sampler::{Sampler, SamplerMode};
+//! use loaderx_core::{Sampler, SamplerMode};
 //! use loaderx_core::sequence::LengthIndex;
 //!
 //! let lengths = LengthIndex::from_lengths((0..1000u32).map(|i| 16 + i * 7 % 497).collect::<Vec<_>>())?;
