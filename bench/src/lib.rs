@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,loader,loader2]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -13,6 +13,7 @@ pub mod python;
 pub mod remote;
 pub mod report;
 pub mod sampler;
+pub mod sequence;
 pub mod stores;
 pub mod suite;
 pub mod timing;
@@ -37,7 +38,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "stores,small,sampler,loader,loader2,remote"
+        default_value = "stores,small,sampler,sequence,loader,loader2,remote"
     )]
     pub sections: Vec<String>,
     /// Store workloads to run.

@@ -600,6 +600,85 @@ fn open_costs(scale: usize, root: &Path, bar: &ProgressBar) -> Result<String> {
     ))
 }
 
+/// Workload (d) as a zstd Ragged store: padding fraction and real tokens/s
+/// of random, bucketed, token-budget batches and packed rows, one full
+/// pass each; and the length index built from the table vs by decoding.
+fn sequence_section(
+    scale: usize,
+    root: &Path,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    use crate::sequence::{BATCH, BUCKETS, ROW, WINDOW};
+    bar.set_message("sequence: building workload (d)");
+    let w = workload::build("d", &[], scale);
+    let dir = root.join("sequence_d");
+    std::fs::create_dir_all(&dir)?;
+    let mut z = Zrecord::new(Codec::Zstd, None);
+    z.write(&w, &dir)?;
+    let store = z.path().to_path_buf();
+    drop(w);
+    bar.set_message("sequence: length index");
+    let (index, times) = crate::sequence::length_times(&store)?;
+    // A budget of B × the mean length: steps carry about as many real
+    // tokens as a random batch of B does.
+    let mean = index.total() as f64 / index.len() as f64;
+    let max_tokens = (BATCH as f64 * mean).round() as u64;
+    bar.set_message("sequence: one pass per mode");
+    let rows = crate::sequence::run(&store, max_tokens)?;
+    drop(z);
+    std::fs::remove_dir_all(&dir)?;
+    let random = rows.first().map(|r| r.tokens_per_s());
+    let mut t = Table::new(&[
+        "mode",
+        "steps>",
+        "records/step>",
+        "padding %>",
+        "real tokens/s (M)>",
+        "cells/s (M)>",
+        "vs random>",
+    ]);
+    for r in &rows {
+        t.row(vec![
+            r.name.clone(),
+            r.steps.to_string(),
+            num(Some(r.records as f64 / r.steps as f64), 1),
+            num(Some(100.0 * r.padding()), 1),
+            num(Some(r.tokens_per_s() / 1e6), 2),
+            num(Some(r.cells as f64 / r.seconds / 1e6), 2),
+            ratio(Some(r.tokens_per_s()), random),
+        ]);
+    }
+    let goal = |i: usize, limit: f64, what: &str, targets: &mut Vec<Target>| {
+        if let Some(r) = rows.get(i) {
+            targets.push(Target {
+                what: format!(
+                    "(d) {what} padding ≤ {:.0} % (limit / measured)",
+                    limit * 100.0
+                ),
+                wanted: 1.0,
+                measured: Some(limit / r.padding().max(1e-9)),
+            });
+        }
+    };
+    goal(1, 0.15, "bucketed batches", targets);
+    goal(2, 0.15, "token-budget batches", targets);
+    goal(3, 0.05, "packed rows", targets);
+    Ok(format!(
+        "#### Sequences: workload (d), {n} records of {mean:.0} tokens on average (longest {max}), zstd\n\n\
+         One pass per mode, 2 workers, prefetch 4; B = {BATCH}; bucketed windows of {WINDOW} batches; \
+         token budget {max_tokens} tokens (B × mean length, at most {cap} records) over {BUCKETS} buckets; \
+         packed rows of {ROW} tokens. Padded modes pad each step to its longest record on the workers.\n\n{table}\n\
+         Length index: {table_ms:.1} ms from the location table, {decode_ms:.0} ms decoding every record.\n",
+        n = index.len(),
+        max = index.max(),
+        cap = 4 * BATCH,
+        table = t.render(),
+        table_ms = times.table.as_secs_f64() * 1e3,
+        decode_ms = times.decode_all.as_secs_f64() * 1e3,
+    ))
+}
+
 fn sampler_section(args: &Args, min: Duration, targets: &mut Vec<Target>) -> Result<String> {
     let rows = crate::sampler::run(min, args.python.as_deref())?;
     let mut t = Table::new(&[
@@ -931,6 +1010,12 @@ pub fn run(args: &Args) -> Result<()> {
     if wants("sampler") {
         bar.set_message("sampler");
         emit(&mut out, &sampler_section(args, min, &mut targets)?);
+    }
+    if wants("sequence") {
+        emit(
+            &mut out,
+            &sequence_section(scale, &root, &mut targets, &bar)?,
+        );
     }
     if wants("remote") {
         let keys: Vec<&'static str> = ["b", "d"]

@@ -139,3 +139,77 @@ proptest! {
         check(&shapes, batch);
     }
 }
+
+/// The packed streams of one step (`tok`, `tok.segment_ids`,
+/// `tok.positions`, `tok.segments`) are the same numbers in all three
+/// adapters, and those are core's packing.
+#[test]
+fn every_adapter_gets_the_same_packed_rows() {
+    use loaderx_core::sequence::PackOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let mut w = RaggedWriter::<i32>::create(dir.path().join("tok"), 1, Codec::Zstd).unwrap();
+    w.append((0..200i32).map(|i| {
+        (0..1 + (i * 37) % 70)
+            .map(|j| i * 100 + j)
+            .collect::<Vec<_>>()
+    }))
+    .unwrap();
+    w.close().unwrap();
+    let loader = DataLoader::builder()
+        .stream("tok", Ragged::<i32>::open(dir.path().join("tok")).unwrap())
+        .batch_size(24)
+        .mode(SamplerMode::Bucketed { window: 3 })
+        .pack("tok", PackOptions::new(48))
+        .seed(5)
+        .build()
+        .unwrap();
+    let names = ["tok", "tok.segment_ids", "tok.positions", "tok.segments"];
+    for b in loader.take(4) {
+        let b = b.unwrap();
+        let mut core = Vec::new();
+        for name in names {
+            let c = b.column(name).unwrap();
+            let v: Vec<i64> = match c.dtype() {
+                loaderx_core::DType::I32 => c
+                    .dense::<i32>()
+                    .unwrap()
+                    .iter()
+                    .map(|&x| i64::from(x))
+                    .collect(),
+                _ => c.dense::<i64>().unwrap().iter().copied().collect(),
+            };
+            core.push((v, c.shape().unwrap().to_vec()));
+            let t = loaderx_tch::dense_tensor(c, tch::Device::Cpu).unwrap();
+            let tv = Vec::<i64>::try_from(&t.flatten(0, -1).to_kind(tch::Kind::Int64)).unwrap();
+            let ts: Vec<usize> = t.size().into_iter().map(|d| d as usize).collect();
+            assert_eq!(
+                (&tv, &ts),
+                (&core.last().unwrap().0, &core.last().unwrap().1),
+                "tch {name}"
+            );
+            let ct = loaderx_candle::dense_tensor(c, &candle_core::Device::Cpu).unwrap();
+            let cv = ct
+                .flatten_all()
+                .unwrap()
+                .to_dtype(candle_core::DType::I64)
+                .unwrap()
+                .to_vec1::<i64>()
+                .unwrap();
+            assert_eq!(
+                (&cv, &ct.dims().to_vec()),
+                (&core.last().unwrap().0, &core.last().unwrap().1),
+                "candle {name}"
+            );
+        }
+        let host = loaderx_burn::HostBatch::from_batch(b, &BurnDevice::flex());
+        for (name, (want, shape)) in names.iter().zip(&core) {
+            let t = host.int::<2>(name).unwrap();
+            assert_eq!(&t.dims().to_vec(), shape, "burn {name}");
+            assert_eq!(
+                &t.into_data().try_into_vec_as::<i64>().unwrap(),
+                want,
+                "burn {name}"
+            );
+        }
+    }
+}
