@@ -10,11 +10,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use loaderx_core::{Sampler, SamplerMode};
 use loaderx_core::{
     Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter, RemoteOptions,
     RemoteStats,
 };
+use loaderx_core::{Sampler, SamplerMode};
 use loaderx_tests::S3Server;
 
 use crate::report::{Table, Target, num, ratio};

@@ -57,7 +57,11 @@ fn seen(b: HostBatch) -> Result<Seen, Error> {
         step: b.step().unwrap(),
         indices: b.indices().to_vec(),
         x: b.float::<2>("x")?.into_data().try_to_vec::<f32>().unwrap(),
-        y: b.int::<1>("y")?.into_data().convert::<i64>().try_to_vec::<i64>().unwrap(),
+        y: b.int::<1>("y")?
+            .into_data()
+            .convert::<i64>()
+            .try_to_vec::<i64>()
+            .unwrap(),
     })
 }
 
@@ -286,7 +290,10 @@ fn decode(r: loaderx_burn::Record) -> Result<Item, Error> {
 fn pair_data(p: Pair) -> (Vec<f32>, Vec<i64>) {
     (
         p.x.into_data().try_to_vec::<f32>().unwrap(),
-        p.y.into_data().convert::<i64>().try_to_vec::<i64>().unwrap(),
+        p.y.into_data()
+            .convert::<i64>()
+            .try_to_vec::<i64>()
+            .unwrap(),
     )
 }
 

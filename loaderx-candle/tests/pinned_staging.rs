@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use candle_core::Device;
 use loaderx_candle::into_dense_tensor;
+use loaderx_core::SamplerMode;
 use loaderx_core::host::AlignedBuf;
 use loaderx_core::{
     Batch, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, StagedBuffer,
 };
-use loaderx_core::SamplerMode;
 use loaderx_core::{Codec, DataLoader, Dense, DenseWriter};
 
 type Ids = Arc<Mutex<HashSet<u64>>>;

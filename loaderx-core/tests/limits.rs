@@ -19,8 +19,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use loaderx_core::ndarray::Array2;
 use loaderx_core::SamplerMode;
+use loaderx_core::ndarray::Array2;
 use loaderx_core::{
     Codec, CreateOptions, DType, DataLoader, Dense, DenseWriter, DynDenseWriter, DynRagged, Error,
     ErrorKind, Ragged, RaggedWriter, Store, train_dict,

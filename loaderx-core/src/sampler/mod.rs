@@ -136,9 +136,9 @@ use crate::sequence::LengthIndex;
 pub use feistel::FeistelPermutation;
 
 /// `window` of [`SamplerMode::Bucketed`] when parsed from plain `"bucketed"`.
-pub const DEFAULT_WINDOW: u32 = 32;
+pub(crate) const DEFAULT_WINDOW: u32 = 32;
 /// `buckets` of [`SamplerMode::TokenBudget`] when not given in a parsed name.
-pub const DEFAULT_BUCKETS: u32 = 32;
+pub(crate) const DEFAULT_BUCKETS: u32 = 32;
 
 /// How indices are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
