@@ -8,7 +8,7 @@
 use candle_core::{D, DType, Device, Tensor};
 use candle_nn::{Module, Optimizer, VarBuilder, VarMap};
 use loaderx_candle::CandleLoaderExt;
-use loaderx_core::sampler::SamplerMode;
+use loaderx_core::SamplerMode;
 use loaderx_core::sequence::{PackOptions, pack_records};
 use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
 

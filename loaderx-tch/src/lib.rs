@@ -44,7 +44,7 @@
 //! reach the binaries of the crates that use it, so this crate publishes
 //! them to their build scripts; your binary crate's `build.rs` is two lines:
 //!
-//! ```no_run
+//! ```ignore
 //! // build.rs of a binary crate that depends on loaderx-tch
 //! fn main() {
 //!     let args = std::env::var("DEP_LOADERX_TCH_LINK_ARGS").unwrap_or_default();
