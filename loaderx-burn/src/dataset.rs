@@ -77,13 +77,13 @@ impl Field {
     }
 
     /// The record as a tensor of kind `K` on `device`, by the rules of the
-    /// [dtype table](crate::dtype). `D` is the record's rank; burn has no
+    /// [dtype table](crate::burn_dtype). `D` is the record's rank; burn has no
     /// rank-0 tensors, so a scalar record is a one-element `Tensor<1, K>`.
     ///
     /// # Errors
     ///
     /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K` (see
-    /// the [dtype table](crate::dtype)); [`Error::OutOfRange`] for a value the kind
+    /// the [dtype table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind
     /// cannot represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
     /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(

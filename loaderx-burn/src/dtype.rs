@@ -199,7 +199,7 @@ pub(crate) fn check_int_range(
 }
 
 /// A `Tensor<D, K>` of `shape` on `device` from `bytes` of `dtype`, with the
-/// kind and range rules of the [module table](self).
+/// kind and range rules of the [table](burn_dtype).
 pub(crate) fn to_tensor<const D: usize, K: Basic + TensorKind>(
     stream: &str,
     dtype: DType,

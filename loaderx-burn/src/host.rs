@@ -104,7 +104,7 @@ impl HostColumn {
 ///
 /// Columns keep the store's element type until a tensor is asked for; the
 /// `tensor`, `float`, `int`, `bool` and `padded` methods create tensors on
-/// [`device`](Self::device) by the rules of the [dtype table](crate::dtype).
+/// [`device`](Self::device) by the rules of the [dtype table](crate::burn_dtype).
 /// One copy happens per tensor (from the gather buffer into burn's host
 /// data), plus the element conversion burn does for the device's type.
 pub struct HostBatch {
@@ -289,7 +289,7 @@ impl HostBatch {
     /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
     /// the stream follows the other record contract; [`Error::Kind`] when the element
     /// type cannot be held losslessly by kind `K` (see the [dtype
-    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind cannot
     /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
     /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
@@ -340,7 +340,7 @@ impl HostBatch {
     ///
     /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Kind`] when
     /// the element type cannot be held losslessly by kind `K` (see the [dtype
-    /// table](crate::dtype)); [`Error::OutOfRange`] for a value the kind cannot
+    /// table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind cannot
     /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
     /// batch's rank.
     pub fn padded<const D: usize, K: Basic + TensorKind>(

@@ -126,7 +126,7 @@ impl BurnDataLoaderBuilder {
     }
 
     /// Reads only rank `rank`'s share of every step (multi-host training);
-    /// see core's [sharding rule](loaderx_core::sampler#multi-host-sharding).
+    /// see core's [sharding rule](loaderx_core::Sampler#multi-host-sharding).
     pub fn shard(self, rank: usize, world_size: usize) -> Self {
         self.with(|c| c.shard(rank, world_size))
     }
@@ -137,7 +137,7 @@ impl BurnDataLoaderBuilder {
     /// possibly partial; refused with `Iid` sampling. A validation loader
     /// under burn's `Learner` is
     /// `.mode(SamplerMode::Sequential).drop_last(false)`. See core's
-    /// [passes](loaderx_core::sampler#passes-epochs-and-the-last-batch).
+    /// [passes](loaderx_core::Sampler#passes-epochs-and-the-last-batch).
     pub fn drop_last(self, drop_last: bool) -> Self {
         self.with(|c| c.drop_last(drop_last))
     }

@@ -79,7 +79,7 @@ impl TensorColumn {
 }
 
 /// Every stream of a batch as burn tensors of its natural kind (see the
-/// [dtype table](crate::dtype)), on the batch's device: what
+/// [dtype table](crate::burn_dtype)), on the batch's device: what
 /// [`TensorBatcher`](crate::TensorBatcher) produces.
 ///
 /// Dense streams are `(B, *item_shape)` tensors; Ragged ones are padded

@@ -85,7 +85,7 @@ pub fn ragged_tensors(column: &Column, device: &Device) -> Result<Vec<Tensor>> {
 }
 
 /// A padded Ragged stream as candle tensors: `values` `(B, max_0, ..)` in
-/// the [mapped type](crate::dtype), `lengths` `(B, ndim)` `I64`, `mask` of
+/// the [mapped type](crate::DTYPE_TABLE), `lengths` `(B, ndim)` `I64`, `mask` of
 /// `values`' shape, `U8` (1 inside a record, 0 in padding).
 pub type Padded = loaderx_core::host::Padded<Tensor>;
 

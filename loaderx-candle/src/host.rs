@@ -108,7 +108,7 @@ impl StagedBuffer for HostBuffer {
 /// feature and a CUDA device, Dense batches are gathered into pooled pinned
 /// host memory (core's `PinnedPool`, one per device, best fit per stream)
 /// and uploaded asynchronously on a transfer stream (see
-/// [`pinned_stats`](crate::pinned_stats)).
+/// `pinned_stats` (feature `cuda`)).
 #[derive(Debug, Clone, Default)]
 pub struct CandleStaging {
     #[cfg(feature = "cuda")]

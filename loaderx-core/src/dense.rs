@@ -1,10 +1,3 @@
-//! The Dense contract: every record has the schema's `item_shape`.
-//!
-//! [`DenseWriter<T>`] and [`Dense<T>`] fix the element type at compile time;
-//! [`DynDenseWriter`] and [`DynDense`] carry it as a [`DType`] value for code
-//! that learns it at run time (loaders, adapters, the CLI). A writer can only
-//! append and a reader can only read: they are different types.
-
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::Path;
@@ -469,6 +462,13 @@ impl DynDense {
 ///
 /// Reads return `(B, *item_shape)` arrays. A reader is `Send + Sync`: many
 /// threads may gather from one reader at once.
+///
+/// The Dense contract: every record has the schema's `item_shape`.
+///
+/// [`DenseWriter<T>`] and [`Dense<T>`] fix the element type at compile time;
+/// [`DynDenseWriter`] and [`DynDense`] carry it as a [`DType`] value for code
+/// that learns it at run time (loaders, adapters, the CLI). A writer can only
+/// append and a reader can only read: they are different types.
 pub struct Dense<T: Element> {
     inner: DynDense,
     _t: PhantomData<fn() -> T>,

@@ -1,11 +1,3 @@
-//! The canonical digest of a store's contents.
-//!
-//! SHA-256 over, for every record in order, the ASCII line
-//! `<d0>,<d1>,...|<sha256-hex of the record's C-order little-endian bytes>\n`
-//! (an empty shape list for scalar records). Two implementations that read
-//! the same records print the same digest, whatever codec or shard count
-//! stores them.
-
 use std::fmt::Write as _;
 
 use sha2::{Digest as _, Sha256};
@@ -95,6 +87,14 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 ///
 /// As [`Store::for_each_record`](crate::Store::for_each_record): every record is
 /// read and decoded.
+///
+/// The canonical digest of a store's contents.
+///
+/// SHA-256 over, for every record in order, the ASCII line
+/// `<d0>,<d1>,...|<sha256-hex of the record's C-order little-endian bytes>\n`
+/// (an empty shape list for scalar records). Two implementations that read
+/// the same records print the same digest, whatever codec or shard count
+/// stores them.
 pub fn digest(store: &Store) -> Result<StoreDigest, Error> {
     let mut builder = DigestBuilder::new();
     store.for_each_record(|_, shape, bytes| {

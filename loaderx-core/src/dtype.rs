@@ -1,26 +1,3 @@
-//! Element types: the [`DType`] value and the compile-time [`Element`] trait.
-//!
-//! Each type maps to exactly the NumPy dtype string Python loaderx writes into a
-//! store's schema:
-//!
-//! | Rust        | [`DType`]       | NumPy string | bytes |
-//! |-------------|-----------------|--------------|-------|
-//! | `bool`      | `DType::Bool`   | `\|b1`       | 1 |
-//! | `u8`        | `DType::U8`     | `\|u1`       | 1 |
-//! | `i8`        | `DType::I8`     | `\|i1`       | 1 |
-//! | `u16`       | `DType::U16`    | `<u2`        | 2 |
-//! | `i16`       | `DType::I16`    | `<i2`        | 2 |
-//! | `u32`       | `DType::U32`    | `<u4`        | 4 |
-//! | `i32`       | `DType::I32`    | `<i4`        | 4 |
-//! | `u64`       | `DType::U64`    | `<u8`        | 8 |
-//! | `i64`       | `DType::I64`    | `<i8`        | 8 |
-//! | `half::f16` | `DType::F16`    | `<f2`        | 2 |
-//! | `f32`       | `DType::F32`    | `<f4`        | 4 |
-//! | `f64`       | `DType::F64`    | `<f8`        | 8 |
-//!
-//! Records are stored little-endian, as NumPy writes them on every platform
-//! loaderx supports.
-
 use std::fmt;
 use std::str::FromStr;
 
@@ -29,6 +6,29 @@ use half::f16;
 use crate::error::{Error, ErrorKind};
 
 /// An element type known at run time.
+///
+/// Element types: the [`DType`] value and the compile-time [`Element`] trait.
+///
+/// Each type maps to exactly the NumPy dtype string Python loaderx writes into a
+/// store's schema:
+///
+/// | Rust        | [`DType`]       | NumPy string | bytes |
+/// |-------------|-----------------|--------------|-------|
+/// | `bool`      | `DType::Bool`   | `\|b1`       | 1 |
+/// | `u8`        | `DType::U8`     | `\|u1`       | 1 |
+/// | `i8`        | `DType::I8`     | `\|i1`       | 1 |
+/// | `u16`       | `DType::U16`    | `<u2`        | 2 |
+/// | `i16`       | `DType::I16`    | `<i2`        | 2 |
+/// | `u32`       | `DType::U32`    | `<u4`        | 4 |
+/// | `i32`       | `DType::I32`    | `<i4`        | 4 |
+/// | `u64`       | `DType::U64`    | `<u8`        | 8 |
+/// | `i64`       | `DType::I64`    | `<i8`        | 8 |
+/// | `half::f16` | `DType::F16`    | `<f2`        | 2 |
+/// | `f32`       | `DType::F32`    | `<f4`        | 4 |
+/// | `f64`       | `DType::F64`    | `<f8`        | 8 |
+///
+/// Records are stored little-endian, as NumPy writes them on every platform
+/// loaderx supports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DType {
@@ -163,7 +163,7 @@ mod sealed {
 
 /// A Rust type that can be a store's element type.
 ///
-/// Implemented for exactly the types in the [module table](self); sealed.
+/// Implemented for exactly the types in the table of [`DType`]; sealed.
 pub trait Element: sealed::Sealed + Copy + Default + Send + Sync + fmt::Debug + 'static {
     /// The run-time tag of this type.
     const DTYPE: DType;

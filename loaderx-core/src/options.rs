@@ -1,5 +1,3 @@
-//! Options shared by Dense and Ragged creation.
-
 use crate::codec::Codec;
 use crate::error::Error;
 use crate::format::{DEFAULT_DATA_SHARDS, MAX_DATA_SHARDS};
@@ -11,6 +9,8 @@ use crate::format::{DEFAULT_DATA_SHARDS, MAX_DATA_SHARDS};
 /// let opts = CreateOptions::new(Codec::Zstd).data_shards(8);
 /// assert_eq!(opts.codec(), Codec::Zstd);
 /// ```
+///
+/// Options shared by Dense and Ragged creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateOptions {
     codec: Codec,

@@ -1,11 +1,3 @@
-//! The Ragged contract: fixed element type and rank, per-record dimension lengths.
-//!
-//! A gathered batch is one allocation holding every record plus their shapes
-//! and byte offsets ([`RaggedBatch`]); each record is viewed as an
-//! `ArrayViewD` without copying. Inside the allocation each record occupies
-//! an 8-byte-aligned segment: its stored dimension header, then its elements,
-//! which therefore start 8-byte aligned.
-
 use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::path::Path;
@@ -979,6 +971,14 @@ impl DynRagged {
 }
 
 /// An open Ragged store of element type `T`; see [`RaggedWriter`] for an example.
+///
+/// The Ragged contract: fixed element type and rank, per-record dimension lengths.
+///
+/// A gathered batch is one allocation holding every record plus their shapes
+/// and byte offsets ([`RaggedBatch`]); each record is viewed as an
+/// `ArrayViewD` without copying. Inside the allocation each record occupies
+/// an 8-byte-aligned segment: its stored dimension header, then its elements,
+/// which therefore start 8-byte aligned.
 pub struct Ragged<T: Element> {
     inner: DynRagged,
     _t: PhantomData<fn() -> T>,

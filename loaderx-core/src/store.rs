@@ -1,5 +1,3 @@
-//! Opening a store whose contract is only known at run time.
-
 use std::path::Path;
 
 use crate::codec::Codec;
@@ -10,6 +8,8 @@ use crate::error::{Error, StoreKind};
 use crate::ragged::DynRagged;
 
 /// An open store of either contract.
+///
+/// Opening a store whose contract is only known at run time.
 pub enum Store {
     /// A Dense store.
     Dense(DynDense),

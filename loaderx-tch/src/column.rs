@@ -131,7 +131,7 @@ pub fn ragged_tensors(column: &Column, device: Device) -> Result<Vec<Tensor>> {
 }
 
 /// A padded Ragged stream as tch tensors: `values` `(B, max_0, ..)` of the
-/// [mapped kind](crate::dtype), `lengths` `(B, ndim)` `Int64`, `mask` of
+/// [mapped kind](crate::DTYPE_TABLE), `lengths` `(B, ndim)` `Int64`, `mask` of
 /// `values`' shape, `Bool` (true inside a record).
 pub type Padded = loaderx_core::host::Padded<Tensor>;
 

@@ -1,10 +1,3 @@
-//! Record codecs: `raw`, `zstd` and `zstd_dict`, and dictionary training.
-//!
-//! Every record is encoded on its own — one standalone zstd frame at level 3
-//! for the compressed codecs — so any record decodes without its neighbours.
-//! A compressed store never falls back to raw, even when a frame is larger
-//! than its input.
-
 mod dict;
 
 use std::fmt;
@@ -31,6 +24,13 @@ pub const ZSTD_LEVEL: i32 = 3;
 pub const MAX_DICT_LEN: usize = 16 << 20;
 
 /// How every record of a store is stored.
+///
+/// Record codecs: `raw`, `zstd` and `zstd_dict`, and dictionary training.
+///
+/// Every record is encoded on its own — one standalone zstd frame at level 3
+/// for the compressed codecs — so any record decodes without its neighbours.
+/// A compressed store never falls back to raw, even when a frame is larger
+/// than its input.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Codec {
     /// Stored as is.

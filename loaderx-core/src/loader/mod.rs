@@ -1,52 +1,3 @@
-//! The endless, step-based, multi-threaded DataLoader.
-//!
-//! A loader gathers named streams (Dense and Ragged, mixed) at the indices a
-//! [`Sampler`] gives for each step, on worker threads, runs an optional
-//! transform there, and hands results to the consumer **in step order**,
-//! whatever the number of workers: batch `k` is always the sampler's step
-//! `k`, so a run is reproducible and [`DataLoaderBuilder::start_step`]
-//! resumes it exactly.
-//!
-//! - Workers claim steps in order and run ahead of the consumer by at most
-//!   `workers + prefetch` batches in flight (claimed and not yet delivered);
-//!   that bounds memory and the reorder window.
-//! - Each stream's batch is gathered straight into a buffer its [`Staging`]
-//!   hook provides; the default [`BufferPool`] recycles buffers when batches
-//!   are dropped, so steady state allocates nothing.
-//! - A gather error, a transform error or a panic reaches the consumer as
-//!   `Err` at its step, after which the iterator ends. Dropping the loader
-//!   stops and joins every worker.
-//!
-//! ```
-//! use loaderx_core::DataLoader;
-//! use loaderx_core::SamplerMode;
-//! use loaderx_core::{Codec, Dense, DenseWriter, RaggedWriter, Ragged};
-//!
-//! let dir = tempfile::tempdir()?;
-//! let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[4], Codec::Raw)?;
-//! w.append_slice(&(0..400).map(|v| v as f32).collect::<Vec<_>>(), 100)?;
-//! w.close()?;
-//! let mut w = RaggedWriter::<u32>::create(dir.path().join("tok"), 1, Codec::Zstd)?;
-//! w.append((0..100u32).map(|i| vec![i; 1 + i as usize % 5]))?;
-//! w.close()?;
-//!
-//! let loader = DataLoader::builder()
-//!     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
-//!     .stream("tok", Ragged::<u32>::open(dir.path().join("tok"))?)
-//!     .batch_size(16)
-//!     .mode(SamplerMode::Cyclic)
-//!     .seed(7)
-//!     .workers(2)
-//!     .build()?;
-//! for batch in loader.take(10) {
-//!     let batch = batch?;
-//!     let x = batch.dense::<f32>("x")?;          // (16, 4)
-//!     let tok = batch.ragged::<u32>("tok")?;     // 16 views
-//!     assert_eq!(x[[0, 0]] as u32 / 4, tok[0][0]); // streams line up
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
-
 mod batch;
 mod pinned;
 mod pipeline;
@@ -141,9 +92,58 @@ impl From<Store> for Stream {
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send + Sync>;
 
-/// Configures a [`DataLoader`]; see the [module docs](self). Cloning it is
+/// Configures a [`DataLoader`]. Cloning it is
 /// cheap (streams and staging are shared), so one configuration can start
 /// several loaders, e.g. at different [`start_step`](Self::start_step)s.
+///
+/// The endless, step-based, multi-threaded DataLoader.
+///
+/// A loader gathers named streams (Dense and Ragged, mixed) at the indices a
+/// [`Sampler`] gives for each step, on worker threads, runs an optional
+/// transform there, and hands results to the consumer **in step order**,
+/// whatever the number of workers: batch `k` is always the sampler's step
+/// `k`, so a run is reproducible and [`DataLoaderBuilder::start_step`]
+/// resumes it exactly.
+///
+/// - Workers claim steps in order and run ahead of the consumer by at most
+///   `workers + prefetch` batches in flight (claimed and not yet delivered);
+///   that bounds memory and the reorder window.
+/// - Each stream's batch is gathered straight into a buffer its [`Staging`]
+///   hook provides; the default [`BufferPool`] recycles buffers when batches
+///   are dropped, so steady state allocates nothing.
+/// - A gather error, a transform error or a panic reaches the consumer as
+///   `Err` at its step, after which the iterator ends. Dropping the loader
+///   stops and joins every worker.
+///
+/// ```
+/// use loaderx_core::DataLoader;
+/// use loaderx_core::SamplerMode;
+/// use loaderx_core::{Codec, Dense, DenseWriter, RaggedWriter, Ragged};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[4], Codec::Raw)?;
+/// w.append_slice(&(0..400).map(|v| v as f32).collect::<Vec<_>>(), 100)?;
+/// w.close()?;
+/// let mut w = RaggedWriter::<u32>::create(dir.path().join("tok"), 1, Codec::Zstd)?;
+/// w.append((0..100u32).map(|i| vec![i; 1 + i as usize % 5]))?;
+/// w.close()?;
+///
+/// let loader = DataLoader::builder()
+///     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
+///     .stream("tok", Ragged::<u32>::open(dir.path().join("tok"))?)
+///     .batch_size(16)
+///     .mode(SamplerMode::Cyclic)
+///     .seed(7)
+///     .workers(2)
+///     .build()?;
+/// for batch in loader.take(10) {
+///     let batch = batch?;
+///     let x = batch.dense::<f32>("x")?;          // (16, 4)
+///     let tok = batch.ragged::<u32>("tok")?;     // 16 views
+///     assert_eq!(x[[0, 0]] as u32 / 4, tok[0][0]); // streams line up
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone)]
 pub struct DataLoaderBuilder {
     streams: Vec<(String, Stream)>,
@@ -256,7 +256,7 @@ impl DataLoaderBuilder {
     /// `true` (the default): every batch is full. `false`: every record is
     /// delivered exactly once per pass and the last batch of a pass may be
     /// partial (also across [`shard`](Self::shard)ed ranks); refused with
-    /// `Iid` sampling. See the [sampler docs](crate::sampler#passes-epochs-and-the-last-batch).
+    /// `Iid` sampling. See the [sampler docs](crate::Sampler#passes-epochs-and-the-last-batch).
     /// With a caller-built [`sampler`](Self::sampler), the sampler's own
     /// setting counts and this must agree with it.
     pub fn drop_last(mut self, drop_last: bool) -> Self {

@@ -1,66 +1,3 @@
-//! A size-aware pool of pinned (page-locked) host buffers for staging
-//! batches that are uploaded to an accelerator.
-//!
-//! Pinned memory is what makes a host → device copy asynchronous, and it is
-//! expensive to allocate (a driver call that locks pages), so adapters keep
-//! it in a pool. The pool is independent of any GPU API: the platform calls
-//! (allocate a block, ask whether a copy has completed, wait for it) sit
-//! behind the small [`PinnedAlloc`] trait, which a CUDA adapter implements
-//! with its driver and the tests here implement with a fake allocator.
-//!
-//! The rules the pool keeps:
-//!
-//! - **Best fit by size, per stream.** A request is served by the smallest
-//!   idle block of the same loader stream that is large enough, so a
-//!   128-byte label batch never takes a 100 KB image buffer, and the handed
-//!   out [`PinnedBuffer`] exposes exactly the bytes asked for (an upload
-//!   copies [`as_bytes`](StagedBuffer::as_bytes), never the whole block).
-//! - **A block returns only after the copy that reads it completed.** An
-//!   adapter that enqueued an upload from a buffer hands it back with
-//!   [`PinnedBuffer::release_after`] and the upload's completion token (an
-//!   event); the block stays pending until [`PinnedAlloc::is_complete`] says
-//!   the copy is done, and is never handed out before. A buffer dropped
-//!   without a token was never read by a copy and is idle at once.
-//! - **Bounded.** At most [`PinnedPoolConfig::max_buffers`] blocks exist at
-//!   a time (lent, pending and idle together). At the bound the pool waits
-//!   for a pending copy from a block of the same stream that fits, else
-//!   frees an idle block that does not fit, else waits for the oldest
-//!   pending copy, or, when every block is held by a batch, waits up to
-//!   [`PinnedPoolConfig::wait`] for one to be dropped and then returns an
-//!   error instead of hanging.
-//!
-//! ```
-//! use loaderx_core::{PinnedAlloc, PinnedBlock, PinnedPool, PinnedPoolConfig, StagedBuffer};
-//! use loaderx_core::host::AlignedBuf;
-//!
-//! /// Host memory standing in for pinned memory; copies complete at once.
-//! struct Plain;
-//! struct Block(AlignedBuf);
-//! impl PinnedBlock for Block {
-//!     fn capacity(&self) -> usize { self.0.len() }
-//!     fn bytes(&self) -> &[u8] { self.0.as_bytes() }
-//!     fn bytes_mut(&mut self) -> &mut [u8] { self.0.as_bytes_mut() }
-//! }
-//! impl PinnedAlloc for Plain {
-//!     type Block = Block;
-//!     type Fence = ();
-//!     fn allocate(&self, bytes: usize) -> loaderx_core::Result<Block> {
-//!         Ok(Block(AlignedBuf::zeroed(bytes)?))
-//!     }
-//!     fn is_complete(&self, _: &()) -> loaderx_core::Result<bool> { Ok(true) }
-//!     fn wait(&self, _: &()) -> loaderx_core::Result<()> { Ok(()) }
-//! }
-//!
-//! let pool = PinnedPool::new(Plain, PinnedPoolConfig::default());
-//! let mut image = pool.take(0, 100_000)?;
-//! image.as_bytes_mut().fill(7);
-//! image.release_after(());           // the upload's completion token
-//! let label = pool.take(1, 128)?;    // another stream: its own block
-//! assert_eq!(label.as_bytes().len(), 128);
-//! assert_eq!(pool.stats().allocations, 2);
-//! # Ok::<(), loaderx_core::Error>(())
-//! ```
-
 use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -245,8 +182,70 @@ impl<A: PinnedAlloc> Drop for Shared<A> {
     }
 }
 
-/// A bounded, size-aware pool of pinned host buffers (see the
-/// [module documentation](self)). Cloning shares the pool.
+/// A bounded, size-aware pool of pinned host buffers. Cloning shares the pool.
+///
+/// A size-aware pool of pinned (page-locked) host buffers for staging
+/// batches that are uploaded to an accelerator.
+///
+/// Pinned memory is what makes a host → device copy asynchronous, and it is
+/// expensive to allocate (a driver call that locks pages), so adapters keep
+/// it in a pool. The pool is independent of any GPU API: the platform calls
+/// (allocate a block, ask whether a copy has completed, wait for it) sit
+/// behind the small [`PinnedAlloc`] trait, which a CUDA adapter implements
+/// with its driver and the tests here implement with a fake allocator.
+///
+/// The rules the pool keeps:
+///
+/// - **Best fit by size, per stream.** A request is served by the smallest
+///   idle block of the same loader stream that is large enough, so a
+///   128-byte label batch never takes a 100 KB image buffer, and the handed
+///   out [`PinnedBuffer`] exposes exactly the bytes asked for (an upload
+///   copies [`as_bytes`](StagedBuffer::as_bytes), never the whole block).
+/// - **A block returns only after the copy that reads it completed.** An
+///   adapter that enqueued an upload from a buffer hands it back with
+///   [`PinnedBuffer::release_after`] and the upload's completion token (an
+///   event); the block stays pending until [`PinnedAlloc::is_complete`] says
+///   the copy is done, and is never handed out before. A buffer dropped
+///   without a token was never read by a copy and is idle at once.
+/// - **Bounded.** At most [`PinnedPoolConfig::max_buffers`] blocks exist at
+///   a time (lent, pending and idle together). At the bound the pool waits
+///   for a pending copy from a block of the same stream that fits, else
+///   frees an idle block that does not fit, else waits for the oldest
+///   pending copy, or, when every block is held by a batch, waits up to
+///   [`PinnedPoolConfig::wait`] for one to be dropped and then returns an
+///   error instead of hanging.
+///
+/// ```
+/// use loaderx_core::{PinnedAlloc, PinnedBlock, PinnedPool, PinnedPoolConfig, StagedBuffer};
+/// use loaderx_core::host::AlignedBuf;
+///
+/// /// Host memory standing in for pinned memory; copies complete at once.
+/// struct Plain;
+/// struct Block(AlignedBuf);
+/// impl PinnedBlock for Block {
+///     fn capacity(&self) -> usize { self.0.len() }
+///     fn bytes(&self) -> &[u8] { self.0.as_bytes() }
+///     fn bytes_mut(&mut self) -> &mut [u8] { self.0.as_bytes_mut() }
+/// }
+/// impl PinnedAlloc for Plain {
+///     type Block = Block;
+///     type Fence = ();
+///     fn allocate(&self, bytes: usize) -> loaderx_core::Result<Block> {
+///         Ok(Block(AlignedBuf::zeroed(bytes)?))
+///     }
+///     fn is_complete(&self, _: &()) -> loaderx_core::Result<bool> { Ok(true) }
+///     fn wait(&self, _: &()) -> loaderx_core::Result<()> { Ok(()) }
+/// }
+///
+/// let pool = PinnedPool::new(Plain, PinnedPoolConfig::default());
+/// let mut image = pool.take(0, 100_000)?;
+/// image.as_bytes_mut().fill(7);
+/// image.release_after(());           // the upload's completion token
+/// let label = pool.take(1, 128)?;    // another stream: its own block
+/// assert_eq!(label.as_bytes().len(), 128);
+/// assert_eq!(pool.stats().allocations, 2);
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
 pub struct PinnedPool<A: PinnedAlloc> {
     shared: Arc<Shared<A>>,
 }

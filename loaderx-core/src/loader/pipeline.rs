@@ -71,7 +71,7 @@ pub struct LoaderStats {
 }
 
 /// An endless loader; an `Iterator` of `Result<T, Error>` in step order.
-/// See the [module docs](super).
+/// See [`DataLoaderBuilder`](super::DataLoaderBuilder) for the options and their semantics.
 pub struct DataLoader<T> {
     shared: Arc<Shared<T>>,
     threads: Vec<JoinHandle<()>>,

@@ -1,129 +1,3 @@
-//! Batch index sampling: every batch is a pure function of `(seed, step)`.
-//!
-//! Three modes, as in Python loaderx:
-//!
-//! - [`SamplerMode::Sequential`]: records in order. With `drop_last(true)`
-//!   (the default) it is a sliding window over the circular index space, as
-//!   in Python loaderx: step `k` of a single rank reads `k*B .. k*B + B`
-//!   (mod `len`). With `drop_last(false)` every pass starts at record 0.
-//! - [`SamplerMode::Iid`]: uniform with replacement, unbiased (Lemire's
-//!   multiply-shift with rejection), from a counter-based generator keyed by
-//!   `(seed, rank, step)`.
-//! - [`SamplerMode::Cyclic`]: without replacement. Pass `p` is a fresh
-//!   pseudo-random permutation of `0..len` computed statelessly by a keyed
-//!   Feistel network with cycle-walking, so nothing of dataset size is ever
-//!   materialised and any step is O(batch) to compute.
-//!
-//! `seek(step)` is O(1): there is no state besides the step counter.
-//!
-//! ## Passes (epochs) and the last batch
-//!
-//! A pass visits the records of one permutation (`Cyclic`) or of the natural
-//! order (`Sequential`) once, [`steps_per_epoch`](Sampler::steps_per_epoch)
-//! steps long; step `k` belongs to pass `k / steps_per_epoch` (see
-//! [`Sampler::epoch_of`]).
-//!
-//! - `drop_last(true)` (the default): every batch is full; the
-//!   `len % (B * world_size)` positions left at the end of a pass are not
-//!   drawn, and because a `Cyclic` pass has a fresh permutation, which records
-//!   those are changes from pass to pass.
-//! - `drop_last(false)`: every record is drawn **exactly once per pass**; the
-//!   last step of a pass may be shorter than `B` ([`Sampler::batch_len`]).
-//!   `Iid` has no passes and refuses it.
-//!
-//! ## Multi-host sharding
-//!
-//! [`SamplerBuilder::shard`] splits each step's global batch of
-//! `B * world_size` positions of the pass into one block of `B` per rank, so
-//! ranks are disjoint within a pass. With `drop_last(true)` every rank has the
-//! same number of steps. With `drop_last(false)` the `rem < B * world_size`
-//! positions left for the last step are split as evenly as possible: the
-//! first `rem % world_size` ranks get `rem / world_size + 1`, the others
-//! `rem / world_size`. A rank whose share is empty has one step fewer per
-//! pass; a batch is never empty, and ranks differ by at most one step.
-//!
-//! Worked example, `len = 10`, `B = 3`, `world_size = 2`, `Sequential`,
-//! `drop_last(false)`: step 0 gives rank 0 positions `0 1 2` and rank 1
-//! `3 4 5`; 4 positions are left, so step 1 gives rank 0 `6 7` and rank 1
-//! `8 9`; step 2 starts the next pass. With `len = 7` the last step has one
-//! position: rank 0 gets `6`, and rank 1's pass is one step long.
-//!
-//! `Iid` gives each rank an independent stream.
-//!
-//! ## Length-aware modes
-//!
-//! For Ragged sequence stores, two modes form batches of records of
-//! similar length, so that padding a batch to its longest record wastes
-//! little. Both need the records' lengths
-//! ([`SamplerBuilder::lengths`], a [`LengthIndex`]; a loader takes them
-//! from its Ragged stream) and stay pure functions of `(seed, step)`:
-//!
-//! - [`SamplerMode::Bucketed`]`{ window: k }`: a `Cyclic` pass (same
-//!   permutation, same steps, same `batch_len`s), but the pass's positions
-//!   are cut into windows of `k × B` records, each window is sorted by
-//!   length and cut into batches of `B`, and the order of all the pass's
-//!   batches is shuffled by a second keyed permutation. Every record once
-//!   per pass (with `drop_last(false)`; with `drop_last(true)` the
-//!   positions `Cyclic` drops are dropped); ranks take disjoint batches of
-//!   the shuffled order. The last, partial step of a `drop_last(false)`
-//!   pass is `Cyclic`'s. A step costs `k × B` permutation lookups and a
-//!   sort.
-//! - [`SamplerMode::TokenBudget`]`{ max_tokens, buckets }`: batches of as
-//!   many records as fit `max_tokens` tokens after padding, at most
-//!   `batch_size`. The records, sorted by length, are cut into `buckets`
-//!   buckets of equal record counts; bucket `b` makes batches of
-//!   `min(batch_size, max_tokens / longest_b)` records, from a fresh
-//!   permutation of the bucket every pass, and the order of the pass's
-//!   batches is shuffled. The number of batches per pass, `T`, depends on
-//!   the lengths only — so `steps_per_epoch`, `epoch_of` and resume at any
-//!   step are as for the other modes, with no state. Step `s` of a pass
-//!   gives rank `r` batch `s × world_size + r` of the shuffled order:
-//!   `T / world_size` steps per pass with `drop_last(true)` (each bucket's
-//!   partial batch and the last `T % world_size` batches are not drawn),
-//!   and with `drop_last(false)` every record once, ranks below
-//!   `T % world_size` taking one step more. [`Sampler::batch_len`] varies
-//!   from step to step.
-//!
-//! ```
-//! use loaderx_core::{Sampler, SamplerMode};
-//! use loaderx_core::sequence::LengthIndex;
-//!
-//! let lengths = LengthIndex::from_lengths((0..1000u32).map(|i| 16 + i * 7 % 497).collect::<Vec<_>>())?;
-//! let s = Sampler::builder(1000, 100)
-//!     .mode(SamplerMode::TokenBudget { max_tokens: 4096, buckets: 8 })
-//!     .lengths(lengths.clone())
-//!     .drop_last(false)
-//!     .build()?;
-//! let mut seen = vec![0; 1000];
-//! for step in 0..s.steps_per_epoch() {
-//!     let batch = s.indices(step);
-//!     let longest = batch.iter().map(|&i| lengths.lengths()[i as usize]).max().unwrap();
-//!     assert!(batch.len() as u32 * longest <= 4096); // fits the budget padded
-//!     batch.iter().for_each(|&i| seen[i as usize] += 1);
-//! }
-//! assert!(seen.iter().all(|&n| n == 1)); // every record once per pass
-//! # Ok::<(), loaderx_core::Error>(())
-//! ```
-//!
-//! ```
-//! use loaderx_core::{Sampler, SamplerMode};
-//!
-//! let mut s = Sampler::new(1000, 32, SamplerMode::Cyclic, 7)?;
-//! let first = s.next_batch().to_vec();
-//! s.seek(0);
-//! assert_eq!(s.next_batch(), &first[..]); // pure function of (seed, step)
-//! assert_eq!(s.steps_per_epoch(), 31);    // 1000 / 32, remainder dropped
-//!
-//! // An evaluation pass: every record once, the last batch partial.
-//! let eval = Sampler::builder(1000, 32)
-//!     .mode(SamplerMode::Sequential)
-//!     .drop_last(false)
-//!     .build()?;
-//! assert_eq!(eval.steps_per_epoch(), 32);
-//! assert_eq!(eval.batch_len(31), 1000 - 31 * 32);
-//! # Ok::<(), loaderx_core::Error>(())
-//! ```
-
 mod bucket;
 mod feistel;
 mod rng;
@@ -154,7 +28,7 @@ pub enum SamplerMode {
     /// window of `window × B` records of the pass is sorted by length
     /// before it is cut into batches, and the batch order is shuffled.
     /// Needs [`lengths`](SamplerBuilder::lengths); see the
-    /// [module docs](self#length-aware-modes).
+    /// [`Sampler` docs](Sampler#length-aware-modes).
     Bucketed {
         /// Batches per sorted window (`k`, at least 1): larger windows give
         /// closer lengths within a batch and less randomness.
@@ -163,7 +37,7 @@ pub enum SamplerMode {
     /// Batches of as many records as fit `max_tokens` after padding to the
     /// batch's longest record (at most the batch size), from `buckets`
     /// length buckets. Needs [`lengths`](SamplerBuilder::lengths); see the
-    /// [module docs](self#length-aware-modes).
+    /// [`Sampler` docs](Sampler#length-aware-modes).
     TokenBudget {
         /// Tokens a padded batch may hold (`records × longest`).
         max_tokens: u64,
@@ -251,7 +125,7 @@ impl SamplerBuilder {
     }
 
     /// Draw only rank `rank`'s share of every step (default rank 0 of 1);
-    /// see the [module docs](self#multi-host-sharding).
+    /// see the [`Sampler` docs](Sampler#multi-host-sharding).
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
         self.rank = rank;
         self.world_size = world_size;
@@ -260,7 +134,7 @@ impl SamplerBuilder {
 
     /// `true` (the default): every batch is full. `false`: every record once
     /// per pass, the last batch of a pass possibly partial; see the
-    /// [module docs](self#passes-epochs-and-the-last-batch).
+    /// [`Sampler` docs](Sampler#passes-epochs-and-the-last-batch).
     pub fn drop_last(mut self, drop_last: bool) -> Self {
         self.drop_last = drop_last;
         self
@@ -348,7 +222,133 @@ impl SamplerBuilder {
     }
 }
 
-/// Draws batches of record indices; see the [module docs](self).
+/// Draws batches of record indices.
+///
+/// Batch index sampling: every batch is a pure function of `(seed, step)`.
+///
+/// Three modes, as in Python loaderx:
+///
+/// - [`SamplerMode::Sequential`]: records in order. With `drop_last(true)`
+///   (the default) it is a sliding window over the circular index space, as
+///   in Python loaderx: step `k` of a single rank reads `k*B .. k*B + B`
+///   (mod `len`). With `drop_last(false)` every pass starts at record 0.
+/// - [`SamplerMode::Iid`]: uniform with replacement, unbiased (Lemire's
+///   multiply-shift with rejection), from a counter-based generator keyed by
+///   `(seed, rank, step)`.
+/// - [`SamplerMode::Cyclic`]: without replacement. Pass `p` is a fresh
+///   pseudo-random permutation of `0..len` computed statelessly by a keyed
+///   Feistel network with cycle-walking, so nothing of dataset size is ever
+///   materialised and any step is O(batch) to compute.
+///
+/// `seek(step)` is O(1): there is no state besides the step counter.
+///
+/// ## Passes (epochs) and the last batch
+///
+/// A pass visits the records of one permutation (`Cyclic`) or of the natural
+/// order (`Sequential`) once, [`steps_per_epoch`](Sampler::steps_per_epoch)
+/// steps long; step `k` belongs to pass `k / steps_per_epoch` (see
+/// [`Sampler::epoch_of`]).
+///
+/// - `drop_last(true)` (the default): every batch is full; the
+///   `len % (B * world_size)` positions left at the end of a pass are not
+///   drawn, and because a `Cyclic` pass has a fresh permutation, which records
+///   those are changes from pass to pass.
+/// - `drop_last(false)`: every record is drawn **exactly once per pass**; the
+///   last step of a pass may be shorter than `B` ([`Sampler::batch_len`]).
+///   `Iid` has no passes and refuses it.
+///
+/// ## Multi-host sharding
+///
+/// [`SamplerBuilder::shard`] splits each step's global batch of
+/// `B * world_size` positions of the pass into one block of `B` per rank, so
+/// ranks are disjoint within a pass. With `drop_last(true)` every rank has the
+/// same number of steps. With `drop_last(false)` the `rem < B * world_size`
+/// positions left for the last step are split as evenly as possible: the
+/// first `rem % world_size` ranks get `rem / world_size + 1`, the others
+/// `rem / world_size`. A rank whose share is empty has one step fewer per
+/// pass; a batch is never empty, and ranks differ by at most one step.
+///
+/// Worked example, `len = 10`, `B = 3`, `world_size = 2`, `Sequential`,
+/// `drop_last(false)`: step 0 gives rank 0 positions `0 1 2` and rank 1
+/// `3 4 5`; 4 positions are left, so step 1 gives rank 0 `6 7` and rank 1
+/// `8 9`; step 2 starts the next pass. With `len = 7` the last step has one
+/// position: rank 0 gets `6`, and rank 1's pass is one step long.
+///
+/// `Iid` gives each rank an independent stream.
+///
+/// ## Length-aware modes
+///
+/// For Ragged sequence stores, two modes form batches of records of
+/// similar length, so that padding a batch to its longest record wastes
+/// little. Both need the records' lengths
+/// ([`SamplerBuilder::lengths`], a [`LengthIndex`]; a loader takes them
+/// from its Ragged stream) and stay pure functions of `(seed, step)`:
+///
+/// - [`SamplerMode::Bucketed`]`{ window: k }`: a `Cyclic` pass (same
+///   permutation, same steps, same `batch_len`s), but the pass's positions
+///   are cut into windows of `k × B` records, each window is sorted by
+///   length and cut into batches of `B`, and the order of all the pass's
+///   batches is shuffled by a second keyed permutation. Every record once
+///   per pass (with `drop_last(false)`; with `drop_last(true)` the
+///   positions `Cyclic` drops are dropped); ranks take disjoint batches of
+///   the shuffled order. The last, partial step of a `drop_last(false)`
+///   pass is `Cyclic`'s. A step costs `k × B` permutation lookups and a
+///   sort.
+/// - [`SamplerMode::TokenBudget`]`{ max_tokens, buckets }`: batches of as
+///   many records as fit `max_tokens` tokens after padding, at most
+///   `batch_size`. The records, sorted by length, are cut into `buckets`
+///   buckets of equal record counts; bucket `b` makes batches of
+///   `min(batch_size, max_tokens / longest_b)` records, from a fresh
+///   permutation of the bucket every pass, and the order of the pass's
+///   batches is shuffled. The number of batches per pass, `T`, depends on
+///   the lengths only — so `steps_per_epoch`, `epoch_of` and resume at any
+///   step are as for the other modes, with no state. Step `s` of a pass
+///   gives rank `r` batch `s × world_size + r` of the shuffled order:
+///   `T / world_size` steps per pass with `drop_last(true)` (each bucket's
+///   partial batch and the last `T % world_size` batches are not drawn),
+///   and with `drop_last(false)` every record once, ranks below
+///   `T % world_size` taking one step more. [`Sampler::batch_len`] varies
+///   from step to step.
+///
+/// ```
+/// use loaderx_core::{Sampler, SamplerMode};
+/// use loaderx_core::sequence::LengthIndex;
+///
+/// let lengths = LengthIndex::from_lengths((0..1000u32).map(|i| 16 + i * 7 % 497).collect::<Vec<_>>())?;
+/// let s = Sampler::builder(1000, 100)
+///     .mode(SamplerMode::TokenBudget { max_tokens: 4096, buckets: 8 })
+///     .lengths(lengths.clone())
+///     .drop_last(false)
+///     .build()?;
+/// let mut seen = vec![0; 1000];
+/// for step in 0..s.steps_per_epoch() {
+///     let batch = s.indices(step);
+///     let longest = batch.iter().map(|&i| lengths.lengths()[i as usize]).max().unwrap();
+///     assert!(batch.len() as u32 * longest <= 4096); // fits the budget padded
+///     batch.iter().for_each(|&i| seen[i as usize] += 1);
+/// }
+/// assert!(seen.iter().all(|&n| n == 1)); // every record once per pass
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+///
+/// ```
+/// use loaderx_core::{Sampler, SamplerMode};
+///
+/// let mut s = Sampler::new(1000, 32, SamplerMode::Cyclic, 7)?;
+/// let first = s.next_batch().to_vec();
+/// s.seek(0);
+/// assert_eq!(s.next_batch(), &first[..]); // pure function of (seed, step)
+/// assert_eq!(s.steps_per_epoch(), 31);    // 1000 / 32, remainder dropped
+///
+/// // An evaluation pass: every record once, the last batch partial.
+/// let eval = Sampler::builder(1000, 32)
+///     .mode(SamplerMode::Sequential)
+///     .drop_last(false)
+///     .build()?;
+/// assert_eq!(eval.steps_per_epoch(), 32);
+/// assert_eq!(eval.batch_len(31), 1000 - 31 * 32);
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Sampler {
     len: u64,
@@ -407,7 +407,7 @@ impl Sampler {
     }
 
     /// This sampler restricted to rank `rank` of `world_size`; see the
-    /// [module docs](self#multi-host-sharding).
+    /// [`Sampler` docs](Sampler#multi-host-sharding).
     ///
     /// # Errors
     ///
@@ -505,7 +505,7 @@ impl Sampler {
         (self.rank as usize, self.world_size as usize)
     }
 
-    /// Whether every batch is full (see the [module docs](self#passes-epochs-and-the-last-batch)).
+    /// Whether every batch is full (see the [`Sampler` docs](Sampler#passes-epochs-and-the-last-batch)).
     pub fn drop_last(&self) -> bool {
         self.drop_last
     }

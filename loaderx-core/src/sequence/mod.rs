@@ -13,7 +13,7 @@
 //!   (batches of `B` records of similar length) and
 //!   [`SamplerMode::TokenBudget`](crate::SamplerMode::TokenBudget) (as many
 //!   records per batch as fit a token budget after padding); see the
-//!   [sampler docs](crate::sampler#length-aware-modes).
+//!   [sampler docs](crate::Sampler#length-aware-modes).
 //! - Packing: [`pack_records`] / [`pack_batch`] and the loader option
 //!   [`DataLoaderBuilder::pack`](crate::DataLoaderBuilder::pack) place a
 //!   step's records into `rows × max_len` tokens (first-fit decreasing)
