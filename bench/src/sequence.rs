@@ -87,7 +87,9 @@ pub fn length_times(store: &Path) -> Result<(LengthIndex, LengthTimes)> {
 }
 
 /// One pass of every mode over the Ragged store `store` (2 workers,
-/// prefetch 4). Padded modes pad on the workers to `(B, longest)` host
+/// prefetch 4), every record exactly once (`drop_last(false)`: with
+/// token budgets a bucket may hold fewer records than one batch, and a
+/// dropped remainder would leave records out of the comparison). Padded modes pad on the workers to `(B, longest)` host
 /// arrays; the packed mode packs there into `(rows, 512)` arrays.
 pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
     let open = || -> Result<std::sync::Arc<DynRagged>> {
@@ -120,6 +122,7 @@ pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
             .mode(mode)
             .workers(2)
             .prefetch(4)
+            .drop_last(false)
             .epochs(1)
             .build_with(|b| {
                 let p = b
@@ -138,6 +141,7 @@ pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
         .mode(SamplerMode::Cyclic)
         .workers(2)
         .prefetch(4)
+        .drop_last(false)
         .epochs(1)
         .pack("tok", PackOptions::new(ROW))
         .build_with(|b| {
