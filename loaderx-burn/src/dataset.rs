@@ -229,10 +229,10 @@ impl ZrecordDatasetBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Invalid`] for no stream, a name used twice, or streams of different
-    /// lengths.
+    /// [`Error::Core`] for no stream, a name used twice, or streams of
+    /// different lengths (`loaderx_core::Stream::check_named`).
     pub fn build(self) -> Result<ZrecordDataset> {
-        let len = check_streams(&self.streams)?;
+        let len = Stream::check_named(&self.streams)?;
         let (names, streams): (Vec<String>, Vec<Stream>) = self.streams.into_iter().unzip();
         Ok(ZrecordDataset {
             names: names.into_iter().map(Arc::from).collect(),
@@ -240,30 +240,6 @@ impl ZrecordDatasetBuilder {
             len,
         })
     }
-}
-
-/// Checks a set of named streams: at least one, unique names, equal lengths.
-pub(crate) fn check_streams(streams: &[(String, Stream)]) -> Result<u64> {
-    let Some((_, first)) = streams.first() else {
-        return Err(Error::Invalid("at least one stream is needed".into()));
-    };
-    for (i, (name, _)) in streams.iter().enumerate() {
-        if streams[..i].iter().any(|(n, _)| n == name) {
-            return Err(Error::Invalid(format!("stream name {name:?} used twice")));
-        }
-    }
-    let len = first.len();
-    if streams.iter().any(|(_, s)| s.len() != len) {
-        let lengths: Vec<String> = streams
-            .iter()
-            .map(|(n, s)| format!("{n}: {}", s.len()))
-            .collect();
-        return Err(Error::Invalid(format!(
-            "all streams must hold the same number of records, got {}",
-            lengths.join(", ")
-        )));
-    }
-    Ok(len)
 }
 
 impl ZrecordDataset {

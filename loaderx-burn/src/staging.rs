@@ -15,30 +15,17 @@
 //! and copied once into the pinned buffer (burn's staging API takes data,
 //! not a size, so it cannot hand out an empty pinned buffer to gather into).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use burn::tensor::{AllocationProperty, Device, TensorData};
+use loaderx_core::StagingCounter;
+pub use loaderx_core::StagingStats;
 
-static PINNED: AtomicU64 = AtomicU64::new(0);
-static PAGEABLE: AtomicU64 = AtomicU64::new(0);
+static UPLOADS: StagingCounter = StagingCounter::new();
 
-/// How the tensors uploaded so far in this process were staged.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StagingStats {
-    /// Tensors whose host data was in pinned memory when they were created.
-    pub pinned: u64,
-    /// Tensors created from pageable host memory (host backends, or a
-    /// device whose staging declined).
-    pub pageable: u64,
-}
-
-/// The process-wide staging counters of this crate's tensor uploads.
+/// The process-wide staging counts of this crate's tensor uploads: pinned
+/// when burn's device staging moved the data into pinned memory, pageable
+/// otherwise (host backends, or a device whose staging declined).
 pub fn staging_stats() -> StagingStats {
-    StagingStats {
-        pinned: PINNED.load(Ordering::Relaxed),
-        pageable: PAGEABLE.load(Ordering::Relaxed),
-    }
+    UPLOADS.stats()
 }
 
 /// Moves `data` into `device`'s staging memory (pinned on CUDA) and counts
@@ -49,12 +36,7 @@ pub(crate) fn stage(data: &mut TensorData, device: &Device) {
 }
 
 fn count(property: AllocationProperty) {
-    let counter = if property == AllocationProperty::Pinned {
-        &PINNED
-    } else {
-        &PAGEABLE
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
+    UPLOADS.record(property == AllocationProperty::Pinned);
 }
 
 #[cfg(test)]

@@ -107,7 +107,7 @@ pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use loader::{
     Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats,
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
-    PooledBuffer, StageRequest, StagedBuffer, Staging, Stream,
+    PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats, Stream,
 };
 pub use options::CreateOptions;
 pub use ragged::{

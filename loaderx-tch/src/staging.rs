@@ -2,11 +2,11 @@
 //! for a CUDA device.
 
 use std::any::Any;
-use std::sync::atomic::{AtomicU64, Ordering};
 
+pub use loaderx_core::StagingStats;
 use loaderx_core::host::AlignedBuf;
 use loaderx_core::{ErrorKind, StoreKind};
-use loaderx_core::{StageRequest, StagedBuffer, Staging};
+use loaderx_core::{StageRequest, StagedBuffer, Staging, StagingCounter};
 use tch::{Device, Tensor};
 
 use crate::dtype::same_bytes_kind;
@@ -60,25 +60,13 @@ impl StagedBuffer for TensorBuffer {
     }
 }
 
-static PINNED: AtomicU64 = AtomicU64::new(0);
-static PAGEABLE: AtomicU64 = AtomicU64::new(0);
+static UPLOADS: StagingCounter = StagingCounter::new();
 
-/// How the Dense batches staged for CUDA devices in this process were held.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StagingStats {
-    /// Batches gathered into pinned host tensors (libtorch says so).
-    pub pinned: u64,
-    /// Batches for a CUDA device left in pageable memory (pinning failed).
-    pub pageable: u64,
-}
-
-/// The process-wide counters of [`TchStaging`] for CUDA devices.
+/// The process-wide counts of [`TchStaging`] for CUDA devices: batches
+/// gathered into pinned host tensors (libtorch says so), and batches left
+/// in pageable memory because pinning failed.
 pub fn staging_stats() -> StagingStats {
-    StagingStats {
-        pinned: PINNED.load(Ordering::Relaxed),
-        pageable: PAGEABLE.load(Ordering::Relaxed),
-    }
+    UPLOADS.stats()
 }
 
 /// The loader staging of this crate.
@@ -122,12 +110,7 @@ impl Staging for TchStaging {
                     tensor = pinned;
                 }
                 // Read back from libtorch, not assumed.
-                let counter = if tensor.f_is_pinned(self.device).unwrap_or(false) {
-                    &PINNED
-                } else {
-                    &PAGEABLE
-                };
-                counter.fetch_add(1, Ordering::Relaxed);
+                UPLOADS.record(tensor.f_is_pinned(self.device).unwrap_or(false));
             }
             if let Some(buffer) = TensorBuffer::new(tensor, r.bytes) {
                 return Ok(Box::new(buffer));

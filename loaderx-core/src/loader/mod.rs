@@ -10,7 +10,9 @@ pub use pinned::{
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
 };
 pub use pipeline::{DataLoader, LoaderStats};
-pub use staging::{BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging};
+pub use staging::{
+    BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats,
+};
 
 use crate::dense::{Dense, DynDense};
 use crate::dtype::Element;
@@ -41,6 +43,37 @@ impl Stream {
     /// True when the store is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Checks named streams that are read together (a loader's, or an
+    /// adapter's dataset): at least one stream, every name used once, every
+    /// stream of the same length, which is returned.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// naming the offending stream(s).
+    pub fn check_named(streams: &[(String, Stream)]) -> Result<u64, Error> {
+        let Some((_, first)) = streams.first() else {
+            return Err(Error::invalid("at least one stream is needed"));
+        };
+        let len = first.len();
+        if streams.iter().any(|(_, s)| s.len() != len) {
+            let lengths: Vec<String> = streams
+                .iter()
+                .map(|(n, s)| format!("{n}: {}", s.len()))
+                .collect();
+            return Err(Error::invalid(format!(
+                "all streams must hold the same number of records, got {}",
+                lengths.join(", ")
+            )));
+        }
+        for (i, (name, _)) in streams.iter().enumerate() {
+            if streams[..i].iter().any(|(n, _)| n == name) {
+                return Err(Error::invalid(format!("stream name {name:?} used twice")));
+            }
+        }
+        Ok(len)
     }
 }
 
@@ -373,26 +406,7 @@ impl DataLoaderBuilder {
     /// As [`build`](Self::build), except the checks of `start_step` and
     /// `epochs`.
     pub fn resolved_sampler(&self) -> Result<Sampler, Error> {
-        let Some(first) = self.streams.first() else {
-            return Err(Error::invalid("a loader needs at least one stream"));
-        };
-        let len = first.1.len();
-        if self.streams.iter().any(|(_, s)| s.len() != len) {
-            let lengths: Vec<String> = self
-                .streams
-                .iter()
-                .map(|(n, s)| format!("{n}: {}", s.len()))
-                .collect();
-            return Err(Error::invalid(format!(
-                "all streams must hold the same number of records, got {}",
-                lengths.join(", ")
-            )));
-        }
-        for (i, (name, _)) in self.streams.iter().enumerate() {
-            if self.streams[..i].iter().any(|(n, _)| n == name) {
-                return Err(Error::invalid(format!("stream name {name:?} used twice")));
-            }
-        }
+        let len = Stream::check_named(&self.streams)?;
         if self.workers == 0 {
             return Err(Error::invalid("a loader needs at least one worker"));
         }

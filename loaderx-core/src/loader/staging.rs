@@ -57,6 +57,63 @@ pub trait Staging: Send + Sync + 'static {
     fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error>;
 }
 
+/// How the uploads an adapter staged were held: pinned or pageable.
+///
+/// Read from the memory itself (the framework says whether a buffer is
+/// page-locked), not assumed from the configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StagingStats {
+    /// Uploads whose host data was in pinned memory.
+    pub pinned: u64,
+    /// Uploads from pageable host memory (host devices, or pinning that
+    /// was declined or failed).
+    pub pageable: u64,
+}
+
+/// Process-wide counters behind an adapter's `staging_stats()`: one
+/// `static` per adapter, one [`record`](Self::record) per staged upload.
+///
+/// ```
+/// use loaderx_core::StagingCounter;
+///
+/// static UPLOADS: StagingCounter = StagingCounter::new();
+/// UPLOADS.record(true);
+/// UPLOADS.record(false);
+/// UPLOADS.record(false);
+/// let s = UPLOADS.stats();
+/// assert_eq!((s.pinned, s.pageable), (1, 2));
+/// ```
+#[derive(Debug, Default)]
+pub struct StagingCounter {
+    pinned: AtomicU64,
+    pageable: AtomicU64,
+}
+
+impl StagingCounter {
+    /// Both counts at zero (usable in a `static`).
+    pub const fn new() -> StagingCounter {
+        StagingCounter {
+            pinned: AtomicU64::new(0),
+            pageable: AtomicU64::new(0),
+        }
+    }
+
+    /// Counts one upload, pinned or not.
+    pub fn record(&self, pinned: bool) {
+        let c = if pinned { &self.pinned } else { &self.pageable };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts so far.
+    pub fn stats(&self) -> StagingStats {
+        StagingStats {
+            pinned: self.pinned.load(Ordering::Relaxed),
+            pageable: self.pageable.load(Ordering::Relaxed),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct PoolInner {
     /// Idle buffers with the stream they last served.
