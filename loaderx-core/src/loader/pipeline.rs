@@ -42,6 +42,12 @@ struct State<T> {
     max_in_flight: usize,
     done: BTreeMap<u64, Result<T, Error>>,
     stop: bool,
+    /// The step the consumer is blocked on, if it is: a worker wakes it
+    /// only with that step, never with one it would put back to sleep.
+    awaited: Option<u64>,
+    /// Workers blocked on a full window: the consumer signals `room` only
+    /// when one is (a condvar signal is a system call even with no waiter).
+    waiting_workers: usize,
 }
 
 struct Shared<T> {
@@ -112,6 +118,8 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
             max_in_flight: 0,
             done: BTreeMap::new(),
             stop: false,
+            awaited: None,
+            waiting_workers: 0,
         }),
         room: Condvar::new(),
         ready: Condvar::new(),
@@ -150,7 +158,9 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
         let step = {
             let mut st = shared.lock();
             while !st.stop && st.in_flight >= shared.capacity {
+                st.waiting_workers += 1;
                 st = shared.room.wait(st).unwrap_or_else(|p| p.into_inner());
+                st.waiting_workers -= 1;
             }
             if st.stop || st.end_step.is_some_and(|end| st.next_claim >= end) {
                 return;
@@ -173,7 +183,11 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
             });
         let mut st = shared.lock();
         st.done.insert(step, result);
-        shared.ready.notify_all();
+        let wake = st.awaited == Some(step);
+        drop(st);
+        if wake {
+            shared.ready.notify_one();
+        }
     }
 }
 
@@ -318,13 +332,15 @@ impl<T> Iterator for DataLoader<T> {
         if self.failed || self.end_step.is_some_and(|end| self.next_step >= end) {
             return None;
         }
-        let result = {
+        let (result, worker_waits) = {
             let mut st = self.shared.lock();
             loop {
                 if let Some(r) = st.done.remove(&self.next_step) {
+                    st.awaited = None;
                     st.in_flight -= 1;
-                    break r;
+                    break (r, st.waiting_workers > 0);
                 }
+                st.awaited = Some(self.next_step);
                 st = self
                     .shared
                     .ready
@@ -332,7 +348,9 @@ impl<T> Iterator for DataLoader<T> {
                     .unwrap_or_else(|p| p.into_inner());
             }
         };
-        self.shared.room.notify_one();
+        if worker_waits {
+            self.shared.room.notify_one();
+        }
         self.next_step = self.next_step.wrapping_add(1);
         if result.is_err() {
             self.failed = true;
