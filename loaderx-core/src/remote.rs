@@ -748,8 +748,12 @@ impl RemoteShards {
         }
         let mut have: HashMap<(usize, u64), Hit> = HashMap::with_capacity(blocks.len());
         let mut missing: Vec<(usize, u64, u64)> = Vec::new();
-        for (&(s, b), &record) in &blocks {
-            match cache.get(s, b, block_len(s, b)) {
+        let keys: Vec<(usize, u64, u64)> = blocks
+            .keys()
+            .map(|&(s, b)| (s, b, block_len(s, b)))
+            .collect();
+        for ((&(s, b), &record), hit) in blocks.iter().zip(cache.get_many(&keys)) {
+            match hit {
                 Some(hit) => {
                     let c = match hit {
                         Hit::Memory(_) => &inner.stats.memory_hits,
@@ -868,25 +872,40 @@ impl BlockCache {
         }))
     }
 
-    /// Block `b` of shard `s`, `len` bytes long. From the directory it is
-    /// read whole and kept in memory when there is a memory tier; without
-    /// one, only its open file is returned, and a gather reads just the
-    /// bytes it wants.
-    fn get(&self, s: usize, b: u64, len: u64) -> Option<Hit> {
-        if let Some(m) = &self.memory
-            && let Some(bytes) = m.lock().ok()?.get(s, b)
-        {
-            return Some(Hit::Memory(bytes));
-        }
-        let disk = self.disk.as_ref()?;
-        let Some(m) = &self.memory else {
-            return disk.open(s, b, len).map(Hit::File);
+    /// Blocks `(s, b, len)` (block `b` of shard `s`, `len` bytes long), in
+    /// order, `None` where not cached. The memory tier is locked once for
+    /// the whole list. From the directory a block is read whole and kept in
+    /// memory when there is a memory tier; without one, only its open file
+    /// is returned, and a gather reads just the bytes it needs from it.
+    fn get_many(&self, keys: &[(usize, u64, u64)]) -> Vec<Option<Hit>> {
+        let mut hits: Vec<Option<Hit>> = match &self.memory {
+            Some(m) => match m.lock() {
+                Ok(mut m) => keys
+                    .iter()
+                    .map(|&(s, b, _)| m.get(s, b).map(Hit::Memory))
+                    .collect(),
+                Err(_) => keys.iter().map(|_| None).collect(),
+            },
+            None => keys.iter().map(|_| None).collect(),
         };
-        let bytes = disk.get(s, b, len)?;
-        if let Ok(mut m) = m.lock() {
-            m.put(s, b, bytes.clone());
+        let Some(disk) = &self.disk else {
+            return hits;
+        };
+        for (hit, &(s, b, len)) in hits.iter_mut().zip(keys) {
+            if hit.is_some() {
+                continue;
+            }
+            *hit = match &self.memory {
+                None => disk.open(s, b, len).map(Hit::File),
+                Some(m) => disk.get(s, b, len).map(|bytes| {
+                    if let Ok(mut m) = m.lock() {
+                        m.put(s, b, bytes.clone());
+                    }
+                    Hit::Disk(bytes)
+                }),
+            };
         }
-        Some(Hit::Disk(bytes))
+        hits
     }
 
     /// The file of block `b` of shard `s`, for messages.
@@ -919,23 +938,25 @@ enum Hit {
 }
 
 /// Blocks in memory, least recently used evicted first.
+///
+/// A hit only stamps its block with the current tick (O(1), it runs for
+/// every block of every gather); eviction, which is rare, sorts the blocks
+/// by their stamps and drops the oldest until an eighth of the limit is
+/// free, so its cost is spread over the puts that filled that eighth.
 #[derive(Default)]
 struct MemoryCache {
     limit: u64,
     used: u64,
     tick: u64,
+    /// Block → (last use, bytes).
     blocks: HashMap<(usize, u64), (u64, Bytes)>,
-    order: BTreeMap<u64, (usize, u64)>,
 }
 
 impl MemoryCache {
     fn get(&mut self, s: usize, b: u64) -> Option<Bytes> {
         self.tick += 1;
-        let tick = self.tick;
         let (t, bytes) = self.blocks.get_mut(&(s, b))?;
-        self.order.remove(t);
-        *t = tick;
-        self.order.insert(tick, (s, b));
+        *t = self.tick;
         Some(bytes.clone())
     }
 
@@ -945,18 +966,22 @@ impl MemoryCache {
             return;
         }
         self.tick += 1;
-        if let Some((t, old)) = self.blocks.insert((s, b), (self.tick, bytes)) {
-            self.order.remove(&t);
+        if let Some((_, old)) = self.blocks.insert((s, b), (self.tick, bytes)) {
             self.used -= old.len() as u64;
         }
-        self.order.insert(self.tick, (s, b));
         self.used += len;
-        while self.used > self.limit {
-            let Some((_, key)) = self.order.pop_first() else {
-                break;
-            };
-            if let Some((_, old)) = self.blocks.remove(&key) {
-                self.used -= old.len() as u64;
+        if self.used > self.limit {
+            let low = self.limit - self.limit / 8;
+            let mut by_age: Vec<(u64, (usize, u64))> =
+                self.blocks.iter().map(|(&k, &(t, _))| (t, k)).collect();
+            by_age.sort_unstable();
+            for (_, key) in by_age {
+                if self.used <= low {
+                    break;
+                }
+                if let Some((_, old)) = self.blocks.remove(&key) {
+                    self.used -= old.len() as u64;
+                }
             }
         }
     }

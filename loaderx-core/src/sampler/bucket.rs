@@ -1,6 +1,9 @@
 //! Length-aware batch formation: sorted windows (`Bucketed`) and length
 //! buckets under a token budget (`TokenBudget`).
 
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
 use super::feistel::FeistelPermutation;
 use super::rng::mix;
 use crate::error::Error;
@@ -16,11 +19,78 @@ pub(super) fn batch_order(seed: u64, pass: u64, batches: u64) -> FeistelPermutat
     FeistelPermutation::new(batches, mix(mix(seed, pass), ORDER_TAG))
 }
 
-/// Writes global batch `j` of a `Bucketed` pass: the pass's first `m`
-/// positions of `perm` (a multiple of `b`) are cut into windows of `k * b`,
-/// each window sorted by length (stably: ties keep permutation order) and
-/// cut into batches of `b`; batch slot `j` is batch `order(j)` of that list.
+/// Sorted windows of `Bucketed` passes, memoised: the `k` batches of a
+/// window share one draw-and-sort of its `k × b` records instead of each
+/// repeating it. Bounded to [`WindowMemo::BYTES`] of record ids (the
+/// oldest windows go first); batches stay a pure function of the step,
+/// the memo only saves work.
+#[derive(Default)]
+pub(super) struct WindowMemo {
+    inner: Mutex<MemoInner>,
+}
+
+#[derive(Default)]
+struct MemoInner {
+    /// `(pass, m, lo)` → the window's record ids sorted by length.
+    windows: HashMap<(u64, u64, u64), Arc<[u64]>>,
+    /// Insertion order, for eviction.
+    order: VecDeque<(u64, u64, u64)>,
+    bytes: usize,
+}
+
+impl WindowMemo {
+    /// At most this many bytes of record ids are kept (8 M records).
+    pub(super) const BYTES: usize = 64 << 20;
+
+    fn get_or_sort(
+        &self,
+        key: (u64, u64, u64),
+        sort: impl FnOnce() -> Result<Vec<u64>, Error>,
+    ) -> Result<Arc<[u64]>, Error> {
+        let lock = || self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = lock().windows.get(&key) {
+            return Ok(Arc::clone(w));
+        }
+        // Sorted outside the lock; two workers may race on one window and
+        // compute the same ids.
+        let w: Arc<[u64]> = sort()?.into();
+        let mut m = lock();
+        if !m.windows.contains_key(&key) {
+            m.bytes += 8 * w.len();
+            m.windows.insert(key, Arc::clone(&w));
+            m.order.push_back(key);
+            while m.bytes > Self::BYTES {
+                let Some(old) = m.order.pop_front() else {
+                    break;
+                };
+                if let Some(gone) = m.windows.remove(&old) {
+                    m.bytes -= 8 * gone.len();
+                }
+            }
+        }
+        Ok(w)
+    }
+}
+
+impl std::fmt::Debug for WindowMemo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("WindowMemo")
+            .field("windows", &m.windows.len())
+            .field("bytes", &m.bytes)
+            .finish()
+    }
+}
+
+/// Writes global batch `j` of pass `pass` of a `Bucketed` sampler: the
+/// pass's first `m` positions of `perm` (a multiple of `b`) are cut into
+/// windows of `k * b`, each window sorted by length (stably: ties keep
+/// permutation order) and cut into batches of `b`; batch slot `j` is batch
+/// `order(j)` of that list.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn bucketed_fill(
+    memo: &WindowMemo,
+    pass: u64,
     perm: &FeistelPermutation,
     order: &FeistelPermutation,
     lengths: &LengthIndex,
@@ -34,20 +104,21 @@ pub(super) fn bucketed_fill(
     let window = k.saturating_mul(b);
     let lo = (g / k) * window;
     let hi = lo.saturating_add(window).min(m);
-    let mut items = Vec::with_capacity((hi - lo) as usize);
-    for p in lo..hi {
-        let index = perm.apply(p).ok_or_else(|| outside("position", p))?;
-        let len = lengths.get(index).ok_or_else(|| outside("record", index))?;
-        items.push((len, index));
-    }
-    items.sort_by_key(|&(len, _)| len);
+    let sorted = memo.get_or_sort((pass, m, lo), || {
+        let mut items = Vec::with_capacity((hi - lo) as usize);
+        for p in lo..hi {
+            let index = perm.apply(p).ok_or_else(|| outside("position", p))?;
+            let len = lengths.get(index).ok_or_else(|| outside("record", index))?;
+            items.push((len, index));
+        }
+        items.sort_by_key(|&(len, _)| len);
+        Ok(items.into_iter().map(|(_, index)| index).collect())
+    })?;
     let start = ((g % k) * b) as usize;
-    let batch = items
+    let batch = sorted
         .get(start..start + out.len())
         .ok_or_else(|| outside("batch", g))?;
-    for (o, &(_, index)) in out.iter_mut().zip(batch) {
-        *o = index;
-    }
+    out.copy_from_slice(batch);
     Ok(())
 }
 

@@ -197,6 +197,7 @@ impl SamplerBuilder {
             buf: Vec::new(),
             lengths,
             plan: None,
+            windows: Arc::default(),
         };
         s.validate()?;
         if let (
@@ -362,6 +363,8 @@ pub struct Sampler {
     buf: Vec<u64>,
     lengths: Option<LengthIndex>,
     plan: Option<Arc<bucket::TokenPlan>>,
+    /// Sorted `Bucketed` windows, shared by the sampler's clones.
+    windows: Arc<bucket::WindowMemo>,
 }
 
 /// Where a step's positions lie in its pass.
@@ -684,6 +687,8 @@ impl Sampler {
                         let batches = full * self.world_size;
                         let b = self.batch_size as u64;
                         bucket::bucketed_fill(
+                            &self.windows,
+                            pass,
                             &FeistelPermutation::new(self.len, rng::mix(self.seed, pass)),
                             &bucket::batch_order(self.seed, pass, batches),
                             lengths,
