@@ -288,7 +288,12 @@ pub struct DynDense {
 impl DynDense {
     /// Opens the Dense store at `path`; with feature `remote`, `path` may
     /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
-    /// with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
+    // The type exists with feature `remote` only: link it only then.
+    #[cfg_attr(
+        feature = "remote",
+        doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
+    )]
+    #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
     ///
     /// # Errors
     ///
