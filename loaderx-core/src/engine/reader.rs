@@ -171,7 +171,7 @@ pub(crate) fn check_page(
     if let Some(s) = (shard_count..MAX_DATA_SHARDS).find(|&s| page.tails[s] != 0) {
         return Err(bad(format!("tail of unused shard {s} is not zero")));
     }
-    let schema = Schema::decode(&page.schema).map_err(bad)?;
+    let schema = Schema::decode(&page.schema, &meta_path)?;
     Ok(CheckedPage {
         page,
         codec,
