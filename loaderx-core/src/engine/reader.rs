@@ -364,7 +364,7 @@ impl StoreReader {
     /// Makes the stored bytes of the `(index, location)` records available
     /// to [`Self::stored`]: nothing to do for a local store; a remote store
     /// fetches them (coalesced, through its block cache).
-    pub(crate) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
+    pub(super) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
         #[cfg(feature = "remote")]
         if let Some(r) = &self.remote {
             let wanted = records.iter().map(|&(index, loc)| {
@@ -566,7 +566,7 @@ impl StoreReader {
     ///
     /// Without `staged` (a remote store's records before they are fetched)
     /// a zstd frame's declared size is not read, only the expansion bound.
-    pub(crate) fn check_logical_length(
+    pub(super) fn check_logical_length(
         &self,
         index: u64,
         loc: RecordLoc,
@@ -603,7 +603,7 @@ impl StoreReader {
     }
 
     /// Decodes every `(index, destination)` job, in parallel when worth it.
-    pub(crate) fn read_jobs(
+    pub(super) fn read_jobs(
         &self,
         jobs: Vec<(u64, RecordLoc, &mut [u8])>,
         staged: &Staged,

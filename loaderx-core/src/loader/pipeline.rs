@@ -220,7 +220,10 @@ impl<T> Producer<T> {
                     }
                 }
                 Stream::Ragged(s) => {
-                    let len = s.gather_len(&indices).map_err(gather_err)?;
+                    // Planned once: the plan sizes the buffer and the gather
+                    // reads it, without locating the records again.
+                    let plan = s.plan_gather(&indices).map_err(gather_err)?;
+                    let len = plan.len();
                     let mut buffer = self.staging.stage(&StageRequest {
                         step,
                         stream: name,
@@ -231,7 +234,7 @@ impl<T> Producer<T> {
                         shape: None,
                     })?;
                     let layout = s
-                        .gather_into(&indices, buffer.as_bytes_mut())
+                        .gather_planned(&plan, buffer.as_bytes_mut())
                         .map_err(gather_err)?;
                     Column {
                         dtype: s.dtype(),

@@ -5,19 +5,18 @@ use std::path::Path;
 
 use ndarray::ArrayD;
 
-use super::{DynRaggedBatch, RaggedBatch, RaggedLayout};
+use super::RaggedBatch;
 use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::StoreReader;
-use crate::engine::reader::Staged;
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::Schema;
 
 /// An open Ragged store, element type known at run time.
 pub struct DynRagged {
-    engine: StoreReader,
-    dtype: DType,
-    ndim: usize,
+    pub(super) engine: StoreReader,
+    pub(super) dtype: DType,
+    pub(super) ndim: usize,
     /// The length index, built on first use ([`DynRagged::lengths`]).
     lengths: std::sync::OnceLock<crate::sequence::LengthIndex>,
 }
@@ -153,159 +152,6 @@ impl DynRagged {
         (0..self.len()).try_fold(0u64, |acc, i| {
             let logic = u64::from(self.engine.loc(i)?.logic_length);
             Ok(acc + logic.saturating_sub(head))
-        })
-    }
-
-    /// Segment start and stored length of every record at `indices`, plus
-    /// the total and the staged stored bytes. With `fetch` false a remote
-    /// store fetches nothing (and bounds logical lengths by the expansion
-    /// limit only, see `check_logical_length`); a local one always stages.
-    #[allow(clippy::type_complexity)]
-    fn plan(
-        &self,
-        indices: &[u64],
-        fetch: bool,
-    ) -> Result<
-        (
-            Vec<crate::format::RecordLoc>,
-            Vec<usize>,
-            usize,
-            Option<Staged>,
-        ),
-        Error,
-    > {
-        self.engine.check_indices(indices)?;
-        let head = 8 * self.ndim;
-        let locs = indices
-            .iter()
-            .map(|&i| self.engine.loc(i))
-            .collect::<Result<Vec<_>, Error>>()?;
-        let staged = if !self.engine.is_remote() {
-            Some(Staged::Local)
-        } else if fetch {
-            let records: Vec<_> = indices.iter().copied().zip(locs.iter().copied()).collect();
-            Some(self.engine.stage(&records)?)
-        } else {
-            None
-        };
-        let mut starts = Vec::with_capacity(indices.len());
-        let mut total = 0usize;
-        for (&i, &loc) in indices.iter().zip(&locs) {
-            // Memory is sized by the logical lengths: check them first.
-            self.engine.check_logical_length(i, loc, staged.as_ref())?;
-            let logic = loc.logic_length as usize;
-            if logic <= head {
-                return Err(Error::corrupt_record(
-                    self.path(),
-                    i,
-                    format!("{logic} bytes cannot hold a {head}-byte shape header and elements"),
-                ));
-            }
-            starts.push(total);
-            total = total
-                .checked_add(logic.next_multiple_of(8))
-                .ok_or_else(|| ErrorKind::Buffer {
-                    detail: format!(
-                        "a ragged gather of {} records overflows memory",
-                        indices.len()
-                    ),
-                })?;
-        }
-        Ok((locs, starts, total, staged))
-    }
-
-    /// Bytes a [`gather_into`](Self::gather_into) of `indices` needs.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
-    /// [`ErrorKind::CorruptRecord`] for a malformed location or shape header;
-    /// [`ErrorKind::Buffer`] when the total overflows `usize`.
-    pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
-        Ok(self.plan(indices, false)?.2)
-    }
-
-    /// Gathers the records at `indices` into caller memory of at least
-    /// [`gather_len`](Self::gather_len) bytes; returns where each record lies.
-    /// Records start 8-byte aligned relative to `dst`.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::Buffer`] when `dst` is shorter than
-    /// [`gather_len`](Self::gather_len); otherwise as [`gather`](Self::gather).
-    pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
-        let (locs, starts, total, staged) = self.plan(indices, true)?;
-        let staged = staged.unwrap_or(Staged::Local);
-        if dst.len() < total {
-            return Err(ErrorKind::Buffer {
-                detail: format!("ragged gather needs {total} bytes, got {}", dst.len()),
-            }
-            .into());
-        }
-        let mut jobs = Vec::with_capacity(indices.len());
-        let mut rest = &mut dst[..total];
-        for ((&index, loc), &start) in indices.iter().zip(&locs).zip(&starts) {
-            let seg = (loc.logic_length as usize).next_multiple_of(8);
-            let (segment, tail) = rest.split_at_mut(seg);
-            rest = tail;
-            debug_assert!(start % 8 == 0);
-            let (record, padding) = segment.split_at_mut(loc.logic_length as usize);
-            padding.fill(0); // deterministic bytes, whatever the buffer held
-            jobs.push((index, *loc, record));
-        }
-        self.engine.read_jobs(jobs, &staged)?;
-        let head = 8 * self.ndim;
-        let mut layout = RaggedLayout {
-            ndim: self.ndim,
-            offsets: Vec::with_capacity(indices.len()),
-            byte_lens: Vec::with_capacity(indices.len()),
-            dims: Vec::with_capacity(indices.len() * self.ndim),
-        };
-        for ((&index, loc), &start) in indices.iter().zip(&locs).zip(&starts) {
-            let payload = loc.logic_length as usize - head;
-            let mut elements = Some(1usize);
-            for chunk in dst[start..start + head].chunks_exact(8) {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(chunk);
-                let d = usize::try_from(u64::from_le_bytes(b)).ok();
-                elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
-                layout.dims.push(d.unwrap_or(usize::MAX));
-            }
-            if elements.and_then(|e| e.checked_mul(self.dtype.size())) != Some(payload) {
-                return Err(Error::corrupt_record(
-                    self.path(),
-                    index,
-                    format!(
-                        "shape {:?} does not match its {payload} element bytes",
-                        &layout.dims[layout.dims.len() - self.ndim..]
-                    ),
-                ));
-            }
-            layout.offsets.push(start + head);
-            layout.byte_lens.push(payload);
-        }
-        Ok(layout)
-    }
-
-    /// Gathers the records at `indices`, in order, into one allocation.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
-    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
-    /// payload is malformed, naming the first such record in `indices`;
-    /// [`ErrorKind::Buffer`] when the output cannot be allocated.
-    pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
-        let total = self.gather_len(indices)?;
-        // Sized by logical lengths that `plan` bounded by the stored bytes;
-        // still reserved fallibly, so a batch too large for this machine is
-        // an error rather than an abort.
-        let mut storage = crate::dtype::zeroed_vec::<u64>(total / 8)?;
-        let layout = self.gather_into(indices, bytemuck::cast_slice_mut(&mut storage))?;
-        Ok(DynRaggedBatch {
-            storage,
-            layout,
-            dtype: self.dtype,
         })
     }
 
