@@ -4,7 +4,7 @@ use std::path::Path;
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-use crate::codec::{Codec, strided_sample, train_from_samples};
+use crate::codec::{Codec, Sink, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::{RecordSource, StoreReader, StoreWriter};
 use crate::error::{Error, ErrorKind, StoreKind};
@@ -401,6 +401,17 @@ impl DynDense {
     /// [`ErrorKind::CorruptRecord`] for a malformed record, naming the first one in
     /// `indices`.
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
+        self.engine.gather_fixed(indices, self.record_bytes, dst)
+    }
+
+    /// [`gather_into`](Self::gather_into) into bytes that may be
+    /// uninitialised: on `Ok` every byte of `dst` was written; after an
+    /// error `dst` must not be read.
+    pub(crate) fn gather_into_to<D: Sink>(
+        &self,
+        indices: &[u64],
+        dst: &mut [D],
+    ) -> Result<(), Error> {
         self.engine.gather_fixed(indices, self.record_bytes, dst)
     }
 

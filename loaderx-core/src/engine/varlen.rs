@@ -8,6 +8,7 @@
 //! segment (fetching a remote store's stored bytes first) and zeroes the
 //! padding after it, so that the whole buffer is written.
 
+use crate::codec::Sink;
 use crate::engine::reader::{Staged, StoreReader};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
@@ -109,27 +110,31 @@ impl StoreReader {
     /// zeroed. A remote store fetches the stored bytes first and checks the
     /// lengths their frames declare.
     ///
+    /// On `Ok` every one of those bytes was written, so `dst` may be
+    /// uninitialised memory; they are returned, as bytes.
+    ///
     /// Errors: `Buffer` when `dst` is shorter than the plan; `CorruptRecord`
     /// for a record whose stored bytes do not decode to its logical length;
     /// `Remote` when a fetch fails. After an error `dst` holds unspecified
-    /// bytes.
-    pub(crate) fn gather_varlen(&self, plan: &VarlenPlan, dst: &mut [u8]) -> Result<(), Error> {
+    /// (possibly still uninitialised) bytes.
+    pub(crate) fn gather_varlen<'d, D: Sink>(
+        &self,
+        plan: &VarlenPlan,
+        dst: &'d mut [D],
+    ) -> Result<&'d mut [u8], Error> {
+        let dst_len = dst.len();
         let Some(dst) = dst.get_mut(..plan.len) else {
             return Err(ErrorKind::Buffer {
                 detail: format!(
-                    "a gather of {} records needs {} bytes, got {}",
+                    "a gather of {} records needs {} bytes, got {dst_len}",
                     plan.indices.len(),
                     plan.len,
-                    dst.len()
                 ),
             }
             .into());
         };
         let staged = if plan.check_fetched {
-            let records: Vec<_> = plan
-                .indices
-                .iter()
-                .copied()
+            let records: Vec<_> = (plan.indices.iter().copied())
                 .zip(plan.locs.iter().copied())
                 .collect();
             let staged = self.stage(&records)?;
@@ -140,16 +145,22 @@ impl StoreReader {
         } else {
             Staged::Local
         };
+        // The segments tile `dst`: each is its record, then its padding.
         let mut jobs = Vec::with_capacity(plan.indices.len());
-        let mut rest = dst;
+        let mut rest = &mut *dst;
         for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
             let logic = loc.logic_length as usize;
             let (segment, tail) = rest.split_at_mut(logic.next_multiple_of(SEGMENT_ALIGN));
             rest = tail;
             let (record, padding) = segment.split_at_mut(logic);
-            padding.fill(0); // deterministic bytes, whatever the buffer held
+            D::zero(padding); // deterministic bytes, whatever the buffer held
             jobs.push((index, loc, record));
         }
-        self.read_jobs(jobs, &staged)
+        debug_assert!(rest.is_empty());
+        self.read_jobs(jobs, &staged)?;
+        // SAFETY: the segments tile `dst` (the plan's length is the sum of
+        // their sizes): every padding was zeroed above, and `read_jobs`
+        // returned `Ok`, so it wrote every record's destination whole.
+        Ok(unsafe { D::assume_init(dst) })
     }
 }

@@ -4,8 +4,10 @@
 //! engine hands back and turns them into a [`RaggedLayout`].
 
 use super::{DynRagged, DynRaggedBatch, RaggedLayout};
+use crate::codec::Sink;
 use crate::engine::VarlenPlan;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
+use crate::host::spare_bytes;
 
 /// A Ragged gather planned by [`DynRagged::plan_gather`]: every record's
 /// location looked up and checked once, and the bytes the batch needs.
@@ -107,9 +109,22 @@ impl DynRagged {
         plan: &RaggedGatherPlan<'_>,
         dst: &mut [u8],
     ) -> Result<RaggedLayout, Error> {
+        self.gather_planned_to(plan, dst)
+    }
+
+    /// [`gather_planned`](Self::gather_planned) into bytes that may be
+    /// uninitialised: on `Ok` every one of the first
+    /// [`plan.len()`](RaggedGatherPlan::len) bytes of `dst` was written
+    /// (records, and zeros in their padding); after an error `dst` must not
+    /// be read.
+    pub(crate) fn gather_planned_to<D: Sink>(
+        &self,
+        plan: &RaggedGatherPlan<'_>,
+        dst: &mut [D],
+    ) -> Result<RaggedLayout, Error> {
         self.check_plan(plan)?;
-        self.engine.gather_varlen(&plan.plan, dst)?;
-        self.layout_of(&plan.plan, dst)
+        let bytes = self.engine.gather_varlen(&plan.plan, dst)?;
+        self.layout_of(&plan.plan, bytes)
     }
 
     /// Refuses a plan another store made.
@@ -200,11 +215,22 @@ impl DynRagged {
     /// be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let plan = self.plan_gather(indices)?;
+        // The plan's length is a whole number of 8-byte segments.
+        let (len, words) = (plan.len(), plan.len() / 8);
         // Sized by logical lengths that the plan bounded by the stored bytes;
         // still reserved fallibly, so a batch too large for this machine is
-        // an error rather than an abort.
-        let mut storage = crate::dtype::zeroed_vec::<u64>(plan.len() / 8)?;
-        let layout = self.gather_planned(&plan, bytemuck::cast_slice_mut(&mut storage))?;
+        // an error rather than an abort. Never zeroed: the gather writes it.
+        let mut storage = Vec::<u64>::new();
+        storage
+            .try_reserve_exact(words)
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate {len} bytes for a ragged gather"),
+            })?;
+        let layout = self.gather_planned_to(&plan, &mut spare_bytes(&mut storage)[..len])?;
+        // SAFETY: `words` words were reserved above, and the gather returned
+        // `Ok`, so it wrote all `len = 8 * words` bytes of them; any bytes
+        // are a valid `u64`.
+        unsafe { storage.set_len(words) };
         Ok(DynRaggedBatch {
             storage,
             layout,
@@ -216,7 +242,7 @@ impl DynRagged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Codec, ErrorKind, RaggedWriter};
+    use crate::{Codec, RaggedWriter};
 
     /// A rank-2 `u16` store of `n` records of shapes `(1 + i % 3, 1 + i % 5)`.
     fn store(dir: &std::path::Path, name: &str, n: usize, codec: Codec) -> DynRagged {
