@@ -4,7 +4,7 @@ use std::path::Path;
 
 use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
-use crate::codec::{Codec, strided_sample, train_from_samples};
+use crate::codec::{Codec, Sink, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::{RecordSource, StoreReader, StoreWriter};
 use crate::error::{Error, ErrorKind, StoreKind};
@@ -288,7 +288,12 @@ pub struct DynDense {
 impl DynDense {
     /// Opens the Dense store at `path`; with feature `remote`, `path` may
     /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
-    /// with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
+    // The type exists with feature `remote` only: link it only then.
+    #[cfg_attr(
+        feature = "remote",
+        doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
+    )]
+    #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
     ///
     /// # Errors
     ///
@@ -396,6 +401,17 @@ impl DynDense {
     /// [`ErrorKind::CorruptRecord`] for a malformed record, naming the first one in
     /// `indices`.
     pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<(), Error> {
+        self.engine.gather_fixed(indices, self.record_bytes, dst)
+    }
+
+    /// [`gather_into`](Self::gather_into) into bytes that may be
+    /// uninitialised: on `Ok` every byte of `dst` was written; after an
+    /// error `dst` must not be read.
+    pub(crate) fn gather_into_to<D: Sink>(
+        &self,
+        indices: &[u64],
+        dst: &mut [D],
+    ) -> Result<(), Error> {
         self.engine.gather_fixed(indices, self.record_bytes, dst)
     }
 

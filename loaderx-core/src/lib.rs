@@ -111,8 +111,8 @@ pub use loader::{
 };
 pub use options::CreateOptions;
 pub use ragged::{
-    DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedLayout, RaggedRecord,
-    RaggedWriter,
+    DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedGatherPlan,
+    RaggedLayout, RaggedRecord, RaggedWriter,
 };
 #[cfg(feature = "remote")]
 pub use remote::{PushReport, RemoteOptions, RemoteStats, push};

@@ -21,7 +21,12 @@ impl Store {
     /// Opens the store at `path`, whichever contract its schema declares;
     /// with feature `remote`, `path` may be a store URL (`s3://…`, `gs://…`,
     /// `az://…`, `http(s)://…`), opened with
-    /// [`RemoteOptions::from_env`](crate::RemoteOptions::from_env).
+    // The type exists with feature `remote` only: link it only then.
+    #[cfg_attr(
+        feature = "remote",
+        doc = "[`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
+    )]
+    #[cfg_attr(not(feature = "remote"), doc = "`RemoteOptions::from_env`.")]
     ///
     /// # Errors
     ///

@@ -1,4 +1,5 @@
 mod dict;
+mod sink;
 
 use std::fmt;
 use std::io;
@@ -14,6 +15,7 @@ pub use dict::{
     AsRecordBytes, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, train_dict, train_dict_from_array,
 };
 pub(crate) use dict::{strided_sample, train_from_samples};
+pub(crate) use sink::Sink;
 
 /// zstd level used by both compressed codecs, as in Python loaderx.
 pub const ZSTD_LEVEL: i32 = 3;
@@ -222,8 +224,9 @@ pub(crate) struct Decoder<'a> {
 
 impl Decoder<'_> {
     /// Decodes `stored` straight into `dst`, which must receive exactly
-    /// `dst.len()` bytes.
-    pub(crate) fn decode(&mut self, stored: &[u8], dst: &mut [u8]) -> Result<(), String> {
+    /// `dst.len()` bytes: when this returns `Ok`, every byte of `dst` was
+    /// written, whether it was initialised before or not.
+    pub(crate) fn decode<D: Sink>(&mut self, stored: &[u8], dst: &mut [D]) -> Result<(), String> {
         match &mut self.inner {
             None => {
                 if stored.len() != dst.len() {
@@ -233,10 +236,10 @@ impl Decoder<'_> {
                         dst.len()
                     ));
                 }
-                dst.copy_from_slice(stored);
+                D::put(dst, stored);
                 Ok(())
             }
-            Some(dctx) => match dctx.decompress_to_buffer(stored, dst) {
+            Some(dctx) => match D::decompress(dctx, stored, dst) {
                 Ok(n) if n == dst.len() => Ok(()),
                 Ok(n) => Err(format!(
                     "zstd frame decodes to {n} bytes, expected {}",

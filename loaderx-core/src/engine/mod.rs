@@ -14,6 +14,10 @@
 //!   payload shards, and gathers records in parallel straight into caller
 //!   memory: a raw record is one `memcpy` from the page cache, a compressed one
 //!   decompresses into its destination.
+//! - [`varlen`] is the entry point of variable-length (Ragged) gathers: a
+//!   plan checks every record's location and logical length once and places
+//!   the records in 8-byte-aligned segments of one buffer; the gather reads
+//!   them there. The Ragged layer reads only the shape headers it gets back.
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
@@ -22,7 +26,9 @@ pub(crate) mod durable;
 pub(crate) mod files;
 pub(crate) mod layout;
 pub(crate) mod reader;
+pub(crate) mod varlen;
 pub(crate) mod writer;
 
 pub(crate) use reader::StoreReader;
+pub(crate) use varlen::VarlenPlan;
 pub(crate) use writer::{RecordSource, StoreWriter};

@@ -2,14 +2,13 @@
 
 use std::fs::File;
 use std::io;
-use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 use rayon::prelude::*;
 
-use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN};
+use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN, Sink};
 use crate::engine::files;
 use crate::engine::layout::{Layout, Uniform};
 use crate::error::{Error, ErrorKind};
@@ -174,7 +173,7 @@ pub(crate) fn check_page(
     if let Some(s) = (shard_count..MAX_DATA_SHARDS).find(|&s| page.tails[s] != 0) {
         return Err(bad(format!("tail of unused shard {s} is not zero")));
     }
-    let schema = Schema::decode(&page.schema).map_err(bad)?;
+    let schema = Schema::decode(&page.schema, &meta_path)?;
     Ok(CheckedPage {
         page,
         codec,
@@ -367,7 +366,7 @@ impl StoreReader {
     /// Makes the stored bytes of the `(index, location)` records available
     /// to [`Self::stored`]: nothing to do for a local store; a remote store
     /// fetches them (coalesced, through its block cache).
-    pub(crate) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
+    pub(super) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
         #[cfg(feature = "remote")]
         if let Some(r) = &self.remote {
             let wanted = records.iter().map(|&(index, loc)| {
@@ -506,12 +505,13 @@ impl StoreReader {
         self.codec.decoder()
     }
 
-    /// Decodes record `index`, located at `loc`, into `dst` (exactly its logical length).
-    pub(crate) fn read_at(
+    /// Decodes record `index`, located at `loc`, into `dst` (exactly its
+    /// logical length); on `Ok`, every byte of `dst` was written.
+    pub(crate) fn read_at<D: Sink>(
         &self,
         index: u64,
         loc: RecordLoc,
-        dst: &mut [u8],
+        dst: &mut [D],
         dec: &mut Decoder<'_>,
         staged: &Staged,
     ) -> Result<(), Error> {
@@ -569,7 +569,7 @@ impl StoreReader {
     ///
     /// Without `staged` (a remote store's records before they are fetched)
     /// a zstd frame's declared size is not read, only the expansion bound.
-    pub(crate) fn check_logical_length(
+    pub(super) fn check_logical_length(
         &self,
         index: u64,
         loc: RecordLoc,
@@ -605,10 +605,11 @@ impl StoreReader {
         Err(Error::corrupt_record(&self.path, index, detail))
     }
 
-    /// Decodes every `(index, destination)` job, in parallel when worth it.
-    pub(crate) fn read_jobs(
+    /// Decodes every `(index, destination)` job, in parallel when worth it;
+    /// on `Ok`, every byte of every destination was written.
+    pub(super) fn read_jobs<D: Sink>(
         &self,
-        jobs: Vec<(u64, RecordLoc, &mut [u8])>,
+        jobs: Vec<(u64, RecordLoc, &mut [D])>,
         staged: &Staged,
     ) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
@@ -637,12 +638,15 @@ impl StoreReader {
             )
     }
 
-    /// Gathers fixed-width records into `dst` (`indices.len() * width` bytes).
-    pub(crate) fn gather_fixed(
+    /// Gathers fixed-width records into `dst` (`indices.len() * width`
+    /// bytes). On `Ok` every byte of `dst` was written (one `width`-byte
+    /// record per index, each copied or decoded whole), so `dst` may be
+    /// uninitialised memory.
+    pub(crate) fn gather_fixed<D: Sink>(
         &self,
         indices: &[u64],
         width: usize,
-        dst: &mut [u8],
+        dst: &mut [D],
     ) -> Result<(), Error> {
         let need = indices.len().checked_mul(width);
         if need != Some(dst.len()) {
@@ -672,10 +676,9 @@ impl StoreReader {
         self.read_jobs(jobs, &staged)
     }
 
-    /// Gathers fixed-width records into a new vector. Raw records are copied
-    /// straight out of the mapped shards into fresh memory (never zeroed
-    /// first: for small records the zeroing costs as much as the copy);
-    /// compressed ones decode as in [`Self::gather_fixed`].
+    /// Gathers fixed-width records into a new vector, written straight into
+    /// its fresh memory (never zeroed first: for small records the zeroing
+    /// costs as much as the copy).
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
         self.check_indices(indices)?;
         let total = indices
@@ -689,13 +692,8 @@ impl StoreReader {
             .map_err(|_| ErrorKind::Buffer {
                 detail: format!("cannot allocate {total} bytes for the gather"),
             })?;
-        if self.codec() != Codec::Raw || width == 0 || self.is_remote() {
-            out.resize(total, 0);
-            self.gather_fixed(indices, width, &mut out)?;
-            return Ok(out);
-        }
-        self.copy_raw(indices, width, &mut out.spare_capacity_mut()[..total])?;
-        // SAFETY: the capacity was reserved above and `copy_raw`, which
+        self.gather_fixed(indices, width, &mut out.spare_capacity_mut()[..total])?;
+        // SAFETY: the capacity was reserved above and `gather_fixed`, which
         // returned without error, wrote all `total` bytes (one `width`-byte
         // record per index); `u8` has no invalid values.
         unsafe { out.set_len(total) };
@@ -802,28 +800,6 @@ impl StoreReader {
     #[cfg(test)]
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
-    }
-}
-
-/// Where the raw copy loop writes: caller memory, or a fresh vector's spare
-/// capacity (never zeroed first: for small records zeroing costs as much as
-/// the copy).
-trait Sink: Sized + Send {
-    /// Copies `src` into `dst`, of the same length.
-    fn put(dst: &mut [Self], src: &[u8]);
-}
-
-impl Sink for u8 {
-    #[inline(always)]
-    fn put(dst: &mut [u8], src: &[u8]) {
-        dst.copy_from_slice(src);
-    }
-}
-
-impl Sink for MaybeUninit<u8> {
-    #[inline(always)]
-    fn put(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-        dst.write_copy_of_slice(src);
     }
 }
 

@@ -4,6 +4,8 @@
 //! for Dense stores and `{"dtype", "ndim"}` for Ragged ones. Reading accepts any
 //! key order and any MsgPack integer width; missing or extra keys are rejected.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
 
 use super::{MAX_NDIM, MAX_RECORD_LEN, MAX_SCHEMA_LEN};
@@ -153,14 +155,21 @@ impl Schema {
         Ok(bytes)
     }
 
-    /// Decodes and validates schema bytes; the message says what is wrong.
+    /// Decodes and validates schema bytes read from `meta_path` (the
+    /// store's `meta.zr`, which errors name).
     ///
     /// # Errors
     ///
-    /// A message naming the problem for anything that is not one MsgPack map of a
-    /// supported schema (missing, extra or ill-typed keys, trailing bytes, an
-    /// unsupported dtype, a rank or size out of range).
-    pub fn decode(bytes: &[u8]) -> Result<Schema, String> {
+    /// [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) naming `meta_path`,
+    /// its detail naming the problem, for anything that is not one MsgPack map
+    /// of a supported schema (missing, extra or ill-typed keys, trailing bytes,
+    /// an unsupported dtype, a rank or size out of range).
+    pub fn decode(bytes: &[u8], meta_path: impl AsRef<Path>) -> Result<Schema, Error> {
+        Schema::decode_detail(bytes).map_err(|detail| Error::corrupt(meta_path, detail))
+    }
+
+    /// [`Schema::decode`], its error a bare detail.
+    fn decode_detail(bytes: &[u8]) -> Result<Schema, String> {
         let mut cursor = std::io::Cursor::new(bytes);
         let wire = Wire::deserialize(&mut rmp_serde::Deserializer::new(&mut cursor))
             .map_err(|e| format!("bad schema: {e}"))?;
@@ -213,8 +222,14 @@ mod tests {
             ragged.encode().unwrap(),
             b"\x82\xa5dtype\xa3<i4\xa4ndim\x02"
         );
-        assert_eq!(Schema::decode(&dense.encode().unwrap()).unwrap(), dense);
-        assert_eq!(Schema::decode(&ragged.encode().unwrap()).unwrap(), ragged);
+        assert_eq!(
+            Schema::decode(&dense.encode().unwrap(), "m").unwrap(),
+            dense
+        );
+        assert_eq!(
+            Schema::decode(&ragged.encode().unwrap(), "m").unwrap(),
+            ragged
+        );
     }
 
     #[test]
@@ -222,7 +237,7 @@ mod tests {
         // {"ndim": uint64 2, "dtype": "<i4"} with ndim as a 9-byte integer.
         let bytes = b"\x82\xa4ndim\xcf\x00\x00\x00\x00\x00\x00\x00\x02\xa5dtype\xa3<i4";
         assert_eq!(
-            Schema::decode(bytes).unwrap(),
+            Schema::decode(bytes, "m").unwrap(),
             Schema::Ragged {
                 dtype: DType::I32,
                 ndim: 2
@@ -251,7 +266,11 @@ mod tests {
             bool_ndim,
             b"",
         ] {
-            assert!(Schema::decode(bad).is_err(), "{bad:?}");
+            let e = Schema::decode(bad, "/s/meta.zr").unwrap_err();
+            assert!(
+                matches!(e.kind(), crate::ErrorKind::Corrupt { path, .. } if path == Path::new("/s/meta.zr")),
+                "{bad:?}: {e}"
+            );
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The aligned host buffer and the typed host array built on it.
 
 use std::any::Any;
+use std::mem::MaybeUninit;
 
 use ndarray::{ArrayViewD, IxDyn};
 
@@ -92,6 +93,53 @@ impl AlignedBuf {
         Ok(())
     }
 
+    /// Room for `len` bytes that a gather writes without their being zeroed
+    /// first: empties the buffer (length 0, the allocation kept, or grown to
+    /// `len` bytes) and returns the memory of its first `len` bytes, which
+    /// the buffer holds only once [`assume_init`](Self::assume_init) says
+    /// they were all written.
+    ///
+    /// # Errors
+    ///
+    /// As [`zeroed`](Self::zeroed); the buffer is empty then.
+    pub(crate) fn uninit_mut(&mut self, len: usize) -> Result<&mut [MaybeUninit<u8>], Error> {
+        self.words.clear();
+        self.len = 0;
+        self.words
+            .try_reserve_exact(len.div_ceil(8))
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate a {len}-byte host buffer"),
+            })?;
+        Ok(&mut spare_bytes(&mut self.words)[..len])
+    }
+
+    /// Makes the `len` bytes written through [`uninit_mut`](Self::uninit_mut)
+    /// the buffer's, zeroing the rest of their last 8-byte word.
+    ///
+    /// # Safety
+    ///
+    /// The buffer's last `&mut self` call was `uninit_mut(len)`, which
+    /// returned `Ok`, with this `len`, and every byte of the slice it
+    /// returned has been written since.
+    ///
+    /// # Panics
+    ///
+    /// When the buffer is not empty or has no room for `len` bytes (no
+    /// `uninit_mut(len)` before).
+    pub(crate) unsafe fn assume_init(&mut self, len: usize) {
+        let words = len.div_ceil(8);
+        assert!(
+            self.words.is_empty() && words <= self.words.capacity(),
+            "assume_init({len}) without uninit_mut({len})"
+        );
+        spare_bytes(&mut self.words)[len..words * 8].fill(MaybeUninit::new(0));
+        // SAFETY: `words` words are allocated (checked above); their first
+        // `len` bytes were written, as the caller guarantees, and the rest
+        // of the last word was zeroed just above; any bytes are a valid `u64`.
+        unsafe { self.words.set_len(words) };
+        self.len = len;
+    }
+
     /// Bytes held.
     pub fn len(&self) -> usize {
         self.len
@@ -132,6 +180,16 @@ impl AlignedBuf {
             ))
         })
     }
+}
+
+/// The spare capacity of `words` (past its length) as bytes, for code that
+/// writes them before extending `words` over them.
+pub(crate) fn spare_bytes(words: &mut Vec<u64>) -> &mut [MaybeUninit<u8>] {
+    let spare = words.spare_capacity_mut();
+    // SAFETY: the byte slice covers exactly the memory of `spare`, 8 bytes
+    // per word, borrowed mutably from it for the same lifetime;
+    // `MaybeUninit<u8>` has alignment 1 and no validity requirement.
+    unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast(), spare.len() * 8) }
 }
 
 impl std::fmt::Debug for AlignedBuf {
@@ -286,6 +344,32 @@ mod tests {
             b.as_bytes(),
             &[9, 9, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn written_uninitialised_bytes_become_the_buffer() {
+        let mut b = AlignedBuf::from_bytes(&[9; 40]).unwrap();
+        let dst = b.uninit_mut(13).unwrap();
+        assert_eq!(dst.len(), 13);
+        for (i, d) in dst.iter_mut().enumerate() {
+            d.write(i as u8 + 1);
+        }
+        // SAFETY: all 13 bytes were written just above.
+        unsafe { b.assume_init(13) };
+        assert_eq!(b.as_bytes(), &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+        // The rest of the last word is zero, as after `resize`.
+        b.resize(16).unwrap();
+        assert_eq!(&b.as_bytes()[13..], &[0, 0, 0]);
+        // Growing past the allocation keeps the bytes' address 8-aligned.
+        let dst = b.uninit_mut(1000).unwrap();
+        assert_eq!(dst.as_ptr() as usize % 8, 0);
+        dst.fill(MaybeUninit::new(7));
+        // SAFETY: all 1000 bytes were written just above.
+        unsafe { b.assume_init(1000) };
+        assert!(b.as_bytes().iter().all(|&x| x == 7));
+        // A failed reservation leaves an empty buffer.
+        assert!(b.uninit_mut(usize::MAX / 2).is_err());
+        assert!(b.is_empty());
     }
 
     #[test]

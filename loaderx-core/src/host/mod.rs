@@ -53,6 +53,7 @@ mod pairs;
 mod tensors;
 mod widen;
 
+pub(crate) use buffer::spare_bytes;
 pub use buffer::{AlignedBuf, HostArray};
 pub use pad::{PadValue, Padded, pad_records};
 pub use pairs::{Pairs, PairsBuilder};

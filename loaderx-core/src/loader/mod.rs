@@ -506,9 +506,6 @@ impl DataLoaderBuilder {
             }
         };
         let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
-        let staging = self
-            .staging
-            .unwrap_or_else(|| Arc::new(pool.clone()) as Arc<dyn Staging>);
         let transform: Transform<T> = match self.pack {
             None => transform,
             Some((name, options)) => Arc::new(move |batch| {
@@ -522,7 +519,7 @@ impl DataLoaderBuilder {
             capacity: self.workers + self.prefetch,
             start_step,
             end_step,
-            staging,
+            staging: self.staging,
             pool,
             transform,
         })

@@ -6,9 +6,12 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::batch::{Batch, Column, ColumnLayout};
-use super::staging::{BufferPool, StageRequest, Staging};
+use super::staging::{BufferPool, StageRequest, StagedBuffer, Staging};
 use super::{Stream, Transform};
+use crate::codec::Sink;
+use crate::dense::DynDense;
 use crate::error::{Error, ErrorKind, StoreKind};
+use crate::ragged::{DynRagged, RaggedGatherPlan, RaggedLayout};
 use crate::sampler::Sampler;
 
 pub(super) struct Config<T> {
@@ -19,7 +22,8 @@ pub(super) struct Config<T> {
     pub(super) start_step: u64,
     /// One past the last step, for a finite loader.
     pub(super) end_step: Option<u64>,
-    pub(super) staging: Arc<dyn Staging>,
+    /// The staging hook; `None`: the default pool, `pool`.
+    pub(super) staging: Option<Arc<dyn Staging>>,
     pub(super) pool: BufferPool,
     pub(super) transform: Transform<T>,
 }
@@ -28,7 +32,9 @@ struct Producer<T> {
     names: Arc<[String]>,
     streams: Vec<Stream>,
     sampler: Sampler,
-    staging: Arc<dyn Staging>,
+    /// The staging hook; `None`: the default pool, `pool`.
+    staging: Option<Arc<dyn Staging>>,
+    pool: BufferPool,
     transform: Transform<T>,
 }
 
@@ -130,6 +136,7 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
         streams,
         sampler: config.sampler.clone(),
         staging: config.staging,
+        pool: config.pool.clone(),
         transform: config.transform,
     });
     let mut loader = DataLoader {
@@ -212,7 +219,7 @@ impl<T> Producer<T> {
                     shape.push(indices.len());
                     shape.extend_from_slice(s.item_shape());
                     let len = indices.len() * s.record_bytes();
-                    let mut buffer = self.staging.stage(&StageRequest {
+                    let request = StageRequest {
                         step,
                         stream: name,
                         stream_index: k,
@@ -220,12 +227,12 @@ impl<T> Producer<T> {
                         dtype: s.dtype(),
                         bytes: len,
                         shape: Some(&shape),
-                    })?;
-                    let dst = buffer
-                        .as_bytes_mut()
-                        .get_mut(..len)
-                        .ok_or_else(|| gather_err(Error::invalid("staged buffer too small")))?;
-                    s.gather_into(&indices, dst).map_err(gather_err)?;
+                    };
+                    let fill = DenseFill {
+                        store: s,
+                        indices: &indices,
+                    };
+                    let (buffer, ()) = self.gather(&request, fill, gather_err)?;
                     Column {
                         dtype: s.dtype(),
                         layout: ColumnLayout::Dense { shape },
@@ -234,8 +241,11 @@ impl<T> Producer<T> {
                     }
                 }
                 Stream::Ragged(s) => {
-                    let len = s.gather_len(&indices).map_err(gather_err)?;
-                    let mut buffer = self.staging.stage(&StageRequest {
+                    // Planned once: the plan sizes the buffer and the gather
+                    // reads it, without locating the records again.
+                    let plan = s.plan_gather(&indices).map_err(gather_err)?;
+                    let len = plan.len();
+                    let request = StageRequest {
                         step,
                         stream: name,
                         stream_index: k,
@@ -243,10 +253,9 @@ impl<T> Producer<T> {
                         dtype: s.dtype(),
                         bytes: len,
                         shape: None,
-                    })?;
-                    let layout = s
-                        .gather_into(&indices, buffer.as_bytes_mut())
-                        .map_err(gather_err)?;
+                    };
+                    let fill = RaggedFill { store: s, plan };
+                    let (buffer, layout) = self.gather(&request, fill, gather_err)?;
                     Column {
                         dtype: s.dtype(),
                         layout: ColumnLayout::Ragged(layout),
@@ -266,6 +275,91 @@ impl<T> Producer<T> {
             columns,
         };
         (self.transform)(batch).map_err(|error| ErrorKind::Transform { step, error }.into())
+    }
+}
+
+impl<T> Producer<T> {
+    /// Stages `request.bytes` bytes for one stream's batch and lets `fill`
+    /// gather into them. The default pool's buffer is handed over without
+    /// being zeroed (not even where it grows), as `fill` writes every byte;
+    /// a staging hook's buffer is written as bytes.
+    fn gather<F: Fill>(
+        &self,
+        request: &StageRequest<'_>,
+        fill: F,
+        gather_err: impl Fn(Error) -> Error,
+    ) -> Result<(Box<dyn StagedBuffer>, F::Out), Error> {
+        let len = request.bytes;
+        let Some(hook) = &self.staging else {
+            let varying = request.kind == StoreKind::Ragged;
+            let mut buffer = self.pool.take_empty(request.stream_index, len, varying)?;
+            let out = fill.fill(buffer.uninit_mut(len)?).map_err(gather_err)?;
+            // SAFETY: `uninit_mut(len)` was the buffer's last call, and
+            // `fill` returned `Ok`, so it wrote every byte of the slice it
+            // was given (`Fill`'s contract). After an error the buffer went
+            // back to the pool empty, its bytes unread.
+            unsafe { buffer.assume_init(len) };
+            return Ok((Box::new(buffer), out));
+        };
+        let mut buffer = hook.stage(request)?;
+        let got = buffer.as_bytes().len();
+        let dst = buffer.as_bytes_mut().get_mut(..len).ok_or_else(|| {
+            gather_err(Error::invalid(format!(
+                "the staging hook returned {got} bytes for a {len}-byte batch"
+            )))
+        })?;
+        let out = fill.fill(dst).map_err(gather_err)?;
+        Ok((buffer, out))
+    }
+}
+
+/// One stream's gather, into initialised bytes or uninitialised memory.
+///
+/// # Safety
+///
+/// When [`fill`](Fill::fill) returns `Ok`, it has written every byte of
+/// `dst` (so that uninitialised memory is then initialised).
+unsafe trait Fill {
+    /// What the gather returns besides the bytes.
+    type Out;
+    /// Gathers into `dst`, exactly the bytes the batch needs.
+    fn fill<D: Sink>(self, dst: &mut [D]) -> Result<Self::Out, Error>;
+}
+
+/// A Dense stream's batch.
+struct DenseFill<'a> {
+    store: &'a DynDense,
+    indices: &'a [u64],
+}
+
+// SAFETY: `DynDense::gather_into_to` writes every byte of `dst` on `Ok`
+// (one whole record per index, `dst` being exactly their bytes).
+unsafe impl Fill for DenseFill<'_> {
+    type Out = ();
+    fn fill<D: Sink>(self, dst: &mut [D]) -> Result<(), Error> {
+        self.store.gather_into_to(self.indices, dst)
+    }
+}
+
+/// A Ragged stream's planned batch.
+struct RaggedFill<'a> {
+    store: &'a DynRagged,
+    plan: RaggedGatherPlan<'a>,
+}
+
+// SAFETY: `DynRagged::gather_planned_to` writes the first `plan.len()`
+// bytes of `dst`, all of them (`dst` is exactly that long), on `Ok`.
+unsafe impl Fill for RaggedFill<'_> {
+    type Out = RaggedLayout;
+    fn fill<D: Sink>(self, dst: &mut [D]) -> Result<RaggedLayout, Error> {
+        if dst.len() != self.plan.len() {
+            return Err(Error::invalid(format!(
+                "a {}-byte destination for a {}-byte ragged batch",
+                dst.len(),
+                self.plan.len()
+            )));
+        }
+        self.store.gather_planned_to(&self.plan, dst)
     }
 }
 
@@ -390,6 +484,43 @@ mod tests {
     use super::*;
     use crate::sampler::SamplerMode;
     use crate::{Codec, DenseWriter};
+
+    #[test]
+    fn pooled_buffers_hold_exactly_what_the_gathers_write() {
+        // Buffers come back to the pool holding an earlier batch's bytes and
+        // are reused, grown, without zeroing: every byte of a batch must
+        // still be the gather's, padding included.
+        let dir = tempfile::tempdir().unwrap();
+        let mut w =
+            crate::RaggedWriter::<u16>::create(dir.path().join("r"), 1, Codec::Zstd).unwrap();
+        w.append((0..200u16).map(|i| vec![i | 0x8080; 1 + (i as usize * 7) % 13]))
+            .unwrap();
+        w.close().unwrap();
+        let mut w = DenseWriter::<u8>::create(dir.path().join("d"), &[3], Codec::Raw).unwrap();
+        w.append_slice(&(0..600).map(|i| i as u8 | 1).collect::<Vec<_>>(), 200)
+            .unwrap();
+        w.close().unwrap();
+        let ragged = Arc::new(crate::DynRagged::open(dir.path().join("r")).unwrap());
+        let dense = Arc::new(crate::DynDense::open(dir.path().join("d")).unwrap());
+        let loader = DataLoader::builder()
+            .stream("r", Arc::clone(&ragged))
+            .stream("d", Arc::clone(&dense))
+            .batch_size(9)
+            .mode(SamplerMode::Iid)
+            .workers(2)
+            .build()
+            .unwrap();
+        for batch in loader.take(60) {
+            let batch = batch.unwrap();
+            let r = batch.column("r").unwrap();
+            let mut want = vec![0u8; ragged.gather_len(batch.indices()).unwrap()];
+            let layout = ragged.gather_into(batch.indices(), &mut want).unwrap();
+            assert_eq!(r.bytes(), &want[..], "step {}", batch.step());
+            assert_eq!(r.layout(), &ColumnLayout::Ragged(layout));
+            let d = batch.column("d").unwrap();
+            assert_eq!(d.bytes(), &dense.gather_bytes(batch.indices()).unwrap()[..]);
+        }
+    }
 
     #[test]
     fn a_worker_that_cannot_be_spawned_is_an_error_not_a_hang() {

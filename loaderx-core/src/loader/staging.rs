@@ -1,6 +1,7 @@
 //! Where a batch is gathered: the staging hook and the default buffer pool.
 
 use std::any::Any;
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -124,6 +125,12 @@ struct PoolInner {
 
 /// The default staging: [`AlignedBuf`]s that return to the pool
 /// when their batch is dropped, so a steady-state loader allocates nothing.
+///
+/// As a loader's default staging, the pool hands each batch's buffer to the
+/// gather without zeroing it first, even when it grows: the gather writes
+/// every byte (records, and zeros in a Ragged batch's alignment padding)
+/// before anything reads it. [`take`](Self::take), and a pool given to
+/// [`staging`](crate::DataLoaderBuilder::staging), zero what they grow.
 #[derive(Debug, Clone)]
 pub struct BufferPool {
     inner: Arc<PoolInner>,
@@ -168,6 +175,34 @@ impl BufferPool {
     /// growing each other's buffers. A `varying` stream (Ragged: every
     /// batch has its own size) gets an eighth of headroom from the start.
     fn take_for(&self, stream: usize, bytes: usize, varying: bool) -> Result<PooledBuffer, Error> {
+        let mut storage = self.checkout(stream, bytes, varying);
+        storage.resize(bytes).map_err(|_| ErrorKind::Buffer {
+            detail: format!("cannot allocate a {bytes}-byte staging buffer"),
+        })?;
+        Ok(self.wrap(storage, stream))
+    }
+
+    /// [`take_for`](Self::take_for) without the bytes: an empty buffer, for
+    /// a gather to write its `bytes` bytes into with
+    /// [`PooledBuffer::uninit_mut`] and [`PooledBuffer::assume_init`], so
+    /// that growing it zeroes nothing the gather then overwrites.
+    pub(crate) fn take_empty(
+        &self,
+        stream: usize,
+        bytes: usize,
+        varying: bool,
+    ) -> Result<PooledBuffer, Error> {
+        let mut storage = self.checkout(stream, bytes, varying);
+        storage.uninit_mut(bytes).map_err(|_| ErrorKind::Buffer {
+            detail: format!("cannot allocate a {bytes}-byte staging buffer"),
+        })?;
+        Ok(self.wrap(storage, stream))
+    }
+
+    /// The best idle buffer for `bytes` bytes of stream `stream` (or a new
+    /// empty one), its allocation grown with headroom when it must grow
+    /// (the growth itself is left to the caller when that fails).
+    fn checkout(&self, stream: usize, bytes: usize, varying: bool) -> AlignedBuf {
         let reused = {
             let mut free = self.inner.free.lock().unwrap_or_else(|p| p.into_inner());
             let best = |same: bool| {
@@ -196,14 +231,15 @@ impl BufferPool {
                 let _ = storage.reserve(bytes.saturating_add(bytes / 8));
             }
         }
-        storage.resize(bytes).map_err(|_| ErrorKind::Buffer {
-            detail: format!("cannot allocate a {bytes}-byte staging buffer"),
-        })?;
-        Ok(PooledBuffer {
+        storage
+    }
+
+    fn wrap(&self, storage: AlignedBuf, stream: usize) -> PooledBuffer {
+        PooledBuffer {
             storage,
             stream,
             pool: Arc::clone(&self.inner),
-        })
+        }
     }
 }
 
@@ -236,6 +272,21 @@ impl PooledBuffer {
     /// The buffer.
     pub fn buf(&self) -> &AlignedBuf {
         &self.storage
+    }
+
+    /// See [`AlignedBuf::uninit_mut`].
+    pub(crate) fn uninit_mut(&mut self, len: usize) -> Result<&mut [MaybeUninit<u8>], Error> {
+        self.storage.uninit_mut(len)
+    }
+
+    /// See [`AlignedBuf::assume_init`].
+    ///
+    /// # Safety
+    ///
+    /// As [`AlignedBuf::assume_init`].
+    pub(crate) unsafe fn assume_init(&mut self, len: usize) {
+        // SAFETY: the caller upholds `AlignedBuf::assume_init`'s contract.
+        unsafe { self.storage.assume_init(len) }
     }
 }
 

@@ -1,0 +1,166 @@
+//! Gathers of variable-length records (the Ragged contract's), as the
+//! engine's entry point: planned once, then read into one buffer.
+//!
+//! [`StoreReader::plan_varlen`] looks up and checks every record's location
+//! and logical length and places each record in its own 8-byte-aligned
+//! segment; the plan's [`len`](VarlenPlan::len) is the buffer size.
+//! [`StoreReader::gather_varlen`] then decodes every record into its
+//! segment (fetching a remote store's stored bytes first) and zeroes the
+//! padding after it, so that the whole buffer is written.
+
+use crate::codec::Sink;
+use crate::engine::reader::{Staged, StoreReader};
+use crate::error::{Error, ErrorKind};
+use crate::format::RecordLoc;
+
+/// Alignment of every record's segment in a variable-length gather.
+pub(crate) const SEGMENT_ALIGN: usize = 8;
+
+/// A planned gather of variable-length records: their locations, checked,
+/// and the buffer they fill, each record in its own segment.
+#[derive(Debug, Clone)]
+pub(crate) struct VarlenPlan {
+    indices: Vec<u64>,
+    locs: Vec<RecordLoc>,
+    /// Bytes of the buffer: the segments end to end.
+    len: usize,
+    /// The logical lengths still have to be checked against the lengths the
+    /// stored frames declare, once fetched (a remote store's records).
+    check_fetched: bool,
+}
+
+impl VarlenPlan {
+    /// Bytes the gather writes: every record's segment, end to end.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The record indices, in gather order.
+    pub(crate) fn indices(&self) -> &[u64] {
+        &self.indices
+    }
+
+    /// `(index, segment start, record length)` of every record, in order.
+    pub(crate) fn records(&self) -> impl ExactSizeIterator<Item = (u64, usize, usize)> + '_ {
+        let mut start = 0;
+        self.indices.iter().zip(&self.locs).map(move |(&i, loc)| {
+            let len = loc.logic_length as usize;
+            let at = start;
+            start += len.next_multiple_of(SEGMENT_ALIGN);
+            (i, at, len)
+        })
+    }
+}
+
+impl StoreReader {
+    /// Plans a gather of the records at `indices`, in order, each of which
+    /// must hold more than its `header` bytes of header.
+    ///
+    /// Every location is looked up and validated once, and every logical
+    /// length checked against the stored bytes before any memory is sized
+    /// by it ([`StoreReader::check_logical_length`]). A remote store fetches
+    /// nothing here: its lengths are bounded by the expansion limit now and
+    /// checked against the frames by [`gather_varlen`](Self::gather_varlen).
+    ///
+    /// Errors: `IndexOutOfRange` for an index past the end; `CorruptRecord`
+    /// for a malformed location, a logical length the stored bytes cannot
+    /// have, or a record of at most `header` bytes; `Buffer` when the total
+    /// overflows `usize`.
+    pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
+        self.check_indices(indices)?;
+        let locs = indices
+            .iter()
+            .map(|&i| self.loc(i))
+            .collect::<Result<Vec<_>, Error>>()?;
+        // A local store's stored bytes are at hand: check what the frames
+        // declare now, once.
+        let local = (!self.is_remote()).then_some(Staged::Local);
+        let mut len = 0usize;
+        for (&i, &loc) in indices.iter().zip(&locs) {
+            // Memory is sized by the logical lengths: check them first.
+            self.check_logical_length(i, loc, local.as_ref())?;
+            let logic = loc.logic_length as usize;
+            if logic <= header {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    i,
+                    format!("{logic} bytes cannot hold a {header}-byte header and elements"),
+                ));
+            }
+            len = len
+                .checked_add(logic.next_multiple_of(SEGMENT_ALIGN))
+                .ok_or_else(|| ErrorKind::Buffer {
+                    detail: format!(
+                        "a gather of {} variable-length records overflows memory",
+                        indices.len()
+                    ),
+                })?;
+        }
+        Ok(VarlenPlan {
+            indices: indices.to_vec(),
+            locs,
+            len,
+            check_fetched: local.is_none(),
+        })
+    }
+
+    /// Reads the records of `plan`, which this store made, into the first
+    /// [`plan.len()`](VarlenPlan::len) bytes of `dst`: each record at the
+    /// start of its segment ([`VarlenPlan::records`]), the padding after it
+    /// zeroed. A remote store fetches the stored bytes first and checks the
+    /// lengths their frames declare.
+    ///
+    /// On `Ok` every one of those bytes was written, so `dst` may be
+    /// uninitialised memory; they are returned, as bytes.
+    ///
+    /// Errors: `Buffer` when `dst` is shorter than the plan; `CorruptRecord`
+    /// for a record whose stored bytes do not decode to its logical length;
+    /// `Remote` when a fetch fails. After an error `dst` holds unspecified
+    /// (possibly still uninitialised) bytes.
+    pub(crate) fn gather_varlen<'d, D: Sink>(
+        &self,
+        plan: &VarlenPlan,
+        dst: &'d mut [D],
+    ) -> Result<&'d mut [u8], Error> {
+        let dst_len = dst.len();
+        let Some(dst) = dst.get_mut(..plan.len) else {
+            return Err(ErrorKind::Buffer {
+                detail: format!(
+                    "a gather of {} records needs {} bytes, got {dst_len}",
+                    plan.indices.len(),
+                    plan.len,
+                ),
+            }
+            .into());
+        };
+        let staged = if plan.check_fetched {
+            let records: Vec<_> = (plan.indices.iter().copied())
+                .zip(plan.locs.iter().copied())
+                .collect();
+            let staged = self.stage(&records)?;
+            for &(i, loc) in &records {
+                self.check_logical_length(i, loc, Some(&staged))?;
+            }
+            staged
+        } else {
+            Staged::Local
+        };
+        // The segments tile `dst`: each is its record, then its padding.
+        let mut jobs = Vec::with_capacity(plan.indices.len());
+        let mut rest = &mut *dst;
+        for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
+            let logic = loc.logic_length as usize;
+            let (segment, tail) = rest.split_at_mut(logic.next_multiple_of(SEGMENT_ALIGN));
+            rest = tail;
+            let (record, padding) = segment.split_at_mut(logic);
+            D::zero(padding); // deterministic bytes, whatever the buffer held
+            jobs.push((index, loc, record));
+        }
+        debug_assert!(rest.is_empty());
+        self.read_jobs(jobs, &staged)?;
+        // SAFETY: the segments tile `dst` (the plan's length is the sum of
+        // their sizes): every padding was zeroed above, and `read_jobs`
+        // returned `Ok`, so it wrote every record's destination whole.
+        Ok(unsafe { D::assume_init(dst) })
+    }
+}

@@ -1,0 +1,317 @@
+//! Gathering Ragged records: [`RaggedGatherPlan`] and the [`DynRagged`]
+//! gathers built on it, through the engine's variable-length entry point
+//! ([`crate::engine::varlen`]). This layer only checks the shape headers the
+//! engine hands back and turns them into a [`RaggedLayout`].
+
+use super::{DynRagged, DynRaggedBatch, RaggedLayout};
+use crate::codec::Sink;
+use crate::engine::VarlenPlan;
+use crate::error::{Error, ErrorKind};
+use crate::host::spare_bytes;
+
+/// A Ragged gather planned by [`DynRagged::plan_gather`]: every record's
+/// location looked up and checked once, and the bytes the batch needs.
+///
+/// [`DynRagged::gather_planned`] reads the records into a buffer of at
+/// least [`len`](Self::len) bytes. Planning first lets a caller size or
+/// stage that buffer without locating and checking every record twice, as
+/// [`gather_len`](DynRagged::gather_len) followed by
+/// [`gather_into`](DynRagged::gather_into) does. A plan serves the store
+/// that made it, which it borrows. A remote store (feature `remote`)
+/// fetches nothing to plan; the gather fetches the records.
+///
+/// ```
+/// use loaderx_core::{Codec, Ragged, RaggedWriter};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut w = RaggedWriter::<u16>::create(dir.path().join("tok"), 1, Codec::Zstd)?;
+/// w.append([vec![1u16, 2, 3], vec![4], vec![5, 6]])?;
+/// w.close()?;
+/// let tok = Ragged::<u16>::open(dir.path().join("tok"))?;
+///
+/// let plan = tok.as_dyn().plan_gather(&[2, 0])?;
+/// let mut buf = vec![0u8; plan.len()]; // or a staged buffer of that size
+/// let layout = tok.as_dyn().gather_planned(&plan, &mut buf)?;
+/// assert_eq!(layout.shape(1), &[3]);
+/// assert_eq!(&buf[layout.byte_range(0)], &[5, 0, 6, 0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct RaggedGatherPlan<'s> {
+    store: &'s DynRagged,
+    plan: VarlenPlan,
+}
+
+impl RaggedGatherPlan<'_> {
+    /// Bytes a [`gather_planned`](DynRagged::gather_planned) of this plan
+    /// writes, the size its destination needs: every record's shape header
+    /// and elements in its own 8-byte-aligned segment.
+    pub fn len(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// True when the plan gathers nothing (no records).
+    pub fn is_empty(&self) -> bool {
+        self.plan.len() == 0
+    }
+
+    /// The record indices, in gather order.
+    pub fn indices(&self) -> &[u64] {
+        self.plan.indices()
+    }
+}
+
+impl std::fmt::Debug for RaggedGatherPlan<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RaggedGatherPlan")
+            .field("store", &self.store.path())
+            .field("records", &self.plan.indices().len())
+            .field("len", &self.plan.len())
+            .finish()
+    }
+}
+
+impl DynRagged {
+    /// Plans a gather of the records at `indices`, in order: looks up and
+    /// checks every record's location and length once. The plan's
+    /// [`len`](RaggedGatherPlan::len) is the size of the buffer
+    /// [`gather_planned`](Self::gather_planned) fills.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange) for
+    /// an index past the end;
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a
+    /// malformed location, or a length the stored bytes cannot decode to or
+    /// that cannot hold the shape header, naming the first such record in
+    /// `indices`; [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the
+    /// total overflows `usize`.
+    pub fn plan_gather(&self, indices: &[u64]) -> Result<RaggedGatherPlan<'_>, Error> {
+        let plan = self.engine.plan_varlen(indices, 8 * self.ndim)?;
+        Ok(RaggedGatherPlan { store: self, plan })
+    }
+
+    /// Gathers the records of `plan` into the first
+    /// [`plan.len()`](RaggedGatherPlan::len) bytes of `dst`; returns where
+    /// each record lies. Records start 8-byte aligned relative to `dst`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// another store made `plan`; [`ErrorKind::Buffer`](crate::ErrorKind::Buffer)
+    /// when `dst` is shorter than the plan;
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a
+    /// record whose payload or shape header is malformed;
+    /// [`ErrorKind::Remote`](crate::ErrorKind::Remote) when a remote store
+    /// cannot fetch the records. After an error `dst` holds unspecified
+    /// bytes.
+    pub fn gather_planned(
+        &self,
+        plan: &RaggedGatherPlan<'_>,
+        dst: &mut [u8],
+    ) -> Result<RaggedLayout, Error> {
+        self.gather_planned_to(plan, dst)
+    }
+
+    /// [`gather_planned`](Self::gather_planned) into bytes that may be
+    /// uninitialised: on `Ok` every one of the first
+    /// [`plan.len()`](RaggedGatherPlan::len) bytes of `dst` was written
+    /// (records, and zeros in their padding); after an error `dst` must not
+    /// be read.
+    pub(crate) fn gather_planned_to<D: Sink>(
+        &self,
+        plan: &RaggedGatherPlan<'_>,
+        dst: &mut [D],
+    ) -> Result<RaggedLayout, Error> {
+        self.check_plan(plan)?;
+        let bytes = self.engine.gather_varlen(&plan.plan, dst)?;
+        self.layout_of(&plan.plan, bytes)
+    }
+
+    /// Refuses a plan another store made.
+    fn check_plan(&self, plan: &RaggedGatherPlan<'_>) -> Result<(), Error> {
+        if std::ptr::eq(plan.store, self) {
+            return Ok(());
+        }
+        Err(Error::invalid(format!(
+            "{}: a gather plan made by another store ({})",
+            self.path().display(),
+            plan.store.path().display()
+        )))
+    }
+
+    /// Where each record of `plan` lies in `bytes`, which the engine filled:
+    /// checks every shape header against its record's length.
+    fn layout_of(&self, plan: &VarlenPlan, bytes: &[u8]) -> Result<RaggedLayout, Error> {
+        let head = 8 * self.ndim;
+        let n = plan.indices().len();
+        let mut layout = RaggedLayout {
+            ndim: self.ndim,
+            offsets: Vec::with_capacity(n),
+            byte_lens: Vec::with_capacity(n),
+            dims: Vec::with_capacity(n * self.ndim),
+        };
+        for (index, start, len) in plan.records() {
+            // The plan refused records of at most `head` bytes.
+            let payload = len - head;
+            let mut elements = Some(1usize);
+            for chunk in bytes[start..start + head].chunks_exact(8) {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(chunk);
+                let d = usize::try_from(u64::from_le_bytes(b)).ok();
+                elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
+                layout.dims.push(d.unwrap_or(usize::MAX));
+            }
+            if elements.and_then(|e| e.checked_mul(self.dtype.size())) != Some(payload) {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    index,
+                    format!(
+                        "shape {:?} does not match its {payload} element bytes",
+                        &layout.dims[layout.dims.len() - self.ndim..]
+                    ),
+                ));
+            }
+            layout.offsets.push(start + head);
+            layout.byte_lens.push(payload);
+        }
+        Ok(layout)
+    }
+
+    /// Bytes a [`gather_into`](Self::gather_into) of `indices` needs: the
+    /// [`len`](RaggedGatherPlan::len) of their [plan](Self::plan_gather).
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_gather`](Self::plan_gather).
+    pub fn gather_len(&self, indices: &[u64]) -> Result<usize, Error> {
+        Ok(self.plan_gather(indices)?.len())
+    }
+
+    /// Gathers the records at `indices` into caller memory of at least
+    /// [`gather_len`](Self::gather_len) bytes; returns where each record lies.
+    /// Records start 8-byte aligned relative to `dst`. To size `dst` first,
+    /// [`plan_gather`](Self::plan_gather) and
+    /// [`gather_planned`](Self::gather_planned) locate every record once.
+    ///
+    /// # Errors
+    ///
+    /// As [`plan_gather`](Self::plan_gather) and
+    /// [`gather_planned`](Self::gather_planned).
+    pub fn gather_into(&self, indices: &[u64], dst: &mut [u8]) -> Result<RaggedLayout, Error> {
+        let plan = self.plan_gather(indices)?;
+        self.gather_planned(&plan, dst)
+    }
+
+    /// Gathers the records at `indices`, in order, into one allocation.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange) for
+    /// an index past the end;
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord) for a
+    /// record whose location, shape header or payload is malformed, naming
+    /// the first such record in `indices`;
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the output cannot
+    /// be allocated.
+    pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
+        let plan = self.plan_gather(indices)?;
+        // The plan's length is a whole number of 8-byte segments.
+        let (len, words) = (plan.len(), plan.len() / 8);
+        // Sized by logical lengths that the plan bounded by the stored bytes;
+        // still reserved fallibly, so a batch too large for this machine is
+        // an error rather than an abort. Never zeroed: the gather writes it.
+        let mut storage = Vec::<u64>::new();
+        storage
+            .try_reserve_exact(words)
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate {len} bytes for a ragged gather"),
+            })?;
+        let layout = self.gather_planned_to(&plan, &mut spare_bytes(&mut storage)[..len])?;
+        // SAFETY: `words` words were reserved above, and the gather returned
+        // `Ok`, so it wrote all `len = 8 * words` bytes of them; any bytes
+        // are a valid `u64`.
+        unsafe { storage.set_len(words) };
+        Ok(DynRaggedBatch {
+            storage,
+            layout,
+            dtype: self.dtype,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Codec, RaggedWriter};
+
+    /// A rank-2 `u16` store of `n` records of shapes `(1 + i % 3, 1 + i % 5)`.
+    fn store(dir: &std::path::Path, name: &str, n: usize, codec: Codec) -> DynRagged {
+        let path = dir.join(name);
+        let mut w = RaggedWriter::<u16>::create(&path, 2, codec).unwrap();
+        let records: Vec<ndarray::Array2<u16>> = (0..n)
+            .map(|i| {
+                ndarray::Array2::from_shape_fn((1 + i % 3, 1 + i % 5), |(r, c)| {
+                    (i * 31 + r * 7 + c) as u16
+                })
+            })
+            .collect();
+        w.append(&records).unwrap();
+        w.close().unwrap();
+        DynRagged::open(&path).unwrap()
+    }
+
+    #[test]
+    fn a_plan_gathers_what_gather_does_and_zeroes_the_padding() {
+        let dir = tempfile::tempdir().unwrap();
+        for codec in [Codec::Raw, Codec::Zstd] {
+            let s = store(dir.path(), codec.name(), 40, codec);
+            let indices = [7u64, 0, 39, 7, 12];
+            let plan = s.plan_gather(&indices).unwrap();
+            assert_eq!(plan.indices(), &indices);
+            assert_eq!(plan.len(), s.gather_len(&indices).unwrap());
+            assert_eq!(plan.len() % 8, 0);
+            // Whatever the buffer held, the gather writes every byte of the
+            // plan: records, then zeros up to the next 8-byte boundary.
+            let mut buf = vec![0xAAu8; plan.len() + 5];
+            let layout = s.gather_planned(&plan, &mut buf).unwrap();
+            assert_eq!(&buf[plan.len()..], &[0xAA; 5], "{codec}: past the plan");
+            let batch = s.gather(&indices).unwrap();
+            assert_eq!(&layout, batch.layout(), "{codec}");
+            let mut into = vec![0u8; plan.len()];
+            assert_eq!(s.gather_into(&indices, &mut into).unwrap(), layout);
+            assert_eq!(&into[..], &buf[..plan.len()], "{codec}");
+            for k in 0..layout.len() {
+                assert_eq!(&buf[layout.byte_range(k)], batch.bytes(k), "{codec}");
+                let end = layout.byte_range(k).end;
+                let next = end.next_multiple_of(8);
+                assert!(buf[end..next].iter().all(|&b| b == 0), "{codec}: padding");
+            }
+            // A plan can be read again.
+            assert_eq!(s.gather_planned(&plan, &mut buf).unwrap(), layout);
+            let empty = s.plan_gather(&[]).unwrap();
+            assert!(empty.is_empty());
+            assert!(s.gather_planned(&empty, &mut []).unwrap().is_empty());
+        }
+    }
+
+    #[test]
+    fn a_plan_serves_its_own_store_and_needs_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = store(dir.path(), "a", 10, Codec::Zstd);
+        let b = store(dir.path(), "b", 10, Codec::Zstd);
+        let plan = a.plan_gather(&[1, 2, 3]).unwrap();
+        let mut buf = vec![0u8; plan.len()];
+        let e = b.gather_planned(&plan, &mut buf).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+        let e = a
+            .gather_planned(&plan, &mut buf[..plan.len() - 1])
+            .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");
+        let e = a.plan_gather(&[3, 10]).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::IndexOutOfRange { index: 10, .. }),
+            "{e}"
+        );
+        assert!(format!("{plan:?}").contains("records: 3"), "{plan:?}");
+    }
+}

@@ -1,0 +1,331 @@
+//! Reading Ragged stores: [`DynRagged`] and the typed [`Ragged`].
+
+use std::marker::PhantomData;
+use std::path::Path;
+
+use ndarray::ArrayD;
+
+use super::RaggedBatch;
+use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
+use crate::dtype::{DType, Element};
+use crate::engine::StoreReader;
+use crate::error::{Error, ErrorKind, StoreKind};
+use crate::format::Schema;
+
+/// An open Ragged store, element type known at run time.
+pub struct DynRagged {
+    pub(super) engine: StoreReader,
+    pub(super) dtype: DType,
+    pub(super) ndim: usize,
+    /// The length index, built on first use ([`DynRagged::lengths`]).
+    lengths: std::sync::OnceLock<crate::sequence::LengthIndex>,
+}
+
+impl DynRagged {
+    /// Opens the Ragged store at `path`; with feature `remote`, `path` may
+    /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
+    // The type exists with feature `remote` only: link it only then.
+    #[cfg_attr(
+        feature = "remote",
+        doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
+    )]
+    #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Dense.
+    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
+    /// store cannot be read.
+    pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
+        Self::from_engine(StoreReader::open(path.as_ref())?)
+    }
+
+    /// Opens the Ragged store at the URL `url` with the options `options`.
+    ///
+    /// # Errors
+    /// As [`Self::open`].
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<DynRagged, Error> {
+        Self::from_engine(crate::remote::open(url, options)?)
+    }
+
+    /// What a remote store fetched since it was opened; `None` for a local one.
+    #[cfg(feature = "remote")]
+    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+        self.engine.remote().map(|r| r.stats())
+    }
+
+    pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
+        match *engine.schema() {
+            Schema::Ragged { dtype, ndim } => Ok(DynRagged {
+                engine,
+                dtype,
+                ndim,
+                lengths: std::sync::OnceLock::new(),
+            }),
+            Schema::Dense { .. } => Err(ErrorKind::KindMismatch {
+                path: engine.path().to_path_buf(),
+                expected: StoreKind::Ragged,
+                found: StoreKind::Dense,
+            }
+            .into()),
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.engine.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.ndim
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> Codec {
+        self.engine.codec()
+    }
+
+    /// Number of payload shards.
+    pub fn data_shards(&self) -> usize {
+        self.engine.data_shards()
+    }
+
+    /// The store directory.
+    pub fn path(&self) -> &Path {
+        self.engine.path()
+    }
+
+    /// Bytes the store occupies (payloads, table, dictionary).
+    pub fn stored_bytes(&self) -> u64 {
+        self.engine.stored_bytes()
+    }
+
+    /// The `zstd_dict` dictionary, if any.
+    pub fn dict(&self) -> Option<&[u8]> {
+        self.engine.dict()
+    }
+
+    /// Every record's length along its first axis (1 for scalar records),
+    /// built once per open store and then served from memory; see
+    /// [`LengthIndex::build`](crate::sequence::LengthIndex::build).
+    ///
+    /// # Errors
+    ///
+    /// As [`LengthIndex::build`](crate::sequence::LengthIndex::build).
+    pub fn lengths(&self) -> Result<&crate::sequence::LengthIndex, Error> {
+        if let Some(l) = self.lengths.get() {
+            return Ok(l);
+        }
+        let built = crate::sequence::LengthIndex::build(self)?;
+        Ok(self.lengths.get_or_init(|| built))
+    }
+
+    /// The validated location of record `index`.
+    pub(crate) fn loc(&self, index: u64) -> Result<crate::format::RecordLoc, Error> {
+        self.engine.loc(index)
+    }
+
+    /// Element bytes of all records, from the location table.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::CorruptRecord`] for a malformed location.
+    pub fn logical_bytes(&self) -> Result<u64, Error> {
+        let head = 8 * self.ndim as u64;
+        (0..self.len()).try_fold(0u64, |acc, i| {
+            let logic = u64::from(self.engine.loc(i)?.logic_length);
+            Ok(acc + logic.saturating_sub(head))
+        })
+    }
+
+    /// This store as `Ragged<T>`, if `T` is its element type.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::DTypeMismatch`] when `T` is not the store's element type.
+    pub fn typed<T: Element>(self) -> Result<Ragged<T>, Error> {
+        if self.dtype != T::DTYPE {
+            return Err(ErrorKind::DTypeMismatch {
+                path: self.path().to_path_buf(),
+                expected: T::DTYPE,
+                found: self.dtype,
+            }
+            .into());
+        }
+        Ok(Ragged {
+            inner: self,
+            _t: PhantomData,
+        })
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`train_dict`](crate::train_dict()), and the errors of a gather
+    /// ([`ErrorKind::CorruptRecord`]) for the sampled records.
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        let n = self.len();
+        if n == 0 {
+            return Err(ErrorKind::Dictionary {
+                detail: "cannot train a dictionary on an empty store".into(),
+            }
+            .into());
+        }
+        let preview: Vec<u64> = (0..n.min(32)).collect();
+        let batch = self.gather(&preview)?;
+        let mean = (0..batch.len())
+            .map(|i| batch.bytes(i).len())
+            .sum::<usize>()
+            / batch.len();
+        let idx: Vec<u64> = strided_sample(usize::try_from(n).unwrap_or(usize::MAX), mean.max(1))
+            .into_iter()
+            .map(|i| i as u64)
+            .collect();
+        let mut data = Vec::new();
+        let mut sizes = Vec::new();
+        for chunk in idx.chunks(1024) {
+            let batch = self.gather(chunk)?;
+            for i in 0..batch.len() {
+                let b = batch.bytes(i);
+                if b.len() > DICT_SAMPLE_BYTES - data.len() {
+                    if sizes.is_empty() {
+                        return Err(ErrorKind::Dictionary {
+                            detail: "one record exceeds the 4 MiB sample budget".into(),
+                        }
+                        .into());
+                    }
+                    return train_from_samples(&data, &sizes);
+                }
+                data.extend_from_slice(b);
+                sizes.push(b.len());
+            }
+        }
+        train_from_samples(&data, &sizes)
+    }
+}
+
+/// An open Ragged store of element type `T`; see
+/// [`RaggedWriter`](crate::RaggedWriter) for an example.
+///
+/// The Ragged contract: fixed element type and rank, per-record dimension lengths.
+///
+/// A gathered batch is one allocation holding every record plus their shapes
+/// and byte offsets ([`RaggedBatch`]); each record is viewed as an
+/// `ArrayViewD` without copying. Inside the allocation each record occupies
+/// an 8-byte-aligned segment: its stored dimension header, then its elements,
+/// which therefore start 8-byte aligned.
+pub struct Ragged<T: Element> {
+    inner: DynRagged,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Element> Ragged<T> {
+    /// Opens the store at `path`; its element type must be `T`.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
+    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
+    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
+    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::KindMismatch`] when the store is Dense, and
+    /// [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {
+        DynRagged::open(path)?.typed()
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True when the store holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// Rank of every record.
+    pub fn ndim(&self) -> usize {
+        self.inner.ndim()
+    }
+
+    /// The untyped reader.
+    pub fn as_dyn(&self) -> &DynRagged {
+        &self.inner
+    }
+
+    /// Unwraps the untyped reader.
+    pub fn into_dyn(self) -> DynRagged {
+        self.inner
+    }
+
+    /// Gathers the records at `indices`, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::IndexOutOfRange`] for an index past the end;
+    /// [`ErrorKind::CorruptRecord`] for a record whose location, shape header or
+    /// payload is malformed (including a `bool` byte other than 0 or 1), naming the
+    /// first such record in `indices`; [`ErrorKind::Buffer`] when the output cannot be
+    /// allocated.
+    pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
+        let batch = self.inner.gather(indices)?;
+        // Only `bool` can fail here: name the first record holding a bad byte.
+        let bad = (0..batch.len()).find(|&k| T::try_from_bytes(batch.bytes(k)).is_none());
+        match bad {
+            None => batch.typed(),
+            Some(k) => Err(Error::corrupt_record(
+                self.inner.path(),
+                indices[k],
+                "a bool record holds a byte other than 0 or 1",
+            )),
+        }
+    }
+
+    /// One record as an owned array.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
+    pub fn get(&self, index: u64) -> Result<ArrayD<T>, Error> {
+        Ok(self.gather(&[index])?.view(0).to_owned())
+    }
+
+    /// The records of `range`, in order.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
+    pub fn range(&self, range: std::ops::Range<u64>) -> Result<RaggedBatch<T>, Error> {
+        let indices: Vec<u64> = range.collect();
+        self.gather(&indices)
+    }
+
+    /// Trains a `zstd_dict` dictionary on an evenly strided sample of this store.
+    ///
+    /// # Errors
+    ///
+    /// As [`DynRagged::train_dict`].
+    pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
+        self.inner.train_dict()
+    }
+}
