@@ -634,6 +634,17 @@ impl RemoteShards {
     pub(crate) fn fetch(&self, mut wanted: Vec<(u64, usize, u64, u32)>) -> Result<Fetched, Error> {
         let inner = &*self.inner;
         let o = &inner.opts;
+        // Warm: every record inside one block of the memory tier. The
+        // blocks themselves are the fetched pieces; no ranges, no copies.
+        if let Some(cache) = &inner.cache
+            && let Some(pieces) = cache.whole_blocks(&wanted)
+        {
+            inner
+                .stats
+                .memory_hits
+                .fetch_add(pieces.len() as u64, Ordering::Relaxed);
+            return Ok(Fetched { pieces });
+        }
         wanted.sort_unstable_by_key(|w| (w.1, w.2));
         // With a cache, requests are made of blocks: cap segments only then.
         let cap = match inner.cache {
@@ -805,10 +816,11 @@ impl RemoteShards {
         let mut pieces = Vec::with_capacity(segments.len());
         for seg in segments {
             let (b0, b1) = (seg.start / bs, (seg.end - 1) / bs);
-            let name = format::data_file(seg.shard);
             let block = |b: u64| {
-                have.get(&(seg.shard, b))
-                    .ok_or_else(|| inner.target.err(&name, Some(seg.record), "block missing"))
+                have.get(&(seg.shard, b)).ok_or_else(|| {
+                    let name = format::data_file(seg.shard);
+                    inner.target.err(&name, Some(seg.record), "block missing")
+                })
             };
             let piece = match block(b0)? {
                 Hit::Memory(bytes) | Hit::Disk(bytes) if b0 == b1 => {
@@ -906,6 +918,30 @@ impl BlockCache {
             };
         }
         hits
+    }
+
+    /// The memory tier's blocks holding every `(record, shard, offset,
+    /// length)` of `wanted`, as `(shard, start, block)` sorted by shard and
+    /// start; `None` when a record spans two blocks or a block is not in
+    /// memory (the general path then fetches what is missing).
+    fn whole_blocks(&self, wanted: &[(u64, usize, u64, u32)]) -> Option<Vec<(usize, u64, Bytes)>> {
+        let memory = self.memory.as_ref()?;
+        let bs = self.block;
+        let mut keys: Vec<(usize, u64)> = Vec::with_capacity(wanted.len());
+        for &(_, s, offset, len) in wanted {
+            let b = offset / bs;
+            let last = offset.checked_add(u64::from(len).max(1) - 1)? / bs;
+            if last != b {
+                return None;
+            }
+            keys.push((s, b));
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let mut m = memory.lock().ok()?;
+        keys.into_iter()
+            .map(|(s, b)| m.get(s, b).map(|block| (s, b * bs, block)))
+            .collect()
     }
 
     /// The file of block `b` of shard `s`, for messages.
