@@ -299,9 +299,9 @@ impl DynDense {
     ///
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
-    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
-    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, including an
+    /// element type loaderx does not know, shard files, dictionary), and
+    /// [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store is Ragged.
     /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
     /// store cannot be read.
@@ -497,9 +497,9 @@ impl<T: Element> Dense<T> {
     ///
     /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
     /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
-    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, shard files,
-    /// dictionary), [`ErrorKind::UnsupportedDType`] for an element type loaderx does
-    /// not support, and [`ErrorKind::Io`] when a file cannot be read or locked.
+    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, including an
+    /// element type loaderx does not know, shard files, dictionary), and
+    /// [`ErrorKind::Io`] when a file cannot be read or locked.
     /// [`ErrorKind::KindMismatch`] when the store follows the other record contract,
     /// and [`ErrorKind::DTypeMismatch`] when its element type is not `T`.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, Error> {

@@ -34,9 +34,8 @@ impl Store {
     /// store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished) when its
     /// writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a
     /// writer holds it, [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed
-    /// metadata (header, schema, shard files, dictionary),
-    /// [`ErrorKind::UnsupportedDType`](crate::ErrorKind::UnsupportedDType) for an
-    /// element type loaderx does not support, and
+    /// metadata (header, schema, including an element type loaderx does not know,
+    /// shard files, dictionary), and
     /// [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
     /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
     /// store cannot be read.

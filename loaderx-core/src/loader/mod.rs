@@ -18,7 +18,7 @@ use crate::dense::{Dense, DynDense};
 use crate::dtype::Element;
 use crate::error::Error;
 use crate::ragged::{DynRagged, Ragged};
-use crate::sampler::{Sampler, SamplerMode};
+use crate::sampler::{Sampler, SamplerBuilder, SamplerMode};
 use crate::sequence::{LengthIndex, PackOptions};
 use crate::store::Store;
 
@@ -180,18 +180,22 @@ pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send +
 #[derive(Clone)]
 pub struct DataLoaderBuilder {
     streams: Vec<(String, Stream)>,
-    batch_size: usize,
-    mode: SamplerMode,
-    seed: u64,
+    /// Batch size, mode, seed, shard, `drop_last` and lengths, with the
+    /// sampler's own defaults; the record count comes from the streams
+    /// when the loader is built.
+    sampling: SamplerBuilder,
+    /// Settings the caller made, which a caller-built sampler must agree
+    /// with (`drop_last`) or which apply to it (`shard`), and whether
+    /// lengths were given rather than taken from the Ragged stream.
+    explicit_drop_last: bool,
+    explicit_shard: bool,
+    explicit_lengths: bool,
     sampler: Option<Sampler>,
     workers: usize,
     prefetch: usize,
     start_step: Option<u64>,
-    shard: Option<(usize, usize)>,
-    drop_last: Option<bool>,
     epochs: Option<u64>,
     staging: Option<Arc<dyn Staging>>,
-    lengths: Option<LengthIndex>,
     pack: Option<(String, PackOptions)>,
 }
 
@@ -199,18 +203,16 @@ impl Default for DataLoaderBuilder {
     fn default() -> Self {
         DataLoaderBuilder {
             streams: Vec::new(),
-            batch_size: 256,
-            mode: SamplerMode::Cyclic,
-            seed: 42,
+            sampling: Sampler::builder(0, 256),
+            explicit_drop_last: false,
+            explicit_shard: false,
+            explicit_lengths: false,
             sampler: None,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
             prefetch: 2,
             start_step: None,
-            shard: None,
-            drop_last: None,
             epochs: None,
             staging: None,
-            lengths: None,
             pack: None,
         }
     }
@@ -235,19 +237,19 @@ impl DataLoaderBuilder {
     /// the most a batch holds); ignored when a [`sampler`](Self::sampler)
     /// is given.
     pub fn batch_size(mut self, batch_size: usize) -> Self {
-        self.batch_size = batch_size;
+        self.sampling.batch_size = batch_size;
         self
     }
 
     /// Sampling mode (default `Cyclic`).
     pub fn mode(mut self, mode: SamplerMode) -> Self {
-        self.mode = mode;
+        self.sampling = self.sampling.mode(mode);
         self
     }
 
     /// Sampler seed (default 42).
     pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+        self.sampling = self.sampling.seed(seed);
         self
     }
 
@@ -282,7 +284,8 @@ impl DataLoaderBuilder {
 
     /// Reads only rank `rank`'s share of every step (multi-host training).
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
-        self.shard = Some((rank, world_size));
+        self.sampling = self.sampling.shard(rank, world_size);
+        self.explicit_shard = true;
         self
     }
 
@@ -293,7 +296,8 @@ impl DataLoaderBuilder {
     /// With a caller-built [`sampler`](Self::sampler), the sampler's own
     /// setting counts and this must agree with it.
     pub fn drop_last(mut self, drop_last: bool) -> Self {
-        self.drop_last = Some(drop_last);
+        self.sampling = self.sampling.drop_last(drop_last);
+        self.explicit_drop_last = true;
         self
     }
 
@@ -320,7 +324,8 @@ impl DataLoaderBuilder {
     /// it, a loader with one Ragged stream uses that stream's
     /// [`lengths`](DynRagged::lengths) (built once per open store).
     pub fn lengths(mut self, lengths: LengthIndex) -> Self {
-        self.lengths = Some(lengths);
+        self.sampling = self.sampling.lengths(lengths);
+        self.explicit_lengths = true;
         self
     }
 
@@ -410,10 +415,11 @@ impl DataLoaderBuilder {
         if self.workers == 0 {
             return Err(Error::invalid("a loader needs at least one worker"));
         }
-        let (rank, world) = self.shard.unwrap_or((0, 1));
-        let lengths = match self.lengths.clone() {
+        let (rank, world) = (self.sampling.rank, self.sampling.world_size);
+        let mode = self.sampling.mode;
+        let lengths = match self.sampling.lengths.clone() {
             Some(l) => Some(l),
-            None if self.sampler.is_none() && self.mode.needs_lengths() => {
+            None if self.sampler.is_none() && mode.needs_lengths() => {
                 let ragged: Vec<(&String, &Arc<DynRagged>)> = self
                     .streams
                     .iter()
@@ -428,7 +434,7 @@ impl DataLoaderBuilder {
                         return Err(Error::invalid(format!(
                             "{:?} sampling needs record lengths: give them with lengths() \
                              when the loader has {} Ragged streams rather than one",
-                            self.mode,
+                            mode,
                             ragged.len()
                         )));
                     }
@@ -453,24 +459,19 @@ impl DataLoaderBuilder {
                     s.len()
                 )));
             }
-            Some(s) if self.drop_last.is_some_and(|d| d != s.drop_last()) => {
+            Some(s) if self.explicit_drop_last && self.sampling.drop_last != s.drop_last() => {
                 return Err(Error::invalid(format!(
                     "drop_last({}) conflicts with the given sampler's drop_last({})",
                     !s.drop_last(),
                     s.drop_last()
                 )));
             }
-            Some(s) if self.shard.is_some() => s.shard(rank, world)?,
+            Some(s) if self.explicit_shard => s.shard(rank, world)?,
             Some(s) => s,
             None => {
-                let mut b = Sampler::builder(len, self.batch_size)
-                    .mode(self.mode)
-                    .seed(self.seed)
-                    .drop_last(self.drop_last.unwrap_or(true))
-                    .shard(rank, world);
-                if let Some(l) = lengths {
-                    b = b.lengths(l);
-                }
+                let mut b = self.sampling.clone();
+                b.len = len;
+                b.lengths = lengths;
                 b.build()?
             }
         })

@@ -101,14 +101,16 @@ impl std::str::FromStr for SamplerMode {
 #[derive(Debug, Clone)]
 #[must_use]
 pub struct SamplerBuilder {
-    len: u64,
-    batch_size: usize,
-    mode: SamplerMode,
+    // Crate-visible: `DataLoaderBuilder` keeps its sampling settings in one
+    // of these and sets the record count from its streams.
+    pub(crate) len: u64,
+    pub(crate) batch_size: usize,
+    pub(crate) mode: SamplerMode,
     seed: u64,
-    rank: usize,
-    world_size: usize,
-    drop_last: bool,
-    lengths: Option<LengthIndex>,
+    pub(crate) rank: usize,
+    pub(crate) world_size: usize,
+    pub(crate) drop_last: bool,
+    pub(crate) lengths: Option<LengthIndex>,
 }
 
 impl SamplerBuilder {
