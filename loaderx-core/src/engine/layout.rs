@@ -222,6 +222,18 @@ impl Layout {
 }
 
 impl Uniform {
+    /// For the regular layout over a power-of-two number of shards (what
+    /// this crate's writer makes): `log2(shards)` and each shard's base
+    /// offset, so that record `i` lies in shard `i & (shards - 1)` at
+    /// `base[shard] + (i >> shift) * phys`. Lets a copy loop hoist the
+    /// layout's case analysis out of the loop.
+    pub(crate) fn regular_pow2(&self) -> Option<(u32, &[u64])> {
+        match (&self.places, self.shift) {
+            (Places::Regular { base }, Some(shift)) => Some((shift, base)),
+            _ => None,
+        }
+    }
+
     /// The shard and offset of record `index` (which the caller has checked
     /// is in range; an index out of range gives an offset past the shard's
     /// end, never a panic).
