@@ -757,6 +757,7 @@ impl StoreReader {
     ) -> Result<(), Error> {
         let w = if N == 0 { width } else { N };
         let maps: Vec<&[u8]> = self.shards.iter().map(Shard::bytes).collect();
+        let outside = |i: u64| Error::corrupt_record(&self.path, i, "location outside its shard");
         if let Some((shift, base)) = u.regular_pow2()
             && base.len() == maps.len()
             && !maps.is_empty()
@@ -780,13 +781,7 @@ impl StoreReader {
                 // past a shard, whatever the index.
                 match shards[(i & mask) as usize].get(start..start.wrapping_add(w)) {
                     Some(src) => D::put(d, src),
-                    None => {
-                        return Err(Error::corrupt_record(
-                            &self.path,
-                            i,
-                            "location outside its shard",
-                        ));
-                    }
+                    None => return Err(outside(i)),
                 }
             }
             return Ok(());
@@ -801,13 +796,7 @@ impl StoreReader {
                 .and_then(|map| map.get(start..start.wrapping_add(w)))
             {
                 Some(src) => D::put(d, src),
-                None => {
-                    return Err(Error::corrupt_record(
-                        &self.path,
-                        i,
-                        "location outside its shard",
-                    ));
-                }
+                None => return Err(outside(i)),
             }
         }
         Ok(())

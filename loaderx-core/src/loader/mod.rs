@@ -185,11 +185,9 @@ pub struct DataLoaderBuilder {
     /// when the loader is built.
     sampling: SamplerBuilder,
     /// Settings the caller made, which a caller-built sampler must agree
-    /// with (`drop_last`) or which apply to it (`shard`), and whether
-    /// lengths were given rather than taken from the Ragged stream.
+    /// with (`drop_last`) or which apply to it (`shard`).
     explicit_drop_last: bool,
     explicit_shard: bool,
-    explicit_lengths: bool,
     sampler: Option<Sampler>,
     workers: usize,
     prefetch: usize,
@@ -206,7 +204,6 @@ impl Default for DataLoaderBuilder {
             sampling: Sampler::builder(0, 256),
             explicit_drop_last: false,
             explicit_shard: false,
-            explicit_lengths: false,
             sampler: None,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
             prefetch: 2,
@@ -325,7 +322,6 @@ impl DataLoaderBuilder {
     /// [`lengths`](DynRagged::lengths) (built once per open store).
     pub fn lengths(mut self, lengths: LengthIndex) -> Self {
         self.sampling = self.sampling.lengths(lengths);
-        self.explicit_lengths = true;
         self
     }
 

@@ -292,7 +292,7 @@ impl<T> Producer<T> {
         let len = request.bytes;
         let Some(hook) = &self.staging else {
             let varying = request.kind == StoreKind::Ragged;
-            let mut buffer = self.pool.take_empty(request.stream_index, len, varying)?;
+            let mut buffer = self.pool.take_empty(request.stream_index, len, varying);
             let out = fill.fill(buffer.uninit_mut(len)?).map_err(gather_err)?;
             // SAFETY: `uninit_mut(len)` was the buffer's last call, and
             // `fill` returned `Ok`, so it wrote every byte of the slice it

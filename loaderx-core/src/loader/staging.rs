@@ -182,21 +182,13 @@ impl BufferPool {
         Ok(self.wrap(storage, stream))
     }
 
-    /// [`take_for`](Self::take_for) without the bytes: an empty buffer, for
-    /// a gather to write its `bytes` bytes into with
-    /// [`PooledBuffer::uninit_mut`] and [`PooledBuffer::assume_init`], so
-    /// that growing it zeroes nothing the gather then overwrites.
-    pub(crate) fn take_empty(
-        &self,
-        stream: usize,
-        bytes: usize,
-        varying: bool,
-    ) -> Result<PooledBuffer, Error> {
-        let mut storage = self.checkout(stream, bytes, varying);
-        storage.uninit_mut(bytes).map_err(|_| ErrorKind::Buffer {
-            detail: format!("cannot allocate a {bytes}-byte staging buffer"),
-        })?;
-        Ok(self.wrap(storage, stream))
+    /// [`take_for`](Self::take_for) without the bytes: a buffer for a
+    /// gather to write its `bytes` bytes into with
+    /// [`PooledBuffer::uninit_mut`] (which empties it and reserves the
+    /// room, once) and [`PooledBuffer::assume_init`], so that growing it
+    /// zeroes nothing the gather then overwrites.
+    pub(crate) fn take_empty(&self, stream: usize, bytes: usize, varying: bool) -> PooledBuffer {
+        self.wrap(self.checkout(stream, bytes, varying), stream)
     }
 
     /// The best idle buffer for `bytes` bytes of stream `stream` (or a new
@@ -276,7 +268,12 @@ impl PooledBuffer {
 
     /// See [`AlignedBuf::uninit_mut`].
     pub(crate) fn uninit_mut(&mut self, len: usize) -> Result<&mut [MaybeUninit<u8>], Error> {
-        self.storage.uninit_mut(len)
+        self.storage.uninit_mut(len).map_err(|_| {
+            ErrorKind::Buffer {
+                detail: format!("cannot allocate a {len}-byte staging buffer"),
+            }
+            .into()
+        })
     }
 
     /// See [`AlignedBuf::assume_init`].
