@@ -115,7 +115,7 @@ fn measure(
             2,
             min,
             |idx| b.gather(idx),
-            |idx| w.bytes_of(idx),
+            |out| out.as_ref().map_or(0, |g| g.bytes()),
         ))
     } else {
         None

@@ -70,15 +70,18 @@ pub fn p95(samples: &mut [Duration]) -> f64 {
 }
 
 /// Times `gather` on fresh IID batches of `batch` over `0..n` until `min`
-/// has accumulated (three calls at least). `gather` returns the logical
-/// bytes it produced; what it returns is dropped outside the timer.
+/// has accumulated (three calls at least). `bytes` gives the logical bytes
+/// of what `gather` returned, read from that output (as the Python peers
+/// read `nbytes`): nothing else is touched between calls, so no contender
+/// finds its caches or TLB emptied by the harness's own bookkeeping. What
+/// `gather` returns is measured and dropped outside the timer.
 pub fn time_gather<T>(
     n: usize,
     batch: usize,
     seed: u64,
     min: Duration,
     mut gather: impl FnMut(&[u64]) -> T,
-    bytes: impl Fn(&[u64]) -> usize,
+    bytes: impl Fn(&T) -> usize,
 ) -> GatherStats {
     let mut iid = Iid::new(n, seed);
     let mut samples = Vec::new();
@@ -89,11 +92,11 @@ pub fn time_gather<T>(
         let started = Instant::now();
         let out = gather(&idx);
         let took = started.elapsed();
+        stats.bytes += bytes(&out) as u64;
         drop(out);
         spent += took;
         samples.push(took);
         stats.records += idx.len() as u64;
-        stats.bytes += bytes(&idx) as u64;
     }
     stats.calls = samples.len() as u64;
     stats.seconds = spent.as_secs_f64();

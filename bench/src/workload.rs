@@ -69,11 +69,6 @@ impl Workload {
         self.flat.len()
     }
 
-    /// Logical bytes of the records at `idx`.
-    pub fn bytes_of(&self, idx: &[u64]) -> usize {
-        idx.iter().map(|&i| self.range(i as usize).len()).sum()
-    }
-
     fn dense_from(
         key: &'static str,
         title: String,

@@ -23,6 +23,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 pub trait Gathered {
     /// Element bytes of the `k`-th gathered record.
     fn record(&self, k: usize) -> &[u8];
+
+    /// Logical bytes of the whole output.
+    fn bytes(&self) -> usize;
 }
 
 /// Dense output: one buffer of equal-sized records.
@@ -37,6 +40,10 @@ impl Gathered for Strided {
     fn record(&self, k: usize) -> &[u8] {
         &self.buf[k * self.stride..(k + 1) * self.stride]
     }
+
+    fn bytes(&self) -> usize {
+        self.buf.len()
+    }
 }
 
 /// Ragged output: one buffer and each record's range.
@@ -50,6 +57,10 @@ pub struct Packed {
 impl Gathered for Packed {
     fn record(&self, k: usize) -> &[u8] {
         &self.buf[self.offsets[k]..self.offsets[k + 1]]
+    }
+
+    fn bytes(&self) -> usize {
+        self.offsets.windows(2).map(|w| w[1] - w[0]).sum()
     }
 }
 

@@ -33,6 +33,10 @@ impl Gathered for RaggedOut {
     fn record(&self, k: usize) -> &[u8] {
         self.0.bytes(k)
     }
+
+    fn bytes(&self) -> usize {
+        (0..self.0.len()).map(|k| self.0.bytes(k).len()).sum()
+    }
 }
 
 impl Zrecord {
