@@ -68,10 +68,10 @@ impl StoreReader {
     /// overflows `usize`.
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
-        let locs = indices
-            .iter()
-            .map(|&i| self.loc(i))
-            .collect::<Result<Vec<_>, Error>>()?;
+        let mut locs = Vec::with_capacity(indices.len());
+        for &i in indices {
+            locs.push(self.loc(i)?);
+        }
         // A local store's stored bytes are at hand: check what the frames
         // declare now, once.
         let local = (!self.is_remote()).then_some(Staged::Local);
