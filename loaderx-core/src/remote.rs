@@ -1773,7 +1773,11 @@ mod tests {
             w.close().unwrap();
             push_in_memory(&mem, &path, &name);
             let local = DynRagged::open(&path).unwrap();
-            let batches: Vec<Vec<u64>> = (0..3).map(|seed| scattered(1500, 256, seed)).collect();
+            // Batches of 256 decode in parallel, of 16 on the calling thread
+            // (raw ones then straight out of the memory tier).
+            let batches: Vec<Vec<u64>> = (0..6)
+                .map(|seed| scattered(1500, if seed < 3 { 256 } else { 16 }, seed))
+                .collect();
             let flat = |s: &DynRagged, idx: &[u64]| {
                 let b = s.gather(idx).unwrap();
                 (0..b.len())

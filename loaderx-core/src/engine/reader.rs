@@ -664,15 +664,13 @@ impl StoreReader {
         if width == 0 {
             return Ok(());
         }
-        if self.codec() == Codec::Raw {
-            if !self.is_remote() {
-                return self.copy_raw(indices, width, dst);
-            }
-            // Warm: straight out of the memory tier, as locally out of the map.
-            #[cfg(feature = "remote")]
-            if self.copy_raw_resident(indices, width, dst)? {
-                return Ok(());
-            }
+        if self.codec() == Codec::Raw && !self.is_remote() {
+            return self.copy_raw(indices, width, dst);
+        }
+        // Warm: straight out of the memory tier, as locally out of the map.
+        #[cfg(feature = "remote")]
+        if self.codec() == Codec::Raw && self.copy_raw_resident(indices, width, dst)? {
+            return Ok(());
         }
         let mut jobs = Vec::with_capacity(indices.len());
         for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
@@ -737,6 +735,59 @@ impl StoreReader {
             Err(None) => Ok(false),
             Err(Some(e)) => Err(e),
         }
+    }
+
+    /// The records `(index, location, destination)` of a remote raw store,
+    /// copied straight out of the memory tier when every block they touch
+    /// is there and [`Self::read_jobs`] would decode them on the calling
+    /// thread: no fetched pieces, no block list, one lookup per record.
+    /// `Ok(false)`, with destinations partly written, otherwise (another
+    /// codec, a gather `read_jobs` runs in parallel, a block missing, or a
+    /// record whose lengths disagree, which the general path then reports).
+    #[cfg(feature = "remote")]
+    pub(super) fn copy_jobs_resident<D: Sink>(
+        &self,
+        jobs: &mut [(u64, RecordLoc, &mut [D])],
+    ) -> Result<bool, Error> {
+        let Some(r) = &self.remote else {
+            return Ok(false);
+        };
+        let total: usize = jobs.iter().map(|j| j.2.len()).sum();
+        // `read_jobs`'s choice: in parallel, through the general path.
+        let serial =
+            total < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2;
+        if self.codec() != Codec::Raw || !serial {
+            return Ok(false);
+        }
+        let Some(view) = r.resident(None) else {
+            return Ok(false);
+        };
+        let mut hits = 0;
+        for (index, loc, dst) in jobs.iter_mut() {
+            // A raw record stores exactly its logical bytes, which fill
+            // `dst` (checked as `read_at` and the raw decoder check them).
+            if loc.logic_length as usize != dst.len() || loc.phys_length != loc.logic_length {
+                return Ok(false);
+            }
+            let s = match self.shard_mask {
+                Some(mask) => *index & mask,
+                None => *index % self.shards.len() as u64,
+            };
+            match view.copy(s as usize, loc.offset, dst, &mut hits) {
+                crate::remote::Copied::Done => {}
+                crate::remote::Copied::Miss => return Ok(false),
+                crate::remote::Copied::Outside => {
+                    return Err(Error::corrupt_record(
+                        &self.path,
+                        *index,
+                        "location outside its shard",
+                    ));
+                }
+            }
+        }
+        drop(view);
+        r.count_memory_hits(hits);
+        Ok(true)
     }
 
     /// [`Self::copy_raw_resident`] on the calling thread, specialised for
