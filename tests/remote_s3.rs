@@ -180,22 +180,42 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
     server.create_bucket("bkt");
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
+    let raw = dir.path().join("raw");
     let tok = dir.path().join("tok");
     dense_store(&img, Codec::Zstd, 3_000, 784, 4);
+    // Raw Dense records copy straight out of the cached blocks when warm.
+    dense_store(&raw, Codec::Raw, 3_000, 784, 4);
     ragged_store(&tok, Codec::Raw, 3_000, 200, 4);
     let o = server.options();
     push(&img, &url("bkt", "img"), &o).unwrap();
+    push(&raw, &url("bkt", "raw"), &o).unwrap();
     push(&tok, &url("bkt", "tok"), &o).unwrap();
-    for o in [o.clone(), o.clone().no_cache(), o.clone().block_bytes(4096)] {
+    // 4096-byte blocks: about a fifth of the 784-byte records straddle two;
+    // 5000 is not a power of two (blocks found by division).
+    for o in [
+        o.clone(),
+        o.clone().no_cache(),
+        o.clone().block_bytes(4096),
+        o.clone().block_bytes(5000),
+    ] {
         let ri = DynDense::open_url(&url("bkt", "img"), &o).unwrap();
+        let rr = DynDense::open_url(&url("bkt", "raw"), &o).unwrap();
         let rt = DynRagged::open_url(&url("bkt", "tok"), &o).unwrap();
         let li = DynDense::open(&img).unwrap();
+        let lr = DynDense::open(&raw).unwrap();
         let lt = DynRagged::open(&tok).unwrap();
-        for seed in 0..4 {
-            let idx = scattered(3_000, 300, seed);
+        // Seeds 1.. are warm for the cached options; the last gathers 1024
+        // records (over 256 KiB of destination).
+        for seed in 0..5 {
+            let count = if seed == 4 { 1024 } else { 300 };
+            let idx = scattered(3_000, count, seed);
             assert_eq!(
                 ri.gather_bytes(&idx).unwrap(),
                 li.gather_bytes(&idx).unwrap()
+            );
+            assert_eq!(
+                rr.gather_bytes(&idx).unwrap(),
+                lr.gather_bytes(&idx).unwrap()
             );
             let (a, b) = (rt.gather(&idx).unwrap(), lt.gather(&idx).unwrap());
             assert_eq!(a.len(), b.len());
@@ -210,9 +230,26 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
             e.kind(),
             ErrorKind::IndexOutOfRange { index: 3000, .. }
         ));
+        let e = rr.gather_bytes(&[0, 3_000]).unwrap_err();
+        assert!(matches!(
+            e.kind(),
+            ErrorKind::IndexOutOfRange { index: 3000, .. }
+        ));
         let stats = ri.remote_stats().unwrap();
         assert!(stats.requests > 0 && stats.bytes_fetched > 0, "{stats:?}");
         assert!(li.remote_stats().is_none());
+        // A warm pass over what was gathered: no request, memory hits.
+        let before = rr.remote_stats().unwrap();
+        let idx = scattered(3_000, 1024, 4);
+        assert_eq!(
+            rr.gather_bytes(&idx).unwrap(),
+            lr.gather_bytes(&idx).unwrap()
+        );
+        let after = rr.remote_stats().unwrap();
+        if before.misses > 0 {
+            assert_eq!(after.requests, before.requests, "{after:?}");
+            assert!(after.memory_hits > before.memory_hits, "{after:?}");
+        }
     }
     // The loader, unchanged, over URLs and over the local stores.
     let run = |img: DynDense, tok: DynRagged| -> Vec<(Vec<u64>, Vec<u8>)> {

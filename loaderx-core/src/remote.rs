@@ -48,13 +48,15 @@
 //! The sync API drives one internal multi-thread tokio runtime, created on
 //! first use; callers never see async.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -67,6 +69,7 @@ use object_store::{
 use sha2::{Digest, Sha256};
 use url::Url;
 
+use crate::codec::Sink;
 use crate::engine::StoreReader;
 use crate::engine::reader::{
     Region, Shard, check_dict_len, check_meta_len, check_page, check_shard_len, codec_state,
@@ -416,7 +419,11 @@ fn env_then_config<B: Clone>(
 
 /// Opens and validates the store at `url`.
 pub(crate) fn open(url: &str, o: &RemoteOptions) -> Result<StoreReader, Error> {
-    let t = target(url, o)?;
+    open_target(target(url, o)?, o)
+}
+
+/// Opens and validates the store that `t` addresses.
+fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
     let path = PathBuf::from(&t.url);
     let meta_obj = t.object(META_FILE);
     let (meta_len, etag, page) = block_on(async {
@@ -584,26 +591,202 @@ pub(crate) struct RemoteShards {
     inner: Arc<Inner>,
 }
 
-/// Stored bytes fetched for one gather: contiguous pieces of the shards.
-pub(crate) struct Fetched {
-    /// `(shard, start, bytes)`, sorted, disjoint.
-    pieces: Vec<(usize, u64, Bytes)>,
+/// Stored bytes fetched for one gather.
+pub(crate) enum Fetched {
+    /// Contiguous pieces of the shards, `(shard, start, bytes)`, sorted by
+    /// shard and start, disjoint: what the general path assembles.
+    Pieces(Vec<(usize, u64, Bytes)>),
+    /// Every block the gather touches, each from the memory tier (no copy),
+    /// by [`block_key`]; each record that straddles blocks has a piece of
+    /// its own in `stitched`, `(shard, start, bytes)` sorted by shard,
+    /// start and length (pieces of different records may overlap).
+    Blocks {
+        /// How offsets map to blocks.
+        geometry: Geometry,
+        /// The blocks, by [`block_key`].
+        blocks: HashMap<u64, Bytes, FastKeys>,
+        /// The straddling records' stored bytes.
+        stitched: Vec<(usize, u64, Bytes)>,
+    },
+}
+
+/// The `len` bytes at `offset` of shard `s` from `pieces`, sorted by shard
+/// and start, if the last piece starting at or before `offset` holds them.
+fn pieces_get(pieces: &[(usize, u64, Bytes)], s: usize, offset: u64, len: u32) -> Option<&[u8]> {
+    let k = pieces
+        .partition_point(|p| (p.0, p.1) <= (s, offset))
+        .checked_sub(1)?;
+    let (ps, start, bytes) = &pieces[k];
+    if *ps != s {
+        return None;
+    }
+    // Same shard and sorted: `start <= offset`.
+    let at = usize::try_from(offset - start).ok()?;
+    bytes.get(at..at.checked_add(len as usize)?)
 }
 
 impl Fetched {
     /// The `len` bytes at `offset` of shard `s`, if fetched.
     pub(crate) fn get(&self, s: usize, offset: u64, len: u32) -> Option<&[u8]> {
-        let k = self
-            .pieces
-            .partition_point(|p| (p.0, p.1) <= (s, offset))
-            .checked_sub(1)?;
-        let (ps, start, bytes) = &self.pieces[k];
-        if *ps != s {
-            return None;
+        match self {
+            Fetched::Pieces(pieces) => pieces_get(pieces, s, offset, len),
+            Fetched::Blocks {
+                geometry,
+                blocks,
+                stitched,
+            } => {
+                let (b, at) = geometry.split(offset);
+                blocks
+                    .get(&block_key(s, b))
+                    .and_then(|block| block.get(at..at.checked_add(len as usize)?))
+                    .or_else(|| pieces_get(stitched, s, offset, len))
+            }
         }
-        // Same shard and sorted: `start <= offset`.
-        let at = usize::try_from(offset - start).ok()?;
-        bytes.get(at..at.checked_add(len as usize)?)
+    }
+}
+
+/// How shard offsets map to cache blocks: block `b` of a shard holds its
+/// bytes `[b * bytes, (b + 1) * bytes)` (the last block up to the tail).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    /// Block size, at least 4096.
+    bytes: u64,
+    /// `log2(bytes)` when it is a power of two (the default is), so that
+    /// [`Geometry::split`] is a shift and a mask instead of a division.
+    shift: Option<u32>,
+}
+
+impl Geometry {
+    fn new(bytes: u64) -> Geometry {
+        let bytes = bytes.max(1);
+        Geometry {
+            bytes,
+            shift: bytes.is_power_of_two().then(|| bytes.trailing_zeros()),
+        }
+    }
+
+    /// The block holding shard offset `offset`, and where in it.
+    #[inline(always)]
+    fn split(self, offset: u64) -> (u64, usize) {
+        match self.shift {
+            Some(shift) => (offset >> shift, (offset & (self.bytes - 1)) as usize),
+            None => (offset / self.bytes, (offset % self.bytes) as usize),
+        }
+    }
+}
+
+/// The key of block `b` of shard `s` in the memory tier. Shards number at
+/// most [`MAX_DATA_SHARDS`] (255, a `u8` in the header) and a block number
+/// is below 2^52 (offsets are `u64`, blocks at least 4096 bytes), so the
+/// key is unique.
+#[inline(always)]
+fn block_key(s: usize, b: u64) -> u64 {
+    debug_assert!(s < 256);
+    (b << 8) | (s as u64 & 0xff)
+}
+
+/// Hashes the memory tier's `u64` block keys: one multiply by the 64-bit
+/// golden ratio (Fibonacci hashing), whose high bits depend on every bit of
+/// the key, folded into the low bits that pick a bucket. std's SipHash costs
+/// several times more, to resist keys chosen to collide; these are block
+/// numbers of the store's own shards (consecutive integers, which this
+/// spreads evenly), and a collision costs a probe, never a wrong block.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// Builds [`KeyHasher`]s.
+pub(crate) type FastKeys = BuildHasherDefault<KeyHasher>;
+
+/// The memory tier read-locked for one gather (or one part of a parallel
+/// one), with that gather's tick: [`Resident::copy`] copies records straight
+/// out of its blocks.
+///
+/// The lock is shared: other gathers read on, and a put (of a block another
+/// gather fetched) waits until this one is dropped. Drop it before taking
+/// the general path, whose puts lock the tier for writing.
+pub(crate) struct Resident<'a> {
+    memory: RwLockReadGuard<'a, MemoryCache>,
+    tick: u64,
+    geometry: Geometry,
+}
+
+/// What [`Resident::copy`] did.
+pub(crate) enum Copied {
+    /// Every byte of the destination was written.
+    Done,
+    /// A block is not in memory (some bytes may have been written).
+    Miss,
+    /// The bytes run past the end of their shard's last block.
+    Outside,
+}
+
+impl Resident<'_> {
+    /// The gather's tick, for the other parts of a parallel gather.
+    pub(crate) fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Copies the `dst.len()` stored bytes at `offset` of shard `s` into
+    /// `dst`, a record straddling blocks piece by piece; adds to `hits` each
+    /// block this gather touches for the first time.
+    #[inline(always)]
+    pub(crate) fn copy<D: Sink>(
+        &self,
+        s: usize,
+        offset: u64,
+        dst: &mut [D],
+        hits: &mut u64,
+    ) -> Copied {
+        let (mut b, mut at) = self.geometry.split(offset);
+        let Some((mut block, first)) = self.memory.touch(block_key(s, b), self.tick) else {
+            return Copied::Miss;
+        };
+        *hits += u64::from(first);
+        if let Some(src) = block.get(at..at.wrapping_add(dst.len())) {
+            D::put(dst, src);
+            return Copied::Done;
+        }
+        // Straddles blocks (or runs past the last one): piece by piece.
+        let mut done = 0;
+        loop {
+            let n = block.len().saturating_sub(at).min(dst.len() - done);
+            let (Some(src), Some(d)) = (block.get(at..at + n), dst.get_mut(done..done + n)) else {
+                return Copied::Outside;
+            };
+            if n == 0 {
+                return Copied::Outside;
+            }
+            D::put(d, src);
+            done += n;
+            if done == dst.len() {
+                return Copied::Done;
+            }
+            b += 1;
+            at = 0;
+            let Some((next, first)) = self.memory.touch(block_key(s, b), self.tick) else {
+                return Copied::Miss;
+            };
+            *hits += u64::from(first);
+            block = next;
+        }
     }
 }
 
@@ -634,16 +817,13 @@ impl RemoteShards {
     pub(crate) fn fetch(&self, mut wanted: Vec<(u64, usize, u64, u32)>) -> Result<Fetched, Error> {
         let inner = &*self.inner;
         let o = &inner.opts;
-        // Warm: every record inside one block of the memory tier. The
-        // blocks themselves are the fetched pieces; no ranges, no copies.
+        // Warm: every block in the memory tier. The blocks themselves are
+        // what was fetched; no ranges, no copies but of straddling records.
         if let Some(cache) = &inner.cache
-            && let Some(pieces) = cache.whole_blocks(&wanted)
+            && let Some((fetched, hits)) = cache.resident(&wanted)
         {
-            inner
-                .stats
-                .memory_hits
-                .fetch_add(pieces.len() as u64, Ordering::Relaxed);
-            return Ok(Fetched { pieces });
+            self.count_memory_hits(hits);
+            return Ok(fetched);
         }
         wanted.sort_unstable_by_key(|w| (w.1, w.2));
         // With a cache, requests are made of blocks: cap segments only then.
@@ -687,7 +867,26 @@ impl RemoteShards {
             None => self.fetch_segments(&segments)?,
             Some(cache) => self.fetch_blocks(cache, &segments)?,
         };
-        Ok(Fetched { pieces })
+        Ok(Fetched::Pieces(pieces))
+    }
+
+    /// The memory tier read-locked, for a gather that copies straight out of
+    /// it; `tick` is the gather's when this is one part of a parallel one,
+    /// `None` to start a new gather. `None` without a memory tier.
+    pub(crate) fn resident(&self, tick: Option<u64>) -> Option<Resident<'_>> {
+        let cache = self.inner.cache.as_ref()?;
+        let memory = cache.memory.as_ref()?.read().ok()?;
+        let tick = tick.unwrap_or_else(|| memory.next_tick());
+        Some(Resident {
+            memory,
+            tick,
+            geometry: cache.geometry,
+        })
+    }
+
+    /// Counts `n` blocks served from memory.
+    pub(crate) fn count_memory_hits(&self, n: u64) {
+        self.inner.stats.memory_hits.fetch_add(n, Ordering::Relaxed);
     }
 
     /// One request per segment.
@@ -748,7 +947,7 @@ impl RemoteShards {
         segments: &[Segment],
     ) -> Result<Vec<(usize, u64, Bytes)>, Error> {
         let inner = &*self.inner;
-        let bs = cache.block;
+        let bs = cache.geometry.bytes;
         let block_len = |s: usize, b: u64| bs.min(inner.tails[s] - b * bs);
         // Every block the segments touch, with a record for messages.
         let mut blocks: BTreeMap<(usize, u64), u64> = BTreeMap::new();
@@ -857,15 +1056,16 @@ impl RemoteShards {
 
 /// The block cache of one open store: memory, then directory.
 struct BlockCache {
-    block: u64,
-    memory: Option<Mutex<MemoryCache>>,
+    geometry: Geometry,
+    /// Read-locked by lookups (gathers run side by side), write-locked by puts.
+    memory: Option<RwLock<MemoryCache>>,
     disk: Option<DiskCache>,
 }
 
 impl BlockCache {
     fn new(o: &RemoteOptions, identity: &str) -> Result<Option<BlockCache>, Error> {
         let memory = (o.memory_cache_bytes > 0).then(|| {
-            Mutex::new(MemoryCache {
+            RwLock::new(MemoryCache {
                 limit: o.memory_cache_bytes,
                 ..MemoryCache::default()
             })
@@ -878,26 +1078,28 @@ impl BlockCache {
             return Ok(None);
         }
         Ok(Some(BlockCache {
-            block: o.block_bytes,
+            geometry: Geometry::new(o.block_bytes),
             memory,
             disk,
         }))
     }
 
     /// Blocks `(s, b, len)` (block `b` of shard `s`, `len` bytes long), in
-    /// order, `None` where not cached. The memory tier is locked once for
-    /// the whole list. From the directory a block is read whole and kept in
-    /// memory when there is a memory tier; without one, only its open file
-    /// is returned, and a gather reads just the bytes it needs from it.
+    /// order, `None` where not cached. The memory tier is read-locked once
+    /// for the whole list. From the directory a block is read whole and kept
+    /// in memory when there is a memory tier; without one, only its open
+    /// file is returned, and a gather reads just the bytes it needs from it.
     fn get_many(&self, keys: &[(usize, u64, u64)]) -> Vec<Option<Hit>> {
-        let mut hits: Vec<Option<Hit>> = match &self.memory {
-            Some(m) => match m.lock() {
-                Ok(mut m) => keys
-                    .iter()
-                    .map(|&(s, b, _)| m.get(s, b).map(Hit::Memory))
-                    .collect(),
-                Err(_) => keys.iter().map(|_| None).collect(),
-            },
+        let mut hits: Vec<Option<Hit>> = match self.memory.as_ref().and_then(|m| m.read().ok()) {
+            Some(m) => {
+                let tick = m.next_tick();
+                keys.iter()
+                    .map(|&(s, b, _)| {
+                        m.touch(block_key(s, b), tick)
+                            .map(|(bytes, _)| Hit::Memory(bytes.clone()))
+                    })
+                    .collect()
+            }
             None => keys.iter().map(|_| None).collect(),
         };
         let Some(disk) = &self.disk else {
@@ -910,7 +1112,7 @@ impl BlockCache {
             *hit = match &self.memory {
                 None => disk.open(s, b, len).map(Hit::File),
                 Some(m) => disk.get(s, b, len).map(|bytes| {
-                    if let Ok(mut m) = m.lock() {
+                    if let Ok(mut m) = m.write() {
                         m.put(s, b, bytes.clone());
                     }
                     Hit::Disk(bytes)
@@ -921,27 +1123,70 @@ impl BlockCache {
     }
 
     /// The memory tier's blocks holding every `(record, shard, offset,
-    /// length)` of `wanted`, as `(shard, start, block)` sorted by shard and
-    /// start; `None` when a record spans two blocks or a block is not in
-    /// memory (the general path then fetches what is missing).
-    fn whole_blocks(&self, wanted: &[(u64, usize, u64, u32)]) -> Option<Vec<(usize, u64, Bytes)>> {
-        let memory = self.memory.as_ref()?;
-        let bs = self.block;
-        let mut keys: Vec<(usize, u64)> = Vec::with_capacity(wanted.len());
+    /// length)` of `wanted`, with how many blocks that is (the memory hits);
+    /// `None` when one is not in memory (the general path then fetches what
+    /// is missing). The tier is read-locked while the blocks are looked up
+    /// (each once, however many records it holds), not while the gather
+    /// decodes. The stored bytes of a record straddling blocks are copied
+    /// into a piece of their own (a fraction of a percent of records with
+    /// the default 256 KiB blocks).
+    fn resident(&self, wanted: &[(u64, usize, u64, u32)]) -> Option<(Fetched, u64)> {
+        let g = self.geometry;
+        let m = self.memory.as_ref()?.read().ok()?;
+        let tick = m.next_tick();
+        let mut blocks: HashMap<u64, Bytes, FastKeys> = HashMap::with_capacity_and_hasher(
+            wanted.len().min(m.blocks.len()),
+            FastKeys::default(),
+        );
+        let mut straddling: Vec<(usize, u64, u32)> = Vec::new();
         for &(_, s, offset, len) in wanted {
-            let b = offset / bs;
-            let last = offset.checked_add(u64::from(len).max(1) - 1)? / bs;
-            if last != b {
-                return None;
+            let (b0, _) = g.split(offset);
+            let (b1, last) = g.split(offset.checked_add(u64::from(len).max(1) - 1)?);
+            for b in b0..=b1 {
+                let key = block_key(s, b);
+                let block = match blocks.entry(key) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => v.insert(m.touch(key, tick)?.0.clone()),
+                };
+                // Past the end of a shard's last block: the general path's.
+                if b == b1 && block.len() <= last {
+                    return None;
+                }
             }
-            keys.push((s, b));
+            if b1 != b0 {
+                straddling.push((s, offset, len));
+            }
         }
-        keys.sort_unstable();
-        keys.dedup();
-        let mut m = memory.lock().ok()?;
-        keys.into_iter()
-            .map(|(s, b)| m.get(s, b).map(|block| (s, b * bs, block)))
-            .collect()
+        drop(m);
+        // Sorted by shard, start and length, as `pieces_get` finds them: of
+        // aliased records at one offset, the longest comes last.
+        straddling.sort_unstable();
+        straddling.dedup();
+        let mut stitched = Vec::with_capacity(straddling.len());
+        for (s, offset, len) in straddling {
+            let len = len as usize;
+            let mut buf = BytesMut::with_capacity(len);
+            let (mut b, mut at) = g.split(offset);
+            while buf.len() < len {
+                let block = blocks.get(&block_key(s, b))?;
+                let n = block.len().saturating_sub(at).min(len - buf.len());
+                // A block short of the record: the general path decides.
+                let src = block.get(at..at + n).filter(|src| !src.is_empty())?;
+                buf.extend_from_slice(src);
+                b += 1;
+                at = 0;
+            }
+            stitched.push((s, offset, buf.freeze()));
+        }
+        let hits = blocks.len() as u64;
+        Some((
+            Fetched::Blocks {
+                geometry: g,
+                blocks,
+                stitched,
+            },
+            hits,
+        ))
     }
 
     /// The file of block `b` of shard `s`, for messages.
@@ -953,7 +1198,7 @@ impl BlockCache {
 
     fn put(&self, s: usize, b: u64, bytes: &Bytes) {
         if let Some(m) = &self.memory
-            && let Ok(mut m) = m.lock()
+            && let Ok(mut m) = m.write()
         {
             m.put(s, b, bytes.clone());
         }
@@ -973,27 +1218,46 @@ enum Hit {
     File(File),
 }
 
+/// A block in the memory tier.
+struct Cached {
+    /// The tick of its last use: stored under the shared lock, so atomic.
+    stamp: AtomicU64,
+    bytes: Bytes,
+}
+
 /// Blocks in memory, least recently used evicted first.
 ///
-/// A hit only stamps its block with the current tick (O(1), it runs for
-/// every block of every gather); eviction, which is rare, sorts the blocks
-/// by their stamps and drops the oldest until an eighth of the limit is
-/// free, so its cost is spread over the puts that filled that eighth.
+/// A hit only stamps its block with its gather's tick (O(1), once per block
+/// and gather, under the shared lock: an atomic store, done only when the
+/// stamp changes); eviction, which is rare, sorts the blocks by their stamps
+/// and drops the oldest until an eighth of the limit is free, so its cost is
+/// spread over the puts that filled that eighth.
 #[derive(Default)]
 struct MemoryCache {
     limit: u64,
     used: u64,
-    tick: u64,
-    /// Block → (last use, bytes).
-    blocks: HashMap<(usize, u64), (u64, Bytes)>,
+    /// The last tick handed out: one per gather and one per put.
+    tick: AtomicU64,
+    /// Block (by [`block_key`]) → last use and bytes.
+    blocks: HashMap<u64, Cached, FastKeys>,
 }
 
 impl MemoryCache {
-    fn get(&mut self, s: usize, b: u64) -> Option<Bytes> {
-        self.tick += 1;
-        let (t, bytes) = self.blocks.get_mut(&(s, b))?;
-        *t = self.tick;
-        Some(bytes.clone())
+    /// A new tick, for one gather's lookups.
+    fn next_tick(&self) -> u64 {
+        self.tick.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    }
+
+    /// Block `key`, if in memory, stamped with `tick`; `true` when this is
+    /// its first use at `tick` (so that a gather counts each block once).
+    #[inline(always)]
+    fn touch(&self, key: u64, tick: u64) -> Option<(&Bytes, bool)> {
+        let c = self.blocks.get(&key)?;
+        let first = c.stamp.load(Ordering::Relaxed) != tick;
+        if first {
+            c.stamp.store(tick, Ordering::Relaxed);
+        }
+        Some((&c.bytes, first))
     }
 
     fn put(&mut self, s: usize, b: u64, bytes: Bytes) {
@@ -1001,22 +1265,25 @@ impl MemoryCache {
         if len > self.limit {
             return;
         }
-        self.tick += 1;
-        if let Some((_, old)) = self.blocks.insert((s, b), (self.tick, bytes)) {
-            self.used -= old.len() as u64;
+        let stamp = AtomicU64::new(self.next_tick());
+        if let Some(old) = self.blocks.insert(block_key(s, b), Cached { stamp, bytes }) {
+            self.used -= old.bytes.len() as u64;
         }
         self.used += len;
         if self.used > self.limit {
             let low = self.limit - self.limit / 8;
-            let mut by_age: Vec<(u64, (usize, u64))> =
-                self.blocks.iter().map(|(&k, &(t, _))| (t, k)).collect();
+            let mut by_age: Vec<(u64, u64)> = self
+                .blocks
+                .iter()
+                .map(|(&k, c)| (c.stamp.load(Ordering::Relaxed), k))
+                .collect();
             by_age.sort_unstable();
             for (_, key) in by_age {
                 if self.used <= low {
                     break;
                 }
-                if let Some((_, old)) = self.blocks.remove(&key) {
-                    self.used -= old.len() as u64;
+                if let Some(old) = self.blocks.remove(&key) {
+                    self.used -= old.bytes.len() as u64;
                 }
             }
         }
@@ -1176,6 +1443,16 @@ pub fn push(store: impl AsRef<Path>, url: &str, o: &RemoteOptions) -> Result<Pus
         ));
     }
     let t = target(url, o)?;
+    push_reader(store, reader, &t, o)
+}
+
+/// [`push`] of the opened local store `reader` at `store` to `t`.
+fn push_reader(
+    store: &Path,
+    reader: StoreReader,
+    t: &Target,
+    o: &RemoteOptions,
+) -> Result<PushReport, Error> {
     let exists = match block_on(t.store.head(&t.object(META_FILE)))? {
         Ok(_) => true,
         Err(object_store::Error::NotFound { .. }) => false,
@@ -1202,11 +1479,11 @@ pub fn push(store: impl AsRef<Path>, url: &str, o: &RemoteOptions) -> Result<Pus
         bytes: 0,
     };
     for (name, len) in files {
-        upload(&t, o, &store.join(&name), &name, len)?;
+        upload(t, o, &store.join(&name), &name, len)?;
         report.objects += 1;
         report.bytes += len;
     }
-    upload(&t, o, &store.join(META_FILE), META_FILE, table_end)?;
+    upload(t, o, &store.join(META_FILE), META_FILE, table_end)?;
     report.objects += 1;
     report.bytes += table_end;
     drop(reader);
@@ -1259,16 +1536,15 @@ fn upload(t: &Target, o: &RemoteOptions, path: &Path, name: &str, len: u64) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::Codec;
 
     #[test]
     fn fetched_pieces_are_found_by_shard_and_offset() {
-        let f = Fetched {
-            pieces: vec![
-                (0, 10, Bytes::from_static(b"abcdef")),
-                (0, 100, Bytes::from_static(b"xyz")),
-                (1, 0, Bytes::from_static(b"0123")),
-            ],
-        };
+        let f = Fetched::Pieces(vec![
+            (0, 10, Bytes::from_static(b"abcdef")),
+            (0, 100, Bytes::from_static(b"xyz")),
+            (1, 0, Bytes::from_static(b"0123")),
+        ]);
         assert_eq!(f.get(0, 10, 6), Some(&b"abcdef"[..]));
         assert_eq!(f.get(0, 12, 2), Some(&b"cd"[..]));
         assert_eq!(f.get(0, 101, 2), Some(&b"yz"[..]));
@@ -1285,15 +1561,289 @@ mod tests {
             limit: 10,
             ..MemoryCache::default()
         };
+        // One lookup per gather, each at a tick of its own.
+        let get = |m: &MemoryCache, b: u64| {
+            let tick = m.next_tick();
+            m.touch(block_key(0, b), tick)
+                .map(|(bytes, _)| bytes.clone())
+        };
         m.put(0, 0, Bytes::from_static(b"aaaa"));
         m.put(0, 1, Bytes::from_static(b"bbbb"));
-        assert!(m.get(0, 0).is_some()); // 0 is now the most recent
+        assert!(get(&m, 0).is_some()); // 0 is now the most recent
         m.put(0, 2, Bytes::from_static(b"cccc"));
-        assert!(m.get(0, 1).is_none(), "least recently used went first");
-        assert!(m.get(0, 0).is_some() && m.get(0, 2).is_some());
+        assert!(get(&m, 1).is_none(), "least recently used went first");
+        assert!(get(&m, 0).is_some() && get(&m, 2).is_some());
         assert!(m.used <= m.limit);
         m.put(0, 3, Bytes::from(vec![0; 11]));
-        assert!(m.get(0, 3).is_none(), "a block over the limit is not kept");
+        assert!(get(&m, 3).is_none(), "a block over the limit is not kept");
+        // A block is new to a gather once, whatever the lookups.
+        let tick = m.next_tick();
+        assert_eq!(m.touch(block_key(0, 0), tick).map(|h| h.1), Some(true));
+        assert_eq!(m.touch(block_key(0, 0), tick).map(|h| h.1), Some(false));
+        assert_eq!(m.touch(block_key(1, 0), tick).map(|h| h.1), None);
+    }
+
+    #[test]
+    fn geometry_and_keys_place_offsets_in_their_blocks() {
+        let pow2 = Geometry::new(4096);
+        assert_eq!(pow2.split(0), (0, 0));
+        assert_eq!(pow2.split(4095), (0, 4095));
+        assert_eq!(pow2.split(4096 * 7 + 3), (7, 3));
+        let odd = Geometry::new(5000);
+        assert_eq!(odd.shift, None);
+        assert_eq!(odd.split(4999), (0, 4999));
+        assert_eq!(odd.split(5000 * 9 + 11), (9, 11));
+        // Keys differ by shard and by block.
+        let keys: std::collections::HashSet<u64> = (0..255)
+            .flat_map(|s| (0..64).map(move |b| block_key(s, b)))
+            .collect();
+        assert_eq!(keys.len(), 255 * 64);
+        // The hasher spreads consecutive keys over the low bits.
+        let h = |k: u64| {
+            let mut x = KeyHasher::default();
+            x.write_u64(k);
+            x.finish() & 1023
+        };
+        let buckets: std::collections::HashSet<u64> =
+            (0..1024).map(|b| h(block_key(0, b))).collect();
+        assert!(buckets.len() > 512, "{}", buckets.len());
+    }
+
+    #[test]
+    fn resident_blocks_stitch_straddling_records() {
+        let o = RemoteOptions::default()
+            .memory_cache_bytes(1 << 20)
+            .block_bytes(5000);
+        let Ok(Some(cache)) = BlockCache::new(&o, "id") else {
+            panic!("a memory tier");
+        };
+        let shard: Vec<u8> = (0..12_000u32).map(|i| (i % 251) as u8).collect();
+        for b in 0..3u64 {
+            let lo = b as usize * 5000;
+            let hi = shard.len().min(lo + 5000);
+            cache.put(1, b, &Bytes::copy_from_slice(&shard[lo..hi]));
+        }
+        // (record, shard, offset, length): inside, straddling two and three
+        // blocks, aliased at one offset, and to the tail.
+        let wanted = [
+            (0, 1, 10, 100),
+            (1, 1, 4990, 20),
+            (2, 1, 4000, 7000),
+            (3, 1, 4990, 5),
+            (4, 1, 11_000, 1000),
+        ];
+        let (f, hits) = cache.resident(&wanted).unwrap();
+        assert_eq!(hits, 3);
+        for &(_, s, off, len) in &wanted {
+            let (lo, hi) = (off as usize, off as usize + len as usize);
+            assert_eq!(f.get(s, off, len), Some(&shard[lo..hi]), "{off}+{len}");
+        }
+        assert_eq!(f.get(0, 10, 1), None, "another shard");
+        // A block not in memory: the general path's.
+        assert!(cache.resident(&[(0, 1, 14_000, 10)]).is_none());
+        assert!(cache.resident(&[(0, 2, 0, 10)]).is_none());
+    }
+
+    /// Deterministic bytes (splitmix64), a quarter of them repeating so
+    /// that zstd has something to compress.
+    fn bytes(seed: u64, n: usize) -> Vec<u8> {
+        let mut x = seed;
+        (0..n)
+            .map(|i| {
+                x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = x;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                if i % 4 == 0 {
+                    b'x'
+                } else {
+                    (z ^ (z >> 31)) as u8
+                }
+            })
+            .collect()
+    }
+
+    /// `count` indices below `n`, scattered, with repeats.
+    fn scattered(n: u64, count: usize, seed: u64) -> Vec<u64> {
+        bytes(seed, 8 * count)
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()) % n)
+            .collect()
+    }
+
+    /// The store `name` in the in-memory object store `mem`.
+    fn in_memory(mem: &Arc<dyn ObjectStore>, name: &str) -> Target {
+        Target {
+            store: Arc::clone(mem),
+            prefix: ObjPath::from(format!("stores/{name}")),
+            url: format!("memory://bkt/stores/{name}"),
+        }
+    }
+
+    /// Pushes the local store at `path` into `mem` as `name`.
+    fn push_in_memory(mem: &Arc<dyn ObjectStore>, path: &Path, name: &str) {
+        let reader = StoreReader::open(path).unwrap();
+        push_reader(
+            path,
+            reader,
+            &in_memory(mem, name),
+            &RemoteOptions::default(),
+        )
+        .unwrap();
+    }
+
+    /// Gathers the same batches twice, remotely and locally: the bytes
+    /// agree, and the second pass is served from memory without a request.
+    fn two_passes<T: PartialEq + std::fmt::Debug>(
+        remote: &dyn Fn(&[u64]) -> T,
+        local: &dyn Fn(&[u64]) -> T,
+        stats: &dyn Fn() -> RemoteStats,
+        batches: &[Vec<u64>],
+        what: &str,
+    ) {
+        for pass in 0..2 {
+            let before = stats();
+            for idx in batches {
+                assert_eq!(remote(idx), local(idx), "{what}, pass {pass}");
+            }
+            let after = stats();
+            if pass == 1 {
+                assert_eq!(
+                    after.requests, before.requests,
+                    "{what}: warm made requests"
+                );
+                assert_eq!(after.misses, before.misses, "{what}");
+                assert!(after.memory_hits > before.memory_hits, "{what}: {after:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn warm_gathers_from_an_in_memory_object_store_match_the_local_store() {
+        use crate::{CreateOptions, DType, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        for codec in [Codec::Raw, Codec::Zstd] {
+            // Dense: widths from a label to records larger than a block;
+            // 16 bytes x 20000 records is big enough to copy in parallel.
+            for (width, n) in [(1, 3000), (8, 3000), (784, 1500), (5000, 400), (16, 20_000)] {
+                let name = format!("dense-{codec:?}-{width}");
+                let path = dir.path().join(&name);
+                let opts = CreateOptions::new(codec).data_shards(4);
+                let mut w = DynDenseWriter::create(&path, DType::U8, &[width], &opts).unwrap();
+                w.append_bytes(&bytes(width as u64, n * width), n).unwrap();
+                w.close().unwrap();
+                push_in_memory(&mem, &path, &name);
+                let local = DynDense::open(&path).unwrap();
+                let mut batches: Vec<Vec<u64>> =
+                    (0..3).map(|seed| scattered(n as u64, 300, seed)).collect();
+                batches.push((0..n as u64).rev().collect());
+                for bs in [4096, 5000, 256 << 10] {
+                    let o = RemoteOptions::default()
+                        .memory_cache_bytes(64 << 20)
+                        .block_bytes(bs);
+                    let remote =
+                        DynDense::from_engine(open_target(in_memory(&mem, &name), &o).unwrap())
+                            .unwrap();
+                    two_passes(
+                        &|idx| remote.gather_bytes(idx).unwrap(),
+                        &|idx| local.gather_bytes(idx).unwrap(),
+                        &|| remote.remote_stats().unwrap(),
+                        &batches,
+                        &format!("{name}, {bs}-byte blocks"),
+                    );
+                    // Out of range: the same error, warm as cold.
+                    let e = remote.gather_bytes(&[0, n as u64]).unwrap_err();
+                    assert!(matches!(e.kind(), ErrorKind::IndexOutOfRange { .. }), "{e}");
+                }
+            }
+            // Ragged: records of 4 to 12,000 bytes, straddling small blocks.
+            let name = format!("ragged-{codec:?}");
+            let path = dir.path().join(&name);
+            let recs: Vec<(Vec<usize>, Vec<u8>)> = (0..1500usize)
+                .map(|i| {
+                    let len = 1 + (i * 7919) % 3000;
+                    (vec![len], bytes(i as u64, 4 * len))
+                })
+                .collect();
+            let opts = CreateOptions::new(codec).data_shards(3);
+            let mut w = DynRaggedWriter::create(&path, DType::I32, 1, &opts).unwrap();
+            w.append_bytes(recs.iter().map(|(s, b)| (&s[..], &b[..])))
+                .unwrap();
+            w.close().unwrap();
+            push_in_memory(&mem, &path, &name);
+            let local = DynRagged::open(&path).unwrap();
+            // Batches of 256 decode in parallel, of 16 on the calling thread
+            // (raw ones then straight out of the memory tier).
+            let batches: Vec<Vec<u64>> = (0..6)
+                .map(|seed| scattered(1500, if seed < 3 { 256 } else { 16 }, seed))
+                .collect();
+            let flat = |s: &DynRagged, idx: &[u64]| {
+                let b = s.gather(idx).unwrap();
+                (0..b.len())
+                    .map(|k| (b.shape(k).to_vec(), b.bytes(k).to_vec()))
+                    .collect::<Vec<_>>()
+            };
+            for bs in [4096, 5000, 256 << 10] {
+                let o = RemoteOptions::default()
+                    .memory_cache_bytes(64 << 20)
+                    .block_bytes(bs);
+                let remote =
+                    DynRagged::from_engine(open_target(in_memory(&mem, &name), &o).unwrap())
+                        .unwrap();
+                two_passes(
+                    &|idx| flat(&remote, idx),
+                    &|idx| flat(&local, idx),
+                    &|| remote.remote_stats().unwrap(),
+                    &batches,
+                    &format!("{name}, {bs}-byte blocks"),
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn concurrent_gathers_through_a_tiny_memory_tier_agree() {
+        use rayon::prelude::*;
+
+        use crate::{CreateOptions, DType, DynDense, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let (width, n) = (784, 2000);
+        let path = dir.path().join("s");
+        let opts = CreateOptions::new(Codec::Raw).data_shards(4);
+        let mut w = DynDenseWriter::create(&path, DType::U8, &[width], &opts).unwrap();
+        w.append_bytes(&bytes(1, n * width), n).unwrap();
+        w.close().unwrap();
+        push_in_memory(&mem, &path, "s");
+        let local = DynDense::open(&path).unwrap();
+        // 16 blocks of 4 KiB: gathers evict each other's blocks while others
+        // read, and a warm copy that misses falls back and puts.
+        let o = RemoteOptions::default()
+            .memory_cache_bytes(64 << 10)
+            .block_bytes(4096);
+        let remote = DynDense::from_engine(open_target(in_memory(&mem, "s"), &o).unwrap()).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            (0..64u64).into_par_iter().for_each(|seed| {
+                // Small batches, often all resident; some large and parallel.
+                let count = if seed % 8 == 0 {
+                    17_000
+                } else {
+                    1 + (seed as usize * 37) % 64
+                };
+                let idx = scattered(n as u64, count, seed % 5);
+                assert_eq!(
+                    remote.gather_bytes(&idx).unwrap(),
+                    local.gather_bytes(&idx).unwrap()
+                );
+            });
+        });
+        let stats = remote.remote_stats().unwrap();
+        assert!(stats.memory_hits > 0 && stats.misses > 0, "{stats:?}");
     }
 
     #[test]

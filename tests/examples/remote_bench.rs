@@ -6,7 +6,8 @@
 //!
 //! ```text
 //! LOADERX_PYTHON=~/.cache/loaderx/venv/bin/python \
-//!     cargo run --release -p loaderx-tests --example remote_bench [-- --quick]
+//!     cargo run --release -p loaderx-tests --example remote_bench \
+//!     [-- [--quick] [--min-seconds S]]
 //! ```
 
 use std::time::Duration;
@@ -22,9 +23,20 @@ mod report;
 mod workload;
 
 fn main() -> Result<(), remote::Error> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
     let scale = if quick { 100 } else { 1 };
-    let min = Duration::from_secs_f64(if quick { 0.05 } else { 2.0 });
+    // `--min-seconds S`: how long the local and warm rows repeat the epoch.
+    let min_seconds = match args.iter().position(|a| a == "--min-seconds") {
+        Some(k) => args
+            .get(k + 1)
+            .and_then(|v| v.parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s > 0.0)
+            .ok_or("--min-seconds needs a positive number of seconds")?,
+        None if quick => 0.05,
+        None => 2.0,
+    };
+    let min = Duration::from_secs_f64(min_seconds);
     let images = workload::fashion_images(!quick)?;
     let workloads: Vec<_> = ["b", "d"]
         .into_iter()

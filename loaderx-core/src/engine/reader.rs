@@ -667,13 +667,211 @@ impl StoreReader {
         if self.codec() == Codec::Raw && !self.is_remote() {
             return self.copy_raw(indices, width, dst);
         }
-        let jobs = indices
-            .iter()
-            .zip(dst.chunks_exact_mut(width))
-            .map(|(&i, d)| Ok((i, self.loc(i)?, d)))
-            .collect::<Result<Vec<_>, Error>>()?;
+        // Warm: straight out of the memory tier, as locally out of the map.
+        #[cfg(feature = "remote")]
+        if self.codec() == Codec::Raw && self.copy_raw_resident(indices, width, dst)? {
+            return Ok(());
+        }
+        let mut jobs = Vec::with_capacity(indices.len());
+        for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
+            jobs.push((i, self.loc(i)?, d));
+        }
         let staged = self.stage(&jobs.iter().map(|j| (j.0, j.1)).collect::<Vec<_>>())?;
         self.read_jobs(jobs, &staged)
+    }
+
+    /// [`Self::copy_raw`] for a remote raw store of the uniform layout whose
+    /// blocks are all in the memory tier: copies straight out of the cached
+    /// blocks (a record straddling two piece by piece), on the calling
+    /// thread or in parallel exactly as `copy_raw` decides. `Ok(false)`,
+    /// with `dst` partly written, when the layout is not uniform, there is
+    /// no memory tier or a block is missing: the general path then fetches
+    /// and rewrites every record. The tier's shared lock is held only while
+    /// copying, and dropped before that fallback (whose puts write-lock it).
+    #[cfg(feature = "remote")]
+    fn copy_raw_resident<D: Sink>(
+        &self,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<bool, Error> {
+        let uniform = self
+            .layout
+            .uniform()
+            .filter(|u| u.phys as usize == width && u.logic as usize == width);
+        let (Some(r), Some(u)) = (&self.remote, uniform) else {
+            return Ok(false);
+        };
+        let threads = rayon::current_num_threads();
+        let copied = if dst.len() < PARALLEL_MIN_BYTES
+            || indices.len() < PARALLEL_MIN_RECORDS
+            || threads < 2
+        {
+            let Some(view) = r.resident(None) else {
+                return Ok(false);
+            };
+            self.copy_resident_serial(&view, u, indices, width, dst)
+        } else {
+            // Each task locks the tier for itself, at the gather's tick: no
+            // lock is held here while this thread waits for (and may run)
+            // other tasks of the pool.
+            let Some(tick) = r.resident(None).map(|v| v.tick()) else {
+                return Ok(false);
+            };
+            let per_job = indices.len().div_ceil(2 * threads).max(1);
+            dst.par_chunks_mut(width * per_job)
+                .zip(indices.par_chunks(per_job))
+                .map(|(d, idx)| match r.resident(Some(tick)) {
+                    Some(view) => self.copy_resident_serial(&view, u, idx, width, d),
+                    None => Err(None),
+                })
+                .try_reduce(|| 0, |a, b| Ok(a + b))
+        };
+        match copied {
+            Ok(hits) => {
+                r.count_memory_hits(hits);
+                Ok(true)
+            }
+            Err(None) => Ok(false),
+            Err(Some(e)) => Err(e),
+        }
+    }
+
+    /// The records `(index, location, destination)` of a remote raw store,
+    /// copied straight out of the memory tier when every block they touch
+    /// is there and [`Self::read_jobs`] would decode them on the calling
+    /// thread: no fetched pieces, no block list, one lookup per record.
+    /// `Ok(false)`, with destinations partly written, otherwise (another
+    /// codec, a gather `read_jobs` runs in parallel, a block missing, or a
+    /// record whose lengths disagree, which the general path then reports).
+    #[cfg(feature = "remote")]
+    pub(super) fn copy_jobs_resident<D: Sink>(
+        &self,
+        jobs: &mut [(u64, RecordLoc, &mut [D])],
+    ) -> Result<bool, Error> {
+        let Some(r) = &self.remote else {
+            return Ok(false);
+        };
+        let total: usize = jobs.iter().map(|j| j.2.len()).sum();
+        // `read_jobs`'s choice: in parallel, through the general path.
+        let serial =
+            total < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2;
+        if self.codec() != Codec::Raw || !serial {
+            return Ok(false);
+        }
+        let Some(view) = r.resident(None) else {
+            return Ok(false);
+        };
+        let mut hits = 0;
+        for (index, loc, dst) in jobs.iter_mut() {
+            // A raw record stores exactly its logical bytes, which fill
+            // `dst` (checked as `read_at` and the raw decoder check them).
+            if loc.logic_length as usize != dst.len() || loc.phys_length != loc.logic_length {
+                return Ok(false);
+            }
+            let s = match self.shard_mask {
+                Some(mask) => *index & mask,
+                None => *index % self.shards.len() as u64,
+            };
+            match view.copy(s as usize, loc.offset, dst, &mut hits) {
+                crate::remote::Copied::Done => {}
+                crate::remote::Copied::Miss => return Ok(false),
+                crate::remote::Copied::Outside => {
+                    return Err(Error::corrupt_record(
+                        &self.path,
+                        *index,
+                        "location outside its shard",
+                    ));
+                }
+            }
+        }
+        drop(view);
+        r.count_memory_hits(hits);
+        Ok(true)
+    }
+
+    /// [`Self::copy_raw_resident`] on the calling thread, specialised for
+    /// the common small widths as [`Self::copy_raw_serial`] is. The blocks
+    /// newly touched, or `Err(None)` on a miss.
+    #[cfg(feature = "remote")]
+    fn copy_resident_serial<D: Sink>(
+        &self,
+        view: &crate::remote::Resident<'_>,
+        u: &Uniform,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<u64, Option<Error>> {
+        match width {
+            1 => self.copy_resident::<D, 1>(view, u, indices, width, dst),
+            2 => self.copy_resident::<D, 2>(view, u, indices, width, dst),
+            4 => self.copy_resident::<D, 4>(view, u, indices, width, dst),
+            8 => self.copy_resident::<D, 8>(view, u, indices, width, dst),
+            16 => self.copy_resident::<D, 16>(view, u, indices, width, dst),
+            _ => self.copy_resident::<D, 0>(view, u, indices, width, dst),
+        }
+    }
+
+    /// Copies records of `N` bytes (`width` when `N` is 0) placed by `u` out
+    /// of `view`: the writer's layout with its case analysis hoisted out of
+    /// the loop, as in [`Self::copy_uniform`], any other through `u`.
+    #[cfg(feature = "remote")]
+    #[inline(always)]
+    fn copy_resident<D: Sink, const N: usize>(
+        &self,
+        view: &crate::remote::Resident<'_>,
+        u: &Uniform,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<u64, Option<Error>> {
+        let w = if N == 0 { width } else { N };
+        match u.regular_pow2() {
+            Some((shift, base)) if base.len() == self.shards.len() && !base.is_empty() => {
+                let mask = (base.len() - 1) as u64;
+                let step = w as u64;
+                self.copy_placed(view, indices, w, dst, |i| {
+                    let s = (i & mask) as usize;
+                    // An offset past every block is a miss, never a read.
+                    let offset = base.get(s).map_or(u64::MAX, |b| {
+                        b.wrapping_add((i >> shift).wrapping_mul(step))
+                    });
+                    (s, offset)
+                })
+            }
+            _ => self.copy_placed(view, indices, w, dst, |i| u.place(i)),
+        }
+    }
+
+    /// The loop of [`Self::copy_resident`], `place` giving each record's
+    /// shard and offset.
+    #[cfg(feature = "remote")]
+    #[inline(always)]
+    fn copy_placed<D: Sink>(
+        &self,
+        view: &crate::remote::Resident<'_>,
+        indices: &[u64],
+        w: usize,
+        dst: &mut [D],
+        place: impl Fn(u64) -> (usize, u64),
+    ) -> Result<u64, Option<Error>> {
+        use crate::remote::Copied;
+        let mut hits = 0;
+        for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
+            let (s, offset) = place(i);
+            match view.copy(s, offset, d, &mut hits) {
+                Copied::Done => {}
+                Copied::Miss => return Err(None),
+                Copied::Outside => {
+                    return Err(Some(Error::corrupt_record(
+                        &self.path,
+                        i,
+                        "location outside its shard",
+                    )));
+                }
+            }
+        }
+        Ok(hits)
     }
 
     /// Gathers fixed-width records into a new vector, written straight into

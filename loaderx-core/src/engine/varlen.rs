@@ -68,10 +68,10 @@ impl StoreReader {
     /// overflows `usize`.
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
-        let locs = indices
-            .iter()
-            .map(|&i| self.loc(i))
-            .collect::<Result<Vec<_>, Error>>()?;
+        let mut locs = Vec::with_capacity(indices.len());
+        for &i in indices {
+            locs.push(self.loc(i)?);
+        }
         // A local store's stored bytes are at hand: check what the frames
         // declare now, once.
         let local = (!self.is_remote()).then_some(Staged::Local);
@@ -133,18 +133,6 @@ impl StoreReader {
             }
             .into());
         };
-        let staged = if plan.check_fetched {
-            let records: Vec<_> = (plan.indices.iter().copied())
-                .zip(plan.locs.iter().copied())
-                .collect();
-            let staged = self.stage(&records)?;
-            for &(i, loc) in &records {
-                self.check_logical_length(i, loc, Some(&staged))?;
-            }
-            staged
-        } else {
-            Staged::Local
-        };
         // The segments tile `dst`: each is its record, then its padding.
         let mut jobs = Vec::with_capacity(plan.indices.len());
         let mut rest = &mut *dst;
@@ -157,10 +145,29 @@ impl StoreReader {
             jobs.push((index, loc, record));
         }
         debug_assert!(rest.is_empty());
-        self.read_jobs(jobs, &staged)?;
+        // Warm raw records: straight out of the memory tier. (A raw record's
+        // logical length was checked by the plan: it stores exactly it.)
+        #[cfg(feature = "remote")]
+        let copied = plan.check_fetched && self.copy_jobs_resident(&mut jobs)?;
+        #[cfg(not(feature = "remote"))]
+        let copied = false;
+        if !copied {
+            let staged = if plan.check_fetched {
+                let records: Vec<_> = jobs.iter().map(|j| (j.0, j.1)).collect();
+                let staged = self.stage(&records)?;
+                for &(i, loc) in &records {
+                    self.check_logical_length(i, loc, Some(&staged))?;
+                }
+                staged
+            } else {
+                Staged::Local
+            };
+            self.read_jobs(jobs, &staged)?;
+        }
         // SAFETY: the segments tile `dst` (the plan's length is the sum of
-        // their sizes): every padding was zeroed above, and `read_jobs`
-        // returned `Ok`, so it wrote every record's destination whole.
+        // their sizes): every padding was zeroed above, and `read_jobs` or
+        // `copy_jobs_resident` returned `Ok` (`true` for the latter), so one
+        // of them wrote every record's destination whole.
         Ok(unsafe { D::assume_init(dst) })
     }
 }
