@@ -125,7 +125,7 @@ fn dataset_items_line_up_across_streams() {
     assert!(ds.get_many(vec![0, N]).is_err());
     assert!(matches!(
         ds.get(0).unwrap().array::<u8>("x"),
-        Err(Error::Invalid(_))
+        Err(Error::Core(_))
     ));
     assert!(matches!(
         ds.get(0).unwrap().field("nope"),
