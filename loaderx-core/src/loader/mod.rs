@@ -416,8 +416,10 @@ impl DataLoaderBuilder {
 
     /// Starts a loader that converts every batch to framework tensors with
     /// `converter` (Ragged streams as `mode` says) and then applies `map`,
-    /// all on the workers: the loader glue every adapter shares. Set the
-    /// adapter's [`staging`](Self::staging) first.
+    /// all on the workers: the loader glue every adapter shares. The batches
+    /// are gathered where the converter's
+    /// [`staging`](crate::host::ColumnConverter::staging) says, when it has
+    /// one, or else by this builder's [`staging`](Self::staging).
     ///
     /// # Errors
     ///
@@ -437,7 +439,11 @@ impl DataLoaderBuilder {
             + Sync
             + 'static,
     {
-        self.build_with(move |batch| {
+        let mut builder = self;
+        if let Some(staging) = converter.staging() {
+            builder.staging = Some(staging);
+        }
+        builder.build_with(move |batch| {
             map(crate::host::TensorBatch::convert(batch, &converter, mode)?)
         })
     }
