@@ -1,27 +1,25 @@
 //! burn's [`Dataset`] over Zrecord streams.
 
+use std::borrow::Borrow;
 use std::path::Path;
 use std::sync::Arc;
 
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Device, Tensor};
-use loaderx_core::Stream;
-use loaderx_core::ndarray::{ArrayViewD, IxDyn};
-use loaderx_core::{DType, Element, Store, StoreKind};
+use loaderx_core::host::{AlignedBuf, HostArray};
+use loaderx_core::ndarray::ArrayViewD;
+use loaderx_core::{Column, DType, Element, Store, StoreKind, Stream};
 
 use crate::dtype::to_tensor;
 use crate::error::{BoxError, Error, Result};
-use loaderx_core::host::AlignedBuf;
 
 /// One stream's value in a [`Record`]: an array of the store's element type.
 #[derive(Clone)]
 pub struct Field {
     pub(crate) name: Arc<str>,
-    pub(crate) dtype: DType,
     pub(crate) kind: StoreKind,
-    pub(crate) shape: Vec<usize>,
-    pub(crate) bytes: AlignedBuf,
+    pub(crate) array: HostArray,
 }
 
 impl Field {
@@ -32,7 +30,7 @@ impl Field {
 
     /// Element type.
     pub fn dtype(&self) -> DType {
-        self.dtype
+        self.array.dtype()
     }
 
     /// The contract of the store it came from.
@@ -42,38 +40,22 @@ impl Field {
 
     /// The record's shape (`[]` for a scalar).
     pub fn shape(&self) -> &[usize] {
-        &self.shape
+        self.array.shape()
     }
 
     /// The elements' bytes (C order, little-endian).
     pub fn bytes(&self) -> &[u8] {
-        self.bytes.as_bytes()
+        self.array.bytes()
     }
 
     /// The record as an array view of `T` (which must be its element type).
     ///
     /// # Errors
     ///
-    /// [`Error::Core`] ([`DTypeMismatch`](loaderx_core::ErrorKind::DTypeMismatch)) when
-    /// `T` is not the record's element type.
+    /// [`Error::Core`] ([`InvalidArgument`](loaderx_core::ErrorKind::InvalidArgument))
+    /// when `T` is not the record's element type.
     pub fn array<T: Element>(&self) -> Result<ArrayViewD<'_, T>> {
-        if self.dtype != T::DTYPE {
-            return Err(Error::Invalid(format!(
-                "stream {:?} holds {}, asked for {}",
-                self.name,
-                self.dtype,
-                T::DTYPE
-            )));
-        }
-        let values = T::try_from_bytes(self.bytes()).ok_or_else(|| {
-            Error::Invalid(format!(
-                "stream {:?}: bytes are not valid {}",
-                self.name,
-                T::DTYPE
-            ))
-        })?;
-        ArrayViewD::from_shape(IxDyn(&self.shape), values)
-            .map_err(|e| Error::Invalid(e.to_string()))
+        Ok(self.array.view()?)
     }
 
     /// The record as a tensor of kind `K` on `device`, by the rules of the
@@ -90,12 +72,12 @@ impl Field {
         &self,
         device: &Device,
     ) -> Result<Tensor<D, K>> {
-        let shape: &[usize] = if self.shape.is_empty() {
+        let shape: &[usize] = if self.shape().is_empty() {
             &[1]
         } else {
-            &self.shape
+            self.shape()
         };
-        to_tensor(&self.name, self.dtype, self.bytes(), shape, device)
+        to_tensor(&self.name, self.dtype(), self.bytes(), shape, device)
     }
 }
 
@@ -103,8 +85,8 @@ impl std::fmt::Debug for Field {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Field")
             .field("name", &self.name)
-            .field("dtype", &self.dtype)
-            .field("shape", &self.shape)
+            .field("dtype", &self.dtype())
+            .field("shape", &self.shape())
             .finish()
     }
 }
@@ -169,6 +151,35 @@ impl Record {
             ))),
         }
     }
+}
+
+/// One [`Record`] per index, holding its record of every named column as a
+/// field (copied into its own buffer): how a dataset's gathers and a loader
+/// batch become records.
+pub(crate) fn split_records<C: Borrow<Column>>(
+    indices: &[u64],
+    columns: impl ExactSizeIterator<Item = Result<(Arc<str>, C)>>,
+) -> Result<Vec<Record>> {
+    let mut records: Vec<Record> = indices
+        .iter()
+        .map(|&index| Record {
+            index,
+            fields: Vec::with_capacity(columns.len()),
+        })
+        .collect();
+    for named in columns {
+        let (name, column) = named?;
+        let column = column.borrow();
+        for (record, (shape, bytes)) in records.iter_mut().zip(column.records()) {
+            let bytes = AlignedBuf::from_bytes(bytes)?;
+            record.fields.push(Field {
+                name: Arc::clone(&name),
+                kind: column.kind(),
+                array: HostArray::try_new(column.dtype(), shape.to_vec(), bytes)?,
+            });
+        }
+    }
+    Ok(records)
 }
 
 /// burn's [`Dataset`] over one or more Zrecord stores of equal length: item
@@ -255,27 +266,15 @@ impl ZrecordDataset {
     /// # Errors
     ///
     /// [`Error::Core`] when `dir` cannot be listed or a store under it cannot be opened
-    /// (see `loaderx_core::Store::open`); then as
+    /// (see `loaderx_core::Store::open_dir`); then as
     /// [`build`](ZrecordDatasetBuilder::build).
     pub fn open_dir(dir: impl AsRef<Path>) -> Result<ZrecordDataset> {
-        let dir = dir.as_ref();
-        let entries = std::fs::read_dir(dir).map_err(|e| {
-            Error::Invalid(format!("{}: cannot list the directory: {e}", dir.display()))
-        })?;
-        let mut paths: Vec<_> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("meta.zr").is_file())
-            .collect();
-        paths.sort();
-        let mut builder = ZrecordDataset::builder();
-        for path in paths {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            builder = builder.stream(name, Store::open(&path)?);
-        }
-        builder.build()
+        Store::open_dir(dir)?
+            .into_iter()
+            .fold(ZrecordDataset::builder(), |b, (name, store)| {
+                b.stream(name, store)
+            })
+            .build()
     }
 
     /// Number of records, as the stores count them.
@@ -312,43 +311,13 @@ impl ZrecordDataset {
     /// [`Error::Core`] for an index past the end or a damaged record (the errors of
     /// `loaderx_core`'s gathers).
     pub fn records(&self, indices: &[u64]) -> Result<Vec<Record>> {
-        let mut records: Vec<Record> = indices
-            .iter()
-            .map(|&index| Record {
-                index,
-                fields: Vec::with_capacity(self.streams.len()),
-            })
-            .collect();
-        for (name, stream) in self.names.iter().zip(self.streams.iter()) {
-            match stream {
-                Stream::Dense(s) => {
-                    let bytes = s.gather_bytes(indices)?;
-                    let rb = s.record_bytes();
-                    for (i, r) in records.iter_mut().enumerate() {
-                        r.fields.push(Field {
-                            name: Arc::clone(name),
-                            dtype: s.dtype(),
-                            kind: StoreKind::Dense,
-                            shape: s.item_shape().to_vec(),
-                            bytes: AlignedBuf::from_bytes(&bytes[i * rb..(i + 1) * rb])?,
-                        });
-                    }
-                }
-                Stream::Ragged(s) => {
-                    let batch = s.gather(indices)?;
-                    for (i, r) in records.iter_mut().enumerate() {
-                        r.fields.push(Field {
-                            name: Arc::clone(name),
-                            dtype: s.dtype(),
-                            kind: StoreKind::Ragged,
-                            shape: batch.shape(i).to_vec(),
-                            bytes: AlignedBuf::from_bytes(batch.bytes(i))?,
-                        });
-                    }
-                }
-            }
-        }
-        Ok(records)
+        split_records(
+            indices,
+            self.names
+                .iter()
+                .zip(self.streams.iter())
+                .map(|(name, stream)| Ok((Arc::clone(name), stream.gather(indices)?))),
+        )
     }
 
     /// A dataset of `T`s made from records by `map` (a user struct, a tuple,

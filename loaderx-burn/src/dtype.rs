@@ -1,7 +1,7 @@
 use burn::tensor::kind::{Basic, Kind, TensorKind};
 use burn::tensor::{BoolStore, DType as BurnDType, Device, IntDType, Tensor, TensorData};
-use loaderx_core::host::widen;
-use loaderx_core::{DType, Element};
+use loaderx_core::host::check_values;
+use loaderx_core::{DType, ErrorKind};
 
 use crate::error::{Error, Result};
 
@@ -99,8 +99,8 @@ pub fn holds(kind: Kind, dtype: DType) -> bool {
 }
 
 /// Host data for `bytes` of `dtype` (any alignment) in `shape`, in the
-/// store's own type. `bool` bytes are checked by core's [`widen`] (its
-/// same-type entry); burn aligns the bytes it is given.
+/// store's own type. `bool` bytes are checked by core's [`check_values`];
+/// burn aligns the bytes it is given.
 pub(crate) fn tensor_data(
     stream: &str,
     dtype: DType,
@@ -108,9 +108,7 @@ pub(crate) fn tensor_data(
     shape: &[usize],
 ) -> Result<TensorData> {
     let target = burn_dtype(dtype)?;
-    if dtype == DType::Bool {
-        widen(dtype, bytes, dtype)?;
-    }
+    check_values(dtype, bytes, dtype)?;
     TensorData::try_from_bytes_vec(bytes.to_vec(), shape.to_vec(), target).map_err(|e| {
         Error::Invalid(format!(
             "stream {stream:?}: {} bytes do not hold {shape:?} {dtype} values: {e:?}",
@@ -119,83 +117,42 @@ pub(crate) fn tensor_data(
     })
 }
 
-fn int_bounds(target: IntDType) -> (i128, i128) {
-    match target {
-        IntDType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        IntDType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        IntDType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        IntDType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        IntDType::U64 => (0, u64::MAX.into()),
-        IntDType::U32 => (0, u32::MAX.into()),
-        IntDType::U16 => (0, u16::MAX.into()),
-        IntDType::U8 => (0, u8::MAX.into()),
-    }
-}
-
-fn source_bounds(dtype: DType) -> Option<(i128, i128)> {
-    Some(match dtype {
-        DType::Bool => (0, 1),
-        DType::U8 => (0, u8::MAX.into()),
-        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::U16 => (0, u16::MAX.into()),
-        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::U32 => (0, u32::MAX.into()),
-        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::U64 => (0, u64::MAX.into()),
-        DType::I64 => (i64::MIN.into(), i64::MAX.into()),
-        _ => return None,
-    })
-}
-
-/// The first value of `bytes` outside `lo..=hi`, read through core's
-/// [`widen`] (same type: borrowed when aligned, copied when not).
-fn first_outside<T: Element + Into<i128>>(
-    dtype: DType,
-    bytes: &[u8],
-    (lo, hi): (i128, i128),
-) -> Result<Option<i128>> {
-    let aligned = widen(dtype, bytes, dtype)?;
-    Ok(aligned
-        .as_slice::<T>()?
-        .iter()
-        .map(|&v| v.into())
-        .find(|v: &i128| *v < lo || *v > hi))
-}
-
-/// Checks that every integer of `bytes` fits the `target` integer type.
+/// Checks that every integer of `bytes` fits the `target` integer type
+/// (core's [`check_values`], its error named after the stream).
 pub(crate) fn check_int_range(
     stream: &str,
     dtype: DType,
     bytes: &[u8],
     target: IntDType,
 ) -> Result<()> {
-    let Some((lo, hi)) = source_bounds(dtype) else {
-        return Ok(());
+    let to = match target {
+        IntDType::I64 => DType::I64,
+        IntDType::I32 => DType::I32,
+        IntDType::I16 => DType::I16,
+        IntDType::I8 => DType::I8,
+        IntDType::U64 => DType::U64,
+        IntDType::U32 => DType::U32,
+        IntDType::U16 => DType::U16,
+        IntDType::U8 => DType::U8,
     };
-    let bounds = int_bounds(target);
-    if lo >= bounds.0 && hi <= bounds.1 {
-        return Ok(());
-    }
-    let bad = match dtype {
-        DType::U16 => first_outside::<u16>(dtype, bytes, bounds)?,
-        DType::I16 => first_outside::<i16>(dtype, bytes, bounds)?,
-        DType::U32 => first_outside::<u32>(dtype, bytes, bounds)?,
-        DType::I32 => first_outside::<i32>(dtype, bytes, bounds)?,
-        DType::U64 => first_outside::<u64>(dtype, bytes, bounds)?,
-        DType::I64 => first_outside::<i64>(dtype, bytes, bounds)?,
-        DType::U8 => first_outside::<u8>(dtype, bytes, bounds)?,
-        DType::I8 => first_outside::<i8>(dtype, bytes, bounds)?,
-        _ => None,
-    };
-    match bad {
-        Some(value) => Err(Error::OutOfRange {
+    check_values(dtype, bytes, to).map_err(|e| match e.into_kind() {
+        ErrorKind::OutOfRange { dtype, value, .. } => Error::OutOfRange {
             stream: stream.to_owned(),
             dtype,
-            value: value.to_string(),
+            value,
             target: target.into(),
-        }),
-        None => Ok(()),
-    }
+        },
+        other => Error::Core(other.into()),
+    })
+}
+
+/// `shape` as the dims of a rank-`D` tensor.
+pub(crate) fn dims<const D: usize>(stream: &str, shape: &[usize]) -> Result<[usize; D]> {
+    shape.try_into().map_err(|_| Error::Rank {
+        stream: stream.to_owned(),
+        expected: D,
+        found: shape.len(),
+    })
 }
 
 /// A `Tensor<D, K>` of `shape` on `device` from `bytes` of `dtype`, with the
@@ -212,13 +169,7 @@ pub(crate) fn to_tensor<const D: usize, K: Basic + TensorKind>(
             "stream {stream:?}: burn tensors have rank 1 or more, asked for rank 0"
         )));
     }
-    if shape.len() != D {
-        return Err(Error::Rank {
-            stream: stream.to_owned(),
-            expected: D,
-            found: shape.len(),
-        });
-    }
+    dims::<D>(stream, shape)?;
     natural_kind(dtype)?;
     if !holds(K::KIND, dtype) {
         return Err(Error::Kind {
@@ -240,28 +191,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_type_has_a_kind_and_a_same_width_host_type() {
-        for d in DType::ALL {
-            let kind = natural_kind(d).unwrap();
-            assert!(holds(kind, d), "{d}");
-            assert!(holds(Kind::Float, d), "{d}");
-            assert_eq!(burn_dtype(d).unwrap().size(), d.size(), "{d}");
-        }
-        assert!(!holds(Kind::Int, DType::F32));
-        assert!(!holds(Kind::Bool, DType::U8));
-        assert!(holds(Kind::Int, DType::Bool));
-    }
-
-    #[test]
     fn ranges_are_checked_only_where_they_can_overflow() {
         let big = (1u64 << 40).to_le_bytes();
         let e = check_int_range("x", DType::U64, &big, IntDType::I32).unwrap_err();
+        assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
         assert!(e.to_string().contains("1099511627776"), "{e}");
         check_int_range("x", DType::U64, &big, IntDType::I64).unwrap();
         check_int_range("x", DType::U8, &[255], IntDType::I32).unwrap();
         let neg = (-1i32).to_le_bytes();
         assert!(check_int_range("x", DType::I32, &neg, IntDType::U32).is_err());
-        // A misaligned slice is scanned through a copy.
+        // A misaligned slice is read as it is.
         let mut bytes = [0u8; 17];
         bytes[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(check_int_range("x", DType::U64, &bytes[1..9], IntDType::I64).is_err());

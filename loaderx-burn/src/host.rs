@@ -5,96 +5,46 @@ use std::sync::Arc;
 
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
-use loaderx_core::RaggedLayout;
-use loaderx_core::host::{AlignedBuf, PadValue, Padded as HostPadded, pad_records};
-use loaderx_core::ndarray::{ArrayViewD, IxDyn};
-use loaderx_core::{Batch, Column, ColumnLayout};
+use loaderx_core::host::{PadValue, Padded as HostPadded};
+use loaderx_core::ndarray::ArrayViewD;
+use loaderx_core::{Batch, Column};
 use loaderx_core::{DType, Element, StoreKind};
 
-use crate::dataset::{Field, Record};
+use crate::dataset::{Record, split_records};
 use crate::dtype::to_tensor;
 use crate::error::{Error, Result};
 use crate::tensors::TensorBatch;
 
-/// Where a column's bytes live, and how its records lie in them.
-enum Storage {
-    /// The loader's gather buffer (recycled when the batch is dropped).
-    Staged(Column),
-    /// Records stacked by a batcher.
-    Owned {
-        layout: ColumnLayout,
-        bytes: AlignedBuf,
-    },
-    /// The records could not be stacked; why.
-    Invalid(String),
-}
-
 struct HostColumn {
     name: String,
     dtype: DType,
-    storage: Storage,
+    /// The loader's gather buffer (recycled when the batch is dropped), the
+    /// records a batcher stacked, or why they could not be stacked.
+    column: Result<Column, String>,
 }
 
 impl HostColumn {
-    /// The layout and bytes, or the stacking error.
-    fn parts(&self) -> Result<(&ColumnLayout, &[u8])> {
-        match &self.storage {
-            Storage::Staged(c) => Ok((c.layout(), c.bytes())),
-            Storage::Owned { layout, bytes } => Ok((layout, bytes.as_bytes())),
-            Storage::Invalid(detail) => Err(Error::Stack {
-                stream: self.name.clone(),
-                detail: detail.clone(),
-            }),
-        }
+    /// The column, or the stacking error.
+    fn column(&self) -> Result<&Column> {
+        self.column.as_ref().map_err(|detail| Error::Stack {
+            stream: self.name.clone(),
+            detail: detail.clone(),
+        })
     }
 
     fn kind(&self) -> StoreKind {
-        match self.parts() {
-            Ok((ColumnLayout::Ragged(_), _)) => StoreKind::Ragged,
-            _ => StoreKind::Dense,
-        }
-    }
-
-    /// Every record's `(shape, bytes)`, in batch order.
-    fn records(&self) -> Result<Vec<(&[usize], &[u8])>> {
-        Ok(match self.parts()? {
-            (ColumnLayout::Dense { shape }, bytes) => {
-                let item = shape.get(1..).unwrap_or_default();
-                let rb = item.iter().product::<usize>() * self.dtype.size();
-                let n = shape.first().copied().unwrap_or(0);
-                (0..n)
-                    .map(|i| (item, &bytes[i * rb..(i + 1) * rb]))
-                    .collect()
-            }
-            (ColumnLayout::Ragged(l), bytes) => l.records(bytes).collect(),
-        })
+        self.column.as_ref().map_or(StoreKind::Dense, Column::kind)
     }
 
     /// A Dense column's `(B, *item_shape)` and bytes.
     fn dense(&self) -> Result<(&[usize], &[u8])> {
-        match self.parts()? {
-            (ColumnLayout::Dense { shape }, bytes) => Ok((shape, bytes)),
-            (ColumnLayout::Ragged(_), _) => Err(Error::Layout {
-                stream: self.name.clone(),
-                expected: StoreKind::Dense,
-                found: StoreKind::Ragged,
-            }),
-        }
-    }
-
-    /// The column padded with zeros to the largest extent of every axis:
-    /// core's one padding definition.
-    fn padded(&self) -> Result<HostPadded> {
-        let ndim = match self.parts()?.0 {
-            ColumnLayout::Dense { shape } => shape.len().saturating_sub(1),
-            ColumnLayout::Ragged(l) => l.ndim(),
-        };
-        Ok(pad_records(
-            self.dtype,
-            ndim,
-            self.records()?,
-            PadValue::ZERO,
-        )?)
+        let column = self.column()?;
+        let shape = column.shape().ok_or_else(|| Error::Layout {
+            stream: self.name.clone(),
+            expected: StoreKind::Dense,
+            found: StoreKind::Ragged,
+        })?;
+        Ok((shape, column.bytes()))
     }
 }
 
@@ -127,7 +77,7 @@ impl HostBatch {
             .map(|(name, column)| HostColumn {
                 name,
                 dtype: column.dtype(),
-                storage: Storage::Staged(column),
+                column: Ok(column),
             })
             .collect();
         HostBatch {
@@ -163,30 +113,15 @@ impl HostBatch {
     /// # Errors
     ///
     /// [`Error::Stack`] for a column whose records could not be stacked;
-    /// [`Error::Core`] when a buffer cannot be allocated.
+    /// [`Error::Core`] when a buffer cannot be allocated or a `bool` byte is
+    /// neither 0 nor 1.
     pub fn to_records(&self) -> Result<Vec<Record>> {
-        let mut records: Vec<Record> = self
-            .indices
-            .iter()
-            .map(|&index| Record {
-                index,
-                fields: Vec::with_capacity(self.columns.len()),
-            })
-            .collect();
-        for column in &self.columns {
-            let name: Arc<str> = Arc::from(column.name.as_str());
-            let kind = column.kind();
-            for (record, (shape, bytes)) in records.iter_mut().zip(column.records()?) {
-                record.fields.push(Field {
-                    name: Arc::clone(&name),
-                    dtype: column.dtype,
-                    kind,
-                    shape: shape.to_vec(),
-                    bytes: AlignedBuf::from_bytes(bytes)?,
-                });
-            }
-        }
-        Ok(records)
+        split_records(
+            &self.indices,
+            self.columns
+                .iter()
+                .map(|c| Ok((Arc::from(c.name.as_str()), c.column()?))),
+        )
     }
 
     /// The loader step this batch is (`None` for records stacked by a batcher).
@@ -253,9 +188,8 @@ impl HostBatch {
     /// its element type.
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         let column = self.column(name)?;
-        let (shape, bytes) = column.dense()?;
-        let values = typed::<T>(column, bytes)?;
-        ArrayViewD::from_shape(IxDyn(shape), values).map_err(|e| Error::Invalid(e.to_string()))
+        column.dense()?;
+        Ok(column.column()?.dense()?)
     }
 
     /// Any stream as one host view per record, no copy.
@@ -265,15 +199,7 @@ impl HostBatch {
     /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`] when
     /// `T` is not its element type.
     pub fn records<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>> {
-        let column = self.column(name)?;
-        column
-            .records()?
-            .into_iter()
-            .map(|(shape, bytes)| {
-                ArrayViewD::from_shape(IxDyn(shape), typed::<T>(column, bytes)?)
-                    .map_err(|e| Error::Invalid(e.to_string()))
-            })
-            .collect()
+        Ok(self.column(name)?.column()?.record_views()?)
     }
 
     /// A Dense stream's `(B, *item_shape)` and bytes.
@@ -329,7 +255,7 @@ impl HostBatch {
     }
 
     pub(crate) fn padded_host(&self, name: &str) -> Result<HostPadded> {
-        self.column(name)?.padded()
+        Ok(self.column(name)?.column()?.padded(PadValue::ZERO)?)
     }
 
     /// Stream `name` (Ragged, or Dense) zero-padded to the largest length of
@@ -376,103 +302,38 @@ impl std::fmt::Debug for HostBatch {
     }
 }
 
-fn typed<'a, T: Element>(column: &HostColumn, bytes: &'a [u8]) -> Result<&'a [T]> {
-    if column.dtype != T::DTYPE {
-        return Err(Error::Invalid(format!(
-            "stream {:?} holds {}, asked for {}",
-            column.name,
-            column.dtype,
-            T::DTYPE
-        )));
-    }
-    T::try_from_bytes(bytes).ok_or_else(|| {
-        Error::Invalid(format!(
-            "stream {:?}: bytes are misaligned or not valid {} values",
-            column.name,
-            T::DTYPE
-        ))
-    })
-}
-
-/// A padded stream as burn tensors.
-#[derive(Debug, Clone)]
-pub struct Padded<const D: usize, K: Basic = Float> {
-    /// `(B, max_0, ..., max_{ndim-1})`, zeros past each record's extent.
-    pub values: Tensor<D, K>,
-    /// `(B, ndim)`: each record's own shape.
-    pub lengths: Tensor<2, Int>,
-    /// Same shape as `values`: true inside a record, false in padding.
-    pub mask: Tensor<D, Bool>,
-}
+/// A padded stream as burn tensors: `values` `(B, max_0, ..., max_{ndim-1})`
+/// of kind `K`, zeros past each record's extent; `lengths` `(B, ndim)`, each
+/// record's own shape; `mask` of `values`' shape, true inside a record and
+/// false in padding.
+pub type Padded<const D: usize, K = Float> =
+    loaderx_core::host::Padded<Tensor<D, K>, Tensor<2, Int>, Tensor<D, Bool>>;
 
 fn stack_column(records: &[Record], k: usize) -> HostColumn {
     let first = &records[0].fields[k];
+    let fields = records
+        .iter()
+        .map(|r| match r.fields.get(k).filter(|f| f.name == first.name) {
+            Some(f) if f.dtype() == first.dtype() && f.kind == first.kind => {
+                Ok((f.shape(), f.bytes()))
+            }
+            Some(f) => Err(format!(
+                "record {} holds {} {}, record {} {} {}",
+                records[0].index,
+                first.kind,
+                first.dtype(),
+                r.index,
+                f.kind,
+                f.dtype()
+            )),
+            None => Err(format!("record {} has no stream at position {k}", r.index)),
+        })
+        .collect::<Result<Vec<_>, String>>();
     HostColumn {
         name: first.name.to_string(),
-        dtype: first.dtype,
-        storage: stack_fields(records, k).unwrap_or_else(Storage::Invalid),
+        dtype: first.dtype(),
+        column: fields.and_then(|fields| {
+            Column::stack(first.dtype(), first.kind, fields).map_err(|e| e.to_string())
+        }),
     }
-}
-
-/// Field `k` of every record in one aligned buffer with its layout: Dense
-/// records contiguous, Ragged ones each starting 8-byte aligned.
-fn stack_fields(records: &[Record], k: usize) -> Result<Storage, String> {
-    let first = &records[0].fields[k];
-    let mut fields = Vec::with_capacity(records.len());
-    for r in records {
-        match r.fields.get(k).filter(|f| f.name == first.name) {
-            Some(f) if f.dtype == first.dtype && f.kind == first.kind => fields.push(f),
-            Some(f) => {
-                return Err(format!(
-                    "record {} holds {} {}, record {} {} {}",
-                    records[0].index, first.kind, first.dtype, r.index, f.kind, f.dtype
-                ));
-            }
-            None => return Err(format!("record {} has no stream at position {k}", r.index)),
-        }
-    }
-    let mut ranges = Vec::with_capacity(fields.len());
-    let mut end = 0usize;
-    for f in &fields {
-        let start = match first.kind {
-            StoreKind::Dense => end,
-            StoreKind::Ragged => end.next_multiple_of(8),
-        };
-        end = start
-            .checked_add(f.bytes.len())
-            .ok_or("the batch is larger than memory")?;
-        ranges.push(start..end);
-    }
-    let mut bytes = AlignedBuf::zeroed(end).map_err(|e| e.to_string())?;
-    for (range, f) in ranges.iter().zip(&fields) {
-        bytes.as_bytes_mut()[range.clone()].copy_from_slice(f.bytes.as_bytes());
-    }
-    let layout = match first.kind {
-        StoreKind::Dense => {
-            if let Some(f) = fields.iter().find(|f| f.shape != first.shape) {
-                return Err(format!(
-                    "dense records of shapes {:?} and {:?}",
-                    first.shape, f.shape
-                ));
-            }
-            let mut shape = Vec::with_capacity(1 + first.shape.len());
-            shape.push(fields.len());
-            shape.extend_from_slice(&first.shape);
-            ColumnLayout::Dense { shape }
-        }
-        StoreKind::Ragged => {
-            let ndim = first.shape.len();
-            if let Some(f) = fields.iter().find(|f| f.shape.len() != ndim) {
-                return Err(format!(
-                    "ragged records of ranks {ndim} and {}",
-                    f.shape.len()
-                ));
-            }
-            let dims = fields.iter().flat_map(|f| f.shape.clone()).collect();
-            let layout = RaggedLayout::try_new(ndim, dims, &ranges, first.dtype.size(), end)
-                .map_err(|e| e.to_string())?;
-            ColumnLayout::Ragged(layout)
-        }
-    };
-    Ok(Storage::Owned { layout, bytes })
 }

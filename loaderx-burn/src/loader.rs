@@ -176,10 +176,8 @@ impl BurnDataLoaderBuilder {
     {
         let sampler = self.core.resolved_sampler()?;
         let steps_per_epoch = sampler.steps_per_epoch();
-        let start = self
-            .start_epoch
-            .checked_mul(steps_per_epoch)
-            .and_then(|s| s.checked_add(self.start_step))
+        let start = sampler
+            .step_at(self.start_epoch, self.start_step)
             .ok_or_else(|| Error::Invalid("start step overflows u64".into()))?;
         Ok(BurnDataLoader {
             shared: Arc::new(Shared {
@@ -294,11 +292,15 @@ impl BurnDataLoaderBuilder {
 ///   exactly ([`BurnDataLoaderBuilder::start_epoch`],
 ///   [`BurnDataLoaderBuilder::start_step`]).
 /// - **burn's contract.** [`num_items`](DataLoader::num_items) is the records
-///   of one epoch and the iterator's `progress()` counts them;
+///   of the next epoch (the same for every epoch unless batch lengths vary)
+///   and the iterator's `progress()` counts those of its own;
 ///   [`to_device`](DataLoader::to_device) gives the same loader (same next
 ///   epoch) producing tensors on another device.
-/// - **Slices are whole batches.** Item `p` of an epoch lies in batch
-///   `p / batch_size`; [`slice(start, end)`](DataLoader::slice) keeps the
+/// - **Slices are whole batches.** Item `p` of an epoch lies in the batch
+///   whose records cover position `p` (batch `p / batch_size` when every
+///   batch is full; `TokenBudget` batches vary in length, and their
+///   positions are those of the next epoch);
+///   [`slice(start, end)`](DataLoader::slice) keeps the
 ///   batches whose *first* record lies in `start..end`, unchanged, in order.
 ///   The slices burn's multi-device training makes (`split_dataloader`:
 ///   consecutive ranges covering `0..num_items`) are therefore disjoint,
@@ -409,21 +411,12 @@ impl<O: Send + 'static> BurnDataLoader<O> {
         }
     }
 
-    /// Records in steps `steps` of an epoch: every step of a pass is a
-    /// full batch except possibly the last ([`Sampler::batch_len`]).
-    fn items_in(&self, steps: Range<u64>) -> u64 {
-        if steps.is_empty() {
-            return 0;
-        }
+    /// Records in steps `steps` of epoch `epoch` (core's
+    /// [`Sampler::records_in`]: batch lengths vary with `TokenBudget`).
+    fn items_in(&self, epoch: u64, steps: Range<u64>) -> u64 {
         let s = &self.shared.sampler;
-        let b = s.batch_size() as u64;
-        let spe = s.steps_per_epoch();
-        let full = (steps.end - steps.start) * b;
-        if steps.end == spe {
-            full - (b - s.batch_len(spe - 1) as u64)
-        } else {
-            full
-        }
+        let base = s.step_at(epoch, 0).unwrap_or(0);
+        s.records_in(base.saturating_add(steps.start)..base.saturating_add(steps.end))
     }
 
     fn derive(&self, device: Device, steps: Range<u64>) -> BurnDataLoader<O> {
@@ -514,12 +507,7 @@ impl<O: Send + 'static> Iterator for EpochIter<'_, O> {
         if self.failed || self.next >= self.end {
             return None;
         }
-        let spe = self.loader.steps_per_epoch();
-        let Some(step) = self
-            .epoch
-            .checked_mul(spe)
-            .and_then(|s| s.checked_add(self.next))
-        else {
+        let Some(step) = self.loader.shared.sampler.step_at(self.epoch, self.next) else {
             self.failed = true;
             let e = Error::Invalid(format!("epoch {} is past step 2^64", self.epoch));
             return Some(Err(DatasetError::new(e)));
@@ -547,13 +535,15 @@ impl<O: Send + 'static> Iterator for EpochIter<'_, O> {
 
 impl<O: Send + 'static> DataLoaderIterator<O> for EpochIter<'_, O> {
     fn progress(&self) -> Progress {
-        let steps = &self.loader.steps;
-        let done = self
-            .loader
-            .items_in(steps.start..self.next.clamp(steps.start, steps.end));
+        let (loader, steps) = (self.loader, &self.loader.steps);
+        let done = loader.items_in(
+            self.epoch,
+            steps.start..self.next.clamp(steps.start, steps.end),
+        );
+        let total = loader.items_in(self.epoch, steps.clone());
         Progress::new(
             usize::try_from(done).unwrap_or(usize::MAX),
-            self.loader.num_items(),
+            usize::try_from(total).unwrap_or(usize::MAX),
             Some("items".to_string()),
         )
     }
@@ -574,8 +564,10 @@ impl<O: Send + 'static> DataLoader<O> for BurnDataLoader<O> {
         })
     }
 
+    /// The records of the epoch the next `iter()` delivers.
     fn num_items(&self) -> usize {
-        usize::try_from(self.items_in(self.steps.clone())).unwrap_or(usize::MAX)
+        let items = self.items_in(self.next_epoch(), self.steps.clone());
+        usize::try_from(items).unwrap_or(usize::MAX)
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<O>> {
@@ -585,12 +577,13 @@ impl<O: Send + 'static> DataLoader<O> for BurnDataLoader<O> {
     /// The batches whose first record lies at positions `start..end` of this
     /// loader's epoch (whole batches; see the [type docs](BurnDataLoader)).
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<O>> {
-        let b = self.batch_size() as u64;
+        let (s, steps) = (&self.shared.sampler, &self.steps);
+        let base = s
+            .step_at(self.next_epoch(), steps.start)
+            .unwrap_or(steps.start);
         let at = |p: usize| {
-            self.steps
-                .start
-                .saturating_add((p as u64).div_ceil(b))
-                .min(self.steps.end)
+            let k = s.step_at_record(base, p as u64) - base;
+            steps.start + k.min(steps.end - steps.start)
         };
         let lo = at(start);
         let hi = at(end).max(lo);

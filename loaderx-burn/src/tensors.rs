@@ -6,7 +6,7 @@ use burn::tensor::kind::{Basic, Kind};
 use burn::tensor::{Bool, Float, Int, Tensor};
 use loaderx_core::{DType, StoreKind};
 
-use crate::dtype::{natural_kind, to_tensor};
+use crate::dtype::{dims, natural_kind, to_tensor};
 use crate::error::{Error, Result};
 use crate::host::{HostBatch, Padded};
 
@@ -99,12 +99,7 @@ fn reshape<const D: usize, K: Basic>(
     t: Tensor<1, K>,
     shape: &[usize],
 ) -> Result<Tensor<D, K>> {
-    let dims: [usize; D] = shape.try_into().map_err(|_| Error::Rank {
-        stream: name.to_owned(),
-        expected: D,
-        found: shape.len(),
-    })?;
-    Ok(t.reshape(dims))
+    Ok(t.reshape(dims::<D>(name, shape)?))
 }
 
 impl TensorBatch {

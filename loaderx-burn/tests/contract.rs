@@ -125,7 +125,7 @@ fn dataset_items_line_up_across_streams() {
     assert!(ds.get_many(vec![0, N]).is_err());
     assert!(matches!(
         ds.get(0).unwrap().array::<u8>("x"),
-        Err(Error::Invalid(_))
+        Err(Error::Core(_))
     ));
     assert!(matches!(
         ds.get(0).unwrap().field("nope"),
@@ -670,7 +670,12 @@ fn every_dtype_converts_by_the_table() {
             loaderx_burn::burn_dtype(dtype).unwrap().size(),
             dtype.size()
         );
+        assert!(loaderx_burn::holds(kind, dtype), "{dtype}");
+        assert!(loaderx_burn::holds(Kind::Float, dtype), "{dtype}");
     }
+    assert!(!loaderx_burn::holds(Kind::Int, DType::F32));
+    assert!(!loaderx_burn::holds(Kind::Bool, DType::U8));
+    assert!(loaderx_burn::holds(Kind::Int, DType::Bool));
 }
 
 #[test]

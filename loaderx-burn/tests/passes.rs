@@ -251,6 +251,56 @@ fn slices_get_whole_batches_that_concatenate_to_the_epoch() {
     }
 }
 
+#[test]
+fn token_budget_epochs_count_the_records_their_batches_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    // `tok` records of 1, 2 and 3 tokens: batches of 24, 12 and 8 records,
+    // fewer than `batch_size` apart from the shortest records'.
+    let mode = SamplerMode::TokenBudget {
+        max_tokens: 24,
+        buckets: 3,
+    };
+    let build = || {
+        builder(dir.path(), 24, mode)
+            .drop_last(false)
+            .build(&Device::flex(), seen)
+            .unwrap()
+    };
+    let l = build();
+    assert_eq!(l.num_items(), N);
+    // `epoch` checks `progress()` against the records delivered.
+    let reference = epoch(&l);
+    assert!(reference.iter().any(|b| b.indices.len() < 24));
+    assert_eq!(
+        sorted_indices(&reference),
+        (0..N as u64).collect::<Vec<_>>()
+    );
+    for devices in [2usize, 3, 7] {
+        let whole: Arc<dyn DataLoader<Seen>> = Arc::new(build());
+        let mut joined: Vec<Seen> = Vec::new();
+        let mut start = 0;
+        for part in split_dataloader(whole, &vec![Device::flex(); devices]) {
+            let items = part.num_items();
+            let batches = epoch(&*part);
+            assert_eq!(
+                items,
+                batches.iter().map(|b| b.indices.len()).sum::<usize>()
+            );
+            // Each slice starts with a whole batch, right after the records
+            // of the slices before it.
+            if let Some(first) = batches.first() {
+                let k = reference.iter().position(|r| r.step == first.step).unwrap();
+                let before: usize = reference[..k].iter().map(|b| b.indices.len()).sum();
+                assert_eq!(before, start, "{devices} devices");
+            }
+            start += items;
+            joined.extend(batches);
+        }
+        assert_eq!(joined, reference, "{devices} devices");
+    }
+}
+
 /// A user's item and batch types and burn `Batcher`, as in burn's examples.
 #[derive(Debug, Clone)]
 struct Item {

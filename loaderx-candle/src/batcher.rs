@@ -6,7 +6,6 @@ use loaderx_core::Stream;
 use loaderx_core::host::{Pairs, PairsBuilder};
 
 use crate::error::Result;
-use crate::host::CandleStaging;
 use crate::loader::CandleConverter;
 
 /// One pass over features `x` and targets `y` as `(xs, ys)` tensor pairs,
@@ -83,8 +82,6 @@ impl Batcher {
     /// refuses (streams of different lengths, a batch larger than the data
     /// without the last incomplete batch, ...).
     pub fn iter(&self, device: &Device) -> Result<Pairs<Tensor, crate::Error>> {
-        let mut pairs = self.pairs.clone();
-        pairs.staging(CandleStaging::for_device(device));
-        Ok(pairs.build(CandleConverter::new(device))?)
+        Ok(self.pairs.build(CandleConverter::new(device))?)
     }
 }

@@ -74,13 +74,10 @@ fn ragged_layout(column: &Column) -> Result<&RaggedLayout> {
 /// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
 /// [`Error::Candle`] when candle refuses the tensor (its device, its memory).
 pub fn ragged_tensors(column: &Column, device: &Device) -> Result<Vec<Tensor>> {
-    let layout = ragged_layout(column)?;
-    let bytes = column.bytes();
-    (0..layout.len())
-        .map(|i| {
-            let storage = storage_from_bytes(column.dtype(), &bytes[layout.byte_range(i)])?;
-            tensor_on(storage, layout.shape(i), device)
-        })
+    ragged_layout(column)?;
+    column
+        .records()
+        .map(|(shape, bytes)| tensor_on(storage_from_bytes(column.dtype(), bytes)?, shape, device))
         .collect()
 }
 

@@ -5,11 +5,12 @@ use std::any::Any;
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
 use half::f16;
+use loaderx_core::host::check_values;
 use loaderx_core::{DType, StoreKind};
-use loaderx_core::{StageRequest, StagedBuffer, Staging};
+use loaderx_core::{StageRequest, StagedBuffer, Staging, downcast_staged};
 
 use crate::dtype::{DTYPE_TABLE, candle_dtype};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// A typed host vector holding one stream's batch in the store's own type.
 #[derive(Debug)]
@@ -162,7 +163,7 @@ pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage
         HostVec::I32(v) => CpuStorage::I32(v),
         HostVec::U64(v) if dtype == DType::U64 => {
             // Range-checks every value; the bytes stay as they are.
-            DTYPE_TABLE.widen(dtype, bytemuck::cast_slice(&v))?;
+            check_values(dtype, bytemuck::cast_slice(&v), DType::I64)?;
             CpuStorage::I64(bytemuck::allocation::cast_vec(v))
         }
         HostVec::I64(v) => CpuStorage::I64(v),
@@ -207,19 +208,12 @@ pub(crate) fn storage_from_buffer(
     len: usize,
 ) -> Result<CpuStorage> {
     candle_dtype(dtype)?;
-    let ours = buffer
-        .as_any()
-        .downcast_ref::<HostBuffer>()
-        .is_some_and(|h| h.len == len && h.vec.bytes().len() == len);
-    if !ours {
-        return storage_from_bytes(dtype, &buffer.as_bytes()[..len]);
-    }
-    match buffer.into_any().downcast::<HostBuffer>() {
-        Ok(host) => storage_from_host(dtype, host.vec),
-        Err(_) => Err(Error::Core(loaderx_core::Error::from(
-            loaderx_core::ErrorKind::InvalidArgument {
-                message: "staged buffer changed type".into(),
-            },
-        ))),
-    }
+    let other: Box<dyn StagedBuffer> = match downcast_staged::<HostBuffer>(buffer)? {
+        Ok(host) if host.len == len && host.vec.bytes().len() == len => {
+            return storage_from_host(dtype, host.vec);
+        }
+        Ok(host) => host,
+        Err(other) => other,
+    };
+    storage_from_bytes(dtype, &other.as_bytes()[..len])
 }

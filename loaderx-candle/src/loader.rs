@@ -1,9 +1,11 @@
 //! A loaderx DataLoader whose batches are candle tensors, converted on the
 //! loader's worker threads.
 
+use std::sync::Arc;
+
 use candle_core::{Device, Tensor};
 use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::{Column, DataLoader, DataLoaderBuilder};
+use loaderx_core::{Column, DataLoader, DataLoaderBuilder, Staging};
 
 use crate::column::{Padded, into_dense_tensor, ragged_padded, ragged_tensors};
 use crate::error::{Error, Result};
@@ -16,9 +18,9 @@ pub type TensorColumn = loaderx_core::host::TensorColumn<Tensor, Padded>;
 /// [`TensorBatch`](loaderx_core::host::TensorBatch) with candle's types).
 pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor, Padded>;
 
-/// candle's [`ColumnConverter`]: loader columns to tensors on one device.
-/// Dense columns move into their tensors without a copy when staged by
-/// [`CandleStaging`] on the CPU.
+/// candle's [`ColumnConverter`]: loader columns to tensors on one device,
+/// gathered by [`CandleStaging`]. Dense columns move into their tensors
+/// without a copy on the CPU.
 #[derive(Debug, Clone)]
 pub struct CandleConverter {
     device: Device,
@@ -48,6 +50,10 @@ impl ColumnConverter for CandleConverter {
 
     fn records(&self, column: &Column) -> Result<Vec<Tensor>> {
         ragged_tensors(column, &self.device)
+    }
+
+    fn staging(&self) -> Option<Arc<dyn Staging>> {
+        Some(Arc::new(CandleStaging::for_device(&self.device)))
     }
 }
 
@@ -95,7 +101,7 @@ pub trait CandleLoaderExt {
 
 impl CandleLoaderExt for DataLoaderBuilder {
     fn build_candle(self, device: &Device) -> loaderx_core::Result<DataLoader<TensorBatch>> {
-        start(self, device, RaggedMode::Padded, Ok)
+        self.build_candle_ragged(device, RaggedMode::Padded)
     }
 
     fn build_candle_ragged(
@@ -103,7 +109,7 @@ impl CandleLoaderExt for DataLoaderBuilder {
         device: &Device,
         ragged: RaggedMode,
     ) -> loaderx_core::Result<DataLoader<TensorBatch>> {
-        start(self, device, ragged, Ok)
+        self.build_tensors(CandleConverter::new(device), ragged, Ok)
     }
 
     fn build_candle_with<T, F>(self, device: &Device, map: F) -> loaderx_core::Result<DataLoader<T>>
@@ -111,21 +117,6 @@ impl CandleLoaderExt for DataLoaderBuilder {
         T: Send + 'static,
         F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
     {
-        start(self, device, RaggedMode::Padded, map)
+        self.build_tensors(CandleConverter::new(device), RaggedMode::Padded, map)
     }
-}
-
-fn start<T, F>(
-    builder: DataLoaderBuilder,
-    device: &Device,
-    ragged: RaggedMode,
-    map: F,
-) -> loaderx_core::Result<DataLoader<T>>
-where
-    T: Send + 'static,
-    F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
-{
-    builder
-        .staging(CandleStaging::for_device(device))
-        .build_tensors(CandleConverter::new(device), ragged, map)
 }

@@ -120,6 +120,23 @@ impl DType {
             })
     }
 
+    /// The values of an integer type as `(min, max)`, `bool` as `(0, 1)`;
+    /// `None` for the float types.
+    pub const fn int_range(self) -> Option<(i128, i128)> {
+        Some(match self {
+            DType::Bool => (0, 1),
+            DType::U8 => (0, u8::MAX as i128),
+            DType::I8 => (i8::MIN as i128, i8::MAX as i128),
+            DType::U16 => (0, u16::MAX as i128),
+            DType::I16 => (i16::MIN as i128, i16::MAX as i128),
+            DType::U32 => (0, u32::MAX as i128),
+            DType::I32 => (i32::MIN as i128, i32::MAX as i128),
+            DType::U64 => (0, u64::MAX as i128),
+            DType::I64 => (i64::MIN as i128, i64::MAX as i128),
+            DType::F16 | DType::F32 | DType::F64 => return None,
+        })
+    }
+
     /// The short name: `bool`, `u8`, ..., `f64`.
     pub const fn name(self) -> &'static str {
         match self {
@@ -297,6 +314,17 @@ mod tests {
         }
         assert!(DType::from_numpy_str(">i4").is_err());
         assert!(DType::from_numpy_str("<c8").is_err());
+    }
+
+    #[test]
+    fn integer_ranges_match_their_types() {
+        assert_eq!(DType::Bool.int_range(), Some((0, 1)));
+        assert_eq!(DType::I8.int_range(), Some((-128, 127)));
+        assert_eq!(DType::U64.int_range(), Some((0, u64::MAX.into())));
+        assert_eq!(DType::F16.int_range(), None);
+        for d in DType::ALL {
+            assert_eq!(d.int_range().is_some(), !d.name().starts_with('f'), "{d}");
+        }
     }
 
     #[test]

@@ -294,8 +294,10 @@ pub enum ErrorKind {
         message: String,
     },
     /// A value does not fit the type it is converted to (see
-    /// [`host::widen`](crate::host::widen)): a `u64` above `i64::MAX` for
-    /// `i64`, or a `bool` byte other than 0 and 1.
+    /// [`host::widen`](crate::host::widen) and
+    /// [`host::check_values`](crate::host::check_values)): a `u64` above
+    /// `i64::MAX` for `i64`, an integer outside a narrower integer type, or a
+    /// `bool` byte other than 0 and 1.
     #[error("{dtype} value {value} does not fit {target}")]
     OutOfRange {
         /// The stored element type.

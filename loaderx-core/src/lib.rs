@@ -108,6 +108,7 @@ pub use loader::{
     Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats,
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
     PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats, Stream,
+    downcast_staged,
 };
 pub use options::CreateOptions;
 pub use ragged::{

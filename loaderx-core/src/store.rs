@@ -43,6 +43,37 @@ impl Store {
         Self::from_engine(StoreReader::open(path.as_ref())?)
     }
 
+    /// Every store directly under `dir` (a converted split such as
+    /// `fashion/train` holding `image/` and `label/`), named after its
+    /// directory, in name order; entries that hold no store (no
+    /// [`META_FILE`](crate::format::META_FILE)) are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when `dir` cannot be listed, and as
+    /// [`open`](Self::open) for a store under it.
+    pub fn open_dir(dir: impl AsRef<Path>) -> Result<Vec<(String, Store)>, Error> {
+        let dir = dir.as_ref();
+        let mut paths = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let path = entry.map_err(|e| Error::io(dir, e))?.path();
+            if path.join(crate::format::META_FILE).is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Ok((name, Store::open(&path)?))
+            })
+            .collect()
+    }
+
     /// Opens the store at the URL `url` with the options `options`.
     ///
     /// # Errors
@@ -222,4 +253,34 @@ fn first_failure(
         .iter()
         .find_map(|&i| read_one(i).err())
         .unwrap_or(batch_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{DenseWriter, ErrorKind, RaggedWriter};
+
+    #[test]
+    fn a_directory_opens_as_its_stores_in_name_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RaggedWriter::<u16>::create(dir.path().join("tok"), 1, Codec::Raw).unwrap();
+        w.append([vec![1u16, 2], vec![3]]).unwrap();
+        w.close().unwrap();
+        let mut w = DenseWriter::<u8>::create(dir.path().join("label"), &[], Codec::Raw).unwrap();
+        w.append_slice(&[7, 8], 2).unwrap();
+        w.close().unwrap();
+        std::fs::create_dir(dir.path().join("notes")).unwrap();
+        std::fs::write(dir.path().join("README"), "not a store").unwrap();
+
+        let stores = Store::open_dir(dir.path()).unwrap();
+        let names: Vec<&str> = stores.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["label", "tok"]);
+        assert_eq!(stores[0].1.kind(), StoreKind::Dense);
+        assert_eq!(stores[1].1.len(), 2);
+
+        let Err(e) = Store::open_dir(dir.path().join("missing")) else {
+            panic!("a missing directory cannot be listed");
+        };
+        assert!(matches!(e.kind(), ErrorKind::Io { .. }), "{e}");
+    }
 }

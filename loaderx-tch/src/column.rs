@@ -1,8 +1,8 @@
 //! Loader columns as tch tensors.
 
 use loaderx_core::RaggedLayout;
-use loaderx_core::host::{HostArray, PadValue};
-use loaderx_core::{Column, ColumnLayout};
+use loaderx_core::host::{HostArray, PadValue, check_values};
+use loaderx_core::{Column, ColumnLayout, StagedBuffer, downcast_staged};
 use loaderx_core::{DType, StoreKind};
 use tch::{Device, Tensor};
 
@@ -70,29 +70,15 @@ pub fn into_tensor(column: Column, device: Device) -> Result<Tensor> {
         ColumnLayout::Dense { shape } => shape.clone(),
         ColumnLayout::Ragged(_) => return Err(kind_error(StoreKind::Dense, StoreKind::Ragged)),
     };
-    let dtype = column.dtype();
-    if column
-        .buffer()
-        .as_any()
-        .downcast_ref::<TensorBuffer>()
-        .is_none()
-    {
-        return tensor_from_bytes(dtype, column.bytes(), &shape, device);
-    }
+    let (dtype, len) = (column.dtype(), column.bytes().len());
+    let buffer = match downcast_staged::<TensorBuffer>(column.into_buffer())? {
+        Ok(buffer) => buffer,
+        Err(other) => return tensor_from_bytes(dtype, &other.as_bytes()[..len], &shape, device),
+    };
     // Range-checks the values a kind holds as the same bytes but not every
     // bit pattern of (`u64` above `i64::MAX`, `bool` bytes above 1).
-    DTYPE_TABLE.widen(dtype, column.bytes())?;
-    let tensor = match column.into_buffer().into_any().downcast::<TensorBuffer>() {
-        Ok(buffer) => buffer.into_tensor(),
-        Err(_) => {
-            return Err(Error::Core(
-                loaderx_core::ErrorKind::InvalidArgument {
-                    message: "staged tensor buffer changed type".into(),
-                }
-                .into(),
-            ));
-        }
-    };
+    check_values(dtype, &buffer.as_bytes()[..len], DTYPE_TABLE.target(dtype)?)?;
+    let tensor = buffer.into_tensor();
     Ok(if device == Device::Cpu {
         tensor
     } else {
@@ -117,16 +103,10 @@ fn ragged_layout(column: &Column) -> Result<&RaggedLayout> {
 /// a `bool` byte other than 0 or 1) or the type has no lossless mapping;
 /// [`Error::Tch`] when tch refuses the tensor (its device, its memory).
 pub fn ragged_tensors(column: &Column, device: Device) -> Result<Vec<Tensor>> {
-    let layout = ragged_layout(column)?;
-    (0..layout.len())
-        .map(|i| {
-            tensor_from_bytes(
-                column.dtype(),
-                &column.bytes()[layout.byte_range(i)],
-                layout.shape(i),
-                device,
-            )
-        })
+    ragged_layout(column)?;
+    column
+        .records()
+        .map(|(shape, bytes)| tensor_from_bytes(column.dtype(), bytes, shape, device))
         .collect()
 }
 

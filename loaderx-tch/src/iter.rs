@@ -7,7 +7,6 @@ use tch::{Device, Tensor};
 
 use crate::error::{Error, Result};
 use crate::loader::TchConverter;
-use crate::staging::TchStaging;
 
 /// One pass over features `x` and targets `y` as `(xs, ys)` tensor pairs,
 /// configured like `tch::data::Iter2` (`shuffle`, `to_device`,
@@ -99,9 +98,7 @@ impl Iter2 {
         if let Some(running) = self.running.take() {
             return Ok(self.running.insert(running));
         }
-        let mut pairs = self.pairs.clone();
-        pairs.staging(TchStaging::new(self.device));
-        let running = pairs.build(TchConverter::new(self.device))?;
+        let running = self.pairs.build(TchConverter::new(self.device))?;
         Ok(self.running.insert(running))
     }
 }

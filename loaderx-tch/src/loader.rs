@@ -1,8 +1,10 @@
 //! A loaderx DataLoader whose batches are tch tensors, converted on the
 //! loader's worker threads.
 
+use std::sync::Arc;
+
 use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::{Column, DataLoader, DataLoaderBuilder};
+use loaderx_core::{Column, DataLoader, DataLoaderBuilder, Staging};
 use tch::{Device, Tensor};
 
 use crate::column::{Padded, into_tensor, ragged_padded, ragged_tensors};
@@ -16,9 +18,9 @@ pub type TchColumn = loaderx_core::host::TensorColumn<Tensor, Padded>;
 /// [`TensorBatch`](loaderx_core::host::TensorBatch) with tch's types).
 pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor, Padded>;
 
-/// tch's [`ColumnConverter`]: loader columns to tensors on one device. Dense
-/// columns staged by [`TchStaging`] are handed over without a copy on the
-/// CPU, and copied from pinned memory without blocking for CUDA.
+/// tch's [`ColumnConverter`]: loader columns to tensors on one device,
+/// gathered by [`TchStaging`]. Dense columns are handed over without a copy
+/// on the CPU, and copied from pinned memory without blocking for CUDA.
 #[derive(Debug, Clone, Copy)]
 pub struct TchConverter {
     device: Device,
@@ -47,6 +49,10 @@ impl ColumnConverter for TchConverter {
     fn records(&self, column: &Column) -> Result<Vec<Tensor>> {
         ragged_tensors(column, self.device)
     }
+
+    fn staging(&self) -> Option<Arc<dyn Staging>> {
+        Some(Arc::new(TchStaging::new(self.device)))
+    }
 }
 
 /// Builds loaders that yield tch tensors.
@@ -70,7 +76,7 @@ pub trait TchLoaderExt {
 
 impl TchLoaderExt for DataLoaderBuilder {
     fn build_tch(self, device: Device) -> loaderx_core::Result<DataLoader<TensorBatch>> {
-        start(self, device, RaggedMode::Padded, Ok)
+        self.build_tch_ragged(device, RaggedMode::Padded)
     }
 
     fn build_tch_ragged(
@@ -78,7 +84,7 @@ impl TchLoaderExt for DataLoaderBuilder {
         device: Device,
         ragged: RaggedMode,
     ) -> loaderx_core::Result<DataLoader<TensorBatch>> {
-        start(self, device, ragged, Ok)
+        self.build_tensors(TchConverter::new(device), ragged, Ok)
     }
 
     fn build_tch_with<T, F>(self, device: Device, map: F) -> loaderx_core::Result<DataLoader<T>>
@@ -86,21 +92,6 @@ impl TchLoaderExt for DataLoaderBuilder {
         T: Send + 'static,
         F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
     {
-        start(self, device, RaggedMode::Padded, map)
+        self.build_tensors(TchConverter::new(device), RaggedMode::Padded, map)
     }
-}
-
-fn start<T, F>(
-    builder: DataLoaderBuilder,
-    device: Device,
-    ragged: RaggedMode,
-    map: F,
-) -> loaderx_core::Result<DataLoader<T>>
-where
-    T: Send + 'static,
-    F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
-{
-    builder
-        .staging(TchStaging::new(device))
-        .build_tensors(TchConverter::new(device), ragged, map)
 }

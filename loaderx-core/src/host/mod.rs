@@ -58,4 +58,4 @@ pub use buffer::{AlignedBuf, HostArray};
 pub use pad::{PadValue, Padded, pad_records};
 pub use pairs::{Pairs, PairsBuilder};
 pub use tensors::{ColumnConverter, RaggedMode, TensorBatch, TensorColumn};
-pub use widen::{DTypeTable, Widened, widen};
+pub use widen::{DTypeTable, Widened, check_values, widen};

@@ -74,7 +74,8 @@ impl PairsBuilder {
         self
     }
 
-    /// Where batches are gathered (the adapter's staging).
+    /// Where batches are gathered when the converter has no
+    /// [`staging`](ColumnConverter::staging) of its own.
     pub fn staging(&mut self, staging: impl Staging) -> &mut Self {
         self.staging = Some(Arc::new(staging));
         self

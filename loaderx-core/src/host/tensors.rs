@@ -1,8 +1,10 @@
 //! Batches of framework tensors: the column conversion an adapter supplies,
 //! and everything around it that is the same in every framework.
 
+use std::sync::Arc;
+
 use crate::error::{Error, StoreKind};
-use crate::loader::{Batch, Column};
+use crate::loader::{Batch, Column, Staging};
 
 /// How Ragged streams become tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -47,6 +49,16 @@ pub trait ColumnConverter: Send + Sync + 'static {
     ///
     /// When a record cannot become a tensor.
     fn records(&self, column: &Column) -> Result<Vec<Self::Tensor>, Self::Error>;
+
+    /// Where the loader gathers the batches this converter takes (e.g. the
+    /// framework's own tensor storage or pinned memory), or `None` (the
+    /// default) for the builder's staging.
+    /// [`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors),
+    /// and [`PairsBuilder::build`](super::PairsBuilder::build) through it, use
+    /// it in place of the builder's.
+    fn staging(&self) -> Option<Arc<dyn Staging>> {
+        None
+    }
 }
 
 /// One stream of a [`TensorBatch`].

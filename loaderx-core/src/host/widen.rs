@@ -203,6 +203,67 @@ fn check_u64(bytes: &[u8]) -> Result<(), Error> {
     Ok(())
 }
 
+/// The first element of `bytes` (any alignment) outside `lo..=hi`.
+fn first_outside<S: Pod + Into<i128>>(bytes: &[u8], (lo, hi): (i128, i128)) -> Option<i128> {
+    bytes
+        .chunks_exact(size_of::<S>())
+        .map(|c| bytemuck::pod_read_unaligned::<S>(c).into())
+        .find(|v| *v < lo || *v > hi)
+}
+
+/// Checks, without converting, that every element of `from` in `bytes` (any
+/// alignment) is a valid `from` value and fits the integer type `to`: what an
+/// adapter needs when the framework keeps the bytes as they are (`u64` held as
+/// `i64`, `bool` bytes as `u8`) or converts them itself (a device's integer
+/// type). Returns at once when `to`'s range covers `from`'s; `bool` bytes
+/// are always checked to be 0 or 1. A type checked against itself is always
+/// fine apart from those `bool` bytes, floats included.
+///
+/// # Errors
+///
+/// [`ErrorKind::OutOfRange`] for the first value that does not fit, or a `bool`
+/// byte other than 0 and 1; [`ErrorKind::InvalidArgument`] when the byte count
+/// is not a whole number of elements, or `from` and `to` are different types
+/// that are not both integers.
+pub fn check_values(from: DType, bytes: &[u8], to: DType) -> Result<(), Error> {
+    if !bytes.len().is_multiple_of(from.size()) {
+        return Err(Error::invalid(format!(
+            "{} bytes are not a whole number of {from} values",
+            bytes.len()
+        )));
+    }
+    if from == DType::Bool {
+        check_bools(bytes, to)?;
+    }
+    if from == to {
+        return Ok(());
+    }
+    let (Some(source), Some(target)) = (from.int_range(), to.int_range()) else {
+        return Err(Error::invalid(format!(
+            "cannot check {from} values against {to}: both must be integer types"
+        )));
+    };
+    if source.0 >= target.0 && source.1 <= target.1 {
+        return Ok(());
+    }
+    let bad = match from {
+        DType::U8 => first_outside::<u8>(bytes, target),
+        DType::I8 => first_outside::<i8>(bytes, target),
+        DType::U16 => first_outside::<u16>(bytes, target),
+        DType::I16 => first_outside::<i16>(bytes, target),
+        DType::U32 => first_outside::<u32>(bytes, target),
+        DType::I32 => first_outside::<i32>(bytes, target),
+        DType::U64 => first_outside::<u64>(bytes, target),
+        DType::I64 => first_outside::<i64>(bytes, target),
+        // Bool fits every integer type; floats have no integer range.
+        _ => None,
+    };
+    match bad {
+        Some(value) => Err(out_of_range(from, value, to)),
+        None => Ok(()),
+    }
+}
+
 /// Integer conversion from `S` into `D`, element by element (any alignment).
 fn ints<S, D>(src: &[u8], dst: &mut [u8], from: DType, to: DType) -> Result<(), Error>
 where
@@ -363,6 +424,27 @@ mod tests {
         assert!(!w.is_borrowed());
         assert_eq!(w.as_bytes(), &bytes[1..17]);
         assert!(w.as_slice::<i64>().is_ok());
+    }
+
+    #[test]
+    fn values_are_checked_only_where_they_can_overflow() {
+        let big = (1u64 << 40).to_le_bytes();
+        let e = check_values(DType::U64, &big, DType::I32).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::OutOfRange { .. }), "{e}");
+        assert!(e.to_string().contains("1099511627776"), "{e}");
+        check_values(DType::U64, &big, DType::I64).unwrap();
+        check_values(DType::U8, &[255], DType::I32).unwrap();
+        assert!(check_values(DType::I32, &(-1i32).to_le_bytes(), DType::U32).is_err());
+        // Misaligned bytes are read as they are.
+        let mut bytes = [0u8; 17];
+        bytes[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(check_values(DType::U64, &bytes[1..9], DType::I64).is_err());
+        // Bool bytes, floats, and what cannot be compared.
+        check_values(DType::Bool, &[0, 1], DType::Bool).unwrap();
+        assert!(check_values(DType::Bool, &[0, 2], DType::Bool).is_err());
+        check_values(DType::F32, &[0; 8], DType::F32).unwrap();
+        assert!(check_values(DType::F32, &[0; 4], DType::I64).is_err());
+        assert!(check_values(DType::U16, &[0; 3], DType::U32).is_err());
     }
 
     proptest! {

@@ -7,7 +7,7 @@ use ndarray::{ArrayViewD, IxDyn};
 use super::staging::StagedBuffer;
 use crate::dtype::{DType, Element};
 use crate::error::{Error, StoreKind};
-use crate::host::{PadValue, Padded};
+use crate::host::{AlignedBuf, PadValue, Padded};
 use crate::ragged::RaggedLayout;
 
 /// One loader step: the sampler's indices and every stream gathered at them.
@@ -216,6 +216,109 @@ impl Column {
             .collect()
     }
 
+    /// Any column as one view per record: a Dense column's rows, or a
+    /// Ragged column's records.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `T`
+    /// is not the column's element type or its bytes are not valid, aligned `T`
+    /// values.
+    pub fn record_views<T: Element>(&self) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
+        self.records()
+            .map(|(shape, bytes)| {
+                ArrayViewD::from_shape(IxDyn(shape), self.typed::<T>(bytes)?)
+                    .map_err(|e| Error::invalid(e.to_string()))
+            })
+            .collect()
+    }
+
+    /// A column of `dtype` and contract `kind` holding `records`, each a
+    /// `(shape, bytes)` pair, copied into one new aligned buffer: the inverse
+    /// of [`records`](Self::records). Dense records lie contiguous and must
+    /// share one shape (the column is `(B, *shape)`; `(0,)` without records);
+    /// Ragged records each start 8-byte aligned and must share one rank.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when
+    /// Dense records differ in shape or Ragged ones in rank, or a record's byte
+    /// count is not its shape's element count times `dtype.size()`;
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the buffer cannot be
+    /// had.
+    pub fn stack<'a>(
+        dtype: DType,
+        kind: StoreKind,
+        records: impl IntoIterator<Item = (&'a [usize], &'a [u8])>,
+    ) -> Result<Column, Error> {
+        let records: Vec<(&[usize], &[u8])> = records.into_iter().collect();
+        let first: &[usize] = records.first().map_or(&[], |r| r.0);
+        let mut ranges = Vec::with_capacity(records.len());
+        let mut end = 0usize;
+        for &(shape, bytes) in &records {
+            let want = shape
+                .iter()
+                .try_fold(dtype.size(), |a, &d| a.checked_mul(d));
+            if want != Some(bytes.len()) {
+                return Err(Error::invalid(format!(
+                    "{} bytes do not hold a {dtype} record of shape {shape:?}",
+                    bytes.len()
+                )));
+            }
+            match kind {
+                StoreKind::Dense if shape != first => {
+                    return Err(Error::invalid(format!(
+                        "dense records of shapes {first:?} and {shape:?}"
+                    )));
+                }
+                StoreKind::Ragged if shape.len() != first.len() => {
+                    return Err(Error::invalid(format!(
+                        "ragged records of ranks {} and {}",
+                        first.len(),
+                        shape.len()
+                    )));
+                }
+                _ => {}
+            }
+            let start = match kind {
+                StoreKind::Dense => end,
+                StoreKind::Ragged => end.next_multiple_of(8),
+            };
+            end = start
+                .checked_add(bytes.len())
+                .ok_or_else(|| Error::invalid("the stacked records are larger than memory"))?;
+            ranges.push(start..end);
+        }
+        let mut buffer = AlignedBuf::zeroed(end)?;
+        for (range, (_, bytes)) in ranges.iter().zip(&records) {
+            buffer.as_bytes_mut()[range.clone()].copy_from_slice(bytes);
+        }
+        let layout = match kind {
+            StoreKind::Dense => {
+                let mut shape = Vec::with_capacity(1 + first.len());
+                shape.push(records.len());
+                shape.extend_from_slice(first);
+                ColumnLayout::Dense { shape }
+            }
+            StoreKind::Ragged => {
+                let dims = records.iter().flat_map(|r| r.0.iter().copied()).collect();
+                ColumnLayout::Ragged(RaggedLayout::try_new(
+                    first.len(),
+                    dims,
+                    &ranges,
+                    dtype.size(),
+                    end,
+                )?)
+            }
+        };
+        Ok(Column {
+            dtype,
+            layout,
+            len: end,
+            buffer: Box::new(buffer),
+        })
+    }
+
     /// Each record's `(shape, bytes)`: a Dense column's rows, or a Ragged
     /// column's records.
     pub fn records(&self) -> impl ExactSizeIterator<Item = (&[usize], &[u8])> + Clone + '_ {
@@ -278,5 +381,70 @@ impl std::fmt::Debug for Column {
             .field("layout", &self.layout)
             .field("bytes", &self.len)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorKind;
+
+    fn bytes(values: &[u16]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn stacking_inverts_records() {
+        let (a, b) = (bytes(&[1, 2, 3]), bytes(&[4]));
+        let ragged = Column::stack(
+            DType::U16,
+            StoreKind::Ragged,
+            [(&[3][..], &a[..]), (&[1][..], &b[..])],
+        )
+        .unwrap();
+        assert_eq!(ragged.kind(), StoreKind::Ragged);
+        let views = ragged.record_views::<u16>().unwrap();
+        assert_eq!(views[0].as_slice().unwrap(), &[1, 2, 3]);
+        assert_eq!(views[1].as_slice().unwrap(), &[4]);
+        let again: Vec<_> = ragged.records().collect();
+        assert_eq!(again, [(&[3][..], &a[..]), (&[1][..], &b[..])]);
+
+        let rows = [bytes(&[1, 2]), bytes(&[3, 4])];
+        let dense = Column::stack(
+            DType::U16,
+            StoreKind::Dense,
+            rows.iter().map(|r| (&[2][..], &r[..])),
+        )
+        .unwrap();
+        assert_eq!(dense.shape(), Some(&[2, 2][..]));
+        assert_eq!(dense.dense::<u16>().unwrap()[[1, 0]], 3);
+        assert_eq!(
+            dense.record_views::<u16>().unwrap()[1].as_slice().unwrap(),
+            &[3, 4]
+        );
+        assert!(dense.record_views::<i16>().is_err());
+        let empty = Column::stack(DType::U16, StoreKind::Dense, []).unwrap();
+        assert_eq!(empty.shape(), Some(&[0][..]));
+    }
+
+    #[test]
+    fn stacking_refuses_disagreeing_records() {
+        let (a, b) = (bytes(&[1, 2]), bytes(&[3]));
+        let e = Column::stack(
+            DType::U16,
+            StoreKind::Dense,
+            [(&[2][..], &a[..]), (&[1][..], &b[..])],
+        )
+        .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+        let e = Column::stack(
+            DType::U16,
+            StoreKind::Ragged,
+            [(&[2][..], &a[..]), (&[1, 1][..], &b[..])],
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("ranks 1 and 2"), "{e}");
+        // Bytes that do not hold the shape.
+        assert!(Column::stack(DType::U16, StoreKind::Ragged, [(&[3][..], &a[..])]).is_err());
     }
 }

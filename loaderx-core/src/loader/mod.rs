@@ -12,11 +12,13 @@ pub use pinned::{
 pub use pipeline::{DataLoader, LoaderStats};
 pub use staging::{
     BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats,
+    downcast_staged,
 };
 
 use crate::dense::{Dense, DynDense};
 use crate::dtype::Element;
 use crate::error::Error;
+use crate::host::AlignedBuf;
 use crate::ragged::{DynRagged, Ragged};
 use crate::sampler::{Sampler, SamplerBuilder, SamplerMode};
 use crate::sequence::{LengthIndex, PackOptions};
@@ -43,6 +45,50 @@ impl Stream {
     /// True when the store is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Gathers the records at `indices`, in that order, into one new
+    /// aligned buffer, outside any loader: a Dense stream's `(B, *item_shape)`
+    /// block, or a Ragged stream's records, each 8-byte aligned. What an
+    /// adapter decodes single records from (e.g. a dataset's items).
+    ///
+    /// # Errors
+    ///
+    /// The gather's errors ([`ErrorKind::IndexOutOfRange`](crate::ErrorKind::IndexOutOfRange),
+    /// [`ErrorKind::CorruptRecord`](crate::ErrorKind::CorruptRecord));
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the buffer cannot be
+    /// had or its size overflows.
+    pub fn gather(&self, indices: &[u64]) -> Result<Column, Error> {
+        let (dtype, layout, buffer) = match self {
+            Stream::Dense(s) => {
+                let len = indices.len().checked_mul(s.record_bytes()).ok_or_else(|| {
+                    crate::ErrorKind::Buffer {
+                        detail: format!(
+                            "{} records of {} bytes do not fit in memory",
+                            indices.len(),
+                            s.record_bytes()
+                        ),
+                    }
+                })?;
+                let mut buffer = AlignedBuf::zeroed(len)?;
+                s.gather_into(indices, buffer.as_bytes_mut())?;
+                let mut shape = Vec::with_capacity(1 + s.item_shape().len());
+                shape.push(indices.len());
+                shape.extend_from_slice(s.item_shape());
+                (s.dtype(), ColumnLayout::Dense { shape }, buffer)
+            }
+            Stream::Ragged(s) => {
+                let mut buffer = AlignedBuf::zeroed(s.gather_len(indices)?)?;
+                let layout = s.gather_into(indices, buffer.as_bytes_mut())?;
+                (s.dtype(), ColumnLayout::Ragged(layout), buffer)
+            }
+        };
+        Ok(Column {
+            dtype,
+            layout,
+            len: buffer.len(),
+            buffer: Box::new(buffer),
+        })
     }
 
     /// Checks named streams that are read together (a loader's, or an
@@ -370,8 +416,10 @@ impl DataLoaderBuilder {
 
     /// Starts a loader that converts every batch to framework tensors with
     /// `converter` (Ragged streams as `mode` says) and then applies `map`,
-    /// all on the workers: the loader glue every adapter shares. Set the
-    /// adapter's [`staging`](Self::staging) first.
+    /// all on the workers: the loader glue every adapter shares. The batches
+    /// are gathered where the converter's
+    /// [`staging`](crate::host::ColumnConverter::staging) says, when it has
+    /// one, or else by this builder's [`staging`](Self::staging).
     ///
     /// # Errors
     ///
@@ -391,7 +439,11 @@ impl DataLoaderBuilder {
             + Sync
             + 'static,
     {
-        self.build_with(move |batch| {
+        let mut builder = self;
+        if let Some(staging) = converter.staging() {
+            builder.staging = Some(staging);
+        }
+        builder.build_with(move |batch| {
             map(crate::host::TensorBatch::convert(batch, &converter, mode)?)
         })
     }
@@ -520,5 +572,39 @@ impl DataLoaderBuilder {
             pool,
             transform,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Codec, DType, DenseWriter, ErrorKind, RaggedWriter};
+
+    #[test]
+    fn a_one_off_gather_is_a_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = DenseWriter::<u16>::create(dir.path().join("x"), &[2], Codec::Raw).unwrap();
+        w.append_slice(&[0, 1, 10, 11, 20, 21], 3).unwrap();
+        w.close().unwrap();
+        let mut w = RaggedWriter::<u8>::create(dir.path().join("tok"), 1, Codec::Zstd).unwrap();
+        w.append([vec![1u8], vec![2, 2], vec![3, 3, 3]]).unwrap();
+        w.close().unwrap();
+
+        let x = Stream::from(Dense::<u16>::open(dir.path().join("x")).unwrap());
+        let column = x.gather(&[2, 0]).unwrap();
+        assert_eq!(column.dtype(), DType::U16);
+        assert_eq!(column.shape(), Some(&[2, 2][..]));
+        assert_eq!(
+            column.dense::<u16>().unwrap().as_slice().unwrap(),
+            &[20, 21, 0, 1]
+        );
+
+        let tok = Stream::from(Ragged::<u8>::open(dir.path().join("tok")).unwrap());
+        let column = tok.gather(&[2, 1, 2]).unwrap();
+        let records: Vec<Vec<u8>> = column.records().map(|(_, b)| b.to_vec()).collect();
+        assert_eq!(records, [vec![3, 3, 3], vec![2, 2], vec![3, 3, 3]]);
+
+        let e = tok.gather(&[3]).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::IndexOutOfRange { .. }), "{e}");
     }
 }

@@ -51,6 +51,32 @@ pub trait StagedBuffer: Send + 'static {
     fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
 }
 
+/// Takes back an adapter's own buffer type `B` from a staged buffer (e.g. a
+/// [`Column::into_buffer`](super::Column::into_buffer)) without a copy:
+/// `Ok(Ok(b))` when it is a `B`, `Ok(Err(buffer))` with the buffer unchanged
+/// when it is another type (another staging's, for the copying path).
+///
+/// # Errors
+///
+/// [`ErrorKind::InvalidArgument`] when the buffer's
+/// [`as_any`](StagedBuffer::as_any) says it is a `B` but its
+/// [`into_any`](StagedBuffer::into_any) gives something else (a
+/// [`StagedBuffer`] implementation whose two methods disagree); the buffer is
+/// lost then.
+pub fn downcast_staged<B: StagedBuffer>(
+    buffer: Box<dyn StagedBuffer>,
+) -> Result<Result<Box<B>, Box<dyn StagedBuffer>>, Error> {
+    if !buffer.as_any().is::<B>() {
+        return Ok(Err(buffer));
+    }
+    buffer.into_any().downcast::<B>().map(Ok).map_err(|_| {
+        Error::invalid(format!(
+            "a staged buffer said it was a {} and changed type when taken",
+            std::any::type_name::<B>()
+        ))
+    })
+}
+
 /// Decides where each stream's batch is gathered: pinned host memory, a
 /// framework tensor's storage, or (by default) a reusable [`BufferPool`].
 pub trait Staging: Send + Sync + 'static {
@@ -317,6 +343,43 @@ impl Drop for PooledBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn staged_buffers_downcast_to_their_own_type_only() {
+        let aligned: Box<dyn StagedBuffer> = Box::new(AlignedBuf::from_bytes(&[1, 2]).unwrap());
+        let Ok(back) = downcast_staged::<AlignedBuf>(aligned).unwrap() else {
+            panic!("an AlignedBuf is an AlignedBuf");
+        };
+        assert_eq!(back.as_bytes(), &[1, 2]);
+        let pooled: Box<dyn StagedBuffer> = Box::new(AlignedBuf::from_bytes(&[3]).unwrap());
+        let Err(other) = downcast_staged::<Liar>(pooled).unwrap() else {
+            panic!("an AlignedBuf is not a Liar");
+        };
+        assert_eq!(other.as_bytes(), &[3]);
+        let e = downcast_staged::<Liar>(Box::new(Liar(Liar2)))
+            .map(drop)
+            .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+    }
+
+    /// A buffer whose `as_any` and `into_any` disagree.
+    struct Liar(Liar2);
+    struct Liar2;
+
+    impl StagedBuffer for Liar {
+        fn as_bytes(&self) -> &[u8] {
+            &[]
+        }
+        fn as_bytes_mut(&mut self) -> &mut [u8] {
+            &mut []
+        }
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+        fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
+            Box::new(self.0)
+        }
+    }
 
     #[test]
     fn pool_reuses_buffers() {

@@ -569,6 +569,70 @@ impl Sampler {
         (step / spe, step % spe)
     }
 
+    /// Step `step_in_epoch` of pass `epoch`, counted from step 0: the
+    /// inverse of [`epoch_of`](Self::epoch_of); `None` past step `u64::MAX`.
+    pub fn step_at(&self, epoch: u64, step_in_epoch: u64) -> Option<u64> {
+        epoch
+            .checked_mul(self.steps_per_epoch())?
+            .checked_add(step_in_epoch)
+    }
+
+    /// Records the steps `steps` draw together: the sum of their
+    /// [`batch_len`](Self::batch_len)s, saturating at `u64::MAX`. O(1) for
+    /// every mode but `TokenBudget`, whose batch lengths vary from step to
+    /// step and are summed one by one.
+    pub fn records_in(&self, steps: std::ops::Range<u64>) -> u64 {
+        if steps.is_empty() {
+            return 0;
+        }
+        if self.plan.is_some() {
+            return steps.fold(0u64, |n, step| {
+                n.saturating_add(self.batch_len(step) as u64)
+            });
+        }
+        let b = self.batch_size as u128;
+        let full = (steps.end - steps.start) as u128 * b;
+        if self.mode == SamplerMode::Iid {
+            return u64::try_from(full).unwrap_or(u64::MAX);
+        }
+        // Only the last step of a pass can be short: the steps `k` with
+        // `(k + 1) % spe == 0`, one per multiple of `spe` in `start+1..=end`.
+        let spe = self.steps_per_epoch();
+        let lasts = (steps.end / spe - steps.start / spe) as u128;
+        let short = b - self.batch_len(spe - 1) as u128;
+        u64::try_from(full - lasts * short).unwrap_or(u64::MAX)
+    }
+
+    /// The first step `k` at or after `from` such that steps `from..k` draw at
+    /// least `position` records ([`records_in`](Self::records_in)): the step
+    /// whose batch starts at record `position` of those drawn from step `from`
+    /// on, or, when that record lies inside a batch, the step after it. Where
+    /// an adapter cuts a pass at a record position into whole batches.
+    /// Saturates at `u64::MAX`.
+    pub fn step_at_record(&self, from: u64, position: u64) -> u64 {
+        if self.plan.is_some() {
+            let (mut step, mut drawn) = (from, 0u64);
+            while drawn < position && step < u64::MAX {
+                drawn = drawn.saturating_add(self.batch_len(step) as u64);
+                step += 1;
+            }
+            return step;
+        }
+        // Every step draws between 1 and `batch_size` records, so the step
+        // lies between these bounds; `records_in` grows with the end step.
+        let mut lo = from.saturating_add(position.div_ceil(self.batch_size as u64));
+        let mut hi = from.saturating_add(position);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.records_in(from..mid) >= position {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        lo
+    }
+
     fn slot(&self, step: u64) -> Slot {
         let b = self.batch_size as u128;
         let (pass, s) = self.epoch_of(step);

@@ -733,3 +733,96 @@ fn length_modes_parse() {
         assert!(bad.parse::<SamplerMode>().is_err(), "{bad}");
     }
 }
+
+// ---- Record positions ----
+
+/// `records_in` and `step_at_record` against a step-by-step count.
+fn check_positions(s: &Sampler) {
+    let spe = s.steps_per_epoch();
+    let span = 2 * spe + 3;
+    for from in [0, 1, spe - 1, spe, spe + 1] {
+        let mut drawn = 0u64;
+        for to in from..from + span {
+            assert_eq!(s.records_in(from..to), drawn, "{:?} {from}..{to}", s.mode());
+            drawn += s.batch_len(to) as u64;
+        }
+        let mut step = from;
+        let mut at = 0u64;
+        for position in 0..s.records_in(from..from + span) {
+            while at < position {
+                at += s.batch_len(step) as u64;
+                step += 1;
+            }
+            assert_eq!(
+                s.step_at_record(from, position),
+                step,
+                "{:?} {position}",
+                s.mode()
+            );
+        }
+    }
+}
+
+#[test]
+fn record_positions_follow_the_batch_lengths() {
+    for (mode, drop_last) in [
+        (SamplerMode::Sequential, false),
+        (SamplerMode::Sequential, true),
+        (SamplerMode::Cyclic, false),
+        (SamplerMode::Iid, true),
+    ] {
+        check_positions(
+            &Sampler::builder(23, 5)
+                .mode(mode)
+                .drop_last(drop_last)
+                .build()
+                .unwrap(),
+        );
+    }
+    check_positions(
+        &Sampler::builder(23, 5)
+            .drop_last(false)
+            .shard(1, 2)
+            .build()
+            .unwrap(),
+    );
+    let lengths: Vec<u32> = (0..200u64)
+        .map(|i| 1 + (rng::mix(2, i) % 40) as u32)
+        .collect();
+    let index = LengthIndex::from_lengths(lengths).unwrap();
+    for drop_last in [false, true] {
+        let mode = SamplerMode::TokenBudget {
+            max_tokens: 120,
+            buckets: 4,
+        };
+        let s = length_sampler(&index, 16, mode, 1, (0, 1), drop_last).unwrap();
+        // The point of the walk: these batches are not all full.
+        assert!((0..s.steps_per_epoch()).any(|k| s.batch_len(k) < 15));
+        check_positions(&s);
+        let bucketed = length_sampler(
+            &index,
+            16,
+            SamplerMode::Bucketed { window: 2 },
+            1,
+            (0, 1),
+            drop_last,
+        );
+        check_positions(&bucketed.unwrap());
+    }
+    assert_eq!(
+        Sampler::builder(23, 5)
+            .build()
+            .unwrap()
+            .records_in(0..u64::MAX),
+        u64::MAX
+    );
+}
+
+#[test]
+fn step_at_inverts_epoch_of() {
+    let s = Sampler::builder(23, 5).drop_last(false).build().unwrap();
+    assert_eq!(s.steps_per_epoch(), 5);
+    assert_eq!(s.step_at(3, 2), Some(17));
+    assert_eq!(s.epoch_of(17), (3, 2));
+    assert_eq!(s.step_at(u64::MAX, 0), None);
+}
