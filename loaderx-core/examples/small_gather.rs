@@ -53,18 +53,45 @@ fn batches(count: usize) -> Vec<Vec<u64>> {
 }
 
 /// Nanoseconds per record of `f` over `idx`, run for at least `min`.
-fn time(min: Duration, idx: &[Vec<u64>], mut f: impl FnMut(&[u64])) -> f64 {
+fn time(
+    min: Duration,
+    idx: &[Vec<u64>],
+    mut f: impl FnMut(&[u64]) -> Result<(), loaderx_core::Error>,
+) -> Result<f64, loaderx_core::Error> {
     let mut records = 0usize;
     let started = Instant::now();
     let mut k = 0;
     while started.elapsed() < min {
         for b in idx.iter().skip(k % idx.len()).take(64) {
-            f(b);
+            f(b)?;
             records += b.len();
         }
         k += 64;
     }
-    started.elapsed().as_secs_f64() * 1e9 / records as f64
+    Ok(started.elapsed().as_secs_f64() * 1e9 / records as f64)
+}
+
+/// Nanoseconds per record of `gather` on fresh IID batches, each call
+/// timed on its own (as loaderx-bench times it), with `between` run after
+/// every call outside the timer.
+fn per_call(
+    min: Duration,
+    seed: &mut u64,
+    mut gather: impl FnMut(&[u64]) -> Result<(), loaderx_core::Error>,
+    mut between: impl FnMut(&[u64]),
+) -> Result<f64, loaderx_core::Error> {
+    let (mut spent, mut n) = (Duration::ZERO, 0usize);
+    while spent < min {
+        let b: Vec<u64> = (0..BATCH)
+            .map(|_| xorshift(seed) % RECORDS as u64)
+            .collect();
+        let started = Instant::now();
+        gather(&b)?;
+        spent += started.elapsed();
+        between(&b);
+        n += b.len();
+    }
+    Ok(spent.as_secs_f64() * 1e9 / n as f64)
 }
 
 fn map(path: &Path) -> Result<Mmap, Box<dyn Error>> {
@@ -90,7 +117,7 @@ fn rows<T: Element + bytemuck::Pod, const W: usize>(
     let flat_path = dir.join(format!("{name}.flat"));
     std::fs::write(
         &flat_path,
-        bytemuck::cast_slice::<T, u8>(data.as_slice().unwrap()),
+        bytemuck::cast_slice::<T, u8>(data.as_slice().ok_or("not contiguous")?),
     )?;
     let flat = map(&flat_path)?;
     let shards: Vec<Mmap> = (0..dyn_d.data_shards())
@@ -106,30 +133,40 @@ fn rows<T: Element + bytemuck::Pod, const W: usize>(
         "{name}: {W}-byte records, {} shards, batches of {BATCH}",
         shards.len()
     );
+    // Between calls, what loaderx-bench's harness did until now: the
+    // logical bytes of the batch summed from the workload's record offsets
+    // (an 8 MB table read at random).
+    let offsets: Vec<usize> = (0..=RECORDS).map(|i| i * W).collect();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut bytes = 0usize;
     for round in 0..2 {
         let a = time(min, &idx, |b| {
-            let v = dyn_d.gather_bytes(b).unwrap();
-            sink = sink.wrapping_add(u64::from(v[0]));
-        });
+            let v = dyn_d.gather_bytes(b)?;
+            sink = sink.wrapping_add(v.len() as u64);
+            Ok(())
+        })?;
         let b = time(min, &idx, |b| {
-            dyn_d.gather_into(b, &mut out).unwrap();
+            dyn_d.gather_into(b, &mut out)?;
             sink = sink.wrapping_add(u64::from(out[0]));
-        });
+            Ok(())
+        })?;
         let c = time(min, &idx, |b| {
             let mut v = Vec::with_capacity(b.len() * W);
             for &i in b {
                 let at = i as usize * W;
                 v.extend_from_slice(&flat[at..at + W]);
             }
-            sink = sink.wrapping_add(u64::from(v[0]));
-        });
+            sink = sink.wrapping_add(v.len() as u64);
+            Ok(())
+        })?;
         let e = time(min, &idx, |b| {
             for (&i, o) in b.iter().zip(out.chunks_exact_mut(W)) {
                 let at = i as usize * W;
                 o.copy_from_slice(&flat[at..at + W]);
             }
             sink = sink.wrapping_add(u64::from(out[0]));
-        });
+            Ok(())
+        })?;
         let s: Vec<&[u8]> = shards.iter().map(|m| &m[..]).collect();
         let f = time(min, &idx, |b| {
             for (&i, o) in b.iter().zip(out.chunks_exact_mut(W)) {
@@ -137,53 +174,31 @@ fn rows<T: Element + bytemuck::Pod, const W: usize>(
                 o.copy_from_slice(&s[(i & mask) as usize][at..at + W]);
             }
             sink = sink.wrapping_add(u64::from(out[0]));
-        });
+            Ok(())
+        })?;
         let g = time(min, &idx, |b| {
-            let v = d.gather(b).unwrap();
+            let v = d.gather(b)?;
             sink = sink.wrapping_add(v.len() as u64);
-        });
-        // As loaderx-bench times it: a fresh index vector per call, each
-        // call timed on its own.
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let (mut spent, mut n) = (Duration::ZERO, 0usize);
-        while spent < min {
-            let b: Vec<u64> = (0..BATCH)
-                .map(|_| xorshift(&mut seed) % RECORDS as u64)
-                .collect();
-            let started = Instant::now();
-            let v = dyn_d.gather_bytes(&b).unwrap();
-            spent += started.elapsed();
-            sink = sink.wrapping_add(u64::from(v[0]));
-            n += b.len();
-        }
-        let h = spent.as_secs_f64() * 1e9 / n as f64;
-        // The same, with what loaderx-bench's harness did between calls
-        // until now: the logical bytes of the batch summed from the
-        // workload's record offsets (an 8 MB table read at random).
-        let offsets: Vec<usize> = (0..=RECORDS).map(|i| i * W).collect();
-        let (mut spent, mut n, mut bytes) = (Duration::ZERO, 0usize, 0usize);
-        while spent < min {
-            let b: Vec<u64> = (0..BATCH)
-                .map(|_| xorshift(&mut seed) % RECORDS as u64)
-                .collect();
-            let started = Instant::now();
-            let v = dyn_d.gather_bytes(&b).unwrap();
-            spent += started.elapsed();
-            sink = sink.wrapping_add(u64::from(v[0]));
+            Ok(())
+        })?;
+        let mut fresh = |b: &[u64]| {
+            let v = dyn_d.gather_bytes(b)?;
+            sink = sink.wrapping_add(v.len() as u64);
+            Ok(())
+        };
+        let h = per_call(min, &mut seed, &mut fresh, |_| {})?;
+        let p = per_call(min, &mut seed, &mut fresh, |b| {
             bytes += b
                 .iter()
                 .map(|&i| offsets[i as usize + 1] - offsets[i as usize])
                 .sum::<usize>();
-            n += b.len();
-        }
-        std::hint::black_box(bytes);
-        let p = spent.as_secs_f64() * 1e9 / n as f64;
+        })?;
         println!(
             "  round {round}: polluted {p:6.2} ns | timed per call {h:6.2} ns | gather_bytes {a:6.2} ns | gather_into {b:6.2} | Dense<T>::gather {g:6.2} | \
              flat extend {c:6.2} | flat fixed copy {e:6.2} | shards fixed copy {f:6.2}"
         );
     }
-    std::hint::black_box(sink);
+    std::hint::black_box((sink, bytes));
     Ok(())
 }
 
