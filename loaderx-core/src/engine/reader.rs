@@ -605,6 +605,27 @@ impl StoreReader {
         Err(Error::corrupt_record(&self.path, index, detail))
     }
 
+    /// The gather size below which [`Self::read_jobs`] decodes on the
+    /// calling thread. Decompression is CPU-bound: worth fanning out far
+    /// sooner than a memcpy.
+    fn parallel_min_bytes(&self) -> usize {
+        match self.codec() {
+            Codec::Raw => PARALLEL_MIN_BYTES,
+            Codec::Zstd | Codec::ZstdDict => PARALLEL_MIN_BYTES / 16,
+        }
+    }
+
+    /// Whether [`Self::read_jobs`] decodes `jobs` records of `total` bytes
+    /// on the calling thread.
+    fn reads_serially(&self, total: usize, jobs: usize) -> bool {
+        total < self.parallel_min_bytes() || jobs < 2 || rayon::current_num_threads() < 2
+    }
+
+    /// The error for record `index` whose location lies outside its shard.
+    fn outside_shard(&self, index: u64) -> Error {
+        Error::corrupt_record(&self.path, index, "location outside its shard")
+    }
+
     /// Decodes every `(index, destination)` job, in parallel when worth it;
     /// on `Ok`, every byte of every destination was written.
     pub(super) fn read_jobs<D: Sink>(
@@ -614,12 +635,8 @@ impl StoreReader {
     ) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
         let io_err = |e: &io::Error| Error::io(&self.path, io::Error::new(e.kind(), e.to_string()));
-        // Decompression is CPU-bound: worth fanning out far sooner than a memcpy.
-        let min_bytes = match self.codec() {
-            Codec::Raw => PARALLEL_MIN_BYTES,
-            Codec::Zstd | Codec::ZstdDict => PARALLEL_MIN_BYTES / 16,
-        };
-        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
+        let min_bytes = self.parallel_min_bytes();
+        if self.reads_serially(total, jobs.len()) {
             let mut dec = self.decoder().map_err(|e| io_err(&e))?;
             for (index, loc, dst) in jobs {
                 self.read_at(index, loc, dst, &mut dec, staged)?;
@@ -753,10 +770,8 @@ impl StoreReader {
             return Ok(false);
         };
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
-        // `read_jobs`'s choice: in parallel, through the general path.
-        let serial =
-            total < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2;
-        if self.codec() != Codec::Raw || !serial {
+        // A gather `read_jobs` would run in parallel takes the general path.
+        if self.codec() != Codec::Raw || !self.reads_serially(total, jobs.len()) {
             return Ok(false);
         }
         let Some(view) = r.resident(None) else {
@@ -777,11 +792,7 @@ impl StoreReader {
                 crate::remote::Copied::Done => {}
                 crate::remote::Copied::Miss => return Ok(false),
                 crate::remote::Copied::Outside => {
-                    return Err(Error::corrupt_record(
-                        &self.path,
-                        *index,
-                        "location outside its shard",
-                    ));
+                    return Err(self.outside_shard(*index));
                 }
             }
         }
@@ -863,11 +874,7 @@ impl StoreReader {
                 Copied::Done => {}
                 Copied::Miss => return Err(None),
                 Copied::Outside => {
-                    return Err(Some(Error::corrupt_record(
-                        &self.path,
-                        i,
-                        "location outside its shard",
-                    )));
+                    return Err(Some(self.outside_shard(i)));
                 }
             }
         }
@@ -955,7 +962,6 @@ impl StoreReader {
     ) -> Result<(), Error> {
         let w = if N == 0 { width } else { N };
         let maps: Vec<&[u8]> = self.shards.iter().map(Shard::bytes).collect();
-        let outside = |i: u64| Error::corrupt_record(&self.path, i, "location outside its shard");
         if let Some((shift, base)) = u.regular_pow2()
             && base.len() == maps.len()
             && !maps.is_empty()
@@ -979,7 +985,7 @@ impl StoreReader {
                 // past a shard, whatever the index.
                 match shards[(i & mask) as usize].get(start..start.wrapping_add(w)) {
                     Some(src) => D::put(d, src),
-                    None => return Err(outside(i)),
+                    None => return Err(self.outside_shard(i)),
                 }
             }
             return Ok(());
@@ -994,7 +1000,7 @@ impl StoreReader {
                 .and_then(|map| map.get(start..start.wrapping_add(w)))
             {
                 Some(src) => D::put(d, src),
-                None => return Err(outside(i)),
+                None => return Err(self.outside_shard(i)),
             }
         }
         Ok(())

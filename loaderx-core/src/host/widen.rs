@@ -211,6 +211,21 @@ fn first_outside<S: Pod + Into<i128>>(bytes: &[u8], (lo, hi): (i128, i128)) -> O
         .find(|v| *v < lo || *v > hi)
 }
 
+/// Checks what every conversion of `bytes` from `from` to `to` needs: a
+/// whole number of elements, and `bool` bytes that are 0 or 1.
+fn check_elements(from: DType, bytes: &[u8], to: DType) -> Result<(), Error> {
+    if !bytes.len().is_multiple_of(from.size()) {
+        return Err(Error::invalid(format!(
+            "{} bytes are not a whole number of {from} values",
+            bytes.len()
+        )));
+    }
+    if from == DType::Bool {
+        check_bools(bytes, to)?;
+    }
+    Ok(())
+}
+
 /// Checks, without converting, that every element of `from` in `bytes` (any
 /// alignment) is a valid `from` value and fits the integer type `to`: what an
 /// adapter needs when the framework keeps the bytes as they are (`u64` held as
@@ -226,15 +241,7 @@ fn first_outside<S: Pod + Into<i128>>(bytes: &[u8], (lo, hi): (i128, i128)) -> O
 /// is not a whole number of elements, or `from` and `to` are different types
 /// that are not both integers.
 pub fn check_values(from: DType, bytes: &[u8], to: DType) -> Result<(), Error> {
-    if !bytes.len().is_multiple_of(from.size()) {
-        return Err(Error::invalid(format!(
-            "{} bytes are not a whole number of {from} values",
-            bytes.len()
-        )));
-    }
-    if from == DType::Bool {
-        check_bools(bytes, to)?;
-    }
+    check_elements(from, bytes, to)?;
     if from == to {
         return Ok(());
     }
@@ -321,15 +328,7 @@ pub fn widen(from: DType, bytes: &[u8], to: DType) -> Result<Widened<'_>, Error>
             "{from} does not widen to {to} without loss"
         )));
     }
-    if !bytes.len().is_multiple_of(from.size()) {
-        return Err(Error::invalid(format!(
-            "{} bytes are not a whole number of {from} values",
-            bytes.len()
-        )));
-    }
-    if from == DType::Bool {
-        check_bools(bytes, to)?;
-    }
+    check_elements(from, bytes, to)?;
     let same_bytes = from == to
         || (from == DType::Bool && to.size() == 1)
         || (from == DType::U64 && to == DType::I64);
