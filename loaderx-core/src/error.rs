@@ -214,6 +214,15 @@ pub enum ErrorKind {
         /// The contract the store follows.
         found: StoreKind,
     },
+    /// A loader column follows the other record contract than the call
+    /// needs (e.g. a Ragged column where a Dense one is converted).
+    #[error("column is {found}, expected {expected}")]
+    ColumnKind {
+        /// The contract the call needs.
+        expected: StoreKind,
+        /// The contract the column follows.
+        found: StoreKind,
+    },
     /// The schema names an element type loaderx does not support.
     #[error("unsupported element type {dtype:?}")]
     UnsupportedDType {

@@ -6,7 +6,7 @@ use ndarray::{ArrayViewD, IxDyn};
 
 use super::staging::StagedBuffer;
 use crate::dtype::{DType, Element};
-use crate::error::{Error, StoreKind};
+use crate::error::{Error, ErrorKind, StoreKind};
 use crate::host::{AlignedBuf, PadValue, Padded};
 use crate::ragged::RaggedLayout;
 
@@ -159,6 +159,30 @@ impl Column {
         }
     }
 
+    /// The `(B, *item_shape)` shape of a Dense column.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Ragged column.
+    pub fn dense_shape(&self) -> Result<&[usize], Error> {
+        match &self.layout {
+            ColumnLayout::Dense { shape } => Ok(shape),
+            ColumnLayout::Ragged(_) => Err(kind_error(StoreKind::Dense, StoreKind::Ragged)),
+        }
+    }
+
+    /// The record layout of a Ragged column.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense column.
+    pub fn ragged_layout(&self) -> Result<&RaggedLayout, Error> {
+        match &self.layout {
+            ColumnLayout::Ragged(layout) => Ok(layout),
+            ColumnLayout::Dense { .. } => Err(kind_error(StoreKind::Ragged, StoreKind::Dense)),
+        }
+    }
+
     /// The gathered bytes (Dense: the whole contiguous batch).
     pub fn bytes(&self) -> &[u8] {
         &self.buffer.as_bytes()[..self.len]
@@ -184,13 +208,11 @@ impl Column {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Ragged
-    /// column, or when `T` is not the column's element type or its bytes are not valid,
-    /// aligned `T` values.
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Ragged column;
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `T` is
+    /// not the column's element type or its bytes are not valid, aligned `T` values.
     pub fn dense<T: Element>(&self) -> Result<ArrayViewD<'_, T>, Error> {
-        let ColumnLayout::Dense { shape } = &self.layout else {
-            return Err(Error::invalid("column is ragged, not dense"));
-        };
+        let shape = self.dense_shape()?;
         let data = self.typed::<T>(self.bytes())?;
         ArrayViewD::from_shape(IxDyn(shape), data).map_err(|e| Error::invalid(e.to_string()))
     }
@@ -199,13 +221,11 @@ impl Column {
     ///
     /// # Errors
     ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a Dense
-    /// column, or when `T` is not the column's element type or its bytes are not valid,
-    /// aligned `T` values.
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense column;
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) when `T` is
+    /// not the column's element type or its bytes are not valid, aligned `T` values.
     pub fn ragged<T: Element>(&self) -> Result<Vec<ArrayViewD<'_, T>>, Error> {
-        let ColumnLayout::Ragged(layout) = &self.layout else {
-            return Err(Error::invalid("column is dense, not ragged"));
-        };
+        let layout = self.ragged_layout()?;
         let bytes = self.bytes();
         (0..layout.len())
             .map(|i| {
@@ -374,6 +394,10 @@ impl Column {
     }
 }
 
+fn kind_error(expected: StoreKind, found: StoreKind) -> Error {
+    ErrorKind::ColumnKind { expected, found }.into()
+}
+
 impl std::fmt::Debug for Column {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Column")
@@ -387,7 +411,6 @@ impl std::fmt::Debug for Column {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::ErrorKind;
 
     fn bytes(values: &[u16]) -> Vec<u8> {
         values.iter().flat_map(|v| v.to_le_bytes()).collect()
@@ -425,6 +448,27 @@ mod tests {
         assert!(dense.record_views::<i16>().is_err());
         let empty = Column::stack(DType::U16, StoreKind::Dense, []).unwrap();
         assert_eq!(empty.shape(), Some(&[0][..]));
+    }
+
+    #[test]
+    fn the_other_contract_is_a_column_kind_error() {
+        let a = bytes(&[1, 2]);
+        let dense = Column::stack(DType::U16, StoreKind::Dense, [(&[2][..], &a[..])]).unwrap();
+        let ragged = Column::stack(DType::U16, StoreKind::Ragged, [(&[2][..], &a[..])]).unwrap();
+        assert_eq!(dense.dense_shape().unwrap(), &[1, 2]);
+        assert_eq!(ragged.ragged_layout().unwrap().len(), 1);
+        let kind = |e: Error| match e.into_kind() {
+            ErrorKind::ColumnKind { expected, found } => (expected, found),
+            other => panic!("{other}"),
+        };
+        let dense_wanted = (StoreKind::Dense, StoreKind::Ragged);
+        let ragged_wanted = (StoreKind::Ragged, StoreKind::Dense);
+        assert_eq!(kind(ragged.dense_shape().unwrap_err()), dense_wanted);
+        assert_eq!(kind(ragged.dense::<u16>().unwrap_err()), dense_wanted);
+        assert_eq!(kind(dense.ragged_layout().unwrap_err()), ragged_wanted);
+        assert_eq!(kind(dense.ragged::<u16>().unwrap_err()), ragged_wanted);
+        let e = dense.ragged_layout().unwrap_err();
+        assert_eq!(e.to_string(), "column is dense, expected ragged");
     }
 
     #[test]
