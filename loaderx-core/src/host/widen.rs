@@ -98,6 +98,35 @@ impl DTypeTable {
         widen(from, bytes, self.target(from)?)
     }
 
+    /// The [`target`](Self::target) type of `from` when it holds `from`'s
+    /// bytes unchanged (the same type, `bool` as a one-byte integer, `u64` as
+    /// `i64` once [`check`](Self::check)ed), so a buffer gathered in `from`
+    /// can become the framework's tensor as it is; `None` when the values
+    /// must be widened, or no supported type holds them.
+    pub fn same_bytes(&self, from: DType) -> Option<DType> {
+        self.target(from).ok().filter(|&to| keeps_bytes(from, to))
+    }
+
+    /// Checks, without converting, that the elements of `from` in `bytes`
+    /// convert to the [`target`](Self::target) type (a whole number of them,
+    /// `u64` values at most `i64::MAX` for `i64`, `bool` bytes 0 or 1), and
+    /// returns that type: what a framework taking the bytes as they are
+    /// ([`same_bytes`](Self::same_bytes)) needs, without [`widen`](Self::widen)'s copy.
+    ///
+    /// # Errors
+    ///
+    /// As [`target`](Self::target) and [`check_values`].
+    pub fn check(&self, from: DType, bytes: &[u8]) -> Result<DType, Error> {
+        let to = self.target(from)?;
+        if keeps_bytes(from, to) {
+            check_values(from, bytes, to)?;
+        } else {
+            // The rest of the table is lossless.
+            check_elements(from, bytes, to)?;
+        }
+        Ok(to)
+    }
+
     /// A host array in the [`target`](Self::target) type, without a copy
     /// when the bytes stay the same.
     ///
@@ -329,10 +358,7 @@ pub fn widen(from: DType, bytes: &[u8], to: DType) -> Result<Widened<'_>, Error>
         )));
     }
     check_elements(from, bytes, to)?;
-    let same_bytes = from == to
-        || (from == DType::Bool && to.size() == 1)
-        || (from == DType::U64 && to == DType::I64);
-    if same_bytes {
+    if keeps_bytes(from, to) {
         if from == DType::U64 && to == DType::I64 {
             check_u64(bytes)?;
         }
@@ -367,6 +393,14 @@ pub fn widen(from: DType, bytes: &[u8], to: DType) -> Result<Widened<'_>, Error>
         dtype: to,
         bytes: Storage::Owned(out),
     })
+}
+
+/// True when elements of `from` are valid elements of `to` byte for byte
+/// (`u64` as `i64` after a range check).
+fn keeps_bytes(from: DType, to: DType) -> bool {
+    from == to
+        || (from == DType::Bool && to.size() == 1)
+        || (from == DType::U64 && to == DType::I64)
 }
 
 /// `f64` widens to nothing but itself, which the same-bytes path takes.
@@ -423,6 +457,28 @@ mod tests {
         assert!(!w.is_borrowed());
         assert_eq!(w.as_bytes(), &bytes[1..17]);
         assert!(w.as_slice::<i64>().is_ok());
+    }
+
+    #[test]
+    fn same_bytes_and_check_follow_the_table() {
+        assert_eq!(NO_SMALL.same_bytes(DType::U8), Some(DType::U8));
+        assert_eq!(NO_SMALL.same_bytes(DType::Bool), Some(DType::U8));
+        assert_eq!(NO_SMALL.same_bytes(DType::U64), Some(DType::I64));
+        assert_eq!(NO_SMALL.same_bytes(DType::I8), None); // widened to i16
+        assert_eq!(NO_SMALL.same_bytes(DType::U16), None); // widened to u32
+        assert_eq!(DTypeTable::new(&[DType::F32]).same_bytes(DType::I8), None);
+
+        let ok = 7u64.to_le_bytes();
+        assert_eq!(NO_SMALL.check(DType::U64, &ok).unwrap(), DType::I64);
+        let big = u64::MAX.to_le_bytes();
+        let e = NO_SMALL.check(DType::U64, &big).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::OutOfRange { .. }), "{e}");
+        assert!(NO_SMALL.check(DType::Bool, &[0, 1, 2]).is_err());
+        assert_eq!(NO_SMALL.check(DType::F32, &[0; 8]).unwrap(), DType::F32);
+        let widened = DTypeTable::new(&[DType::F64, DType::I64]);
+        assert_eq!(widened.check(DType::F16, &[0; 4]).unwrap(), DType::F64);
+        assert!(widened.check(DType::I8, &[0; 3]).is_ok());
+        assert!(widened.check(DType::U16, &[0; 3]).is_err());
     }
 
     #[test]
