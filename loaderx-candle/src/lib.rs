@@ -35,8 +35,9 @@
 //! - [`CandleLoaderExt`] turns a [`loaderx_core::DataLoaderBuilder`] into a
 //!   loader of [`TensorBatch`]es (or of your own type); the host → tensor
 //!   conversion runs on the loader's workers, off the training thread.
-//! - Single columns convert on their own: [`dense_tensor`], [`ragged_padded`]
-//!   (with lengths and a mask) or [`ragged_tensors`] (one tensor per record).
+//! - Single columns convert on their own with [`CandleConverter`]'s
+//!   [`ColumnConverter`] methods: `dense`, `padded` (with lengths and a mask,
+//!   any [`PadValue`]) or `records` (one tensor per record).
 //! - [`Batcher`] gives one pass of `(xs, ys)` pairs in the style of
 //!   `candle_datasets::Batcher` (`return_last_incomplete_batch` for evaluation).
 //! - [`DTYPE_TABLE`] documents how loaderx element types map to candle's.
@@ -46,7 +47,6 @@
 //!   and `pinned_stats`).
 
 mod batcher;
-mod column;
 #[cfg(feature = "cuda")]
 mod cuda;
 mod dtype;
@@ -55,15 +55,11 @@ mod host;
 mod loader;
 
 pub use batcher::Batcher;
-pub use column::{
-    Padded, array_tensor, dense_tensor, into_dense_tensor, ragged_padded, ragged_padded_with,
-    ragged_tensors,
-};
 #[cfg(feature = "cuda")]
 pub use cuda::{CudaPinnedAlloc, CudaPinnedBlock, pinned_stats};
 pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
 pub use host::{CandleStaging, HostBuffer};
-pub use loader::{CandleConverter, CandleLoaderExt, TensorBatch, TensorColumn};
+pub use loader::{CandleConverter, CandleLoaderExt, Padded, TensorBatch, TensorColumn};
 #[doc(no_inline)]
-pub use loaderx_core::host::RaggedMode;
+pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};

@@ -5,22 +5,39 @@ use std::sync::Arc;
 
 use candle_core::{Device, Tensor};
 use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::{Column, DataLoader, DataLoaderBuilder, Staging};
+use loaderx_core::{Column, DType, DataLoader, DataLoaderBuilder, Staging};
 
-use crate::column::{Padded, into_dense_tensor, ragged_padded, ragged_tensors};
 use crate::error::{Error, Result};
-use crate::host::CandleStaging;
+use crate::host::{CandleStaging, storage_from_buffer, storage_from_bytes, tensor_on};
+
+/// A padded Ragged stream as candle tensors: `values` `(B, max_0, ..)` in
+/// the [mapped type](crate::DTYPE_TABLE), `lengths` `(B, ndim)` `I64`, `mask` of
+/// `values`' shape, `U8` (1 inside a record, 0 in padding).
+pub type Padded = loaderx_core::host::Padded<Tensor>;
 
 /// One stream of a [`TensorBatch`]: Dense, padded or per-record.
-pub type TensorColumn = loaderx_core::host::TensorColumn<Tensor, Padded>;
+pub type TensorColumn = loaderx_core::host::TensorColumn<Tensor>;
 
 /// A loader step as candle tensors, streams in the loader's order (core's
 /// [`TensorBatch`](loaderx_core::host::TensorBatch) with candle's types).
-pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor, Padded>;
+pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor>;
 
 /// candle's [`ColumnConverter`]: loader columns to tensors on one device,
 /// gathered by [`CandleStaging`]. Dense columns move into their tensors
-/// without a copy on the CPU.
+/// without a copy on the CPU. Single columns convert with the trait's
+/// methods: [`dense`](ColumnConverter::dense) (or
+/// [`copy_dense`](ColumnConverter::copy_dense) from a borrowed column),
+/// [`padded`](ColumnConverter::padded) (with lengths and a mask) and
+/// [`records`](ColumnConverter::records) (one tensor per record).
+///
+/// # Errors
+///
+/// Every conversion fails with [`Error::Core`] for a column of the other
+/// record contract ([`ColumnKind`](loaderx_core::ErrorKind::ColumnKind)), a
+/// value the [mapped type](crate::DTYPE_TABLE) cannot hold (a `u64` above
+/// `i64::MAX`, a `bool` byte other than 0 or 1) or a type without a lossless
+/// mapping, and with [`Error::Candle`] when candle refuses the tensor (its
+/// device, its memory).
 #[derive(Debug, Clone)]
 pub struct CandleConverter {
     device: Device,
@@ -37,19 +54,31 @@ impl CandleConverter {
 
 impl ColumnConverter for CandleConverter {
     type Tensor = Tensor;
-    type Padded = Padded;
     type Error = Error;
 
+    fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> Result<Tensor> {
+        tensor_on(storage_from_bytes(dtype, bytes)?, shape, &self.device)
+    }
+
+    /// Moves the gathered memory into the tensor when the column was staged
+    /// by [`CandleStaging`] (no copy on the CPU; with the `cuda` feature, an
+    /// asynchronous upload from pinned memory); copies otherwise.
     fn dense(&self, column: Column) -> Result<Tensor> {
-        into_dense_tensor(column, &self.device)
-    }
-
-    fn padded(&self, column: &Column) -> Result<Padded> {
-        ragged_padded(column, &self.device)
-    }
-
-    fn records(&self, column: &Column) -> Result<Vec<Tensor>> {
-        ragged_tensors(column, &self.device)
+        let shape = column.dense_shape()?.to_vec();
+        let (dtype, len) = (column.dtype(), column.bytes().len());
+        #[cfg(feature = "cuda")]
+        let buffer =
+            match crate::cuda::upload_dense(dtype, column.into_buffer(), &shape, &self.device) {
+                Ok(tensor) => return tensor,
+                Err(buffer) => buffer,
+            };
+        #[cfg(not(feature = "cuda"))]
+        let buffer = column.into_buffer();
+        tensor_on(
+            storage_from_buffer(dtype, buffer, len)?,
+            &shape,
+            &self.device,
+        )
     }
 
     fn staging(&self) -> Option<Arc<dyn Staging>> {

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use candle_core::Device;
-use loaderx_candle::into_dense_tensor;
+use loaderx_candle::{CandleConverter, ColumnConverter};
 use loaderx_core::SamplerMode;
 use loaderx_core::host::AlignedBuf;
 use loaderx_core::{
@@ -150,7 +150,8 @@ fn convert(
             }
             values
         } else {
-            into_dense_tensor(column, &Device::Cpu)?
+            CandleConverter::new(&Device::Cpu)
+                .dense(column)?
                 .flatten_all()?
                 .to_vec1::<u8>()?
         };

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use candle_core::{CpuStorage, DType as CDType, Device, Storage, Tensor};
 use loaderx_candle::{
-    CandleLoaderExt, CandleStaging, Error, RaggedMode, candle_dtype, dense_tensor,
-    into_dense_tensor, ragged_padded, ragged_tensors,
+    CandleConverter, CandleLoaderExt, CandleStaging, ColumnConverter, Error, PadValue, RaggedMode,
+    candle_dtype,
 };
 use loaderx_core::SamplerMode;
 use loaderx_core::{
@@ -243,7 +243,8 @@ fn rank1_mask_and_column_helpers() {
         .unwrap();
     let batch = loader.next().unwrap().unwrap();
     let col = batch.column("t").unwrap();
-    let p = ragged_padded(col, &Device::Cpu).unwrap();
+    let cpu = CandleConverter::new(&Device::Cpu);
+    let p = cpu.padded(col, PadValue::ZERO).unwrap();
     assert_eq!(
         p.values.to_vec2::<i16>().unwrap(),
         vec![vec![1, 0, 0], vec![2, 2, 2], vec![-1, -1, 0]]
@@ -253,12 +254,14 @@ fn rank1_mask_and_column_helpers() {
         vec![vec![1, 0, 0], vec![1, 1, 1], vec![1, 1, 0]]
     );
     assert_eq!(
-        ragged_tensors(col, &Device::Cpu).unwrap()[2]
-            .to_vec1::<i16>()
-            .unwrap(),
+        cpu.records(col).unwrap()[2].to_vec1::<i16>().unwrap(),
         vec![-1, -1]
     );
-    assert!(dense_tensor(col, &Device::Cpu).is_err());
+    let e = cpu.copy_dense(col).unwrap_err();
+    assert!(
+        matches!(&e, Error::Core(c) if matches!(c.kind(), loaderx_core::ErrorKind::ColumnKind { .. })),
+        "{e}"
+    );
 }
 
 #[test]
@@ -275,7 +278,7 @@ fn cpu_hand_over_does_not_copy() {
     let batch = loader.next().unwrap().unwrap();
     let (_, column) = batch.into_columns().pop().unwrap();
     let gathered_at = column.bytes().as_ptr() as usize;
-    let t = into_dense_tensor(column, &Device::Cpu).unwrap();
+    let t = CandleConverter::new(&Device::Cpu).dense(column).unwrap();
     let (storage, _) = t.storage_and_layout();
     let Storage::Cpu(CpuStorage::F32(v)) = &*storage else {
         panic!("not f32 cpu storage")

@@ -67,13 +67,10 @@ pub fn tch_kind(dtype: DType) -> Result<Kind> {
     Ok(kind_of(DTYPE_TABLE.target(dtype)?))
 }
 
-/// The kind holding the store's bytes unchanged, when libtorch has one.
+/// The kind holding the store's bytes unchanged, when libtorch has one
+/// (`u64` bytes are `Int64` after a range check).
 pub(crate) fn same_bytes_kind(dtype: DType) -> Option<Kind> {
-    match dtype {
-        DType::U16 | DType::U32 => None,
-        // u64 bytes are reinterpreted as i64 after a range check.
-        other => tch_kind(other).ok(),
-    }
+    DTYPE_TABLE.same_bytes(dtype).map(kind_of)
 }
 
 #[cfg(test)]

@@ -5,20 +5,14 @@
 #[non_exhaustive]
 pub enum Error {
     /// loaderx failed (store, loader, a value out of range for its mapped
-    /// kind: [`ErrorKind::OutOfRange`](loaderx_core::ErrorKind::OutOfRange)).
+    /// kind: [`ErrorKind::OutOfRange`](loaderx_core::ErrorKind::OutOfRange), a
+    /// column of the other contract:
+    /// [`ErrorKind::ColumnKind`](loaderx_core::ErrorKind::ColumnKind)).
     #[error(transparent)]
     Core(#[from] loaderx_core::Error),
     /// libtorch failed (allocation, device transfer).
     #[error(transparent)]
     Tch(#[from] tch::TchError),
-    /// The column is not of the contract the call needs.
-    #[error("column is {found}, expected {expected}")]
-    Kind {
-        /// What the call needs.
-        expected: loaderx_core::StoreKind,
-        /// What the column is.
-        found: loaderx_core::StoreKind,
-    },
 }
 
 /// A specialised `Result` for this crate.

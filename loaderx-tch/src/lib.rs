@@ -25,7 +25,8 @@
 //! On the CPU, Dense batches are gathered straight into the storage of the
 //! tensor you receive. With CUDA they are gathered into pinned host memory
 //! and copied to the device without blocking, so the copy overlaps the next
-//! gather. See [`DTYPE_TABLE`] for the element type table. [`Iter2`] gives one
+//! gather. Single columns convert with [`TchConverter`]'s [`ColumnConverter`]
+//! methods. See [`DTYPE_TABLE`] for the element type table. [`Iter2`] gives one
 //! pass of `(xs, ys)` pairs in the style of `tch::data::Iter2`
 //! (`shuffle`, `to_device`, `return_smaller_last_batch`).
 //!
@@ -54,21 +55,16 @@
 //!
 //! The `tch-mnist` example builds with exactly this script.
 
-mod column;
 mod dtype;
 mod error;
 mod iter;
 mod loader;
 mod staging;
 
-pub use column::{
-    Padded, array_tensor, dense_tensor, into_tensor, ragged_padded, ragged_padded_with,
-    ragged_tensors, tensor_from_bytes,
-};
 pub use dtype::{DTYPE_TABLE, tch_kind};
 pub use error::{Error, Result};
 pub use iter::Iter2;
-pub use loader::{TchColumn, TchConverter, TchLoaderExt, TensorBatch};
+pub use loader::{Padded, TchColumn, TchConverter, TchLoaderExt, TensorBatch};
 #[doc(no_inline)]
-pub use loaderx_core::host::RaggedMode;
+pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};
 pub use staging::{StagingStats, TchStaging, TensorBuffer, staging_stats};

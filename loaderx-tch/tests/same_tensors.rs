@@ -11,7 +11,7 @@
 
 use burn::tensor::{Bool, Device as BurnDevice, Int, Tensor as BurnTensor};
 use loaderx_core::SamplerMode;
-use loaderx_core::host::PadValue;
+use loaderx_core::host::{ColumnConverter, PadValue};
 use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
 use ndarray::ArrayD;
 use proptest::prelude::*;
@@ -111,9 +111,12 @@ fn check(shapes: &[Vec<usize>], batch: usize) {
             core.mask.as_slice::<bool>().unwrap().to_vec(),
             core.values.shape().to_vec(),
         );
-        let tch = from_tch(&loaderx_tch::ragged_padded(column, tch::Device::Cpu).unwrap());
-        let candle =
-            from_candle(&loaderx_candle::ragged_padded(column, &candle_core::Device::Cpu).unwrap());
+        let (to_tch, to_candle) = (
+            loaderx_tch::TchConverter::new(tch::Device::Cpu),
+            loaderx_candle::CandleConverter::new(&candle_core::Device::Cpu),
+        );
+        let tch = from_tch(&to_tch.padded(column, PadValue::ZERO).unwrap());
+        let candle = from_candle(&to_candle.padded(column, PadValue::ZERO).unwrap());
         assert_eq!(tch, want, "tch");
         assert_eq!(candle, want, "candle");
         let host = loaderx_burn::HostBatch::from_batch(b, &BurnDevice::flex());
@@ -179,7 +182,9 @@ fn every_adapter_gets_the_same_packed_rows() {
                 _ => c.dense::<i64>().unwrap().iter().copied().collect(),
             };
             core.push((v, c.shape().unwrap().to_vec()));
-            let t = loaderx_tch::dense_tensor(c, tch::Device::Cpu).unwrap();
+            let t = loaderx_tch::TchConverter::new(tch::Device::Cpu)
+                .copy_dense(c)
+                .unwrap();
             let tv = Vec::<i64>::try_from(&t.flatten(0, -1).to_kind(tch::Kind::Int64)).unwrap();
             let ts: Vec<usize> = t.size().into_iter().map(|d| d as usize).collect();
             assert_eq!(
@@ -187,7 +192,9 @@ fn every_adapter_gets_the_same_packed_rows() {
                 (&core.last().unwrap().0, &core.last().unwrap().1),
                 "tch {name}"
             );
-            let ct = loaderx_candle::dense_tensor(c, &candle_core::Device::Cpu).unwrap();
+            let ct = loaderx_candle::CandleConverter::new(&candle_core::Device::Cpu)
+                .copy_dense(c)
+                .unwrap();
             let cv = ct
                 .flatten_all()
                 .unwrap()

@@ -11,7 +11,7 @@ use loaderx_core::{
     f16,
 };
 use loaderx_tch::{
-    Error, RaggedMode, TchLoaderExt, TchStaging, into_tensor, ragged_padded, tch_kind,
+    ColumnConverter, Error, PadValue, RaggedMode, TchConverter, TchLoaderExt, TchStaging, tch_kind,
 };
 use tch::{Device, Kind, Tensor};
 
@@ -228,7 +228,7 @@ fn cpu_hand_over_does_not_copy() {
     let batch = loader.next().unwrap().unwrap();
     let (_, column) = batch.into_columns().pop().unwrap();
     let gathered_at = column.bytes().as_ptr() as usize;
-    let t = into_tensor(column, Device::Cpu).unwrap();
+    let t = TchConverter::new(Device::Cpu).dense(column).unwrap();
     assert_eq!(
         t.data_ptr() as usize,
         gathered_at,
@@ -241,7 +241,13 @@ fn cpu_hand_over_does_not_copy() {
         .build()
         .unwrap();
     let batch = loader.next().unwrap().unwrap();
-    assert!(ragged_padded(batch.column("x").unwrap(), Device::Cpu).is_err());
+    let e = TchConverter::new(Device::Cpu)
+        .padded(batch.column("x").unwrap(), PadValue::ZERO)
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::Core(c) if matches!(c.kind(), loaderx_core::ErrorKind::ColumnKind { .. })),
+        "{e}"
+    );
 }
 
 #[test]
@@ -277,12 +283,17 @@ fn pinned_path_falls_back_cleanly_without_cuda() {
 #[test]
 fn bool_bytes_other_than_0_and_1_are_refused() {
     // A Kind::Bool tensor holding 2 is undefined behaviour when read back.
-    let e = loaderx_tch::tensor_from_bytes(DType::Bool, &[0, 1, 2], &[3], Device::Cpu).unwrap_err();
+    let cpu = TchConverter::new(Device::Cpu);
+    let e = cpu
+        .tensor_from_bytes(DType::Bool, &[0, 1, 2], &[3])
+        .unwrap_err();
     assert!(
         matches!(&e, Error::Core(c) if matches!(c.kind(), loaderx_core::ErrorKind::OutOfRange { .. })),
         "{e}"
     );
-    let t = loaderx_tch::tensor_from_bytes(DType::Bool, &[0, 1, 1], &[3], Device::Cpu).unwrap();
+    let t = cpu
+        .tensor_from_bytes(DType::Bool, &[0, 1, 1], &[3])
+        .unwrap();
     assert_eq!(t.kind(), Kind::Bool);
 
     // Through the loader and the zero-copy staging: a store damaged on disk.

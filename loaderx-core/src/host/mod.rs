@@ -16,9 +16,12 @@
 //!   narrowest one that holds every value (`u64` to `i64` range-checked),
 //!   never truncated, reading bytes of any alignment.
 //! - [`RaggedMode`], [`ColumnConverter`] and [`TensorBatch`]: a loader
-//!   batch as framework tensors. The adapter implements the three
-//!   conversions of [`ColumnConverter`]; the batch structure, its
-//!   accessors and the loader glue
+//!   batch as framework tensors. The adapter implements
+//!   [`ColumnConverter::tensor_from_bytes`] (and a zero-copy
+//!   [`dense`](ColumnConverter::dense) for its own staged buffers); Dense,
+//!   padded and per-record conversion, the batch structure, its accessors,
+//!   the column-contract checks ([`Column::dense_shape`](crate::loader::Column::dense_shape),
+//!   [`Column::ragged_layout`](crate::loader::Column::ragged_layout)) and the loader glue
 //!   ([`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors))
 //!   are shared.
 //! - [`PairsBuilder`] / [`Pairs`]: one pass over two streams as `(xs, ys)`

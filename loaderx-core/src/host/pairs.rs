@@ -4,7 +4,6 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use super::pad::Padded;
 use super::tensors::{ColumnConverter, RaggedMode, TensorColumn};
 use crate::error::Error;
 use crate::loader::{DataLoader, Staging, Stream};
@@ -100,7 +99,7 @@ impl PairsBuilder {
     /// only, ...).
     pub fn build<C>(&self, converter: C) -> Result<Pairs<C::Tensor, C::Error>, Error>
     where
-        C: ColumnConverter<Padded = Padded<<C as ColumnConverter>::Tensor>>,
+        C: ColumnConverter,
         C::Error: std::error::Error + Sync,
     {
         let mut builder = DataLoader::builder()
@@ -121,7 +120,7 @@ impl PairsBuilder {
             builder = builder.staging(Arc::clone(s));
         }
         let loader = builder.build_tensors(converter, RaggedMode::Padded, |mut batch| {
-            let one = |c: TensorColumn<C::Tensor, C::Padded>| match c {
+            let one = |c: TensorColumn<C::Tensor>| match c {
                 TensorColumn::Dense(t) => Ok(t),
                 TensorColumn::Padded(p) => Ok(p.values),
                 // RaggedMode::Padded never gives per-record columns.

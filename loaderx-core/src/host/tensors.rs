@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use super::{HostArray, PadValue, Padded};
+use crate::dtype::DType;
 use crate::error::{Error, StoreKind};
 use crate::loader::{Batch, Column, Staging};
 
@@ -18,37 +20,123 @@ pub enum RaggedMode {
     PerRecord,
 }
 
-/// The framework-specific last step of a batch's path: one loader column to
-/// the framework's tensors. Everything else (staging aside) is core's.
+/// The framework-specific last step of a batch's path: host bytes to the
+/// framework's tensor. An adapter implements [`tensor_from_bytes`](Self::tensor_from_bytes)
+/// (and, to hand its own staged buffers over without a copy,
+/// [`dense`](Self::dense)); Dense, per-record and padded conversion of whole
+/// columns are built on it here, the same for every framework.
+///
+/// ```
+/// use loaderx_core::host::{ColumnConverter, PadValue};
+/// use loaderx_core::{Codec, DType, DataLoader, Ragged, RaggedWriter};
+///
+/// /// "Tensors" that are `(shape, element count)`.
+/// struct Shapes;
+/// impl ColumnConverter for Shapes {
+///     type Tensor = (Vec<usize>, usize);
+///     type Error = loaderx_core::Error;
+///     fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> loaderx_core::Result<Self::Tensor> {
+///         Ok((shape.to_vec(), bytes.len() / dtype.size()))
+///     }
+/// }
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut w = RaggedWriter::<u16>::create(dir.path().join("tok"), 1, Codec::Raw)?;
+/// w.append([vec![1u16, 2, 3], vec![4]])?;
+/// w.close()?;
+/// let mut loader = DataLoader::builder()
+///     .stream("tok", Ragged::<u16>::open(dir.path().join("tok"))?)
+///     .batch_size(2)
+///     .mode(loaderx_core::SamplerMode::Sequential)
+///     .build()?;
+/// let batch = loader.next().unwrap()?;
+/// let tok = batch.column("tok").unwrap();
+/// assert_eq!(Shapes.records(tok)?, [(vec![3], 3), (vec![1], 1)]);
+/// let padded = Shapes.padded(tok, PadValue::ZERO)?;
+/// assert_eq!(padded.values, (vec![2, 3], 6));
+/// assert_eq!(padded.lengths, (vec![2, 1], 2));
+/// assert!(Shapes.copy_dense(tok).is_err()); // a Ragged column
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait ColumnConverter: Send + Sync + 'static {
     /// The framework's tensor.
     type Tensor: Send + 'static;
-    /// A padded Ragged stream in the framework's types.
-    type Padded: Send + 'static;
     /// The adapter's error; core errors convert into it.
     type Error: From<Error> + Send + 'static;
 
+    /// A tensor of `shape` from elements of `dtype` in `bytes` (any
+    /// alignment, C order), copied and widened as the framework needs (see
+    /// [`DTypeTable`](super::DTypeTable)).
+    ///
+    /// # Errors
+    ///
+    /// When the bytes cannot become a tensor (a value out of range for the
+    /// framework's type, the framework's own errors).
+    fn tensor_from_bytes(
+        &self,
+        dtype: DType,
+        bytes: &[u8],
+        shape: &[usize],
+    ) -> Result<Self::Tensor, Self::Error>;
+
+    /// A host array as a tensor (e.g. one of [`Padded`]'s).
+    ///
+    /// # Errors
+    ///
+    /// As [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn array(&self, array: &HostArray) -> Result<Self::Tensor, Self::Error> {
+        self.tensor_from_bytes(array.dtype(), array.bytes(), array.shape())
+    }
+
+    /// A Dense column as one `(B, *item_shape)` tensor, copying its bytes.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Ragged
+    /// column, and as [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn copy_dense(&self, column: &Column) -> Result<Self::Tensor, Self::Error> {
+        let shape = column.dense_shape()?;
+        self.tensor_from_bytes(column.dtype(), column.bytes(), shape)
+    }
+
     /// A Dense column as one `(B, *item_shape)` tensor; the column is the
-    /// converter's to take its staged buffer back without a copy.
+    /// converter's, to take its staged buffer back without a copy. The
+    /// default copies ([`copy_dense`](Self::copy_dense)).
     ///
     /// # Errors
     ///
-    /// When the column cannot become a tensor.
-    fn dense(&self, column: Column) -> Result<Self::Tensor, Self::Error>;
+    /// As [`copy_dense`](Self::copy_dense).
+    fn dense(&self, column: Column) -> Result<Self::Tensor, Self::Error> {
+        self.copy_dense(&column)
+    }
 
-    /// A Ragged column padded (see [`Column::padded`]).
+    /// A Ragged column padded with `pad` to the largest extent of every axis
+    /// (see [`Column::padded`]), as tensors: values, `i64` lengths, `bool` mask
+    /// (in the framework's types for them).
     ///
     /// # Errors
     ///
-    /// When the column cannot become tensors.
-    fn padded(&self, column: &Column) -> Result<Self::Padded, Self::Error>;
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column, as [`Column::padded`] (a `pad` of another element type), and as
+    /// [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn padded(&self, column: &Column, pad: PadValue) -> Result<Padded<Self::Tensor>, Self::Error> {
+        column.ragged_layout()?;
+        column.padded(pad)?.try_map(|array| self.array(&array))
+    }
 
-    /// A Ragged column as one tensor per record.
+    /// A Ragged column as one tensor per record, each of its own shape.
     ///
     /// # Errors
     ///
-    /// When a record cannot become a tensor.
-    fn records(&self, column: &Column) -> Result<Vec<Self::Tensor>, Self::Error>;
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column, and as [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn records(&self, column: &Column) -> Result<Vec<Self::Tensor>, Self::Error> {
+        column.ragged_layout()?;
+        column
+            .records()
+            .map(|(shape, bytes)| self.tensor_from_bytes(column.dtype(), bytes, shape))
+            .collect()
+    }
 
     /// Where the loader gathers the batches this converter takes (e.g. the
     /// framework's own tensor storage or pinned memory), or `None` (the
@@ -63,7 +151,7 @@ pub trait ColumnConverter: Send + Sync + 'static {
 
 /// One stream of a [`TensorBatch`].
 #[derive(Debug, Clone)]
-pub enum TensorColumn<T, P> {
+pub enum TensorColumn<T, P = Padded<T>> {
     /// A Dense stream: `(B, *item_shape)`.
     Dense(T),
     /// A Ragged stream, padded.
@@ -75,7 +163,7 @@ pub enum TensorColumn<T, P> {
 /// A loader step as framework tensors, streams in the loader's order.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
-pub struct TensorBatch<T, P> {
+pub struct TensorBatch<T, P = Padded<T>> {
     /// The sampler step.
     pub step: u64,
     /// The pass the step belongs to.
@@ -88,15 +176,16 @@ pub struct TensorBatch<T, P> {
     pub columns: Vec<(String, TensorColumn<T, P>)>,
 }
 
-impl<T, P> TensorBatch<T, P> {
-    /// Converts a loader batch column by column with `converter`.
+impl<T> TensorBatch<T> {
+    /// Converts a loader batch column by column with `converter` (Ragged
+    /// columns padded with zeros, or one tensor per record, as `mode` says).
     ///
     /// # Errors
     ///
     /// The converter's first error.
     pub fn convert<C>(batch: Batch, converter: &C, mode: RaggedMode) -> Result<Self, C::Error>
     where
-        C: ColumnConverter<Tensor = T, Padded = P>,
+        C: ColumnConverter<Tensor = T>,
     {
         let (step, epoch, step_in_epoch) = (batch.step(), batch.epoch(), batch.step_in_epoch());
         let indices = batch.indices().to_vec();
@@ -106,7 +195,9 @@ impl<T, P> TensorBatch<T, P> {
             .map(|(name, column)| {
                 let converted = match (column.kind(), mode) {
                     (StoreKind::Dense, _) => TensorColumn::Dense(converter.dense(column)?),
-                    (_, RaggedMode::Padded) => TensorColumn::Padded(converter.padded(&column)?),
+                    (_, RaggedMode::Padded) => {
+                        TensorColumn::Padded(converter.padded(&column, PadValue::ZERO)?)
+                    }
                     (_, RaggedMode::PerRecord) => {
                         TensorColumn::Records(converter.records(&column)?)
                     }
@@ -122,7 +213,9 @@ impl<T, P> TensorBatch<T, P> {
             columns,
         })
     }
+}
 
+impl<T, P> TensorBatch<T, P> {
     /// Number of records.
     pub fn len(&self) -> usize {
         self.indices.len()

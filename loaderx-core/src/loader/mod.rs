@@ -434,10 +434,7 @@ impl DataLoaderBuilder {
         C: crate::host::ColumnConverter,
         C::Error: std::error::Error + Sync,
         T: Send + 'static,
-        F: Fn(crate::host::TensorBatch<C::Tensor, C::Padded>) -> Result<T, C::Error>
-            + Send
-            + Sync
-            + 'static,
+        F: Fn(crate::host::TensorBatch<C::Tensor>) -> Result<T, C::Error> + Send + Sync + 'static,
     {
         let mut builder = self;
         if let Some(staging) = converter.staging() {
