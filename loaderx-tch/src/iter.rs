@@ -93,14 +93,6 @@ impl Iter2 {
         self.pairs.workers(workers);
         self
     }
-
-    fn start(&mut self) -> Result<&mut Pairs<Tensor, Error>> {
-        if let Some(running) = self.running.take() {
-            return Ok(self.running.insert(running));
-        }
-        let running = self.pairs.build(TchConverter::new(self.device))?;
-        Ok(self.running.insert(running))
-    }
 }
 
 impl Iterator for Iter2 {
@@ -108,15 +100,15 @@ impl Iterator for Iter2 {
 
     /// The next pair; a configuration the loader refuses is the first item's error.
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        match self.start() {
-            Ok(pairs) => pairs.next(),
-            Err(e) => {
-                self.failed = true;
-                Some(Err(e))
+        if self.running.is_none() && !self.failed {
+            match self.pairs.build(TchConverter::new(self.device)) {
+                Ok(pairs) => self.running = Some(pairs),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e.into()));
+                }
             }
         }
+        self.running.as_mut()?.next()
     }
 }
