@@ -5,7 +5,6 @@ use std::any::Any;
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
 use half::f16;
-use loaderx_core::host::check_values;
 use loaderx_core::{DType, StoreKind};
 use loaderx_core::{StageRequest, StagedBuffer, Staging, downcast_staged};
 
@@ -163,7 +162,7 @@ pub(crate) fn storage_from_host(dtype: DType, vec: HostVec) -> Result<CpuStorage
         HostVec::I32(v) => CpuStorage::I32(v),
         HostVec::U64(v) if dtype == DType::U64 => {
             // Range-checks every value; the bytes stay as they are.
-            check_values(dtype, bytemuck::cast_slice(&v), DType::I64)?;
+            DTYPE_TABLE.check(dtype, bytemuck::cast_slice(&v))?;
             CpuStorage::I64(bytemuck::allocation::cast_vec(v))
         }
         HostVec::I64(v) => CpuStorage::I64(v),
