@@ -2,79 +2,33 @@
 //! a wrapper of core's builder, burn's epochs mapped onto core's passes.
 
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::DatasetError;
 use burn::tensor::Device;
-use loaderx_core::{Batch, Stream};
-use loaderx_core::{Sampler, SamplerMode};
+use loaderx_core::{EpochIter, EpochLoader, Sampler, SamplerMode, Stream};
 
 use crate::dataset::{MappedDataset, ZrecordDataset};
 use crate::error::{BoxError, Error, Result};
 use crate::host::HostBatch;
 use crate::tensors::TensorBatch;
 
-type MapFn<O> = Arc<dyn Fn(HostBatch) -> Result<O, BoxError> + Send + Sync>;
-
-/// The loaderx pipeline of one loader: endless, in step order.
-type Pipeline<O> = loaderx_core::DataLoader<O>;
-
-#[derive(Debug, Default)]
-struct Counters {
-    batches: AtomicU64,
-    items: AtomicU64,
-    wait_ns: AtomicU64,
-    pipelines: AtomicU64,
-}
-
 /// What a [`BurnDataLoader`] (and every loader derived from it by
-/// `to_device` or `slice`) delivered so far.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub struct LoaderStats {
-    /// Batches delivered.
-    pub batches: u64,
-    /// Records delivered.
-    pub items: u64,
-    /// Time consumers spent blocked waiting for a batch.
-    pub waited: Duration,
-    /// loaderx pipelines started: one per loader at its first batch, plus
-    /// one per seek (a slice's next epoch, an iterator dropped early, an error).
-    pub pipelines: u64,
-}
-
-struct Shared<O> {
-    /// Core's configuration; every pipeline is a clone started at its step.
-    core: loaderx_core::DataLoaderBuilder,
-    /// The sampler the pipelines draw with (at step 0): passes and batch lengths.
-    sampler: Sampler,
-    map: MapFn<O>,
-    counters: Counters,
-}
+/// `to_device` or `slice`) delivered so far: core's
+/// [`EpochStats`](loaderx_core::EpochStats).
+pub use loaderx_core::EpochStats as LoaderStats;
 
 /// Configures a [`BurnDataLoader`]: core's
 /// [`DataLoaderBuilder`](loaderx_core::DataLoaderBuilder), whose settings and
 /// defaults it forwards to (batch 256, `Cyclic` sampling with seed 42, up to
 /// 4 workers, prefetch 2, every batch full), plus where the first epoch starts.
 #[must_use]
+#[derive(Default)]
 pub struct BurnDataLoaderBuilder {
     core: loaderx_core::DataLoaderBuilder,
     start_epoch: u64,
-    start_step: u64,
-}
-
-impl Default for BurnDataLoaderBuilder {
-    fn default() -> Self {
-        BurnDataLoaderBuilder {
-            core: loaderx_core::DataLoader::builder(),
-            start_epoch: 0,
-            start_step: 0,
-        }
-    }
 }
 
 impl BurnDataLoaderBuilder {
@@ -153,9 +107,8 @@ impl BurnDataLoaderBuilder {
     /// The first step (counted from the start of training) the first
     /// `iter()` delivers; that iterator ends with its epoch, so a run resumed
     /// mid-epoch delivers exactly the batches the interrupted one had left.
-    pub fn start_step(mut self, step: u64) -> Self {
-        self.start_step = step;
-        self
+    pub fn start_step(self, step: u64) -> Self {
+        self.with(|c| c.start_step(step))
     }
 
     /// A loader whose batches `map` builds from each [`HostBatch`] on the
@@ -164,34 +117,23 @@ impl BurnDataLoaderBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Core`] for a configuration core's builder refuses (no
-    /// stream, streams of different lengths, no worker, fewer records than
-    /// one full batch, `drop_last(false)` with `Iid`...);
-    /// [`Error::Invalid`] when the start step overflows.
+    /// [`Error::Core`] for a configuration core's
+    /// [`build_epochs`](loaderx_core::DataLoaderBuilder::build_epochs)
+    /// refuses (no stream, streams of different lengths, no worker, fewer
+    /// records than one full batch, `drop_last(false)` with `Iid`, a start
+    /// step past `u64::MAX`...).
     pub fn build<O, E, F>(self, device: &Device, map: F) -> Result<BurnDataLoader<O>>
     where
         O: Send + 'static,
         E: Into<BoxError>,
         F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static,
     {
-        let sampler = self.core.resolved_sampler()?;
-        let steps_per_epoch = sampler.steps_per_epoch();
-        let start = sampler
-            .step_at(self.start_epoch, self.start_step)
-            .ok_or_else(|| Error::Invalid("start step overflows u64".into()))?;
-        Ok(BurnDataLoader {
-            shared: Arc::new(Shared {
-                core: self.core,
-                sampler,
-                map: Arc::new(move |b| map(b).map_err(Into::into)),
-                counters: Counters::default(),
-            }),
-            device: device.clone(),
-            steps: 0..steps_per_epoch,
-            next_epoch: AtomicU64::new(start / steps_per_epoch),
-            resume_offset: AtomicU64::new(start % steps_per_epoch),
-            pipeline: Mutex::new(None),
-        })
+        let inner = self
+            .core
+            .build_epochs(self.start_epoch, device.clone(), move |b, d| {
+                map(HostBatch::from_batch(b, d)).map_err(Into::into)
+            })?;
+        Ok(BurnDataLoader { inner })
     }
 
     /// A loader of [`TensorBatch`]es: every stream as tensors of its natural kind.
@@ -279,9 +221,9 @@ impl BurnDataLoaderBuilder {
 /// buffers, no per-record allocation), mapped to the model's batch type on
 /// the loader's worker threads, and delivered in step order.
 ///
-/// - **Epochs.** An epoch is one pass of core's sampler,
-///   [`steps_per_epoch`](Self::steps_per_epoch) steps. With
-///   `drop_last(true)` (the default) every batch is full and the
+/// - **Epochs.** burn's epoch is an epoch of core's [`EpochLoader`]: one
+///   pass of the sampler, [`steps_per_epoch`](Self::steps_per_epoch) steps.
+///   With `drop_last(true)` (the default) every batch is full and the
 ///   `len % batch_size` records left over are not read in that epoch (for
 ///   `Cyclic` sampling, which ones changes every epoch); with
 ///   [`drop_last(false)`](BurnDataLoaderBuilder::drop_last) every record is
@@ -295,23 +237,22 @@ impl BurnDataLoaderBuilder {
 ///   of the next epoch (the same for every epoch unless batch lengths vary)
 ///   and the iterator's `progress()` counts those of its own;
 ///   [`to_device`](DataLoader::to_device) gives the same loader (same next
-///   epoch) producing tensors on another device.
-/// - **Slices are whole batches.** Item `p` of an epoch lies in the batch
-///   whose records cover position `p` (batch `p / batch_size` when every
-///   batch is full; `TokenBudget` batches vary in length, and their
-///   positions are those of the next epoch);
-///   [`slice(start, end)`](DataLoader::slice) keeps the
-///   batches whose *first* record lies in `start..end`, unchanged, in order.
-///   The slices burn's multi-device training makes (`split_dataloader`:
-///   consecutive ranges covering `0..num_items`) are therefore disjoint,
-///   cover the epoch, and each device gets whole batches, never one cut in
-///   two; a slice's `num_items` counts the records of its batches, so it may
-///   differ from `end - start` by less than a batch (a slice may even be
-///   empty, when there are more slices than batches).
-/// - **Threads.** A loader starts its loaderx workers at its first batch
-///   and keeps them between epochs (the next epoch is prefetched while the
-///   model validates); errors end the epoch as a `DatasetError` and the next
-///   `iter()` starts afresh. Dropping the loader joins its workers.
+///   epoch, same [`stats`](Self::stats)) producing tensors on another device.
+/// - **Slices are whole batches.** [`slice(start, end)`](DataLoader::slice)
+///   keeps the batches whose *first* record lies at positions `start..end`
+///   of the next epoch, unchanged, in order ([`EpochLoader::slice`]; with
+///   `TokenBudget` the batches vary in length). The slices burn's
+///   multi-device training makes (`split_dataloader`: consecutive ranges
+///   covering `0..num_items`) are therefore disjoint, cover the epoch, and
+///   each device gets whole batches, never one cut in two; a slice's
+///   `num_items` counts the records of its batches, so it may differ from
+///   `end - start` by less than a batch (a slice may even be empty, when
+///   there are more slices than batches).
+/// - **Threads.** As core's: a loader starts its loaderx workers at its
+///   first batch and keeps them between epochs (the next epoch is
+///   prefetched while the model validates); errors end the epoch as a
+///   `DatasetError` and the next `iter()` starts afresh. Dropping the
+///   loader joins its workers.
 ///
 /// ```
 /// use burn::data::dataloader::DataLoader;
@@ -348,14 +289,7 @@ impl BurnDataLoaderBuilder {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct BurnDataLoader<O> {
-    shared: Arc<Shared<O>>,
-    device: Device,
-    /// Steps within an epoch this loader delivers (all of them, or a slice's).
-    steps: Range<u64>,
-    next_epoch: AtomicU64,
-    /// Steps into `next_epoch` the next `iter()` starts at (mid-epoch resume).
-    resume_offset: AtomicU64,
-    pipeline: Mutex<Option<Pipeline<O>>>,
+    inner: EpochLoader<O, Device>,
 }
 
 impl BurnDataLoader<()> {
@@ -370,223 +304,91 @@ impl<O: Send + 'static> BurnDataLoader<O> {
     /// Sampler steps per epoch (of the whole loader; a slice delivers
     /// [`steps`](Self::steps) of them).
     pub fn steps_per_epoch(&self) -> u64 {
-        self.shared.sampler.steps_per_epoch()
+        self.inner.steps_per_epoch()
     }
 
     /// The steps of every epoch this loader delivers, counted within the
     /// epoch: `0..steps_per_epoch`, or a slice's part.
     pub fn steps(&self) -> Range<u64> {
-        self.steps.clone()
+        self.inner.steps()
     }
 
     /// Records per full batch.
     pub fn batch_size(&self) -> usize {
-        self.shared.sampler.batch_size()
+        self.inner.batch_size()
     }
 
     /// The sampler drawing the batches (at step 0), e.g. for its
     /// [`batch_len`](Sampler::batch_len) or [`epoch_of`](Sampler::epoch_of).
     pub fn sampler(&self) -> &Sampler {
-        &self.shared.sampler
+        self.inner.sampler()
     }
 
     /// The epoch the next `iter()` call delivers (0-based).
     pub fn next_epoch(&self) -> u64 {
-        self.next_epoch.load(Ordering::SeqCst)
+        self.inner.next_epoch()
     }
 
     /// The device batches are built for.
     pub fn device(&self) -> &Device {
-        &self.device
+        self.inner.context()
     }
 
     /// What this loader and every loader derived from it delivered so far.
     pub fn stats(&self) -> LoaderStats {
-        let c = &self.shared.counters;
-        LoaderStats {
-            batches: c.batches.load(Ordering::Relaxed),
-            items: c.items.load(Ordering::Relaxed),
-            waited: Duration::from_nanos(c.wait_ns.load(Ordering::Relaxed)),
-            pipelines: c.pipelines.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Records in steps `steps` of epoch `epoch` (core's
-    /// [`Sampler::records_in`]: batch lengths vary with `TokenBudget`).
-    fn items_in(&self, epoch: u64, steps: Range<u64>) -> u64 {
-        let s = &self.shared.sampler;
-        let base = s.step_at(epoch, 0).unwrap_or(0);
-        s.records_in(base.saturating_add(steps.start)..base.saturating_add(steps.end))
-    }
-
-    fn derive(&self, device: Device, steps: Range<u64>) -> BurnDataLoader<O> {
-        BurnDataLoader {
-            shared: Arc::clone(&self.shared),
-            device,
-            steps,
-            next_epoch: AtomicU64::new(self.next_epoch.load(Ordering::SeqCst)),
-            resume_offset: AtomicU64::new(self.resume_offset.load(Ordering::SeqCst)),
-            pipeline: Mutex::new(None),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<Pipeline<O>>> {
-        self.pipeline
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn start_pipeline(&self, step: u64) -> Result<Pipeline<O>> {
-        let map = Arc::clone(&self.shared.map);
-        let device = self.device.clone();
-        let pipeline = self
-            .shared
-            .core
-            .clone()
-            .start_step(step)
-            .build_with(move |batch: Batch| map(HostBatch::from_batch(batch, &device)))?;
-        self.shared
-            .counters
-            .pipelines
-            .fetch_add(1, Ordering::Relaxed);
-        Ok(pipeline)
-    }
-
-    /// The batch of `step`, seeking (restarting the pipeline) when the
-    /// pipeline is elsewhere.
-    fn fetch(&self, step: u64) -> Result<O> {
-        let mut guard = self.lock();
-        if guard.as_ref().is_none_or(|p| p.step() != step) {
-            // Join the old workers before starting new ones.
-            *guard = None;
-            *guard = Some(self.start_pipeline(step)?);
-        }
-        let result = guard.as_mut().and_then(Iterator::next);
-        match result {
-            Some(Ok(batch)) => Ok(batch),
-            Some(Err(e)) => {
-                *guard = None;
-                Err(e.into())
-            }
-            None => {
-                *guard = None;
-                Err(Error::Invalid("the loaderx pipeline stopped".into()))
-            }
-        }
+        self.inner.stats()
     }
 }
 
 impl<O> std::fmt::Debug for BurnDataLoader<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = &self.shared.sampler;
-        f.debug_struct("BurnDataLoader")
-            .field("batch_size", &s.batch_size())
-            .field("mode", &s.mode())
-            .field("drop_last", &s.drop_last())
-            .field("steps_per_epoch", &s.steps_per_epoch())
-            .field("steps", &self.steps)
-            .field("next_epoch", &self.next_epoch.load(Ordering::SeqCst))
-            .field("device", &self.device)
-            .finish()
+        f.debug_tuple("BurnDataLoader").field(&self.inner).finish()
     }
 }
 
-struct EpochIter<'a, O> {
-    loader: &'a BurnDataLoader<O>,
-    epoch: u64,
-    /// Next step within the epoch, and the end of this iterator's steps.
-    next: u64,
-    end: u64,
-    failed: bool,
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
-impl<O: Send + 'static> Iterator for EpochIter<'_, O> {
+/// burn's view of one core epoch: errors as [`DatasetError`]s, progress in items.
+struct Epoch<'a, O>(EpochIter<'a, O, Device>);
+
+impl<O: Send + 'static> Iterator for Epoch<'_, O> {
     type Item = Result<O, DatasetError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed || self.next >= self.end {
-            return None;
-        }
-        let Some(step) = self.loader.shared.sampler.step_at(self.epoch, self.next) else {
-            self.failed = true;
-            let e = Error::Invalid(format!("epoch {} is past step 2^64", self.epoch));
-            return Some(Err(DatasetError::new(e)));
-        };
-        self.next += 1;
-        let started = Instant::now();
-        let result = self.loader.fetch(step);
-        let c = &self.loader.shared.counters;
-        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        c.wait_ns.fetch_add(waited, Ordering::Relaxed);
-        match result {
-            Ok(batch) => {
-                let n = self.loader.shared.sampler.batch_len(step) as u64;
-                c.batches.fetch_add(1, Ordering::Relaxed);
-                c.items.fetch_add(n, Ordering::Relaxed);
-                Some(Ok(batch))
-            }
-            Err(e) => {
-                self.failed = true;
-                Some(Err(DatasetError::new(e)))
-            }
-        }
+        let batch = self.0.next()?;
+        Some(batch.map_err(|e| DatasetError::new(Error::Core(e))))
     }
 }
 
-impl<O: Send + 'static> DataLoaderIterator<O> for EpochIter<'_, O> {
+impl<O: Send + 'static> DataLoaderIterator<O> for Epoch<'_, O> {
     fn progress(&self) -> Progress {
-        let (loader, steps) = (self.loader, &self.loader.steps);
-        let done = loader.items_in(
-            self.epoch,
-            steps.start..self.next.clamp(steps.start, steps.end),
-        );
-        let total = loader.items_in(self.epoch, steps.clone());
-        Progress::new(
-            usize::try_from(done).unwrap_or(usize::MAX),
-            usize::try_from(total).unwrap_or(usize::MAX),
-            Some("items".to_string()),
-        )
+        let (done, total) = (self.0.items_done(), self.0.items_total());
+        Progress::new(to_usize(done), to_usize(total), Some("items".to_string()))
     }
 }
 
 impl<O: Send + 'static> DataLoader<O> for BurnDataLoader<O> {
     /// The next epoch (see the [type docs](BurnDataLoader)).
     fn iter<'a>(&'a self) -> Box<dyn DataLoaderIterator<O> + 'a> {
-        let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
-        let offset = self.resume_offset.swap(0, Ordering::SeqCst);
-        let first = self.steps.start.max(offset);
-        Box::new(EpochIter {
-            loader: self,
-            epoch,
-            next: first,
-            end: self.steps.end.max(first),
-            failed: false,
-        })
+        Box::new(Epoch(self.inner.iter()))
     }
 
     /// The records of the epoch the next `iter()` delivers.
     fn num_items(&self) -> usize {
-        let items = self.items_in(self.next_epoch(), self.steps.clone());
-        usize::try_from(items).unwrap_or(usize::MAX)
+        to_usize(self.inner.num_items())
     }
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<O>> {
-        Arc::new(self.derive(device.clone(), self.steps.clone()))
+        let inner = self.inner.with_context(device.clone());
+        Arc::new(BurnDataLoader { inner })
     }
 
     /// The batches whose first record lies at positions `start..end` of this
     /// loader's epoch (whole batches; see the [type docs](BurnDataLoader)).
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<O>> {
-        let (s, steps) = (&self.shared.sampler, &self.steps);
-        let base = s
-            .step_at(self.next_epoch(), steps.start)
-            .unwrap_or(steps.start);
-        let at = |p: usize| {
-            let k = s.step_at_record(base, p as u64) - base;
-            steps.start + k.min(steps.end - steps.start)
-        };
-        let lo = at(start);
-        let hi = at(end).max(lo);
-        Arc::new(self.derive(self.device.clone(), lo..hi))
+        let inner = self.inner.slice(start as u64, end as u64);
+        Arc::new(BurnDataLoader { inner })
     }
 }

@@ -58,7 +58,8 @@
 //! - [`sequence`]: record lengths, length-bucketed sampling, packing into
 //!   fixed-length rows.
 //! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
-//!   passes), its [`Batch`]es and the [`Staging`] hook.
+//!   passes), the [`EpochLoader`] over it (one epoch per call, for
+//!   framework loops), its [`Batch`]es and the [`Staging`] hook.
 //! - [`host`]: the host-batch layer adapters build on: aligned buffers,
 //!   padding, the widening table, tensor batches.
 //!
@@ -105,10 +106,10 @@ pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{DType, Element};
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use loader::{
-    Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats,
-    PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
-    PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats, Stream,
-    downcast_staged,
+    Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, EpochIter, EpochLoader,
+    EpochStats, LoaderStats, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig,
+    PinnedPoolStats, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter,
+    StagingStats, Stream, downcast_staged,
 };
 pub use options::CreateOptions;
 pub use ragged::{

@@ -99,6 +99,13 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! A training framework that asks for one epoch at a time gets an
+//! [`EpochLoader`](crate::EpochLoader) from
+//! [`build_epochs`](crate::DataLoaderBuilder::build_epochs): each `iter()`
+//! is the next pass, a `start_step` inside an epoch resumes it exactly, and
+//! [`slice`](crate::EpochLoader::slice) cuts an epoch at whole batches (for
+//! multi-device training); `loaderx-burn`'s `BurnDataLoader` wraps it.
+//!
 //! ## Ragged streams
 //!
 //! A Ragged stream's column gives the records one by one, or padded to the

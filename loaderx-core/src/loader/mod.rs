@@ -1,4 +1,5 @@
 mod batch;
+mod epochs;
 mod pinned;
 mod pipeline;
 mod staging;
@@ -6,6 +7,7 @@ mod staging;
 use std::sync::Arc;
 
 pub use batch::{Batch, Column, ColumnLayout};
+pub use epochs::{EpochIter, EpochLoader, EpochStats};
 pub use pinned::{
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
 };
@@ -522,8 +524,10 @@ impl DataLoaderBuilder {
         })
     }
 
-    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
-        let sampler = self.resolved_sampler()?;
+    /// The first step, `start_epoch` passes after the configured start,
+    /// and the end step ([`epochs`](Self::epochs)) of a loader drawing
+    /// with `sampler`.
+    fn bounds(&self, sampler: &Sampler, start_epoch: u64) -> Result<(u64, Option<u64>), Error> {
         // A sampler's own position is honoured, never silently dropped.
         let start_step = match (self.start_step, sampler.step()) {
             (Some(k), s) if s != 0 && s != k => {
@@ -534,6 +538,11 @@ impl DataLoaderBuilder {
             (Some(k), _) => k,
             (None, s) => s,
         };
+        let start_step = sampler.step_at(start_epoch, start_step).ok_or_else(|| {
+            Error::invalid(format!(
+                "step {start_step} of epoch {start_epoch} is past step 2^64"
+            ))
+        })?;
         let end_step = match self.epochs {
             None => None,
             Some(n) => {
@@ -551,6 +560,12 @@ impl DataLoaderBuilder {
                 Some(end)
             }
         };
+        Ok((start_step, end_step))
+    }
+
+    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
+        let sampler = self.resolved_sampler()?;
+        let (start_step, end_step) = self.bounds(&sampler, 0)?;
         let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
         let transform: Transform<T> = match self.pack {
             None => transform,

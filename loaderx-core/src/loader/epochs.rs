@@ -1,0 +1,609 @@
+//! Epochs over the step-based loader: what a training framework's data
+//! loader trait needs (one pass per call, resume mid-pass, per-device copies,
+//! slices at whole batches, progress), framework-neutral.
+
+use std::fmt;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::{BoxError, DataLoader, DataLoaderBuilder};
+use crate::error::Error;
+use crate::loader::Batch;
+use crate::sampler::Sampler;
+
+type MapFn<T, C> = Arc<dyn Fn(Batch, &C) -> Result<T, BoxError> + Send + Sync>;
+
+#[derive(Debug, Default)]
+struct Counters {
+    batches: AtomicU64,
+    items: AtomicU64,
+    wait_ns: AtomicU64,
+    pipelines: AtomicU64,
+}
+
+/// What an [`EpochLoader`] (and every loader derived from it by
+/// [`with_context`](EpochLoader::with_context) or
+/// [`slice`](EpochLoader::slice)) delivered so far.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct EpochStats {
+    /// Batches delivered.
+    pub batches: u64,
+    /// Records delivered.
+    pub items: u64,
+    /// Time consumers spent blocked waiting for a batch.
+    pub waited: Duration,
+    /// Loader pipelines started: one per loader at its first batch, plus
+    /// one per seek (a slice's next epoch, an iterator dropped early, an error).
+    pub pipelines: u64,
+}
+
+struct Shared<T, C> {
+    /// The configuration every pipeline is a clone of, with the resolved
+    /// sampler (at step 0) in place of the sampling settings.
+    builder: DataLoaderBuilder,
+    /// The sampler the pipelines draw with (at step 0): passes and batch lengths.
+    sampler: Sampler,
+    /// The builder's [`epochs`](DataLoaderBuilder::epochs): epochs from this
+    /// one on are empty.
+    end_epoch: Option<u64>,
+    map: MapFn<T, C>,
+    counters: Counters,
+}
+
+/// A loader that delivers one pass of the sampler (an epoch) per
+/// [`iter`](Self::iter) call, in step order, with each batch mapped by a
+/// function of the batch and a context value (e.g. the device tensors are
+/// built on): the framework-neutral half of an adapter's data loader trait.
+/// Built by [`DataLoaderBuilder::build_epochs`].
+///
+/// - **Epochs.** Epoch `e` is steps `e * steps_per_epoch ..
+///   (e + 1) * steps_per_epoch` of the sampler, exactly what the endless
+///   [`DataLoader`] delivers at those steps, whatever the worker count; each
+///   `iter()` call delivers the next epoch. With
+///   [`drop_last(false)`](DataLoaderBuilder::drop_last) every record is read
+///   once per epoch and the last batch may be partial. A builder's
+///   [`epochs(n)`](DataLoaderBuilder::epochs) makes every epoch from `n` on
+///   empty.
+/// - **Resume.** The first `iter()` starts at the builder's
+///   [`start_step`](DataLoaderBuilder::start_step) plus `start_epoch` epochs;
+///   a start inside an epoch delivers exactly the batches that epoch had
+///   left, and the next `iter()` the following epoch in full.
+/// - **Copies and slices.** [`with_context`](Self::with_context) and
+///   [`slice`](Self::slice) derive loaders that share the map and the
+///   [`stats`](Self::stats) counters and start at the same next epoch; each
+///   has its own pipeline. A slice keeps whole batches of each epoch.
+/// - **Threads.** A loader starts its workers at its first batch and keeps
+///   them between epochs, so the next epoch is prefetched; a batch asked
+///   for elsewhere (a slice's next epoch, after an iterator dropped early or
+///   an error) restarts them at that step. An error ends its epoch; the next
+///   `iter()` starts afresh. Dropping the loader joins its workers.
+///
+/// ```
+/// use loaderx_core::{Codec, DataLoader, Dense, DenseWriter, SamplerMode};
+///
+/// let dir = tempfile::tempdir()?;
+/// let mut w = DenseWriter::<u32>::create(dir.path().join("x"), &[], Codec::Raw)?;
+/// w.append_slice(&(0..10).collect::<Vec<u32>>(), 10)?;
+/// w.close()?;
+///
+/// // The context (here a scale) is handed to the map with every batch.
+/// let loader = DataLoader::builder()
+///     .stream("x", Dense::<u32>::open(dir.path().join("x"))?)
+///     .batch_size(4)
+///     .mode(SamplerMode::Sequential)
+///     .drop_last(false)
+///     .build_epochs(0, 10u32, |b, scale: &u32| {
+///         Ok::<_, loaderx_core::Error>(b.dense::<u32>("x")?.iter().map(|v| v * scale).collect::<Vec<u32>>())
+///     })?;
+/// assert_eq!((loader.steps_per_epoch(), loader.num_items()), (3, 10));
+/// for _ in 0..2 {
+///     let epoch: Vec<Vec<u32>> = loader.iter().collect::<Result<_, _>>()?;
+///     assert_eq!(epoch, [vec![0, 10, 20, 30], vec![40, 50, 60, 70], vec![80, 90]]);
+/// }
+/// // A slice at record positions 3..10 keeps the batches that start there.
+/// let tail = loader.slice(3, 10);
+/// assert_eq!((tail.steps(), tail.num_items()), (1..3, 6));
+/// assert_eq!(loader.stats().batches, 6);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct EpochLoader<T, C = ()> {
+    shared: Arc<Shared<T, C>>,
+    context: C,
+    /// Steps within an epoch this loader delivers (all of them, or a slice's).
+    steps: Range<u64>,
+    next_epoch: AtomicU64,
+    /// Steps into `next_epoch` the next `iter()` starts at (mid-epoch resume).
+    resume_offset: AtomicU64,
+    pipeline: Mutex<Option<DataLoader<T>>>,
+}
+
+impl DataLoaderBuilder {
+    /// An [`EpochLoader`] over this configuration whose batches `map`
+    /// builds from each [`Batch`] and `context`, on the workers. Its first
+    /// [`iter`](EpochLoader::iter) starts `start_epoch` epochs after
+    /// [`start_step`](Self::start_step) (so `start_epoch(k)` alone resumes
+    /// after `k` finished epochs, and a `start_step` past the first epoch
+    /// counts from the start of training). Starts no thread yet.
+    ///
+    /// # Errors
+    ///
+    /// As [`build`](Self::build) for the configuration, and
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the start step overflows `u64`.
+    pub fn build_epochs<T, C, E, F>(
+        mut self,
+        start_epoch: u64,
+        context: C,
+        map: F,
+    ) -> Result<EpochLoader<T, C>, Error>
+    where
+        T: Send + 'static,
+        C: Clone + Send + Sync + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch, &C) -> Result<T, E> + Send + Sync + 'static,
+    {
+        let mut sampler = self.resolved_sampler()?;
+        let (start, _) = self.bounds(&sampler, start_epoch)?;
+        sampler.seek(0);
+        let steps_per_epoch = sampler.steps_per_epoch();
+        // Every pipeline draws with this sampler, started at its own step.
+        self.sampler = Some(sampler.clone());
+        self.explicit_shard = false;
+        self.explicit_drop_last = false;
+        self.start_step = None;
+        Ok(EpochLoader {
+            shared: Arc::new(Shared {
+                end_epoch: self.epochs,
+                builder: self,
+                sampler,
+                map: Arc::new(move |b, c| map(b, c).map_err(Into::into)),
+                counters: Counters::default(),
+            }),
+            context,
+            steps: 0..steps_per_epoch,
+            next_epoch: AtomicU64::new(start / steps_per_epoch),
+            resume_offset: AtomicU64::new(start % steps_per_epoch),
+            pipeline: Mutex::new(None),
+        })
+    }
+}
+
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
+    /// The next epoch: its batches from the resume point (the first call
+    /// after a mid-epoch start) or the start of this loader's
+    /// [`steps`](Self::steps), to their end; `None` after the last, or after
+    /// an error.
+    pub fn iter(&self) -> EpochIter<'_, T, C> {
+        let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
+        let offset = self.resume_offset.swap(0, Ordering::SeqCst);
+        let steps = self.steps_of(epoch);
+        let next = steps.start.max(offset);
+        EpochIter {
+            loader: self,
+            epoch,
+            end: steps.end.max(next),
+            steps,
+            next,
+            failed: false,
+        }
+    }
+
+    /// A loader sharing this one's configuration, map and counters, at the
+    /// same next epoch and steps, whose map gets `context` (e.g. another
+    /// device); it starts its own pipeline.
+    #[must_use]
+    pub fn with_context(&self, context: C) -> Self {
+        self.derive(context, self.steps.clone())
+    }
+
+    /// The batches of this loader's epochs whose *first* record lies at
+    /// positions `start..end` of its next epoch (its records counted from
+    /// 0, as [`num_items`](Self::num_items) counts them): whole batches,
+    /// unchanged and in order. Consecutive ranges covering
+    /// `0..num_items()` give disjoint slices that together deliver the
+    /// epoch; a slice may be empty (more slices than batches). Shares the
+    /// context, map and counters, with a pipeline of its own.
+    #[must_use]
+    pub fn slice(&self, start: u64, end: u64) -> Self {
+        let (s, steps) = (&self.shared.sampler, &self.steps);
+        let base = s
+            .step_at(self.next_epoch(), steps.start)
+            .unwrap_or(steps.start);
+        let at = |p: u64| {
+            let k = s.step_at_record(base, p) - base;
+            steps.start + k.min(steps.end - steps.start)
+        };
+        let lo = at(start);
+        let hi = at(end).max(lo);
+        self.derive(self.context.clone(), lo..hi)
+    }
+
+    /// Records the next `iter()` delivers in full (the same every epoch
+    /// unless batch lengths vary, as with `TokenBudget`; 0 past the
+    /// builder's `epochs`).
+    pub fn num_items(&self) -> u64 {
+        let epoch = self.next_epoch();
+        self.items_in(epoch, self.steps_of(epoch))
+    }
+
+    /// Sampler steps per epoch (of the whole loader; a slice delivers
+    /// [`steps`](Self::steps) of them).
+    pub fn steps_per_epoch(&self) -> u64 {
+        self.shared.sampler.steps_per_epoch()
+    }
+
+    /// The steps of every epoch this loader delivers, counted within the
+    /// epoch: `0..steps_per_epoch`, or a slice's part.
+    pub fn steps(&self) -> Range<u64> {
+        self.steps.clone()
+    }
+
+    /// Records per full batch.
+    pub fn batch_size(&self) -> usize {
+        self.shared.sampler.batch_size()
+    }
+
+    /// The sampler drawing the batches (at step 0), e.g. for its
+    /// [`batch_len`](Sampler::batch_len) or [`epoch_of`](Sampler::epoch_of).
+    pub fn sampler(&self) -> &Sampler {
+        &self.shared.sampler
+    }
+
+    /// The epoch the next `iter()` call delivers (0-based).
+    pub fn next_epoch(&self) -> u64 {
+        self.next_epoch.load(Ordering::SeqCst)
+    }
+
+    /// The context the map gets with every batch.
+    pub fn context(&self) -> &C {
+        &self.context
+    }
+
+    /// What this loader and every loader derived from it delivered so far.
+    pub fn stats(&self) -> EpochStats {
+        let c = &self.shared.counters;
+        EpochStats {
+            batches: c.batches.load(Ordering::Relaxed),
+            items: c.items.load(Ordering::Relaxed),
+            waited: Duration::from_nanos(c.wait_ns.load(Ordering::Relaxed)),
+            pipelines: c.pipelines.load(Ordering::Relaxed),
+        }
+    }
+
+    /// This loader's steps of epoch `epoch`: none past the builder's `epochs`.
+    fn steps_of(&self, epoch: u64) -> Range<u64> {
+        match self.shared.end_epoch {
+            Some(end) if epoch >= end => self.steps.start..self.steps.start,
+            _ => self.steps.clone(),
+        }
+    }
+
+    /// Records in steps `steps` of epoch `epoch` ([`Sampler::records_in`]:
+    /// batch lengths vary with `TokenBudget`).
+    fn items_in(&self, epoch: u64, steps: Range<u64>) -> u64 {
+        let s = &self.shared.sampler;
+        let base = s.step_at(epoch, 0).unwrap_or(0);
+        s.records_in(base.saturating_add(steps.start)..base.saturating_add(steps.end))
+    }
+
+    fn derive(&self, context: C, steps: Range<u64>) -> Self {
+        EpochLoader {
+            shared: Arc::clone(&self.shared),
+            context,
+            steps,
+            next_epoch: AtomicU64::new(self.next_epoch.load(Ordering::SeqCst)),
+            resume_offset: AtomicU64::new(self.resume_offset.load(Ordering::SeqCst)),
+            pipeline: Mutex::new(None),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<DataLoader<T>>> {
+        self.pipeline.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn start_pipeline(&self, step: u64) -> Result<DataLoader<T>, Error> {
+        let map = Arc::clone(&self.shared.map);
+        let context = self.context.clone();
+        let pipeline = self
+            .shared
+            .builder
+            .clone()
+            .start_step(step)
+            .build_with(move |batch| map(batch, &context))?;
+        let pipelines = &self.shared.counters.pipelines;
+        pipelines.fetch_add(1, Ordering::Relaxed);
+        Ok(pipeline)
+    }
+
+    /// The batch of `step`, seeking (restarting the pipeline) when the
+    /// pipeline is elsewhere.
+    fn fetch(&self, step: u64) -> Result<T, Error> {
+        let mut guard = self.lock();
+        if guard.as_ref().is_none_or(|p| p.step() != step) {
+            // Join the old workers before starting new ones.
+            *guard = None;
+            *guard = Some(self.start_pipeline(step)?);
+        }
+        let result = guard.as_mut().and_then(Iterator::next);
+        if !matches!(result, Some(Ok(_))) {
+            *guard = None;
+        }
+        result.unwrap_or_else(|| {
+            Err(Error::invalid(format!(
+                "the loader stopped before step {step}"
+            )))
+        })
+    }
+}
+
+impl<T, C: fmt::Debug> fmt::Debug for EpochLoader<T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = &self.shared.sampler;
+        f.debug_struct("EpochLoader")
+            .field("batch_size", &s.batch_size())
+            .field("mode", &s.mode())
+            .field("drop_last", &s.drop_last())
+            .field("steps_per_epoch", &s.steps_per_epoch())
+            .field("steps", &self.steps)
+            .field("next_epoch", &self.next_epoch.load(Ordering::SeqCst))
+            .field("context", &self.context)
+            .finish()
+    }
+}
+
+/// One epoch of an [`EpochLoader`] ([`EpochLoader::iter`]): the mapped
+/// batches in step order, and how far through the epoch it is.
+pub struct EpochIter<'a, T, C> {
+    loader: &'a EpochLoader<T, C>,
+    epoch: u64,
+    /// The loader's steps of this epoch.
+    steps: Range<u64>,
+    /// Next step within the epoch, and the end of this iterator's steps.
+    next: u64,
+    end: u64,
+    failed: bool,
+}
+
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochIter<'_, T, C> {
+    /// The epoch delivered (0-based).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Records of this epoch's steps before the next batch, counting those
+    /// a mid-epoch start skipped (they were delivered before the resume).
+    pub fn items_done(&self) -> u64 {
+        let steps = &self.steps;
+        let next = self.next.clamp(steps.start, steps.end);
+        self.loader.items_in(self.epoch, steps.start..next)
+    }
+
+    /// Records of the whole epoch (of this loader's steps).
+    pub fn items_total(&self) -> u64 {
+        self.loader.items_in(self.epoch, self.steps.clone())
+    }
+}
+
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static> Iterator for EpochIter<'_, T, C> {
+    type Item = Result<T, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed || self.next >= self.end {
+            return None;
+        }
+        let sampler = &self.loader.shared.sampler;
+        let Some(step) = sampler.step_at(self.epoch, self.next) else {
+            self.failed = true;
+            let e = Error::invalid(format!("epoch {} is past step 2^64", self.epoch));
+            return Some(Err(e));
+        };
+        self.next += 1;
+        let started = Instant::now();
+        let result = self.loader.fetch(step);
+        let c = &self.loader.shared.counters;
+        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        c.wait_ns.fetch_add(waited, Ordering::Relaxed);
+        if result.is_ok() {
+            c.batches.fetch_add(1, Ordering::Relaxed);
+            c.items
+                .fetch_add(sampler.batch_len(step) as u64, Ordering::Relaxed);
+        } else {
+            self.failed = true;
+        }
+        Some(result)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = if self.failed { 0 } else { self.end - self.next };
+        // An error may end the epoch early.
+        (0, Some(usize::try_from(left).unwrap_or(usize::MAX)))
+    }
+}
+
+impl<T, C> fmt::Debug for EpochIter<'_, T, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EpochIter")
+            .field("epoch", &self.epoch)
+            .field("steps", &self.steps)
+            .field("next", &self.next)
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Codec, Dense, DenseWriter, ErrorKind, SamplerMode};
+
+    /// One delivered batch: its step, indices and the values read (`x` = index * 10).
+    type Seen = (u64, Vec<u64>, Vec<u32>);
+
+    fn builder(dir: &std::path::Path, n: u32, batch: usize) -> DataLoaderBuilder {
+        let path = dir.join("x");
+        if !path.exists() {
+            let mut w = DenseWriter::<u32>::create(&path, &[], Codec::Raw).unwrap();
+            w.append_slice(&(0..n).map(|i| i * 10).collect::<Vec<_>>(), n as usize)
+                .unwrap();
+            w.close().unwrap();
+        }
+        DataLoader::builder()
+            .stream("x", Dense::<u32>::open(&path).unwrap())
+            .batch_size(batch)
+            .mode(SamplerMode::Cyclic)
+            .seed(3)
+            .workers(2)
+            .drop_last(false)
+    }
+
+    fn seen(b: Batch, _: &()) -> Result<Seen, Error> {
+        let x = b.dense::<u32>("x")?.iter().copied().collect();
+        Ok((b.step(), b.indices().to_vec(), x))
+    }
+
+    fn epoch<C: Clone + Send + Sync + 'static>(l: &EpochLoader<Seen, C>) -> Vec<Seen> {
+        let mut it = l.iter();
+        let mut out: Vec<Seen> = Vec::new();
+        while let Some(b) = it.next() {
+            out.push(b.unwrap());
+            let done: usize = out.iter().map(|s| s.1.len()).sum();
+            assert_eq!(it.items_done(), done as u64);
+        }
+        assert_eq!(it.items_done(), it.items_total());
+        out
+    }
+
+    #[test]
+    fn every_epoch_is_one_pass_and_the_loader_ends_after_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = builder(dir.path(), 10, 3)
+            .epochs(2)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        assert_eq!((l.steps_per_epoch(), l.num_items()), (4, 10));
+        for e in 0..2u64 {
+            assert_eq!(l.next_epoch(), e);
+            let batches = epoch(&l);
+            let steps: Vec<u64> = batches.iter().map(|b| b.0).collect();
+            assert_eq!(steps, (4 * e..4 * e + 4).collect::<Vec<_>>());
+            let mut all: Vec<u64> = batches.iter().flat_map(|b| b.1.clone()).collect();
+            all.sort_unstable();
+            assert_eq!(all, (0..10).collect::<Vec<_>>(), "every record once");
+            for (_, indices, x) in &batches {
+                let want: Vec<u32> = indices.iter().map(|&i| i as u32 * 10).collect();
+                assert_eq!(x, &want);
+            }
+        }
+        // epochs(2): the third epoch is empty.
+        assert_eq!(l.num_items(), 0);
+        let mut it = l.iter();
+        assert!(it.next().is_none());
+        assert_eq!(it.items_total(), 0);
+    }
+
+    #[test]
+    fn resume_mid_epoch_is_bit_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let whole = builder(dir.path(), 23, 4)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        let reference: Vec<Vec<Seen>> = (0..3).map(|_| epoch(&whole)).collect();
+        assert_eq!(reference[1].last().unwrap().1.len(), 3);
+        for k in [0u64, 2, 5] {
+            let resumed = builder(dir.path(), 23, 4)
+                .start_step(k)
+                .build_epochs(1, (), seen)
+                .unwrap();
+            assert_eq!(resumed.next_epoch(), 1);
+            let mut it = resumed.iter();
+            assert_eq!(it.items_done(), 4 * k);
+            let rest: Vec<Seen> = it.by_ref().map(Result::unwrap).collect();
+            assert_eq!(it.items_done(), 23);
+            assert_eq!(rest, reference[1][k as usize..], "start_step({k})");
+            assert_eq!(epoch(&resumed), reference[2]);
+        }
+        // start_step counts from the start of training: 6 + 2 is epoch 1, step 2.
+        let by_step = builder(dir.path(), 23, 4)
+            .start_step(8)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        assert_eq!(by_step.next_epoch(), 1);
+        let rest: Vec<Seen> = by_step.iter().map(Result::unwrap).collect();
+        assert_eq!(rest, reference[1][2..]);
+        // A start past 2^64 steps is refused.
+        let e = builder(dir.path(), 23, 4)
+            .build_epochs(u64::MAX, (), seen)
+            .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+    }
+
+    #[test]
+    fn slices_are_whole_batches_that_concatenate_to_the_epoch() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = builder(dir.path(), 23, 4)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        let reference = epoch(
+            &builder(dir.path(), 23, 4)
+                .build_epochs(0, (), seen)
+                .unwrap(),
+        );
+        // Positions 0..23 cut at 5 and 13: record 5 is inside batch 1 (4..8),
+        // record 13 inside batch 3 (12..16), so the slices start at batches 2 and 4.
+        let parts = [l.slice(0, 5), l.slice(5, 13), l.slice(13, 23)];
+        let steps: Vec<Range<u64>> = parts.iter().map(EpochLoader::steps).collect();
+        assert_eq!(steps, [0..2, 2..4, 4..6]);
+        let items: Vec<u64> = parts.iter().map(EpochLoader::num_items).collect();
+        assert_eq!(items, [8, 8, 7]);
+        let joined: Vec<Seen> = parts.iter().flat_map(epoch).collect();
+        assert_eq!(joined, reference);
+        // More slices than batches: some are empty.
+        let empty = l.slice(1, 3);
+        assert!(empty.steps().is_empty());
+        assert_eq!(empty.num_items(), 0);
+        assert!(empty.iter().next().is_none());
+        // A slice's next epoch is the next one of the whole loader.
+        assert_eq!(epoch(&parts[0]).first().unwrap().0, 6);
+    }
+
+    #[test]
+    fn derived_loaders_share_counters_and_get_their_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = builder(dir.path(), 10, 3)
+            .build_epochs(0, 1u32, |b: Batch, c: &u32| {
+                if b.step() == 5 {
+                    return Err(Error::invalid("bad step"));
+                }
+                Ok::<_, Error>(*c)
+            })
+            .unwrap();
+        assert_eq!(l.stats(), EpochStats::default());
+        let one: Vec<u32> = l.iter().map(Result::unwrap).collect();
+        assert_eq!(one, [1; 4]);
+        let s = l.stats();
+        assert_eq!((s.batches, s.items, s.pipelines), (4, 10, 1));
+        // Another context: same next epoch, same counters, its own pipeline.
+        let other = l.with_context(2);
+        assert_eq!((other.next_epoch(), *other.context()), (1, 2));
+        let mut it = other.iter();
+        assert_eq!(it.next().unwrap().unwrap(), 2);
+        // The map's error ends the epoch; the next one starts afresh.
+        let e = it.next().unwrap().unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::Transform { step: 5, .. }),
+            "{e}"
+        );
+        assert!(it.next().is_none());
+        let s = l.stats();
+        assert_eq!((s.batches, s.items, s.pipelines), (5, 13, 2));
+        assert_eq!(other.iter().count(), 4);
+        assert_eq!(l.stats().pipelines, 3);
+        // The first loader continues with its own next epoch, on its pipeline.
+        assert_eq!(l.next_epoch(), 1);
+        assert!(l.iter().nth(1).unwrap().is_err());
+        assert_eq!(l.stats().pipelines, 3);
+    }
+}
