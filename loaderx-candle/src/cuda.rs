@@ -32,7 +32,7 @@ use half::f16;
 use loaderx_core::DType;
 use loaderx_core::{
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
-    StagedBuffer,
+    StagedBuffer, downcast_staged,
 };
 
 use crate::error::{Error, Result};
@@ -180,7 +180,7 @@ impl Uploader {
         shape: &[usize],
     ) -> Result<Tensor> {
         let bytes = buffer.len();
-        if bytes % size_of::<T>() != 0 {
+        if !bytes.is_multiple_of(size_of::<T>()) {
             return Err(driver(format!(
                 "{bytes}-byte batch is not a whole number of {}-byte elements",
                 size_of::<T>()
@@ -242,23 +242,18 @@ pub(crate) fn upload_dense(
     shape: &[usize],
     device: &Device,
 ) -> std::result::Result<Result<Tensor>, Box<dyn StagedBuffer>> {
-    if !device.is_cuda()
-        || !uploads_natively(dtype)
-        || !buffer.as_any().is::<PinnedBuffer<CudaPinnedAlloc>>()
-    {
+    if !device.is_cuda() || !uploads_natively(dtype) {
         return Err(buffer);
     }
-    let Ok(pinned) = buffer
-        .into_any()
-        .downcast::<PinnedBuffer<CudaPinnedAlloc>>()
-    else {
-        return Ok(Err(driver("staged buffer changed type")));
+    let pinned = match downcast_staged::<PinnedBuffer<CudaPinnedAlloc>>(buffer) {
+        Ok(Ok(pinned)) => *pinned,
+        Ok(Err(other)) => return Err(other),
+        Err(e) => return Ok(Err(e.into())),
     };
     let uploader = match Uploader::for_device(device) {
         Ok(u) => u,
         Err(e) => return Ok(Err(e)),
     };
-    let pinned = *pinned;
     Ok(match dtype {
         DType::Bool | DType::U8 => uploader.upload::<u8>(pinned, shape),
         DType::I16 => uploader.upload::<i16>(pinned, shape),

@@ -59,7 +59,7 @@ pub use batcher::Batcher;
 pub use cuda::{CudaPinnedAlloc, CudaPinnedBlock, pinned_stats};
 pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
-pub use host::{CandleStaging, HostBuffer};
+pub use host::CandleStaging;
 pub use loader::{CandleConverter, CandleLoaderExt, Padded, TensorBatch, TensorColumn};
 #[doc(no_inline)]
 pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};

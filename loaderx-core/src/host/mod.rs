@@ -6,6 +6,9 @@
 //!
 //! - [`AlignedBuf`]: 8-byte-aligned host bytes (the default staging's
 //!   buffer), and [`HostArray`]: a typed, shaped array in one.
+//! - [`VecStaging`]: batches gathered straight into a [`TypedVec`], for
+//!   frameworks whose CPU tensors own a `Vec<T>` (candle), so the gathered
+//!   memory becomes the tensor's without a copy.
 //! - [`pad_records`] / [`Column::padded`](crate::loader::Column::padded):
 //!   the one padding definition, for records of any rank —
 //!   [`Padded`]`{ values, lengths, mask }` with `i64` lengths per record and
@@ -54,6 +57,7 @@ mod buffer;
 mod pad;
 mod pairs;
 mod tensors;
+mod typed_vec;
 mod widen;
 
 pub(crate) use buffer::spare_bytes;
@@ -61,4 +65,5 @@ pub use buffer::{AlignedBuf, HostArray};
 pub use pad::{PadValue, Padded, pad_records};
 pub use pairs::{Pairs, PairsBuilder};
 pub use tensors::{ColumnConverter, RaggedMode, TensorBatch, TensorColumn};
+pub use typed_vec::{TypedVec, VecBuffer, VecStaging};
 pub use widen::{DTypeTable, Widened, check_values, widen};
