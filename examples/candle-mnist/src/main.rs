@@ -61,8 +61,12 @@ fn open_device(arg: DeviceArg) -> Result<Device, candle_mnist::Error> {
             "--device cuda: this binary was built without CUDA; rebuild with `--features cuda`"
                 .into(),
         ),
-        DeviceArg::Cuda => Device::new_cuda(0)
-            .map_err(|e| format!("--device cuda: no usable CUDA device: {e}").into()),
+        // candle's message carries a backtrace after its first line.
+        DeviceArg::Cuda => Device::new_cuda(0).map_err(|e| {
+            let e = e.to_string();
+            let first = e.lines().next().unwrap_or_default();
+            format!("--device cuda: no usable CUDA device: {first}").into()
+        }),
     }
 }
 
