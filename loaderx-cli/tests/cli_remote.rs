@@ -55,7 +55,7 @@ fn push_then_info_digest_verify_a_url() {
     let s = store.to_str().unwrap();
     let url = "s3://bkt/data/tokens";
     let pushed = stdout(&loaderx(&server, &["push", s, url], &[]));
-    assert!(pushed.contains("4 objects"), "{pushed}");
+    assert!(pushed.contains("5 objects"), "{pushed}");
     let cache = dir.path().join("cache");
     let env = [("LOADERX_CACHE_DIR", cache.as_path())];
     assert_eq!(

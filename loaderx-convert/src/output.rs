@@ -176,6 +176,65 @@ fn rename_noreplace(from: &Path, to: &Path) -> Result<(), Error> {
     fs::rename(from, to).map_err(|e| Error::io(to, e))
 }
 
+/// Every store under `root` (a directory holding `meta.zr`), with its path
+/// relative to `root` in `/` form, sorted.
+///
+/// # Errors
+///
+/// [`Error::Io`] when a directory cannot be read; [`Error::InvalidOption`]
+/// for a path that is not UTF-8.
+pub fn stores_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
+    let mut stores = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        if d.join(loaderx_core::format::META_FILE).is_file() {
+            let rel = d.strip_prefix(root).unwrap_or(&d);
+            let rel = rel
+                .to_str()
+                .ok_or_else(|| Error::invalid(format!("{}: not UTF-8", rel.display())))?
+                .to_string();
+            stores.push((d, rel));
+            continue;
+        }
+        for e in fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let e = e.map_err(|e| Error::io(&d, e))?;
+            if e.file_type()
+                .map_err(|err| Error::io(e.path(), err))?
+                .is_dir()
+            {
+                dirs.push(e.path());
+            }
+        }
+    }
+    stores.sort();
+    Ok(stores)
+}
+
+/// Publishes the finished local root `root` (a converter's output, built
+/// in a staging directory) at `url`: store `split/column` at
+/// `url/split/column`, all of them as one publication with
+/// [`loaderx_core::push_stores`] (every target checked first, every shard
+/// before any `meta.zr`, and on failure no new `meta.zr` left; the error
+/// says what remains). Returns how many stores were pushed.
+///
+/// # Errors
+///
+/// [`Error::Store`] with the push's error; as [`stores_under`].
+#[cfg(feature = "remote")]
+pub fn push_root(
+    root: &Path,
+    url: &str,
+    options: &loaderx_core::RemoteOptions,
+) -> Result<usize, Error> {
+    let base = url.trim_end_matches('/');
+    let set: Vec<(PathBuf, String)> = stores_under(root)?
+        .into_iter()
+        .map(|(path, rel)| (path, format!("{base}/{rel}")))
+        .collect();
+    loaderx_core::push_stores(&set, options)?;
+    Ok(set.len())
+}
+
 impl Drop for StagedRoot {
     fn drop(&mut self) {
         if !self.published {
@@ -187,6 +246,30 @@ impl Drop for StagedRoot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stores_under_a_root_are_found_with_their_relative_paths() {
+        use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        for rel in ["train/image", "train/label", "test/image"] {
+            let p = dir.path().join(rel);
+            let mut w =
+                DynDenseWriter::create(&p, DType::U8, &[2], &CreateOptions::new(Codec::Raw))
+                    .unwrap();
+            w.append_bytes(&[1, 2, 3, 4], 2).unwrap();
+            w.close().unwrap();
+        }
+        fs::create_dir_all(dir.path().join("empty/dir")).unwrap();
+        let found: Vec<String> = stores_under(dir.path())
+            .unwrap()
+            .into_iter()
+            .map(|(p, rel)| {
+                assert_eq!(p, dir.path().join(&rel));
+                rel
+            })
+            .collect();
+        assert_eq!(found, ["test/image", "train/image", "train/label"]);
+    }
 
     #[test]
     fn names_cannot_escape() {

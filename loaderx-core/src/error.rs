@@ -42,6 +42,7 @@ impl Error {
             | ErrorKind::IndexOutOfRange { path, .. }
             | ErrorKind::WriterFailed { path }
             | ErrorKind::Remote { path, .. } => Some(path),
+            ErrorKind::PushFailed { path, .. } => Some(path),
             ErrorKind::Gather { error, .. } => error.path(),
             _ => None,
         }
@@ -332,6 +333,18 @@ pub enum ErrorKind {
         record: Option<u64>,
         /// What failed, with the object store's message.
         detail: String,
+    },
+    /// A push of one or more stores failed after it had started uploading
+    /// (feature `remote`); `remains` says exactly which objects it left
+    /// behind. No `meta.zr` it wrote is left unless `remains` says so.
+    #[error("{error}; {remains}")]
+    PushFailed {
+        /// The URL of the store whose upload failed.
+        path: PathBuf,
+        /// What failed (its message is part of this one's).
+        error: Error,
+        /// What the failed push left on the object store.
+        remains: String,
     },
 }
 

@@ -117,8 +117,10 @@ pub use ragged::{
     RaggedLayout, RaggedRecord, RaggedWriter,
 };
 #[cfg(feature = "remote")]
-pub use remote::{PushReport, RemoteOptions, RemoteStats, push};
-pub use remote_url::is_url;
+pub use remote::{
+    CACHE_SUBDIR, PushReport, RemoteOptions, RemoteStats, STORE_ID_FILE, push, push_stores,
+};
+pub use remote_url::{is_url, redact_url};
 pub use sampler::{FeistelPermutation, Sampler, SamplerBuilder, SamplerMode};
 pub use store::Store;
 

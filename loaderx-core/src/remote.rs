@@ -25,28 +25,58 @@
 //!   [`RemoteOptions::max_request_bytes`]), fetch them concurrently (at most
 //!   [`RemoteOptions::concurrency`] at a time) and decode into the caller's
 //!   buffer as locally.
+//! - **Open** bounds the location table by
+//!   [`RemoteOptions::max_table_bytes`] before allocating or listing a
+//!   request for it (a server may claim any size), reads it in chunks listed
+//!   lazily and appends each as it arrives, so the table is held once.
 //! - **The block cache** holds fixed-size aligned blocks of the payload
 //!   shards, in memory ([`RemoteOptions::memory_cache_bytes`]) and in a
 //!   directory ([`RemoteOptions::cache_dir`], `LOADERX_CACHE_DIR`), each with
 //!   a size limit and least-recently-used eviction. A published store is
-//!   immutable, so blocks are keyed by the store's identity (its URL, and
-//!   the ETag and size of its `meta.zr`) and are never stale. Several
-//!   processes may share one directory: blocks are written to a temporary
-//!   file and renamed into place, a block of the wrong length is refetched,
-//!   and a block evicted by another process is simply fetched again.
+//!   immutable, so blocks are keyed by the store's identity and are never
+//!   stale: a hash of its URL (redacted), the block size, the static page,
+//!   every validator `open` fetched (size, ETag, last-modified and version
+//!   of `meta.zr`, `dict.zr` and every shard) and the store id that
+//!   [`push`] writes beside the store ([`STORE_ID_FILE`]), so a store
+//!   deleted and re-published with the same shape, even on a plain HTTP
+//!   server without validators, is a new identity. Several processes may
+//!   share one directory: blocks are written to a fresh temporary file
+//!   (created exclusively, never through a link) and renamed into place;
+//!   every block file ends in a SHA-256 of the identity, the block's place
+//!   and its bytes, checked on every read, so a damaged, truncated or
+//!   foreign block is a miss and is fetched again, as is a block evicted by
+//!   another process.
+//! - **The cache directory** is shared: loaderx owns only its subdirectory
+//!   `loaderx-blocks-v1` ([`CACHE_SUBDIR`], with a marker file) and deletes
+//!   only block files it named there, so a cache root pointed at a data
+//!   directory loses nothing. *Trust model*: whoever can write the cache
+//!   directory can serve data to every process that uses it (the checksum
+//!   detects damage and mix-ups, not a forger, who can compute it); give it
+//!   the permissions of the data itself (the default `0700`-style private
+//!   directory, or a group that is trusted with the stores).
 //! - **Errors**: every request is retried with exponential backoff
 //!   ([`RemoteOptions::retries`], [`RemoteOptions::backoff`],
 //!   [`RemoteOptions::retry_timeout`]); what still fails is an
 //!   [`ErrorKind::Remote`] naming the object's URL and the record read.
 //!   A missing `meta.zr` is [`ErrorKind::NotAStore`], an unpublished one
-//!   [`ErrorKind::NotPublished`], as locally.
+//!   [`ErrorKind::NotPublished`], as locally. URLs in messages and in a
+//!   store's path never carry user information or a query string
+//!   ([`crate::redact_url`]), and [`RemoteOptions`]'s `Debug` redacts
+//!   secret-bearing configuration values.
 //!
-//! [`push`] uploads a published local store: `dict.zr` and the payload
-//! shards first (multipart above [`RemoteOptions::part_bytes`]), `meta.zr`
-//! last, so a store whose upload stopped half way never opens.
+//! [`push`] uploads a published local store, [`push_stores`] a set of them
+//! as one publication: every target is checked first, then `dict.zr` (a
+//! stale one of an earlier aborted push is removed from a store without
+//! one), the payload shards (multipart above [`RemoteOptions::part_bytes`],
+//! a failed multipart upload aborted) and the store id of every store, and
+//! only then every `meta.zr`, each created only if absent (`PutMode::Create`,
+//! so two concurrent pushes cannot both publish), so a store whose upload
+//! stopped half way never opens. When a `meta.zr` fails, those already
+//! written are deleted again, and the error ([`ErrorKind::PushFailed`])
+//! names what remains.
 //!
 //! The sync API drives one internal multi-thread tokio runtime, created on
-//! first use; callers never see async.
+//! first use (exactly once, whatever threads race); callers never see async.
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
@@ -63,8 +93,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjPath;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutPayload,
-    RetryConfig, WriteMultipart,
+    BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme,
+    PutMode, PutPayload, RetryConfig,
 };
 use sha2::{Digest, Sha256};
 use url::Url;
@@ -80,17 +110,28 @@ use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN,
 /// The location table is read in ranged requests of this many bytes.
 const TABLE_CHUNK: u64 = 8 << 20;
 
+/// The object beside a pushed store's files that holds its random id (hex):
+/// part of the block cache's identity, so that a store deleted and
+/// re-published with the same shape is never served from the old blocks.
+/// Python loaderx never reads it.
+pub const STORE_ID_FILE: &str = "loaderx-store-id";
+
 /// How stores on object storage are reached, fetched and cached.
 ///
 /// [`RemoteOptions::from_env`] is what the plain `open`s use; every setter
-/// returns the options for chaining.
-#[derive(Debug, Clone)]
+/// returns the options for chaining. Its `Debug` prints every
+/// [`RemoteOptions::config`] key but only the values of keys known to hold
+/// no secret (region, endpoint without its user information, flags):
+/// `aws_secret_access_key`, tokens, SAS keys and the like print as
+/// `<redacted>`.
+#[derive(Clone)]
 pub struct RemoteOptions {
     config: Vec<(String, String)>,
     cache_dir: Option<PathBuf>,
     cache_bytes: u64,
     memory_cache_bytes: u64,
     block_bytes: u64,
+    max_table_bytes: u64,
     gap_bytes: u64,
     max_request_bytes: u64,
     concurrency: usize,
@@ -102,8 +143,70 @@ pub struct RemoteOptions {
     connect_timeout: Duration,
 }
 
+/// `object_store` configuration keys whose values hold no secret, by the
+/// end of their name (`aws_region`, `region`, `aws_endpoint_url`, …).
+const PUBLIC_CONFIG: [&str; 16] = [
+    "region",
+    "endpoint",
+    "endpoint_url",
+    "allow_http",
+    "bucket",
+    "bucket_name",
+    "virtual_hosted_style_request",
+    "skip_signature",
+    "conditional_put",
+    "use_emulator",
+    "container_name",
+    "account_name",
+    "timeout",
+    "connect_timeout",
+    "user_agent",
+    "unsigned_payload",
+];
+
+/// A config value as [`RemoteOptions`]'s `Debug` prints it.
+fn config_for_debug(key: &str, value: &str) -> String {
+    let k = key.to_ascii_lowercase();
+    let k = k.rsplit_once("aws_").map_or(k.as_str(), |(_, rest)| rest);
+    let k = k.rsplit_once("azure_storage_").map_or(k, |(_, rest)| rest);
+    let k = k.rsplit_once("google_").map_or(k, |(_, rest)| rest);
+    if PUBLIC_CONFIG.contains(&k) {
+        crate::redact_url(value)
+    } else {
+        "<redacted>".to_string()
+    }
+}
+
+impl std::fmt::Debug for RemoteOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let config: Vec<(&str, String)> = self
+            .config
+            .iter()
+            .map(|(k, v)| (k.as_str(), config_for_debug(k, v)))
+            .collect();
+        f.debug_struct("RemoteOptions")
+            .field("config", &config)
+            .field("cache_dir", &self.cache_dir)
+            .field("cache_bytes", &self.cache_bytes)
+            .field("memory_cache_bytes", &self.memory_cache_bytes)
+            .field("block_bytes", &self.block_bytes)
+            .field("max_table_bytes", &self.max_table_bytes)
+            .field("gap_bytes", &self.gap_bytes)
+            .field("max_request_bytes", &self.max_request_bytes)
+            .field("concurrency", &self.concurrency)
+            .field("part_bytes", &self.part_bytes)
+            .field("retries", &self.retries)
+            .field("backoff", &self.backoff)
+            .field("retry_timeout", &self.retry_timeout)
+            .field("timeout", &self.timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
 impl Default for RemoteOptions {
-    /// No cache directory, a 256 MiB memory cache of 256 KiB blocks,
+    /// No cache directory, a 256 MiB memory cache of 256 KiB blocks, a
+    /// location table of at most 16 GiB (a billion records),
     /// coalescing gaps up to 1 MiB into requests of at most 16 MiB,
     /// 32 requests in flight, 4 retries from a 100 ms backoff within 30 s,
     /// 30 s per request, 5 s to connect.
@@ -114,6 +217,7 @@ impl Default for RemoteOptions {
             cache_bytes: 32 << 30,
             memory_cache_bytes: 256 << 20,
             block_bytes: 256 << 10,
+            max_table_bytes: 16 << 30,
             gap_bytes: 1 << 20,
             max_request_bytes: 16 << 20,
             concurrency: 32,
@@ -187,6 +291,14 @@ impl RemoteOptions {
         self
     }
 
+    /// Largest location table `open` reads (16 bytes per record, held in
+    /// memory while the store is open); a `meta.zr` claiming more is
+    /// refused before anything is allocated for it.
+    pub fn max_table_bytes(mut self, bytes: u64) -> Self {
+        self.max_table_bytes = bytes;
+        self
+    }
+
     /// Largest gap between two wanted ranges that one request bridges.
     pub fn gap_bytes(mut self, bytes: u64) -> Self {
         self.gap_bytes = bytes;
@@ -254,19 +366,41 @@ pub struct RemoteStats {
     pub misses: u64,
 }
 
-/// The internal runtime that drives `object_store`.
+/// The internal runtime that drives `object_store`: built exactly once,
+/// however many threads race on the first use (a second runtime built and
+/// dropped inside an async context would panic).
 fn runtime() -> Result<&'static tokio::runtime::Runtime, Error> {
     static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    if let Some(rt) = RT.get() {
-        return Ok(rt);
+    static BUILDING: Mutex<()> = Mutex::new(());
+    init_once(&RT, &BUILDING, || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .thread_name("loaderx-remote")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io("loaderx remote runtime", e))
+    })
+}
+
+/// `cell`'s value, built by `build` on first use while `lock` is held, so
+/// that racing callers build it once (stable Rust's `OnceLock` has no
+/// fallible `get_or_try_init`); a failed build leaves `cell` empty.
+fn init_once<'a, T>(
+    cell: &'a OnceLock<T>,
+    lock: &Mutex<()>,
+    build: impl FnOnce() -> Result<T, Error>,
+) -> Result<&'a T, Error> {
+    if let Some(v) = cell.get() {
+        return Ok(v);
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .thread_name("loaderx-remote")
-        .enable_all()
-        .build()
-        .map_err(|e| Error::io("loaderx remote runtime", e))?;
-    Ok(RT.get_or_init(|| rt))
+    let _guard = lock
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(v) = cell.get() {
+        return Ok(v);
+    }
+    let v = build()?;
+    Ok(cell.get_or_init(|| v))
 }
 
 /// Runs `f` to completion on the internal runtime; from inside another
@@ -288,7 +422,8 @@ where
 struct Target {
     store: Arc<dyn ObjectStore>,
     prefix: ObjPath,
-    /// The URL without a trailing slash, for messages.
+    /// The URL without a trailing slash, user information or query
+    /// ([`crate::redact_url`]): for messages, and the store's path.
     url: String,
 }
 
@@ -305,7 +440,7 @@ impl Target {
         ErrorKind::Remote {
             path: self.url_of(name),
             record,
-            detail: e.to_string(),
+            detail: crate::remote_url::redact_text(&e.to_string()),
         }
         .into()
     }
@@ -313,7 +448,11 @@ impl Target {
 
 fn target(url: &str, o: &RemoteOptions) -> Result<Target, Error> {
     let trimmed = url.trim_end_matches('/');
-    let bad = |e: &dyn std::fmt::Display| Error::invalid(format!("{url}: not a store URL: {e}"));
+    let shown = crate::redact_url(trimmed);
+    let bad = |e: &dyn std::fmt::Display| {
+        let e = crate::remote_url::redact_text(&e.to_string());
+        Error::invalid(format!("{shown}: not a store URL: {e}"))
+    };
     let parsed = Url::parse(trimmed).map_err(|e| bad(&e))?;
     let (scheme, prefix) = ObjectStoreScheme::parse(&parsed).map_err(|e| bad(&e))?;
     let retry = RetryConfig {
@@ -389,7 +528,7 @@ fn target(url: &str, o: &RemoteOptions) -> Result<Target, Error> {
     Ok(Target {
         store,
         prefix,
-        url: trimmed.to_string(),
+        url: shown,
     })
 }
 
@@ -426,7 +565,7 @@ pub(crate) fn open(url: &str, o: &RemoteOptions) -> Result<StoreReader, Error> {
 fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
     let path = PathBuf::from(&t.url);
     let meta_obj = t.object(META_FILE);
-    let (meta_len, etag, page) = block_on(async {
+    let (meta_head, page) = block_on(async {
         let head = match t.store.head(&meta_obj).await {
             Ok(h) => h,
             Err(object_store::Error::NotFound { .. }) => {
@@ -440,12 +579,9 @@ fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
             .get_range(&meta_obj, 0..STATIC_PAGE_LEN as u64)
             .await
             .map_err(|e| t.err(META_FILE, None, e))?;
-        let tag = head
-            .e_tag
-            .clone()
-            .unwrap_or_else(|| head.last_modified.to_rfc3339());
-        Ok::<_, Error>((head.size, tag, raw))
+        Ok::<_, Error>((head, raw))
     })??;
+    let meta_len = meta_head.size;
     let mut raw = [0u8; STATIC_PAGE_LEN];
     if page.len() != STATIC_PAGE_LEN {
         return Err(Error::corrupt(
@@ -457,12 +593,39 @@ fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
     let checked = check_page(&path, meta_len, &raw)?;
     let shard_count = checked.shard_count;
     let table_end = checked.table_end;
-    // Everything else at once: the table in chunks, the sizes of the dictionary and shards.
-    let (table, dict_len, shard_lens) = block_on(async {
-        let chunks: Vec<_> = (STATIC_PAGE_LEN as u64..table_end)
-            .step_by(TABLE_CHUNK as usize)
-            .map(|a| a..table_end.min(a + TABLE_CHUNK))
-            .collect();
+    // The table is sized by the page's record count, which `check_page`
+    // bounded by the size the server claims: bound it by the option too
+    // before anything is allocated or a request is listed.
+    let table_len = table_end - STATIC_PAGE_LEN as u64;
+    if table_len > o.max_table_bytes {
+        return Err(Error::corrupt(
+            path.join(META_FILE),
+            format!(
+                "meta.zr claims a location table of {table_len} bytes ({} records), more than \
+                 the {}-byte limit (RemoteOptions::max_table_bytes)",
+                checked.page.header.length, o.max_table_bytes
+            ),
+        ));
+    }
+    let mut bytes: Vec<u8> = Vec::new();
+    let capacity = usize::try_from(table_end)
+        .ok()
+        .filter(|&n| bytes.try_reserve_exact(n).is_ok());
+    if capacity.is_none() {
+        return Err(Error::corrupt(
+            path.join(META_FILE),
+            format!("cannot allocate its {table_end}-byte location table"),
+        ));
+    }
+    bytes.extend_from_slice(&raw);
+    // Everything else at once: the table in chunks (listed lazily, each
+    // appended as it arrives, so the table is held once), the validators of
+    // the dictionary and the shards, and the store id.
+    let (bytes, dict_head, shard_heads, store_id) = block_on(async {
+        let chunks = (0..table_len.div_ceil(TABLE_CHUNK)).map(|i| {
+            let a = STATIC_PAGE_LEN as u64 + i * TABLE_CHUNK;
+            a..table_end.min(a + TABLE_CHUNK)
+        });
         let table = futures::stream::iter(chunks)
             .map(|r| {
                 let meta_obj = &meta_obj;
@@ -484,30 +647,29 @@ fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
                 }
             })
             .buffered(o.concurrency)
-            .try_collect::<Vec<Bytes>>();
-        let dict = async {
-            match t.store.head(&t.object(DICT_FILE)).await {
-                Ok(h) => Ok(Some(h.size)),
-                Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(t.err(DICT_FILE, None, e)),
+            .try_fold(bytes, |mut acc, b| async move {
+                acc.extend_from_slice(&b);
+                Ok(acc)
+            });
+        let head = |name: String| {
+            let t = &t;
+            async move {
+                match t.store.head(&t.object(&name)).await {
+                    Ok(h) => Ok(Some(h)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(t.err(&name, None, e)),
+                }
             }
         };
+        let dict = head(DICT_FILE.to_string());
         let shards = futures::stream::iter(0..shard_count)
-            .map(|s| {
-                let t = &t;
-                async move {
-                    let name = format::data_file(s);
-                    match t.store.head(&t.object(&name)).await {
-                        Ok(h) => Ok(Some(h.size)),
-                        Err(object_store::Error::NotFound { .. }) => Ok(None),
-                        Err(e) => Err(t.err(&name, None, e)),
-                    }
-                }
-            })
+            .map(|s| head(format::data_file(s)))
             .buffered(o.concurrency)
-            .try_collect::<Vec<Option<u64>>>();
-        futures::try_join!(table, dict, shards)
+            .try_collect::<Vec<Option<ObjectMeta>>>();
+        let id = read_store_id(&t);
+        futures::try_join!(table, dict, shards, id)
     })??;
+    let dict_len = dict_head.as_ref().map(|h| h.size);
     check_dict_len(&path, checked.codec, dict_len)?;
     let dict = match dict_len {
         None => None,
@@ -526,28 +688,33 @@ fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
     let codec = codec_state(&path, checked.codec, dict.as_deref())?;
     let mut shards = Vec::with_capacity(shard_count);
     let mut tails = Vec::with_capacity(shard_count);
-    for (s, len) in shard_lens.iter().enumerate() {
+    for (s, head) in shard_heads.iter().enumerate() {
         let p = path.join(format::data_file(s));
         let tail = checked.page.tails[s];
-        let Some(len) = *len else {
+        let Some(head) = head else {
             return Err(Error::corrupt(&p, "payload shard is missing"));
         };
-        check_shard_len(&p, len, tail)?;
+        check_shard_len(&p, head.size, tail)?;
         shards.push(Shard::remote(tail));
         tails.push(tail);
     }
-    let mut bytes = Vec::with_capacity(table_end as usize);
-    bytes.extend_from_slice(&raw);
-    for chunk in &table {
-        bytes.extend_from_slice(chunk);
-    }
+    // The cache identity: every validator `open` fetched (a re-published
+    // store of the same shape has a `meta.zr` of the same bytes, and over
+    // plain HTTP perhaps no validator at all, hence the store id), and the
+    // block size (blocks of two sizes never share a directory).
     let identity = {
         let mut h = Sha256::new();
+        h.update(b"loaderx-blocks-v1\0");
         h.update(t.url.as_bytes());
         h.update([0]);
-        h.update(etag.as_bytes());
-        h.update([0]);
-        h.update(meta_len.to_le_bytes());
+        h.update(o.block_bytes.to_le_bytes());
+        h.update(raw);
+        validators(&mut h, Some(&meta_head));
+        validators(&mut h, dict_head.as_ref());
+        for head in &shard_heads {
+            validators(&mut h, head.as_ref());
+        }
+        h.update(store_id.as_deref().unwrap_or_default());
         let d = h.finalize();
         d[..16]
             .iter()
@@ -564,8 +731,42 @@ fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
             stats: Counters::default(),
         }),
     };
-    let table = (!bytes.is_empty()).then_some(Region::Heap(bytes));
+    let table = Some(Region::Heap(bytes));
     Ok(StoreReader::assemble(&path, None, table, checked, shards, codec, dict).with_remote(remote))
+}
+
+/// Hashes an object's validators (size, ETag, last modified, version; a
+/// missing object hashes as such) into a cache identity.
+fn validators(h: &mut Sha256, m: Option<&ObjectMeta>) {
+    let Some(m) = m else {
+        h.update([0]);
+        return;
+    };
+    h.update([1]);
+    h.update(m.size.to_le_bytes());
+    for v in [&m.e_tag, &m.version] {
+        h.update(v.as_deref().unwrap_or_default().as_bytes());
+        h.update([0]);
+    }
+    h.update(
+        m.last_modified
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
+            .to_le_bytes(),
+    );
+}
+
+/// The random id that [`push`] writes beside a store ([`STORE_ID_FILE`]),
+/// if there is one of a plausible size.
+async fn read_store_id(t: &Target) -> Result<Option<Vec<u8>>, Error> {
+    match t.store.get(&t.object(STORE_ID_FILE)).await {
+        Ok(r) if r.meta.size <= 256 => {
+            let b = r.bytes().await.map_err(|e| t.err(STORE_ID_FILE, None, e))?;
+            Ok(Some(b.to_vec()))
+        }
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(t.err(STORE_ID_FILE, None, e)),
+    }
 }
 
 #[derive(Default)]
@@ -967,7 +1168,7 @@ impl RemoteShards {
                 Some(hit) => {
                     let c = match hit {
                         Hit::Memory(_) => &inner.stats.memory_hits,
-                        Hit::Disk(_) | Hit::File(_) => &inner.stats.disk_hits,
+                        Hit::Disk(_) => &inner.stats.disk_hits,
                     };
                     c.fetch_add(1, Ordering::Relaxed);
                     have.insert((s, b), hit);
@@ -1021,32 +1222,20 @@ impl RemoteShards {
                     inner.target.err(&name, Some(seg.record), "block missing")
                 })
             };
-            let piece = match block(b0)? {
-                Hit::Memory(bytes) | Hit::Disk(bytes) if b0 == b1 => {
-                    let off = seg.start - b0 * bs;
-                    bytes.slice(off as usize..(off + seg.end - seg.start) as usize)
+            let piece = if b0 == b1 {
+                let off = seg.start - b0 * bs;
+                block(b0)?
+                    .bytes()
+                    .slice(off as usize..(off + seg.end - seg.start) as usize)
+            } else {
+                let mut buf = BytesMut::with_capacity((seg.end - seg.start) as usize);
+                for b in b0..=b1 {
+                    let len = block_len(seg.shard, b);
+                    let lo = seg.start.max(b * bs) - b * bs;
+                    let hi = seg.end.min(b * bs + len) - b * bs;
+                    buf.extend_from_slice(&block(b)?.bytes()[lo as usize..hi as usize]);
                 }
-                _ => {
-                    let mut buf = BytesMut::with_capacity((seg.end - seg.start) as usize);
-                    for b in b0..=b1 {
-                        let len = block_len(seg.shard, b);
-                        let lo = seg.start.max(b * bs) - b * bs;
-                        let hi = seg.end.min(b * bs + len) - b * bs;
-                        match block(b)? {
-                            Hit::Memory(bytes) | Hit::Disk(bytes) => {
-                                buf.extend_from_slice(&bytes[lo as usize..hi as usize]);
-                            }
-                            // Only the wanted bytes of a block read from disk.
-                            Hit::File(f) => {
-                                let at = buf.len();
-                                buf.resize(at + (hi - lo) as usize, 0);
-                                f.read_exact_at(&mut buf[at..], lo)
-                                    .map_err(|e| Error::io(cache.file_path(seg.shard, b), e))?;
-                            }
-                        }
-                    }
-                    buf.freeze()
-                }
+                buf.freeze()
             };
             pieces.push((seg.shard, seg.start, piece));
         }
@@ -1109,15 +1298,14 @@ impl BlockCache {
             if hit.is_some() {
                 continue;
             }
-            *hit = match &self.memory {
-                None => disk.open(s, b, len).map(Hit::File),
-                Some(m) => disk.get(s, b, len).map(|bytes| {
-                    if let Ok(mut m) = m.write() {
-                        m.put(s, b, bytes.clone());
-                    }
-                    Hit::Disk(bytes)
-                }),
-            };
+            *hit = disk.get(s, b, len).map(|bytes| {
+                if let Some(m) = &self.memory
+                    && let Ok(mut m) = m.write()
+                {
+                    m.put(s, b, bytes.clone());
+                }
+                Hit::Disk(bytes)
+            });
         }
         hits
     }
@@ -1189,13 +1377,6 @@ impl BlockCache {
         ))
     }
 
-    /// The file of block `b` of shard `s`, for messages.
-    fn file_path(&self, s: usize, b: u64) -> PathBuf {
-        self.disk
-            .as_ref()
-            .map_or_else(PathBuf::new, |d| d.file(s, b))
-    }
-
     fn put(&self, s: usize, b: u64, bytes: &Bytes) {
         if let Some(m) = &self.memory
             && let Ok(mut m) = m.write()
@@ -1212,10 +1393,16 @@ impl BlockCache {
 enum Hit {
     /// From the memory tier.
     Memory(Bytes),
-    /// Read whole from the directory.
+    /// Read whole from the directory, its checksum verified.
     Disk(Bytes),
-    /// Open in the directory, to be read in part.
-    File(File),
+}
+
+impl Hit {
+    fn bytes(&self) -> &Bytes {
+        match self {
+            Hit::Memory(b) | Hit::Disk(b) => b,
+        }
+    }
 }
 
 /// A block in the memory tier.
@@ -1290,24 +1477,92 @@ impl MemoryCache {
     }
 }
 
-/// Blocks in a directory shared by processes: `ROOT/IDENTITY/S-B.blk`.
+/// The subdirectory of a cache directory that loaderx owns: eviction
+/// deletes only in it.
+pub const CACHE_SUBDIR: &str = "loaderx-blocks-v1";
+
+/// The marker file in [`CACHE_SUBDIR`] that says whose it is.
+const CACHE_MARKER: &str = "LOADERX-BLOCK-CACHE";
+
+/// Bytes of the checksum that follows each block in its file.
+const CHECKSUM_LEN: usize = 32;
+
+/// Blocks in a directory shared by processes:
+/// `ROOT/loaderx-blocks-v1/IDENTITY/S-B.blk`, each a block's bytes and
+/// their checksum.
 struct DiskCache {
+    /// `ROOT/loaderx-blocks-v1`.
     root: PathBuf,
     dir: PathBuf,
+    /// The store's identity, part of every block's checksum.
+    identity: String,
     limit: u64,
     /// This process's estimate of the directory's size, all stores.
     used: AtomicU64,
     evicting: Mutex<()>,
 }
 
-impl DiskCache {
-    fn new(root: &Path, identity: &str, limit: u64) -> Result<DiskCache, Error> {
-        let dir = root.join(identity);
-        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let used = scan(root).iter().map(|f| f.1).sum();
-        Ok(DiskCache {
-            root: root.to_path_buf(),
+/// Creates directory `dir` if absent and checks that it is a directory, not
+/// a symbolic link to one.
+fn own_dir(dir: &Path) -> Result<(), Error> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if !m.file_type().is_dir() {
+        return Err(Error::io(
             dir,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the block cache needs a directory here, and this is not one (a link?)",
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens `path` for reading without following a symbolic link.
+fn open_nofollow(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+impl DiskCache {
+    fn new(base: &Path, identity: &str, limit: u64) -> Result<DiskCache, Error> {
+        std::fs::create_dir_all(base).map_err(|e| Error::io(base, e))?;
+        let root = base.join(CACHE_SUBDIR);
+        own_dir(&root)?;
+        let marker = root.join(CACHE_MARKER);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&marker)
+            {
+                Ok(mut f) => {
+                    let _ = f.write_all(
+                        b"loaderx block cache: blocks of remote stores, evicted by loaderx; \
+                          safe to delete when no loaderx process runs\n",
+                    );
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(&marker, e)),
+            }
+        }
+        let dir = root.join(identity);
+        own_dir(&dir)?;
+        let used = scan(&root).iter().map(|f| f.1).sum();
+        Ok(DiskCache {
+            root,
+            dir,
+            identity: identity.to_string(),
             limit,
             used: AtomicU64::new(used),
             evicting: Mutex::new(()),
@@ -1318,50 +1573,62 @@ impl DiskCache {
         self.dir.join(format!("{s}-{b}.blk"))
     }
 
-    /// The open file of block `b` of shard `s` if it holds `len` bytes
-    /// (else it is removed, to be fetched again); marks it recently used.
-    fn open(&self, s: usize, b: u64, len: u64) -> Option<File> {
-        let p = self.file(s, b);
-        let f = File::open(&p).ok()?;
-        if f.metadata().ok()?.len() != len {
-            let _ = std::fs::remove_file(&p);
-            return None;
-        }
-        let _ = f.set_modified(SystemTime::now());
-        Some(f)
+    /// The checksum of block `b` of shard `s` holding `bytes`: bound to the
+    /// store's identity and the block's place, so that a damaged block, or
+    /// one of another store or block size, is a miss.
+    fn checksum(&self, s: usize, b: u64, bytes: &[u8]) -> [u8; CHECKSUM_LEN] {
+        let mut h = Sha256::new();
+        h.update(self.identity.as_bytes());
+        h.update((s as u64).to_le_bytes());
+        h.update(b.to_le_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+        h.finalize().into()
     }
 
+    /// Block `b` of shard `s` if its file holds `len` bytes and their
+    /// checksum (else the file is removed, to be fetched again); marks it
+    /// recently used.
     fn get(&self, s: usize, b: u64, len: u64) -> Option<Bytes> {
         let p = self.file(s, b);
-        let mut f = File::open(&p).ok()?;
-        let mut buf = Vec::with_capacity(len as usize);
+        let mut f = open_nofollow(&p).ok()?;
+        let want = len + CHECKSUM_LEN as u64;
+        let mut buf = Vec::with_capacity(usize::try_from(want).ok()?);
         // One byte more than expected tells a block of the wrong length.
-        (&mut f).take(len + 1).read_to_end(&mut buf).ok()?;
-        if buf.len() as u64 != len {
+        (&mut f).take(want + 1).read_to_end(&mut buf).ok()?;
+        let ok = buf.len() as u64 == want && {
+            let (block, sum) = buf.split_at(len as usize);
+            self.checksum(s, b, block)[..] == *sum
+        };
+        if !ok {
             let _ = std::fs::remove_file(&p);
             return None;
         }
         // Recently used: eviction goes by modification time.
         let _ = f.set_modified(SystemTime::now());
+        buf.truncate(len as usize);
         Some(Bytes::from(buf))
     }
 
     fn put(&self, s: usize, b: u64, bytes: &[u8]) {
-        let p = self.file(s, b);
-        let tmp = self.dir.join(format!(
-            ".{s}-{b}.{}.{:?}.tmp",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let written = File::create(&tmp)
-            .and_then(|mut f| f.write_all(bytes))
-            .and_then(|()| std::fs::rename(&tmp, &p));
+        // A fresh name, created with O_EXCL (never an existing file or link).
+        let written = tempfile::Builder::new()
+            .prefix(".blk-")
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .and_then(|mut tmp| {
+                tmp.write_all(bytes)?;
+                tmp.write_all(&self.checksum(s, b, bytes))?;
+                tmp.persist(self.file(s, b)).map_err(|e| e.error)?;
+                Ok(())
+            });
         if written.is_err() {
-            // A full or read-only disk makes the cache a no-op, never an error.
-            let _ = std::fs::remove_file(&tmp);
+            // A full or read-only disk makes the cache a no-op, never an
+            // error (the temporary file is removed when dropped).
             return;
         }
-        let used = self.used.fetch_add(bytes.len() as u64, Ordering::Relaxed) + bytes.len() as u64;
+        let n = (bytes.len() + CHECKSUM_LEN) as u64;
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
         if used > self.limit {
             self.evict();
         }
@@ -1389,35 +1656,61 @@ impl DiskCache {
     }
 }
 
-/// Every block file under `root`: path, size, modification time.
+/// True for a name that loaderx gives a store's directory in the cache
+/// (32 lowercase hex digits).
+fn is_identity_name(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// True for a name that loaderx gives a block file (`S-B.blk`).
+fn is_block_name(name: &str) -> bool {
+    name.strip_suffix(".blk")
+        .and_then(|n| n.split_once('-'))
+        .is_some_and(|(s, b)| {
+            !s.is_empty() && !b.is_empty() && s.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Every block file that loaderx wrote under `root` (its own
+/// [`CACHE_SUBDIR`]): regular files named as blocks, in directories named
+/// as identities, links never followed. Path, size, modification time.
 fn scan(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
     let mut out = Vec::new();
     let Ok(stores) = std::fs::read_dir(root) else {
         return out;
     };
     for store in stores.flatten() {
+        if !store.file_type().is_ok_and(|t| t.is_dir())
+            || !store.file_name().to_str().is_some_and(is_identity_name)
+        {
+            continue;
+        }
         let Ok(blocks) = std::fs::read_dir(store.path()) else {
             continue;
         };
         for block in blocks.flatten() {
-            let p = block.path();
-            if p.extension().is_some_and(|e| e == "blk")
+            if block.file_type().is_ok_and(|t| t.is_file())
+                && block.file_name().to_str().is_some_and(is_block_name)
                 && let Ok(m) = block.metadata()
             {
-                out.push((p, m.len(), m.modified().unwrap_or(SystemTime::UNIX_EPOCH)));
+                out.push((
+                    block.path(),
+                    m.len(),
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ));
             }
         }
     }
     out
 }
 
-/// What [`push`] uploaded.
+/// What [`push`] or [`push_stores`] uploaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PushReport {
-    /// Objects written (`meta.zr`, shards, dictionary).
+    /// Objects written (`meta.zr`, shards, dictionary, store id).
     pub objects: usize,
-    /// Bytes written.
+    /// Bytes of the store files written (the store id not counted).
     pub bytes: u64,
 }
 
@@ -1425,111 +1718,332 @@ pub struct PushReport {
 /// the payload shards (their committed bytes) first, multipart above
 /// [`RemoteOptions::part_bytes`], then `meta.zr` (its static page and
 /// location table) last, so that a store whose upload stopped half way has
-/// no `meta.zr` and never opens.
+/// no `meta.zr` and never opens. [`push_stores`] of one store.
+///
+/// # Errors
+/// As [`push_stores`].
+pub fn push(store: impl AsRef<Path>, url: &str, o: &RemoteOptions) -> Result<PushReport, Error> {
+    push_stores(&[(store.as_ref(), url)], o)
+}
+
+/// One store of a [`push_stores`], checked and ready to upload.
+struct Pending {
+    path: PathBuf,
+    reader: StoreReader,
+    target: Target,
+    /// Objects uploaded so far, for the error of a failed push.
+    uploaded: Vec<String>,
+}
+
+/// Uploads a set of published local stores, `(store, url)`, as one
+/// publication: every target is checked first (each local store opens, no
+/// store is published at any URL: nothing is uploaded otherwise), then the
+/// payload of every store is uploaded (stale `dict.zr` removed, dictionary,
+/// shards, and the store id [`STORE_ID_FILE`]), and only then every
+/// `meta.zr`, each created only if absent. When a `meta.zr` cannot be
+/// written, those this call wrote are deleted again, so a failed push
+/// publishes nothing; the error says exactly what it left.
 ///
 /// # Errors
 /// [`ErrorKind::NotAStore`], [`ErrorKind::NotPublished`] or a corrupt-store
-/// error for the local store, exactly as [`crate::Store::open`];
-/// [`ErrorKind::AlreadyExists`] when a store is already published at `url`
-/// (a published store is immutable); [`ErrorKind::Remote`] when an upload
-/// fails after its retries; [`ErrorKind::Io`] when a local file cannot be read.
-pub fn push(store: impl AsRef<Path>, url: &str, o: &RemoteOptions) -> Result<PushReport, Error> {
-    let store = store.as_ref();
-    // Validates the store and holds its shared lock during the upload.
-    let reader = StoreReader::open(store)?;
-    if reader.is_remote() {
-        return Err(Error::invalid(
-            "push uploads a local store; its source is a URL",
-        ));
-    }
-    let t = target(url, o)?;
-    push_reader(store, reader, &t, o)
-}
-
-/// [`push`] of the opened local store `reader` at `store` to `t`.
-fn push_reader(
-    store: &Path,
-    reader: StoreReader,
-    t: &Target,
+/// error for a local store, exactly as [`crate::Store::open`];
+/// [`ErrorKind::AlreadyExists`] when a store is already published at a URL
+/// (a published store is immutable), found before anything was uploaded;
+/// [`ErrorKind::InvalidArgument`] for a bad URL or two stores for one URL;
+/// [`ErrorKind::Remote`] when a check fails; [`ErrorKind::PushFailed`]
+/// when an upload fails (or a concurrent push publishes first) after
+/// uploading began, naming what remains.
+pub fn push_stores<P: AsRef<Path>, U: AsRef<str>>(
+    stores: &[(P, U)],
     o: &RemoteOptions,
 ) -> Result<PushReport, Error> {
-    let exists = match block_on(t.store.head(&t.object(META_FILE)))? {
-        Ok(_) => true,
-        Err(object_store::Error::NotFound { .. }) => false,
-        Err(e) => return Err(t.err(META_FILE, None, e)),
-    };
-    if exists {
-        return Err(ErrorKind::AlreadyExists {
-            path: PathBuf::from(&t.url),
+    let mut pending = Vec::with_capacity(stores.len());
+    for (store, url) in stores {
+        let store = store.as_ref();
+        // Validates the store and holds its shared lock during the upload.
+        let reader = StoreReader::open(store)?;
+        if reader.is_remote() {
+            return Err(Error::invalid(
+                "push uploads a local store; its source is a URL",
+            ));
         }
-        .into());
+        let target = target(url.as_ref(), o)?;
+        pending.push(Pending {
+            path: store.to_path_buf(),
+            reader,
+            target,
+            uploaded: Vec::new(),
+        });
     }
-    let mut files: Vec<(String, u64)> = Vec::new();
-    if let Some(d) = reader.dict() {
-        files.push((DICT_FILE.to_string(), d.len() as u64));
+    push_pending(pending, o)
+}
+
+/// [`push_stores`] of checked local stores.
+fn push_pending(mut pending: Vec<Pending>, o: &RemoteOptions) -> Result<PushReport, Error> {
+    let mut urls: Vec<&str> = pending.iter().map(|p| p.target.url.as_str()).collect();
+    urls.sort_unstable();
+    if let Some(w) = urls.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::invalid(format!(
+            "{}: two stores pushed to one URL",
+            w[0]
+        )));
     }
-    let tails = reader.tails();
-    debug_assert!(tails.len() <= MAX_DATA_SHARDS);
-    for (s, &tail) in tails.iter().enumerate() {
-        files.push((format::data_file(s), tail));
+    // Preflight: nothing is published at any target.
+    for p in &pending {
+        if meta_exists(&p.target)? {
+            return Err(ErrorKind::AlreadyExists {
+                path: PathBuf::from(&p.target.url),
+            }
+            .into());
+        }
     }
-    let table_end = STATIC_PAGE_LEN as u64 + reader.len() * RECORD_LOC_LEN as u64;
     let mut report = PushReport {
         objects: 0,
         bytes: 0,
     };
-    for (name, len) in files {
-        upload(t, o, &store.join(&name), &name, len)?;
-        report.objects += 1;
-        report.bytes += len;
+    // Every payload object of every store.
+    for k in 0..pending.len() {
+        if let Err(e) = push_payload(&mut pending[k], o, &mut report) {
+            let url = PathBuf::from(&pending[k].target.url);
+            return Err(push_failed(url, e, &pending, &[], &[]));
+        }
     }
-    upload(t, o, &store.join(META_FILE), META_FILE, table_end)?;
-    report.objects += 1;
-    report.bytes += table_end;
-    drop(reader);
+    // Then every meta.zr; on failure, delete the ones written here.
+    let mut published: Vec<usize> = Vec::new();
+    for k in 0..pending.len() {
+        let p = &pending[k];
+        let table_end = STATIC_PAGE_LEN as u64 + p.reader.len() * RECORD_LOC_LEN as u64;
+        let written = read_file(&p.path.join(META_FILE), table_end)
+            .and_then(|body| put_meta(&p.target, body));
+        match written {
+            Ok(()) => {
+                published.push(k);
+                report.objects += 1;
+                report.bytes += table_end;
+            }
+            Err(e) => {
+                let url = PathBuf::from(&p.target.url);
+                let mut undone = Vec::new();
+                let mut kept = Vec::new();
+                for &j in published.iter().rev() {
+                    let t = &pending[j].target;
+                    match block_on(t.store.delete(&t.object(META_FILE))) {
+                        Ok(Ok(())) => undone.push(j),
+                        _ => kept.push(j),
+                    }
+                }
+                return Err(push_failed(url, e, &pending, &undone, &kept));
+            }
+        }
+    }
+    drop(pending);
     Ok(report)
 }
 
-/// Uploads the first `len` bytes of local file `path` as object `name`.
+/// The error of a push that failed after uploading began: `error`, and
+/// what remains (`undone`: stores whose `meta.zr` was deleted again;
+/// `kept`: stores whose `meta.zr` could not be).
+fn push_failed(
+    path: PathBuf,
+    error: Error,
+    pending: &[Pending],
+    undone: &[usize],
+    kept: &[usize],
+) -> Error {
+    let mut parts: Vec<String> = Vec::new();
+    for p in pending.iter().filter(|p| !p.uploaded.is_empty()) {
+        parts.push(format!("{}: {}", p.target.url, p.uploaded.join(", ")));
+    }
+    let mut remains = if parts.is_empty() {
+        "nothing was uploaded".to_string()
+    } else {
+        format!(
+            "payload objects remain (no store opens from them; a new push overwrites them): {}",
+            parts.join("; ")
+        )
+    };
+    if !undone.is_empty() {
+        let urls: Vec<&str> = undone
+            .iter()
+            .map(|&j| pending[j].target.url.as_str())
+            .collect();
+        remains.push_str(&format!(
+            "; meta.zr written and deleted again: {}",
+            urls.join(", ")
+        ));
+    }
+    if kept.is_empty() {
+        remains.push_str("; no meta.zr of this push is left");
+    } else {
+        let urls: Vec<&str> = kept
+            .iter()
+            .map(|&j| pending[j].target.url.as_str())
+            .collect();
+        remains.push_str(&format!(
+            "; meta.zr could not be deleted, so these stores are published: {}",
+            urls.join(", ")
+        ));
+    }
+    ErrorKind::PushFailed {
+        path,
+        error,
+        remains,
+    }
+    .into()
+}
+
+/// True when `t` has a `meta.zr`.
+fn meta_exists(t: &Target) -> Result<bool, Error> {
+    match block_on(t.store.head(&t.object(META_FILE)))? {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::NotFound { .. }) => Ok(false),
+        Err(e) => Err(t.err(META_FILE, None, e)),
+    }
+}
+
+/// Writes `meta.zr` only if absent (`PutMode::Create`; where the service
+/// has no conditional write, as plain HTTP, after a check).
+fn put_meta(t: &Target, body: Vec<u8>) -> Result<(), Error> {
+    let obj = t.object(META_FILE);
+    let exists = || ErrorKind::AlreadyExists {
+        path: PathBuf::from(&t.url),
+    };
+    let payload = PutPayload::from(body);
+    let create = object_store::PutOptions::from(PutMode::Create);
+    match block_on(t.store.put_opts(&obj, payload.clone(), create))? {
+        Ok(_) => Ok(()),
+        Err(
+            object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. },
+        ) => Err(exists().into()),
+        Err(object_store::Error::NotImplemented { .. }) => {
+            if meta_exists(t)? {
+                return Err(exists().into());
+            }
+            block_on(t.store.put(&obj, payload))?.map_err(|e| t.err(META_FILE, None, e))?;
+            Ok(())
+        }
+        Err(e) => Err(t.err(META_FILE, None, e)),
+    }
+}
+
+/// Uploads every object of `p` but its `meta.zr`: removes a `dict.zr` that
+/// a store without one must not have (an earlier push's), then the
+/// dictionary, the shards and the store id.
+fn push_payload(p: &mut Pending, o: &RemoteOptions, report: &mut PushReport) -> Result<(), Error> {
+    let t = &p.target;
+    let dict = p.reader.dict().map(|d| d.len() as u64);
+    if dict.is_none() {
+        match block_on(t.store.delete(&t.object(DICT_FILE)))? {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(t.err(DICT_FILE, None, e)),
+        }
+    }
+    let mut files: Vec<(String, u64)> = Vec::new();
+    if let Some(len) = dict {
+        files.push((DICT_FILE.to_string(), len));
+    }
+    let tails = p.reader.tails();
+    debug_assert!(tails.len() <= MAX_DATA_SHARDS);
+    for (s, &tail) in tails.iter().enumerate() {
+        files.push((format::data_file(s), tail));
+    }
+    for (name, len) in files {
+        upload(t, o, &p.path.join(&name), &name, len)?;
+        p.uploaded.push(name);
+        report.objects += 1;
+        report.bytes += len;
+    }
+    let id = new_store_id(&p.path);
+    block_on(
+        t.store
+            .put(&t.object(STORE_ID_FILE), PutPayload::from(id.into_bytes())),
+    )?
+    .map_err(|e| t.err(STORE_ID_FILE, None, e))?;
+    p.uploaded.push(STORE_ID_FILE.to_string());
+    report.objects += 1;
+    Ok(())
+}
+
+/// A fresh store id: 128 bits of a hash of the time, the process, a
+/// counter and the store's path, in hex. Unique, not secret.
+fn new_store_id(path: &Path) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut h = Sha256::new();
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    h.update(now.as_nanos().to_le_bytes());
+    h.update(std::process::id().to_le_bytes());
+    h.update(COUNTER.fetch_add(1, Ordering::Relaxed).to_le_bytes());
+    h.update(format!("{:?}", std::thread::current().id()).as_bytes());
+    h.update(path.as_os_str().as_encoded_bytes());
+    let d = h.finalize();
+    d[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The first `len` bytes of local file `path`.
+fn read_file(path: &Path, len: u64) -> Result<Vec<u8>, Error> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    read_at(&file, path, 0, usize::try_from(len).unwrap_or(usize::MAX))
+}
+
+/// `n` bytes of `file` (at `path`) from `at`.
+fn read_at(file: &File, path: &Path, at: u64, n: usize) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(n).map_err(|_| {
+        Error::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::OutOfMemory, "cannot allocate"),
+        )
+    })?;
+    buf.resize(n, 0);
+    file.read_exact_at(&mut buf, at)
+        .map_err(|e| Error::io(path, e))?;
+    Ok(buf)
+}
+
+/// Uploads the first `len` bytes of local file `path` as object `name`;
+/// a multipart upload that fails is aborted, so it leaves no parts.
 fn upload(t: &Target, o: &RemoteOptions, path: &Path, name: &str, len: u64) -> Result<(), Error> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let read = |at: u64, n: usize| -> Result<Vec<u8>, Error> {
-        let mut buf = vec![0u8; n];
-        file.read_exact_at(&mut buf, at)
-            .map_err(|e| Error::io(path, e))?;
-        Ok(buf)
-    };
     let obj = t.object(name);
     if len <= o.part_bytes as u64 {
-        let body = read(0, len as usize)?;
+        let body = read_at(&file, path, 0, len as usize)?;
         block_on(t.store.put(&obj, PutPayload::from(body)))?.map_err(|e| t.err(name, None, e))?;
         return Ok(());
     }
     block_on(async {
-        let up = t
+        let mut up = t
             .store
             .put_multipart(&obj)
             .await
             .map_err(|e| t.err(name, None, e))?;
-        let mut w = WriteMultipart::new_with_chunk_size(up, o.part_bytes);
-        let mut at = 0u64;
-        while at < len {
-            let n = (len - at).min(o.part_bytes as u64) as usize;
-            let chunk = match read(at, n) {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = w.abort().await;
-                    return Err(e);
+        let parts = async {
+            let mut in_flight = futures::stream::FuturesUnordered::new();
+            let mut at = 0u64;
+            while at < len {
+                let n = (len - at).min(o.part_bytes as u64) as usize;
+                let chunk = read_at(&file, path, at, n)?;
+                in_flight.push(up.put_part(PutPayload::from(chunk)));
+                at += n as u64;
+                if in_flight.len() >= 4
+                    && let Some(r) = in_flight.next().await
+                {
+                    r.map_err(|e| t.err(name, None, e))?;
                 }
-            };
-            if let Err(e) = w.wait_for_capacity(4).await {
-                return Err(t.err(name, None, e));
             }
-            w.put(Bytes::from(chunk));
-            at += n as u64;
+            while let Some(r) = in_flight.next().await {
+                r.map_err(|e| t.err(name, None, e))?;
+            }
+            up.complete().await.map_err(|e| t.err(name, None, e))?;
+            Ok::<_, Error>(())
+        };
+        let result = parts.await;
+        if result.is_err() {
+            // Best effort: the upload's error is the one reported.
+            let _ = up.abort().await;
         }
-        w.finish().await.map_err(|e| t.err(name, None, e))?;
-        Ok::<_, Error>(())
+        result
     })?
 }
 
@@ -1682,14 +2196,18 @@ mod tests {
 
     /// Pushes the local store at `path` into `mem` as `name`.
     fn push_in_memory(mem: &Arc<dyn ObjectStore>, path: &Path, name: &str) {
-        let reader = StoreReader::open(path).unwrap();
-        push_reader(
-            path,
-            reader,
-            &in_memory(mem, name),
-            &RemoteOptions::default(),
-        )
-        .unwrap();
+        push_to(path, in_memory(mem, name)).unwrap();
+    }
+
+    /// Pushes the local store at `path` to `target`.
+    fn push_to(path: &Path, target: Target) -> Result<PushReport, Error> {
+        let p = Pending {
+            path: path.to_path_buf(),
+            reader: StoreReader::open(path).unwrap(),
+            target,
+            uploaded: Vec::new(),
+        };
+        push_pending(vec![p], &RemoteOptions::default())
     }
 
     /// Gathers the same batches twice, remotely and locally: the bytes
@@ -1846,21 +2364,819 @@ mod tests {
         assert!(stats.memory_hits > 0 && stats.misses > 0, "{stats:?}");
     }
 
+    const ID: &str = "0123456789abcdef0123456789abcdef";
+
     #[test]
-    fn the_disk_cache_refetches_a_block_of_the_wrong_length_and_evicts_by_age() {
+    fn the_disk_cache_refetches_a_damaged_block_and_evicts_by_age() {
         let dir = tempfile::tempdir().unwrap();
-        let d = DiskCache::new(dir.path(), "id", 20).unwrap();
+        // Each block file is its bytes and a 32-byte checksum: 42 bytes.
+        let d = DiskCache::new(dir.path(), ID, 100).unwrap();
         d.put(0, 0, b"0123456789");
         assert_eq!(d.get(0, 0, 10).as_deref(), Some(&b"0123456789"[..]));
         assert_eq!(d.get(0, 0, 9), None, "wrong length is a miss");
         assert_eq!(d.get(0, 0, 10), None, "and was removed");
+        // A flipped byte, or a block of another place, fails its checksum.
+        d.put(0, 5, b"abcdefghij");
+        let p = d.file(0, 5);
+        let mut raw = std::fs::read(&p).unwrap();
+        raw[3] ^= 1;
+        std::fs::write(&p, &raw).unwrap();
+        assert_eq!(d.get(0, 5, 10), None, "damaged");
+        d.put(0, 6, b"abcdefghij");
+        std::fs::rename(d.file(0, 6), d.file(0, 7)).unwrap();
+        assert_eq!(d.get(0, 7, 10), None, "moved to another block");
+        d.put(0, 6, b"abcdefghij");
+        let other = DiskCache::new(dir.path(), &ID.replace('0', "f"), 100).unwrap();
+        std::fs::copy(d.file(0, 6), other.file(0, 6)).unwrap();
+        assert_eq!(other.get(0, 6, 10), None, "of another store");
+        assert!(d.get(0, 6, 10).is_some());
+        std::fs::remove_file(d.file(0, 6)).unwrap();
         d.put(0, 1, b"aaaaaaaaaa");
         std::thread::sleep(Duration::from_millis(20));
         d.put(0, 2, b"bbbbbbbbbb");
         std::thread::sleep(Duration::from_millis(20));
         d.put(0, 3, b"cccccccccc");
-        assert!(d.used.load(Ordering::Relaxed) <= 20);
+        assert!(d.used.load(Ordering::Relaxed) <= 100);
         assert_eq!(d.get(0, 1, 10), None, "the oldest block was evicted");
         assert!(d.get(0, 3, 10).is_some());
+        // Temporary files are gone.
+        let names: Vec<String> = std::fs::read_dir(&d.dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| n.ends_with(".blk")), "{names:?}");
+    }
+
+    #[test]
+    fn eviction_deletes_only_in_the_owned_subdirectory() {
+        let dir = tempfile::tempdir().unwrap();
+        // What a misconfigured LOADERX_CACHE_DIR=$HOME/data holds.
+        let mine = dir.path().join("experiment");
+        std::fs::create_dir(&mine).unwrap();
+        std::fs::write(mine.join("0-1.blk"), b"precious").unwrap();
+        std::fs::write(dir.path().join("top.blk"), b"precious").unwrap();
+        let named = dir.path().join(ID);
+        std::fs::create_dir(&named).unwrap();
+        std::fs::write(named.join("0-0.blk"), b"precious").unwrap();
+        let d = DiskCache::new(dir.path(), ID, 50).unwrap();
+        assert!(dir.path().join(CACHE_SUBDIR).join(CACHE_MARKER).is_file());
+        assert!(d.dir.starts_with(dir.path().join(CACHE_SUBDIR)));
+        for b in 0..8 {
+            d.put(0, b, b"0123456789");
+        }
+        assert!(d.used.load(Ordering::Relaxed) <= 50);
+        for p in [
+            mine.join("0-1.blk"),
+            dir.path().join("top.blk"),
+            named.join("0-0.blk"),
+        ] {
+            assert_eq!(std::fs::read(&p).unwrap(), b"precious", "{}", p.display());
+        }
+        // A link in place of a block is not followed, and a put replaces
+        // the link, never its target.
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, b"keep").unwrap();
+        let _ = std::fs::remove_file(d.file(0, 7));
+        std::os::unix::fs::symlink(&outside, d.file(0, 7)).unwrap();
+        assert_eq!(d.get(0, 7, 10), None);
+        d.put(0, 7, b"0123456789");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep");
+        assert!(d.get(0, 7, 10).is_some());
+        // A link in place of the owned subdirectory is refused.
+        let other = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(dir.path(), other.path().join(CACHE_SUBDIR)).unwrap();
+        assert!(DiskCache::new(other.path(), ID, 50).is_err());
+    }
+
+    #[test]
+    fn the_runtime_cell_is_built_once_however_many_threads_race() {
+        let cell: OnceLock<u64> = OnceLock::new();
+        let lock = Mutex::new(());
+        let builds = AtomicU64::new(0);
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    barrier.wait();
+                    let v = init_once(&cell, &lock, || {
+                        std::thread::sleep(Duration::from_millis(20));
+                        Ok(builds.fetch_add(1, Ordering::SeqCst))
+                    })
+                    .unwrap();
+                    assert_eq!(*v, 0);
+                });
+            }
+        });
+        assert_eq!(builds.load(Ordering::SeqCst), 1);
+        // A failed build leaves the cell empty for the next caller.
+        let cell: OnceLock<u64> = OnceLock::new();
+        assert!(init_once(&cell, &lock, || Err(Error::invalid("no"))).is_err());
+        assert_eq!(*init_once(&cell, &lock, || Ok(7)).unwrap(), 7);
+        // And the real runtime, first used from inside other runtimes.
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .build()
+                        .unwrap();
+                    rt.block_on(async { runtime().map(|r| r as *const _ as usize).unwrap() })
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn debug_of_the_options_prints_keys_and_redacts_secrets() {
+        let o = RemoteOptions::default()
+            .config("aws_access_key_id", "AKIDSECRET1")
+            .config("aws_secret_access_key", "SECRET2")
+            .config("aws_session_token", "SECRET3")
+            .config("azure_storage_sas_key", "sv=1&sig=SECRET4")
+            .config("azure_storage_account_key", "SECRET5")
+            .config("google_service_account_key", "SECRET6")
+            .config("aws_region", "eu-west-1")
+            .config(
+                "aws_endpoint",
+                "http://user:SECRET7@127.0.0.1:9000/?tok=SECRET8",
+            )
+            .config("AWS_ALLOW_HTTP", "true");
+        let d = format!("{o:?}");
+        assert!(!d.contains("SECRET"), "{d}");
+        for shown in [
+            "aws_secret_access_key",
+            "aws_session_token",
+            "azure_storage_sas_key",
+            "eu-west-1",
+            "http://127.0.0.1:9000/",
+            "\"true\"",
+            "<redacted>",
+            "block_bytes",
+        ] {
+            assert!(d.contains(shown), "{shown}: {d}");
+        }
+    }
+
+    #[test]
+    fn blocks_of_two_block_sizes_in_one_directory_never_mix() {
+        use crate::{CreateOptions, DType, DynDense, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        // One raw shard of 12288 bytes: block 1 of 8192-byte blocks is 4096
+        // bytes long, as is block 1 of 4096-byte blocks (other bytes).
+        let path = dir.path().join("s");
+        let opts = CreateOptions::new(Codec::Raw).data_shards(1);
+        let mut w = DynDenseWriter::create(&path, DType::U8, &[1024], &opts).unwrap();
+        w.append_bytes(&bytes(3, 12 * 1024), 12).unwrap();
+        w.close().unwrap();
+        assert_eq!(StoreReader::open(&path).unwrap().tails(), [12288]);
+        push_in_memory(&mem, &path, "s");
+        let local = DynDense::open(&path).unwrap();
+        let all: Vec<u64> = (0..12).collect();
+        let cache = dir.path().join("cache");
+        for bs in [4096, 8192, 4096] {
+            let o = RemoteOptions::default()
+                .memory_cache_bytes(0)
+                .cache_dir(Some(cache.clone()))
+                .block_bytes(bs);
+            let remote =
+                DynDense::from_engine(open_target(in_memory(&mem, "s"), &o).unwrap()).unwrap();
+            assert_eq!(
+                remote.gather_bytes(&all).unwrap(),
+                local.gather_bytes(&all).unwrap(),
+                "{bs}-byte blocks"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stale_dict_from_an_aborted_push_does_not_spoil_a_later_push() {
+        use crate::{CreateOptions, DType, DynDense, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let t = in_memory(&mem, "s");
+        block_on(mem.put(
+            &t.object(DICT_FILE),
+            PutPayload::from_static(b"old dictionary"),
+        ))
+        .unwrap()
+        .unwrap();
+        let path = dir.path().join("s");
+        let mut w =
+            DynDenseWriter::create(&path, DType::U8, &[8], &CreateOptions::new(Codec::Zstd))
+                .unwrap();
+        w.append_bytes(&bytes(1, 800), 100).unwrap();
+        w.close().unwrap();
+        push_in_memory(&mem, &path, "s");
+        let o = RemoteOptions::default();
+        let remote = DynDense::from_engine(open_target(in_memory(&mem, "s"), &o).unwrap()).unwrap();
+        let local = DynDense::open(&path).unwrap();
+        assert_eq!(
+            remote.gather_bytes(&[0, 99]).unwrap(),
+            local.gather_bytes(&[0, 99]).unwrap()
+        );
+        // The store id was written beside it.
+        assert!(
+            block_on(mem.head(&t.object(STORE_ID_FILE)))
+                .unwrap()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_set_push_checks_every_target_before_uploading_anything() {
+        use crate::{CreateOptions, DType, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let mut pending = Vec::new();
+        for name in ["a", "b"] {
+            let path = dir.path().join(name);
+            let mut w =
+                DynDenseWriter::create(&path, DType::U8, &[4], &CreateOptions::new(Codec::Raw))
+                    .unwrap();
+            w.append_bytes(&bytes(2, 40), 10).unwrap();
+            w.close().unwrap();
+            pending.push(path);
+        }
+        push_in_memory(&mem, &pending[1], "b");
+        let list = |prefix: &str| -> Vec<String> {
+            block_on(
+                mem.list(Some(&ObjPath::from(prefix)))
+                    .map_ok(|m| m.location.to_string())
+                    .try_collect::<Vec<_>>(),
+            )
+            .unwrap()
+            .unwrap()
+        };
+        let before = list("stores/b");
+        let set = pending
+            .iter()
+            .zip(["a", "b"])
+            .map(|(p, n)| Pending {
+                path: p.clone(),
+                reader: StoreReader::open(p).unwrap(),
+                target: in_memory(&mem, n),
+                uploaded: Vec::new(),
+            })
+            .collect();
+        let e = push_pending(set, &RemoteOptions::default()).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::AlreadyExists { .. }), "{e}");
+        assert!(list("stores/a").is_empty(), "nothing of a was uploaded");
+        assert_eq!(list("stores/b"), before);
+    }
+
+    /// A small HTTP object server on 127.0.0.1 for tests: GET (of one
+    /// range or whole), HEAD, PUT and DELETE of objects held in memory,
+    /// one response per connection, without ETag or Last-Modified (as a
+    /// plain web server), with injected faults.
+    mod faulty {
+        use std::collections::HashMap;
+        use std::io::{Read, Write};
+        use std::net::{SocketAddr, TcpListener, TcpStream};
+        use std::sync::{Arc, Mutex};
+        use std::time::Duration;
+
+        /// What the server does wrong.
+        #[derive(Clone, Debug)]
+        pub(super) enum Fault {
+            None,
+            /// Every `n`-th GET sends half its body, then closes.
+            Truncate(u32),
+            /// Every `n`-th GET claims one byte fewer in Content-Length.
+            ShortLength(u32),
+            /// Every `n`-th GET sends half its body, then resets.
+            Reset(u32),
+            /// The first `n` requests fail with 503.
+            Unavailable(u32),
+            /// HEAD of a payload shard claims this many bytes more (or fewer).
+            HeadLies(i64),
+            /// HEAD of meta.zr claims 2^62 bytes, and its page a matching table.
+            Huge,
+            /// PUT of an object whose path ends so fails with 403.
+            RefusePut(String),
+        }
+
+        pub(super) struct Server {
+            addr: SocketAddr,
+            pub(super) objects: Arc<Mutex<HashMap<String, Vec<u8>>>>,
+            fault: Arc<Mutex<(Fault, u32)>>,
+        }
+
+        impl Server {
+            pub(super) fn start() -> Server {
+                let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+                let addr = listener.local_addr().unwrap();
+                let objects = Arc::new(Mutex::new(HashMap::new()));
+                let fault = Arc::new(Mutex::new((Fault::None, 0)));
+                let (o, f) = (Arc::clone(&objects), Arc::clone(&fault));
+                // Runs until the test process ends.
+                std::thread::spawn(move || {
+                    for c in listener.incoming().flatten() {
+                        let (o, f) = (Arc::clone(&o), Arc::clone(&f));
+                        std::thread::spawn(move || {
+                            let _ = handle(c, &o, &f);
+                        });
+                    }
+                });
+                Server {
+                    addr,
+                    objects,
+                    fault,
+                }
+            }
+
+            pub(super) fn set(&self, f: Fault) {
+                *self.fault.lock().unwrap() = (f, 0);
+            }
+
+            pub(super) fn url(&self, name: &str) -> String {
+                format!("http://{}/s/{name}", self.addr)
+            }
+
+            /// Deletes every object of store `name`.
+            pub(super) fn delete_store(&self, name: &str) {
+                let prefix = format!("s/{name}/");
+                self.objects
+                    .lock()
+                    .unwrap()
+                    .retain(|k, _| !k.starts_with(&prefix));
+            }
+        }
+
+        fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+            hay.windows(needle.len()).position(|w| w == needle)
+        }
+
+        /// A chunked body decoded, once it is complete.
+        fn dechunk(mut b: &[u8]) -> Option<Vec<u8>> {
+            let mut out = Vec::new();
+            loop {
+                let line = find(b, b"\r\n")?;
+                let text = std::str::from_utf8(&b[..line]).ok()?;
+                let n = usize::from_str_radix(text.split(';').next()?.trim(), 16).ok()?;
+                b = &b[line + 2..];
+                if n == 0 {
+                    return Some(out);
+                }
+                out.extend_from_slice(b.get(..n)?);
+                b = b.get(n + 2..)?;
+            }
+        }
+
+        fn respond(c: &mut TcpStream, status: &str, headers: &[String], body: &[u8]) {
+            let mut head = format!("HTTP/1.1 {status}\r\nConnection: close\r\n");
+            for h in headers {
+                head.push_str(h);
+                head.push_str("\r\n");
+            }
+            if !headers.iter().any(|h| h.starts_with("Content-Length")) {
+                head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+            }
+            head.push_str("\r\n");
+            let _ = c.write_all(head.as_bytes());
+            let _ = c.write_all(body);
+        }
+
+        /// Closes `c` with a reset (SO_LINGER of zero).
+        fn reset(c: TcpStream) {
+            use std::os::fd::AsRawFd;
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a valid socket descriptor owned by `c`, and a
+            // `linger` of the size passed.
+            unsafe {
+                libc::setsockopt(
+                    c.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&raw const linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
+            drop(c);
+        }
+
+        fn handle(
+            mut c: TcpStream,
+            objects: &Mutex<HashMap<String, Vec<u8>>>,
+            fault: &Mutex<(Fault, u32)>,
+        ) -> std::io::Result<()> {
+            c.set_read_timeout(Some(Duration::from_secs(5)))?;
+            let mut buf = Vec::new();
+            let mut tmp = [0u8; 16384];
+            let head_end = loop {
+                if let Some(i) = find(&buf, b"\r\n\r\n") {
+                    break i;
+                }
+                let n = c.read(&mut tmp)?;
+                if n == 0 {
+                    return Ok(());
+                }
+                buf.extend_from_slice(&tmp[..n]);
+            };
+            let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+            let mut lines = head.split("\r\n");
+            let mut first = lines.next().unwrap_or("").split(' ');
+            let method = first.next().unwrap_or("").to_string();
+            let path = first
+                .next()
+                .unwrap_or("")
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .trim_start_matches('/')
+                .to_string();
+            let headers: HashMap<String, String> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let mut body = buf[head_end + 4..].to_vec();
+            if headers
+                .get("transfer-encoding")
+                .is_some_and(|v| v.contains("chunked"))
+            {
+                loop {
+                    if let Some(d) = dechunk(&body) {
+                        body = d;
+                        break;
+                    }
+                    let n = c.read(&mut tmp)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    body.extend_from_slice(&tmp[..n]);
+                }
+            } else {
+                let len: usize = headers
+                    .get("content-length")
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                while body.len() < len {
+                    let n = c.read(&mut tmp)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    body.extend_from_slice(&tmp[..n]);
+                }
+                body.truncate(len);
+            }
+            let (fault, count) = {
+                let mut f = fault.lock().unwrap();
+                f.1 += 1;
+                f.clone()
+            };
+            if let Fault::Unavailable(n) = fault
+                && count <= n
+            {
+                respond(&mut c, "503 Service Unavailable", &[], b"busy");
+                return Ok(());
+            }
+            match method.as_str() {
+                "PUT" => {
+                    if let Fault::RefusePut(suffix) = &fault
+                        && path.ends_with(suffix.as_str())
+                    {
+                        respond(&mut c, "403 Forbidden", &[], b"refused");
+                        return Ok(());
+                    }
+                    objects.lock().unwrap().insert(path, body);
+                    respond(&mut c, "201 Created", &[], b"");
+                }
+                "DELETE" => match objects.lock().unwrap().remove(&path) {
+                    Some(_) => respond(&mut c, "204 No Content", &[], b""),
+                    None => respond(&mut c, "404 Not Found", &[], b""),
+                },
+                "HEAD" | "GET" => {
+                    let Some(mut data) = objects.lock().unwrap().get(&path).cloned() else {
+                        respond(&mut c, "404 Not Found", &[], b"");
+                        return Ok(());
+                    };
+                    let huge = matches!(fault, Fault::Huge) && path.ends_with("/meta.zr");
+                    let mut total = data.len() as u64;
+                    if huge {
+                        total = 1 << 62;
+                        let records = (total - 4096) / 16;
+                        data[..8].copy_from_slice(&records.to_le_bytes());
+                    }
+                    if method == "HEAD" {
+                        if let Fault::HeadLies(d) = fault
+                            && path.contains("/data_")
+                        {
+                            total = total.saturating_add_signed(d);
+                        }
+                        let h = [format!("Content-Length: {total}")];
+                        respond(&mut c, "200 OK", &h, b"");
+                        return Ok(());
+                    }
+                    let range = headers
+                        .get("range")
+                        .and_then(|r| r.strip_prefix("bytes="))
+                        .and_then(|r| r.split_once('-'))
+                        .and_then(|(a, b)| Some((a.parse::<u64>().ok()?, b.parse::<u64>().ok())));
+                    let (status, lo, hi) = match range {
+                        None => ("200 OK", 0, data.len() as u64),
+                        Some((a, b)) => {
+                            let hi = b.map_or(total, |b| b + 1).min(data.len() as u64);
+                            if a >= hi {
+                                respond(&mut c, "416 Range Not Satisfiable", &[], b"");
+                                return Ok(());
+                            }
+                            ("206 Partial Content", a, hi)
+                        }
+                    };
+                    let part = &data[lo as usize..hi as usize];
+                    let mut h = vec![];
+                    if range.is_some() {
+                        h.push(format!("Content-Range: bytes {lo}-{}/{total}", hi - 1));
+                    }
+                    let nth = |n: u32| n > 0 && count % n == 0;
+                    match fault {
+                        Fault::Truncate(n) if nth(n) => {
+                            h.push(format!("Content-Length: {}", part.len()));
+                            respond(&mut c, status, &h, &part[..part.len() / 2]);
+                        }
+                        Fault::ShortLength(n) if nth(n) => {
+                            h.push(format!("Content-Length: {}", part.len().saturating_sub(1)));
+                            respond(&mut c, status, &h, part);
+                        }
+                        Fault::Reset(n) if nth(n) => {
+                            h.push(format!("Content-Length: {}", part.len()));
+                            respond(&mut c, status, &h, &part[..part.len() / 2]);
+                            let _ = c.flush();
+                            reset(c);
+                        }
+                        _ => respond(&mut c, status, &h, part),
+                    }
+                }
+                _ => respond(&mut c, "405 Method Not Allowed", &[], b""),
+            }
+            Ok(())
+        }
+    }
+
+    /// Options for the fault server: small retries and timeouts.
+    fn quick(o: RemoteOptions) -> RemoteOptions {
+        o.retries(2)
+            .backoff(Duration::from_millis(1))
+            .retry_timeout(Duration::from_secs(2))
+            .timeouts(Duration::from_secs(3), Duration::from_secs(1))
+    }
+
+    /// Runs `f` on a thread of its own and panics when it takes longer than
+    /// a generous bound (a hang) or panics.
+    fn within_30_s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(30))
+            .expect("finished within 30 s without panicking")
+    }
+
+    /// A raw Dense store of `n` records of 512 bytes, from `seed`, in 3 shards.
+    fn raw_store(path: &Path, n: usize, seed: u64) {
+        use crate::{CreateOptions, DType, DynDenseWriter};
+        let opts = CreateOptions::new(Codec::Raw).data_shards(3);
+        let mut w = DynDenseWriter::create(path, DType::U8, &[512], &opts).unwrap();
+        w.append_bytes(&bytes(seed, n * 512), n).unwrap();
+        w.close().unwrap();
+    }
+
+    #[test]
+    fn every_gather_from_a_faulty_server_is_right_or_a_typed_error_in_bounded_time() {
+        use crate::DynDense;
+        use faulty::{Fault, Server};
+        let server = Arc::new(Server::start());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        raw_store(&path, 600, 1);
+        push(&path, &server.url("s"), &quick(RemoteOptions::default())).unwrap();
+        let want = DynDense::open(&path)
+            .unwrap()
+            .gather_bytes(&(0..600).collect::<Vec<_>>())
+            .unwrap();
+        let mut right = 0;
+        for fault in [
+            Fault::None,
+            Fault::Truncate(2),
+            Fault::Truncate(1),
+            Fault::ShortLength(2),
+            Fault::ShortLength(1),
+            Fault::Reset(2),
+            Fault::Reset(1),
+            Fault::Unavailable(2),
+            Fault::Unavailable(1000),
+            Fault::HeadLies(100),
+            Fault::HeadLies(-100),
+        ] {
+            for cached in [false, true] {
+                server.set(fault.clone());
+                let (server, want) = (Arc::clone(&server), want.clone());
+                let cache = dir.path().join(format!("cache-{fault:?}-{cached}"));
+                let what = format!("{fault:?}, cached {cached}");
+                let got = within_30_s(move || {
+                    let mut o = quick(RemoteOptions::default()).max_request_bytes(64 << 10);
+                    o = if cached {
+                        o.block_bytes(16 << 10).cache_dir(Some(cache))
+                    } else {
+                        o.no_cache()
+                    };
+                    let s = DynDense::from_engine(crate::remote::open(&server.url("s"), &o)?)?;
+                    // Three gathers: scattered, reversed, then all again.
+                    for idx in [
+                        scattered(600, 200, 3),
+                        (0..600).rev().collect(),
+                        (0..600).collect(),
+                    ] {
+                        let got = s.gather_bytes(&idx)?;
+                        let rows: Vec<&[u8]> = idx
+                            .iter()
+                            .map(|&i| &want[i as usize * 512..(i as usize + 1) * 512])
+                            .collect();
+                        assert_eq!(got, rows.concat(), "wrong bytes");
+                    }
+                    Ok::<_, Error>(())
+                });
+                match got {
+                    Ok(()) => right += 1,
+                    Err(e) => assert!(
+                        matches!(
+                            e.kind(),
+                            ErrorKind::Remote { .. } | ErrorKind::Corrupt { .. }
+                        ),
+                        "{what}: {e}"
+                    ),
+                }
+            }
+        }
+        // No fault, a lying HEAD that claims more, and a short burst of 503s
+        // are served right.
+        assert!(right >= 6, "{right}");
+    }
+
+    #[test]
+    fn a_server_claiming_an_enormous_meta_zr_is_refused_before_any_allocation() {
+        use faulty::{Fault, Server};
+        let server = Server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        raw_store(&path, 10, 1);
+        let o = quick(RemoteOptions::default());
+        push(&path, &server.url("s"), &o).unwrap();
+        server.set(Fault::Huge);
+        let url = server.url("s");
+        let e = within_30_s(move || crate::remote::open(&url, &o).map(|_| ()).unwrap_err());
+        assert!(matches!(e.kind(), ErrorKind::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("max_table_bytes"), "{e}");
+        // The bound is an option: a real table over it is refused too.
+        server.set(Fault::None);
+        let o = quick(RemoteOptions::default()).max_table_bytes(100);
+        let e = crate::remote::open(&server.url("s"), &o)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(e.to_string().contains("160 bytes (10 records)"), "{e}");
+        assert!(crate::remote::open(&server.url("s"), &o.max_table_bytes(160)).is_ok());
+    }
+
+    #[test]
+    fn a_store_republished_with_the_same_shape_is_never_served_from_old_blocks() {
+        use crate::DynDense;
+        use faulty::Server;
+        let server = Server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let cache = dir.path().join("cache");
+        let o = quick(RemoteOptions::default())
+            .memory_cache_bytes(0)
+            .block_bytes(4096)
+            .cache_dir(Some(cache.clone()));
+        let all: Vec<u64> = (0..50).collect();
+        for seed in [1, 2] {
+            let path = dir.path().join(format!("s{seed}"));
+            raw_store(&path, 50, seed);
+            server.delete_store("s");
+            push(&path, &server.url("s"), &o).unwrap();
+            let local = DynDense::open(&path).unwrap().gather_bytes(&all).unwrap();
+            for pass in 0..2 {
+                let remote = DynDense::open_url(&server.url("s"), &o).unwrap();
+                assert_eq!(
+                    remote.gather_bytes(&all).unwrap(),
+                    local,
+                    "store {seed}, pass {pass}"
+                );
+                if pass == 1 {
+                    let st = remote.remote_stats().unwrap();
+                    assert!(st.disk_hits > 0 && st.misses == 0, "{st:?}");
+                }
+            }
+        }
+        // A damaged block in the directory is a miss, not data.
+        let mut files = Vec::new();
+        for d in std::fs::read_dir(cache.join(CACHE_SUBDIR))
+            .unwrap()
+            .flatten()
+        {
+            if d.file_type().unwrap().is_dir() {
+                files.extend(
+                    std::fs::read_dir(d.path())
+                        .unwrap()
+                        .flatten()
+                        .map(|f| f.path()),
+                );
+            }
+        }
+        assert!(!files.is_empty());
+        for f in &files {
+            let mut raw = std::fs::read(f).unwrap();
+            raw[0] ^= 0xff;
+            std::fs::write(f, raw).unwrap();
+        }
+        let path = dir.path().join("s2");
+        let local = DynDense::open(&path).unwrap().gather_bytes(&all).unwrap();
+        let remote = DynDense::open_url(&server.url("s"), &o).unwrap();
+        assert_eq!(remote.gather_bytes(&all).unwrap(), local);
+        assert_eq!(remote.remote_stats().unwrap().disk_hits, 0);
+    }
+
+    #[test]
+    fn a_set_push_that_fails_part_way_publishes_nothing_and_says_what_remains() {
+        use faulty::{Fault, Server};
+        let server = Server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        raw_store(&a, 20, 1);
+        raw_store(&b, 20, 2);
+        let o = quick(RemoteOptions::default());
+        // The second store's meta.zr is refused: the first one's, written
+        // before it, is deleted again.
+        server.set(Fault::RefusePut("b/meta.zr".into()));
+        let set = [(&a, server.url("set/a")), (&b, server.url("set/b"))];
+        let e = push_stores(&set, &o).unwrap_err();
+        let ErrorKind::PushFailed { path, remains, .. } = e.kind() else {
+            panic!("{e}");
+        };
+        assert!(path.ends_with("set/b"), "{}", path.display());
+        assert!(
+            remains.contains("meta.zr written and deleted again"),
+            "{remains}"
+        );
+        assert!(
+            remains.contains("no meta.zr of this push is left"),
+            "{remains}"
+        );
+        assert!(remains.contains("data_2.zr"), "{remains}");
+        let objects: Vec<String> = server.objects.lock().unwrap().keys().cloned().collect();
+        assert!(
+            !objects.iter().any(|k| k.ends_with("meta.zr")),
+            "{objects:?}"
+        );
+        assert!(crate::remote::open(&server.url("set/a"), &o).is_err());
+        // A shard refused: nothing of a later store is uploaded, no meta.zr.
+        server.set(Fault::RefusePut("a/data_1.zr".into()));
+        let e = push_stores(&set, &o).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::PushFailed { .. }), "{e}");
+        assert!(
+            e.to_string().contains("no meta.zr of this push is left"),
+            "{e}"
+        );
+        // Then the set goes up whole.
+        server.set(Fault::None);
+        let r = push_stores(&set, &o).unwrap();
+        assert_eq!(r.objects, 2 * 5);
+        for u in [server.url("set/a"), server.url("set/b")] {
+            assert!(crate::remote::open(&u, &o).is_ok(), "{u}");
+        }
+    }
+
+    #[test]
+    fn credentials_and_queries_in_a_url_never_reach_a_message() {
+        use faulty::{Fault, Server};
+        let server = Server::start();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        raw_store(&path, 10, 1);
+        let o = quick(RemoteOptions::default());
+        push(&path, &server.url("s"), &o).unwrap();
+        let secret = |u: String| u.replace("http://", "http://user:SECRET1@") + "?sig=SECRET2";
+        let e = crate::remote::open(&secret(server.url("none")), &o)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::NotAStore { .. }), "{e}");
+        let r = crate::remote::open(&secret(server.url("s")), &o).unwrap();
+        server.set(Fault::Unavailable(1000));
+        let e2 = crate::remote::open(&secret(server.url("s")), &o)
+            .map(|_| ())
+            .unwrap_err();
+        let e3 = target("ftp://u:SECRET3@h/x?k=SECRET4", &o)
+            .map(|_| ())
+            .unwrap_err();
+        for m in [
+            e.to_string(),
+            e2.to_string(),
+            e3.to_string(),
+            format!("{:?}", r.path()),
+        ] {
+            assert!(!m.contains("SECRET") && !m.contains("user"), "{m}");
+        }
     }
 }
