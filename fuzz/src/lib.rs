@@ -4,7 +4,8 @@
 //! the library that reads untrusted input: opening and gathering from a whole
 //! store ([`targets::store`]), the shape header of a Ragged record
 //! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]) and
-//! the sampler's parameters ([`targets::sampler`]). A target returns quietly
+//! the sampler's parameters ([`targets::sampler`]); [`convert`] holds the
+//! converters' targets (IDX headers, images, audio). A target returns quietly
 //! when the library reports an error; it panics only when the library panics
 //! or breaks one of its own promises (a decoded schema that does not encode
 //! back to itself, a sampled index out of range, ...), which is what the
@@ -31,6 +32,7 @@
 //! loaderx_fuzz::targets::store(&input.encode());
 //! ```
 
+pub mod convert;
 pub mod input;
 pub mod seeds;
 pub mod targets;

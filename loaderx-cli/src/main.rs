@@ -200,16 +200,104 @@ impl std::str::FromStr for Secret {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let urls = cli.command.urls();
     match run(&cli.command) {
         Ok(text) => {
-            println!("{text}");
+            println!("{}", scrub(&text, &urls));
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("loaderx: {e}");
+            eprintln!("loaderx: {}", scrub(&e.to_string(), &urls));
             ExitCode::FAILURE
         }
     }
+}
+
+impl Command {
+    /// The store URLs named on the command line (their credentials and
+    /// query strings are never printed).
+    fn urls(&self) -> Vec<&str> {
+        let named: Vec<&str> = match self {
+            Command::Info { store } | Command::Digest { store } | Command::Verify { store } => {
+                store.to_str().into_iter().collect()
+            }
+            Command::Push { url, .. } => vec![url.as_str()],
+            Command::Convert(Convert::Idx { out, .. } | Convert::Hf { out, .. }) => {
+                out.to_str().into_iter().collect()
+            }
+        };
+        named
+            .into_iter()
+            .filter(|u| loaderx_core::is_url(u))
+            .collect()
+    }
+}
+
+/// `url` without its userinfo (`user:password@`), query string and
+/// fragment, which may hold credentials (signed URLs, SAS tokens): the form
+/// in which the CLI prints a URL.
+fn redact_url(url: &str) -> String {
+    if let Ok(mut parsed) = url::Url::parse(url) {
+        let had_user = !parsed.username().is_empty() || parsed.password().is_some();
+        // Both fail only on URLs without a host, which hold no userinfo.
+        let cleared = parsed.set_password(None).is_ok() && parsed.set_username("").is_ok();
+        if cleared || !had_user {
+            parsed.set_query(None);
+            parsed.set_fragment(None);
+            return parsed.to_string();
+        }
+    }
+    // Unparsable: cut by hand at the first `?` or `#`, and drop everything
+    // up to the last `@` of the authority.
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    if scheme.is_empty() {
+        rest.to_owned()
+    } else {
+        format!("{scheme}://{rest}")
+    }
+}
+
+/// `text` with every URL of `urls` in its redacted form ([`redact_url`]),
+/// and any password or query string of theirs that still appears in it
+/// (e.g. quoted by a library in another form) replaced by `<redacted>`.
+fn scrub(text: &str, urls: &[&str]) -> String {
+    let mut out = text.to_owned();
+    for url in urls {
+        let trimmed = url.trim_end_matches('/');
+        for form in [*url, trimmed] {
+            let shown = redact_url(form);
+            if !form.is_empty() && form != shown {
+                out = out.replace(form, &shown);
+            }
+        }
+        if let Ok(parsed) = url::Url::parse(trimmed) {
+            // Userinfo quoted in another form (`http://user:pw@host/key`
+            // in a request a library reports): dropped with its `@`.
+            let user = parsed.username();
+            if !user.is_empty() || parsed.password().is_some() {
+                let userinfo = match parsed.password() {
+                    Some(p) => format!("{user}:{p}@"),
+                    None => format!("{user}@"),
+                };
+                out = out.replace(&userinfo, "");
+            }
+            let secrets = [
+                parsed.password().map(str::to_owned),
+                parsed.query().map(|q| format!("?{q}")),
+                parsed.fragment().map(|f| format!("#{f}")),
+            ];
+            for s in secrets.into_iter().flatten().filter(|s| s.len() > 1) {
+                out = out.replace(&s, "<redacted>");
+            }
+        }
+    }
+    out
 }
 
 /// Runs one command and returns what it prints.
@@ -230,8 +318,9 @@ fn run(command: &Command) -> Result<String, Error> {
             let o = RemoteOptions::from_env().part_bytes(part_mib.saturating_mul(1 << 20));
             let r = loaderx_core::push(store, url, &o)?;
             Ok(format!(
-                "pushed {} to {url}: {} objects, {} bytes",
+                "pushed {} to {}: {} objects, {} bytes",
                 store.display(),
+                redact_url(url),
                 r.objects,
                 r.bytes
             ))
@@ -243,39 +332,48 @@ fn run(command: &Command) -> Result<String, Error> {
             match out.to_str().filter(|o| loaderx_core::is_url(o)) {
                 None => convert(c, out),
                 Some(url) => {
-                    let staging = Staging::new()?;
-                    let text = convert(c, &staging.root)?;
-                    let pushed = push_tree(&staging.root, url)?;
-                    Ok(format!("{text}\npushed {pushed} stores to {url}"))
+                    let base = std::env::var_os("LOADERX_STAGING_DIR")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(std::env::temp_dir);
+                    let staging = Staging::new_in(&base)?;
+                    let root = staging.root();
+                    let text = convert(c, &root)?;
+                    let pushed = push_tree(&root, url)?;
+                    Ok(format!(
+                        "{text}\npushed {pushed} stores to {}",
+                        redact_url(url)
+                    ))
                 }
             }
         }
     }
 }
 
-/// A local staging directory for a convert to a URL, removed when dropped.
+/// A local staging directory for a convert to a URL: a new directory with a
+/// random name, private to this user (mode 0700), removed when dropped.
 struct Staging {
-    dir: PathBuf,
-    root: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Staging {
-    fn new() -> Result<Staging, Error> {
-        let base = std::env::var_os("LOADERX_STAGING_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(std::env::temp_dir);
-        let dir = base.join(format!("loaderx-staging-{}", std::process::id()));
-        std::fs::create_dir_all(&dir)?;
-        Ok(Staging {
-            root: dir.join("out"),
-            dir,
-        })
+    /// Creates the staging directory in `base` (never an existing one).
+    fn new_in(base: &Path) -> Result<Staging, Error> {
+        let mut builder = tempfile::Builder::new();
+        builder.prefix("loaderx-staging-");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            builder.permissions(std::fs::Permissions::from_mode(0o700));
+        }
+        let dir = builder
+            .tempdir_in(base)
+            .map_err(|e| format!("{}: cannot create a staging directory: {e}", base.display()))?;
+        Ok(Staging { dir })
     }
-}
 
-impl Drop for Staging {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+    /// The output root the convert writes (inside the staging directory).
+    fn root(&self) -> PathBuf {
+        self.dir.path().join("out")
     }
 }
 
@@ -398,9 +496,14 @@ fn info(store: &Store) -> Result<String, Error> {
     };
     let logical = store.logical_bytes()?;
     let stored = store.stored_bytes();
+    let path = store.path().display().to_string();
+    let path = if loaderx_core::is_url(&path) {
+        redact_url(&path)
+    } else {
+        path
+    };
     Ok(format!(
-        "path: {}\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}",
-        store.path().display(),
+        "path: {path}\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}",
         store.kind(),
         store.dtype(),
         store.dtype().numpy_str(),
@@ -413,4 +516,96 @@ fn info(store: &Store) -> Result<String, Error> {
             logical as f64 / stored as f64
         },
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_printed_without_credentials_or_queries() {
+        for (url, shown) in [
+            (
+                "s3://AKIA:s3cr3t@bkt/data/store?X-Amz-Signature=abc#frag",
+                "s3://bkt/data/store",
+            ),
+            (
+                "https://user:pw@example.com:8443/a/b?sig=1",
+                "https://example.com:8443/a/b",
+            ),
+            ("az://container/path?sv=2024&sig=xyz", "az://container/path"),
+            ("gs://bucket/plain", "gs://bucket/plain"),
+            ("s3://bkt/data/tokens", "s3://bkt/data/tokens"),
+            // Unparsable (a bad port): cut by hand.
+            ("http://u:p@host:99999/x?q=1", "http://host:99999/x"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+        let url = "s3://AKIA:s3cr3t@bkt/data/store?X-Amz-Signature=abc";
+        let text = format!(
+            "{url}/meta.zr: not found; retried s3://bkt/data/store?X-Amz-Signature=abc, key s3cr3t"
+        );
+        let text = format!("{text}; HEAD http://AKIA:s3cr3t@bkt.example/data/store/meta.zr");
+        let out = scrub(&text, &[url]);
+        assert!(!out.contains("AKIA"), "{out}");
+        assert!(
+            out.ends_with("HEAD http://bkt.example/data/store/meta.zr"),
+            "{out}"
+        );
+        assert!(
+            !out.contains("s3cr3t") && !out.contains("Signature"),
+            "{out}"
+        );
+        assert!(
+            out.starts_with("s3://bkt/data/store/meta.zr: not found"),
+            "{out}"
+        );
+        // Plain URLs and local paths are left alone.
+        assert_eq!(
+            scrub("s3://bkt/x: gone", &["s3://bkt/x"]),
+            "s3://bkt/x: gone"
+        );
+        let info = Command::Info {
+            store: PathBuf::from("/tmp/a?b"),
+        };
+        assert!(info.urls().is_empty());
+        let push = Command::Push {
+            store: PathBuf::from("s"),
+            url: url.to_owned(),
+            part_mib: 32,
+        };
+        assert_eq!(push.urls(), [url]);
+    }
+
+    #[test]
+    fn staging_directories_are_new_private_and_removed() {
+        let base = tempfile::tempdir().unwrap();
+        // The old predictable name, already there (another user could have
+        // made it, or a link): never used.
+        let predictable = base
+            .path()
+            .join(format!("loaderx-staging-{}", std::process::id()));
+        std::fs::create_dir(&predictable).unwrap();
+        std::fs::write(predictable.join("planted"), b"x").unwrap();
+        let a = Staging::new_in(base.path()).unwrap();
+        let b = Staging::new_in(base.path()).unwrap();
+        assert_ne!(a.dir.path(), predictable);
+        assert_ne!(a.dir.path(), b.dir.path());
+        assert!(!a.root().starts_with(&predictable));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(a.dir.path())
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        }
+        std::fs::create_dir_all(a.root()).unwrap();
+        let dir = a.dir.path().to_path_buf();
+        drop(a);
+        assert!(!dir.exists(), "staging left behind");
+        assert!(predictable.join("planted").exists());
+        drop(b);
+    }
 }

@@ -87,3 +87,32 @@ fn info_digest_verify() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no store"));
 }
+
+#[test]
+fn urls_with_credentials_or_queries_are_never_printed() {
+    // Nothing listens on 127.0.0.1:9: every command fails, and its message
+    // names the store by its URL without the password or the query string.
+    let url = "http://reader:hunter2@127.0.0.1:9/data/store?X-Amz-Signature=deadbeef";
+    for command in ["info", "digest", "verify"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args([command, url])
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{command}");
+        let printed = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for secret in ["hunter2", "deadbeef", "reader:", "Signature"] {
+            assert!(
+                !printed.contains(secret),
+                "{command} printed {secret}: {printed}"
+            );
+        }
+        assert!(
+            printed.contains("http://127.0.0.1:9/data/store"),
+            "{command}: {printed}"
+        );
+    }
+}

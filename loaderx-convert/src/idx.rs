@@ -71,11 +71,17 @@ fn idx_dtype(code: u8) -> Option<DType> {
 pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
     let path = path.as_ref();
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut reader: Box<dyn Read> = if path.extension().is_some_and(|e| e == "gz") {
-        Box::new(GzDecoder::new(BufReader::new(file)))
+    if path.extension().is_some_and(|e| e == "gz") {
+        read_idx_from(GzDecoder::new(BufReader::new(file)), path)
     } else {
-        Box::new(BufReader::new(file))
-    };
+        read_idx_from(BufReader::new(file), path)
+    }
+}
+
+/// Reads one (uncompressed) IDX array from `reader`; `path` names it in
+/// errors.
+pub(crate) fn read_idx_from(reader: impl Read, path: &Path) -> Result<IdxArray, Error> {
+    let mut reader = reader;
     let io = |e: std::io::Error| idx_error(path, format!("cannot read IDX data: {e}"));
     let mut magic = [0u8; 4];
     reader.read_exact(&mut magic).map_err(io)?;
@@ -98,12 +104,14 @@ pub fn read_idx(path: impl AsRef<Path>) -> Result<IdxArray, Error> {
         .iter()
         .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
         .ok_or_else(|| idx_error(path, format!("dimensions {dims:?} overflow")))?;
-    // Read what is there (never allocating from the header alone), then check.
+    // Read what is there (never allocating from the header alone), then
+    // check; one byte more than the dimensions need tells trailing bytes.
+    let limit = u64::try_from(bytes)
+        .ok()
+        .and_then(|b| b.checked_add(1))
+        .ok_or_else(|| idx_error(path, format!("dimensions {dims:?} overflow")))?;
     let mut data = Vec::new();
-    reader
-        .take(bytes as u64 + 1)
-        .read_to_end(&mut data)
-        .map_err(io)?;
+    reader.take(limit).read_to_end(&mut data).map_err(io)?;
     if data.len() != bytes {
         return Err(idx_error(
             path,
@@ -176,7 +184,11 @@ fn write_store(
                 &ndarray::ArrayViewD::from_shape(shape, &array.data).map_err(Error::invalid)?,
             )?,
             // Other types train on their bytes as records of u8.
-            _ => train_dict(array.data.chunks(array.data.len() / records.max(1)))?,
+            _ => train_dict(
+                array
+                    .data
+                    .chunks((array.data.len() / records.max(1)).max(1)),
+            )?,
         };
         options = options.dict_bytes(dict);
     }
@@ -283,11 +295,38 @@ mod tests {
             (vec![1, 0, 8, 1, 0, 0, 0, 1, 5], "magic"),
             (idx(0x08, &[], &[]), "zero dimensions"),
             (idx(0x08, &[u32::MAX, u32::MAX, u32::MAX], &[1]), "overflow"),
+            // 65535 * 42009217 * 6700417 is exactly u64::MAX bytes: one
+            // more (to tell trailing bytes) used to overflow.
+            (idx(0x08, &[65535, 42_009_217, 6_700_417], &[1]), "overflow"),
             (vec![0, 0], "cannot read"),
         ] {
             std::fs::write(&p, bytes).unwrap();
             let e = read_idx(&p).unwrap_err().to_string();
             assert!(e.contains(why), "{e} (expected {why})");
         }
+    }
+
+    #[test]
+    fn zero_sized_items_are_an_error_not_a_panic() {
+        // i16 images of 0 x 3 pixels: training a dictionary on their bytes
+        // used to split the data into chunks of zero bytes (a panic).
+        let dir = tempfile::tempdir().unwrap();
+        for prefix in ["train", "t10k"] {
+            std::fs::write(
+                dir.path().join(format!("{prefix}-images-idx3-ubyte")),
+                idx(0x0B, &[2, 0, 3], &[]),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.path().join(format!("{prefix}-labels-idx1-ubyte")),
+                idx(0x08, &[2], &[1, 2]),
+            )
+            .unwrap();
+        }
+        let out = dir.path().join("out");
+        let outcome = std::panic::catch_unwind(|| {
+            convert_idx_dir(dir.path(), &out, Codec::ZstdDict, 1).map(|_| ())
+        });
+        assert!(outcome.is_ok(), "convert_idx_dir panicked");
     }
 }

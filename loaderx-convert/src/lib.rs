@@ -17,6 +17,8 @@
 //! over these functions.
 
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 #[cfg(feature = "hf")]
 pub mod hf;
 #[cfg(feature = "idx")]

@@ -13,8 +13,11 @@ fn main() -> ExitCode {
         "ragged_record" => targets::ragged_record,
         "schema" => targets::schema,
         "sampler" => targets::sampler,
+        "idx" => loaderx_fuzz::convert::idx,
+        "image" => loaderx_fuzz::convert::image,
+        "audio" => loaderx_fuzz::convert::audio,
         _ => {
-            eprintln!("usage: replay store|ragged_record|schema|sampler FILE...");
+            eprintln!("usage: replay store|ragged_record|schema|sampler|idx|image|audio FILE...");
             return ExitCode::from(2);
         }
     };

@@ -23,7 +23,12 @@ use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 
+use loaderx_core::format::MAX_RECORD_LEN;
+
 use super::decode::{DecodeError, RecordBuffer};
+
+/// Bytes of one decoded sample (`f32`).
+const SAMPLE_BYTES: u64 = 4;
 
 /// What a file's headers say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,13 +92,55 @@ fn guarded<T>(f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
         .unwrap_or_else(|_| Err("the audio decoder failed on malformed data".to_owned()))
 }
 
-/// Reads the headers of an encoded audio file.
+/// The bytes of `frames` frames of `channels` `f32` samples; an error when
+/// that is more than a record may hold (`limit` bytes) or overflows.
+fn sample_bytes(frames: u64, channels: usize, limit: u64) -> Result<u64, String> {
+    (channels as u64)
+        .checked_mul(frames)
+        .and_then(|s| s.checked_mul(SAMPLE_BYTES))
+        .filter(|&b| b <= limit)
+        .ok_or_else(|| {
+            format!(
+                "{frames} frames of {channels} channel(s), more than a record may hold \
+                 ({limit} bytes of {SAMPLE_BYTES}-byte samples)"
+            )
+        })
+}
+
+/// Reads the headers of an encoded audio file. A header declaring more
+/// samples than a record may hold is an error: such a file either decodes
+/// to a record too large to store or is truncated.
 pub(crate) fn probe(bytes: &[u8]) -> Result<AudioHeader, String> {
-    guarded(|| header(open(bytes)?.as_ref()).map(|(_, h)| h))
+    guarded(|| {
+        let (_, head) = header(open(bytes)?.as_ref())?;
+        if let Some(frames) = head.frames {
+            sample_bytes(frames, head.channels, MAX_RECORD_LEN)
+                .map_err(|e| format!("the audio headers declare {e}"))?;
+        }
+        Ok(head)
+    })
+}
+
+/// Frames reserved per channel before decoding `input_len` bytes whose
+/// headers declare `declared` frames: never more than the input's length
+/// (uncompressed PCM holds at least one byte per frame; compressed input
+/// that decodes to more grows its buffers as it decodes), so a forged
+/// header cannot size an allocation.
+fn reserve_frames(declared: Option<u64>, input_len: usize) -> usize {
+    declared
+        .and_then(|f| usize::try_from(f).ok())
+        .unwrap_or(0)
+        .min(input_len)
 }
 
 /// Decodes a whole file to `f32` samples, one vector per channel.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Samples, String> {
+    decode_limited(bytes, MAX_RECORD_LEN)
+}
+
+/// [`decode`], refusing audio that decodes to more than `limit` bytes of
+/// samples (as soon as it does, not after decoding it whole).
+pub(crate) fn decode_limited(bytes: &[u8], limit: u64) -> Result<Samples, String> {
     guarded(|| {
         let mut reader = open(bytes)?;
         let (track_id, head) = header(reader.as_ref())?;
@@ -109,10 +156,10 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Samples, String> {
             .make_audio_decoder(&params, &AudioDecoderOptions::default())
             .map_err(|e| format!("no decoder for this audio codec ({e})"))?;
         let mut channels: Vec<Vec<f32>> = vec![Vec::new(); head.channels];
-        if let Some(frames) = head.frames.and_then(|f| usize::try_from(f).ok()) {
-            for c in &mut channels {
-                c.reserve_exact(frames);
-            }
+        let reserve = reserve_frames(head.frames, bytes.len());
+        for c in &mut channels {
+            c.try_reserve_exact(reserve)
+                .map_err(|e| format!("cannot allocate {reserve} frames of samples: {e}"))?;
         }
         let mut planes: Vec<Vec<f32>> = Vec::new();
         loop {
@@ -151,7 +198,13 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Samples, String> {
                 ));
             }
             buffer.copy_to_vecs_planar::<f32>(&mut planes);
+            let frames = planes.first().map_or(0, Vec::len);
+            let total = (channels[0].len() as u64).saturating_add(frames as u64);
+            sample_bytes(total, head.channels, limit)
+                .map_err(|e| format!("the audio decodes to {e}"))?;
             for (all, plane) in channels.iter_mut().zip(&planes) {
+                all.try_reserve(plane.len())
+                    .map_err(|e| format!("cannot allocate {total} frames of samples: {e}"))?;
                 all.extend_from_slice(plane);
             }
         }
@@ -258,6 +311,77 @@ mod tests {
         .unwrap_err();
         assert_eq!(e.row, Some(11));
     }
+
+    /// A 16-bit mono WAV whose `data` chunk declares `data_len` bytes but
+    /// holds only `samples`.
+    fn wav_claiming(data_len: u32, samples: &[i16]) -> Vec<u8> {
+        let mut out = wav(16_000, 1, samples);
+        out[4..8].copy_from_slice(&data_len.saturating_add(36).to_le_bytes());
+        out[40..44].copy_from_slice(&data_len.to_le_bytes());
+        out
+    }
+
+    #[test]
+    fn forged_lengths_size_no_allocation() {
+        // The headers declare 2^31 - 8 frames (8 GiB of f32 samples) in
+        // 48 bytes: probing refuses it (the record could not be stored),
+        // decoding reserves by the input's length, not the claim, and finds
+        // the file truncated. This used to `reserve_exact` 8 GiB.
+        let forged = wav_claiming(0xFFFF_FFF0, &[1, 2]);
+        let e = probe(&forged).unwrap_err();
+        assert!(e.contains("more than a record may hold"), "{e}");
+        assert!(e.contains("2147483640 frames"), "{e}");
+        let e = decode(&forged).unwrap_err();
+        assert!(e.contains("truncated"), "{e}");
+        assert_eq!(reserve_frames(Some(1 << 36), 48), 48);
+        assert_eq!(reserve_frames(Some(3), 48), 3);
+        assert_eq!(reserve_frames(None, 48), 0);
+        assert_eq!(reserve_frames(Some(u64::MAX), 10), 10);
+        // Products that would overflow are errors, not wrap-arounds.
+        assert!(sample_bytes(u64::MAX, 2, u64::MAX).is_err());
+        assert!(sample_bytes(1 << 62, 1, u64::MAX).is_err());
+        assert_eq!(sample_bytes(3, 2, 24), Ok(24));
+        assert!(sample_bytes(3, 2, 23).is_err());
+        // Audio decoding to more than a record may hold stops decoding.
+        let ok = wav(16_000, 2, &[1; 64]);
+        assert!(decode_limited(&ok, 32 * 2 * 4).is_ok());
+        let e = decode_limited(&ok, 32 * 2 * 4 - 1).unwrap_err();
+        assert!(e.contains("more than a record may hold"), "{e}");
+    }
+
+    #[test]
+    fn forged_lengths_under_an_address_space_limit() {
+        // A child under a 1 GiB address-space limit decodes the forged file:
+        // an allocation sized by its header would abort the child.
+        if std::env::var_os(CHILD_ENV).is_some() {
+            let forged = wav_claiming(0xFFFF_FFF0, &[1, 2]);
+            assert!(probe(&forged).is_err());
+            assert!(decode(&forged).is_err());
+            return;
+        }
+        let out = std::process::Command::new("prlimit")
+            .arg(format!("--as={}", 1u64 << 30))
+            .arg(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "hf::audio::tests::forged_lengths_under_an_address_space_limit",
+                "--test-threads=1",
+            ])
+            .env(CHILD_ENV, "1")
+            .output()
+            .unwrap();
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(out.status.success(), "{log}");
+        assert!(log.contains("1 passed"), "{log}");
+    }
+
+    /// Set in the child process of
+    /// `forged_lengths_under_an_address_space_limit`.
+    const CHILD_ENV: &str = "LOADERX_CONVERT_AUDIO_CHILD";
 
     #[test]
     fn bad_files_are_errors_not_panics() {

@@ -11,9 +11,10 @@ use std::io::Cursor;
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, StructArray};
 use arrow_schema::DataType;
-use image::{ColorType, ImageDecoder, ImageReader};
+use image::{ColorType, ImageDecoder, ImageReader, Limits};
 
 use loaderx_core::DType;
+use loaderx_core::format::MAX_RECORD_LEN;
 
 use super::decode::{DecodeError, RecordBuffer};
 
@@ -245,16 +246,44 @@ pub(crate) fn encoded_files<'a>(
     Ok(out)
 }
 
+/// The limits every image is decoded under: no decoder may hold more than
+/// one record (the decoded image itself is checked by [`decoded_bytes`]
+/// before anything is allocated for it).
+fn limits() -> Limits {
+    let mut limits = Limits::default();
+    limits.max_alloc = Some(MAX_RECORD_LEN);
+    limits
+}
+
 fn reader(bytes: &[u8]) -> Result<ImageReader<Cursor<&[u8]>>, String> {
-    let r = ImageReader::new(Cursor::new(bytes))
+    let mut r = ImageReader::new(Cursor::new(bytes))
         .with_guessed_format()
         .map_err(|e| format!("cannot read the image: {e}"))?;
+    r.limits(limits());
     match r.format() {
         Some(image::ImageFormat::Png | image::ImageFormat::Jpeg) => Ok(r),
         Some(f) => Err(format!(
             "{f:?} images are not supported (only PNG and JPEG)"
         )),
         None => Err("not a PNG or JPEG image (unknown format)".to_owned()),
+    }
+}
+
+/// The bytes of a `width` x `height` image decoded to `format`; an error
+/// (before anything is allocated) when that is more than a record may hold,
+/// as a forged header claiming billions of pixels would make it.
+pub(crate) fn decoded_bytes(format: PixelFormat, width: u32, height: u32) -> Result<usize, String> {
+    let bytes = u64::from(width)
+        .checked_mul(u64::from(height))
+        .and_then(|p| p.checked_mul((format.channels * format.dtype.size()) as u64));
+    match bytes.filter(|&b| b <= MAX_RECORD_LEN) {
+        Some(b) => usize::try_from(b).map_err(|_| "image too large for this platform".to_owned()),
+        None => Err(format!(
+            "the image header claims {width} x {height} {} pixels, {} bytes decoded, more than \
+             a record may hold ({MAX_RECORD_LEN} bytes); refusing to decode it",
+            format.mode,
+            bytes.map_or_else(|| "over 2^64".to_owned(), |b| b.to_string()),
+        )),
     }
 }
 
@@ -267,6 +296,7 @@ pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     let format =
         PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
     let (w, h) = decoder.dimensions();
+    decoded_bytes(format, w, h)?;
     Ok((format, format.shape(w, h)))
 }
 
@@ -306,8 +336,22 @@ pub(crate) fn decode(
             "image shape {got:?} differs from the column's {want:?}"
         ));
     }
-    let total = usize::try_from(decoder.total_bytes()).map_err(|_| "image too large".to_owned())?;
-    let mut pixels = vec![0u8; total];
+    // Both the decoder's buffer and the record (converted) must fit in a
+    // record before either is allocated.
+    let total = decoded_bytes(source, w, h)?;
+    decoded_bytes(format, w, h)?;
+    if decoder.total_bytes() != total as u64 {
+        return Err(format!(
+            "the decoder needs {} bytes for {w} x {h} {} pixels, {total} expected",
+            decoder.total_bytes(),
+            source.mode
+        ));
+    }
+    let mut pixels = Vec::new();
+    pixels
+        .try_reserve_exact(total)
+        .map_err(|e| format!("cannot allocate {total} bytes for the image: {e}"))?;
+    pixels.resize(total, 0);
     decoder
         .read_image(&mut pixels)
         .map_err(|e| format!("cannot decode the image: {e}"))?;
@@ -389,6 +433,73 @@ mod tests {
         assert_eq!(p.len(), 4);
         assert!(probe(b"GIF89a....").unwrap_err().contains("Gif"));
         assert!(probe(b"nothing").is_err());
+    }
+
+    /// CRC-32 (ISO-HDLC) of `bytes`, as PNG chunks carry it.
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 {
+                    (crc >> 1) ^ 0xEDB8_8320
+                } else {
+                    crc >> 1
+                };
+            }
+        }
+        !crc
+    }
+
+    /// A small PNG whose header claims `width` x `height` 8-bit gray
+    /// pixels, with one tiny IDAT chunk: a decompression bomb.
+    fn png_claiming(width: u32, height: u32) -> Vec<u8> {
+        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut chunk = |kind: &[u8], data: &[u8]| {
+            out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            let mut body = kind.to_vec();
+            body.extend_from_slice(data);
+            out.extend_from_slice(&body);
+            out.extend_from_slice(&crc32(&body).to_be_bytes());
+        };
+        let mut ihdr = width.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&height.to_be_bytes());
+        ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+        chunk(b"IHDR", &ihdr);
+        chunk(
+            b"IDAT",
+            &[0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01],
+        );
+        chunk(b"IEND", &[]);
+        out
+    }
+
+    #[test]
+    fn decompression_bombs_are_refused_before_allocating() {
+        // 60000 x 2^31 - 1 pixels claimed by a 74-byte file: decoding it
+        // used to allocate the claimed 1.3e14 bytes (and abort).
+        let bomb = png_claiming(60_000, (1 << 31) - 1);
+        assert!(bomb.len() < 100, "{}", bomb.len());
+        let e = probe(&bomb).unwrap_err();
+        assert!(e.contains("more than a record may hold"), "{e}");
+        let l = PixelFormat::of(ColorType::L8).unwrap();
+        let e = decode(&bomb, l, None, false).unwrap_err();
+        assert!(e.contains("more than a record may hold"), "{e}");
+        // Converted to RGBA, a gray image that fits can decode to more than
+        // a record: refused too, before decoding.
+        let wide = png_claiming(1 << 15, 1 << 15);
+        let e = decode(&wide, PixelFormat::target("RGBA").unwrap(), None, true).unwrap_err();
+        assert!(e.contains("more than a record may hold"), "{e}");
+        // Through the batch decoder the error names the bomb's row.
+        let good = png(image::ExtendedColorType::L8, 2, 2, &[1, 2, 3, 4]);
+        let mut out = RecordBuffer::new(2);
+        let e = decode_into(&[&good, &bomb], 7, l, None, false, &mut out).unwrap_err();
+        assert_eq!(e.row, Some(8));
+        assert!(e.detail.contains("60000 x 2147483647"), "{e:?}");
+        // Widths or heights whose product overflows are errors too.
+        assert!(decoded_bytes(l, u32::MAX, u32::MAX).is_err());
+        assert_eq!(decoded_bytes(l, 1 << 15, 1 << 16).unwrap(), 1 << 31);
+        assert!(decoded_bytes(l, (1 << 15) + 1, 1 << 16).is_err());
     }
 
     #[test]

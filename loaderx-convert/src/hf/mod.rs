@@ -50,11 +50,11 @@
 //! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
-mod audio;
+pub(crate) mod audio;
 mod card;
 mod decode;
 mod hub;
-mod images;
+pub(crate) mod images;
 mod layout;
 mod plan;
 mod rows;
