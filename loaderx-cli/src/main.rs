@@ -32,7 +32,7 @@ use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::convert_idx_dir;
-use loaderx_core::{Codec, RemoteOptions, Store};
+use loaderx_core::{Codec, RemoteOptions, Store, redact_url};
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -233,36 +233,6 @@ impl Command {
     }
 }
 
-/// `url` without its userinfo (`user:password@`), query string and
-/// fragment, which may hold credentials (signed URLs, SAS tokens): the form
-/// in which the CLI prints a URL.
-fn redact_url(url: &str) -> String {
-    if let Ok(mut parsed) = url::Url::parse(url) {
-        let had_user = !parsed.username().is_empty() || parsed.password().is_some();
-        // Both fail only on URLs without a host, which hold no userinfo.
-        let cleared = parsed.set_password(None).is_ok() && parsed.set_username("").is_ok();
-        if cleared || !had_user {
-            parsed.set_query(None);
-            parsed.set_fragment(None);
-            return parsed.to_string();
-        }
-    }
-    // Unparsable: cut by hand at the first `?` or `#`, and drop everything
-    // up to the last `@` of the authority.
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let rest = rest.split(['?', '#']).next().unwrap_or_default();
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let rest = match rest[..authority_end].rfind('@') {
-        Some(at) => &rest[at + 1..],
-        None => rest,
-    };
-    if scheme.is_empty() {
-        rest.to_owned()
-    } else {
-        format!("{scheme}://{rest}")
-    }
-}
-
 /// `text` with every URL of `urls` in its redacted form ([`redact_url`]),
 /// and any password or query string of theirs that still appears in it
 /// (e.g. quoted by a library in another form) replaced by `<redacted>`.
@@ -377,32 +347,15 @@ impl Staging {
     }
 }
 
-/// Pushes every store under `root` to `url` + its relative path; returns how many.
+/// Pushes every store under `root` to `url` + its relative path as one
+/// set (every target checked first, every `meta.zr` last, nothing published
+/// on failure); returns how many.
 fn push_tree(root: &Path, url: &str) -> Result<usize, Error> {
-    let o = RemoteOptions::from_env();
-    let mut stores = Vec::new();
-    let mut dirs = vec![root.to_path_buf()];
-    while let Some(d) = dirs.pop() {
-        if d.join(loaderx_core::format::META_FILE).is_file() {
-            stores.push(d);
-            continue;
-        }
-        for e in std::fs::read_dir(&d)? {
-            let e = e?;
-            if e.file_type()?.is_dir() {
-                dirs.push(e.path());
-            }
-        }
-    }
-    stores.sort();
-    for s in &stores {
-        let rel = s.strip_prefix(root)?;
-        let rel = rel
-            .to_str()
-            .ok_or_else(|| format!("{}: not UTF-8", rel.display()))?;
-        loaderx_core::push(s, &format!("{}/{rel}", url.trim_end_matches('/')), &o)?;
-    }
-    Ok(stores.len())
+    Ok(loaderx_convert::output::push_root(
+        root,
+        url,
+        &RemoteOptions::from_env(),
+    )?)
 }
 
 /// Runs a convert into the local directory `out`.
