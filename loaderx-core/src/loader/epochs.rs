@@ -212,9 +212,16 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
         let base = s
             .step_at(self.next_epoch(), steps.start)
             .unwrap_or(steps.start);
+        // Positions are clamped to the epoch's records first: past them the
+        // slice ends with the epoch, and the lookup never walks further.
+        let len = steps.end - steps.start;
+        let total = s.records_in(base..base.saturating_add(len));
         let at = |p: u64| {
-            let k = s.step_at_record(base, p) - base;
-            steps.start + k.min(steps.end - steps.start)
+            if p >= total {
+                return steps.end;
+            }
+            let k = s.step_at_record(base, p).saturating_sub(base);
+            steps.start + k.min(len)
         };
         let lo = at(start);
         let hi = at(end).max(lo);
