@@ -64,8 +64,8 @@ fn batches_larger_than_memory_are_buffer_errors_under_an_address_space_limit() {
     let mut w = RaggedWriter::<u8>::create_with(dir.path().join("ragged"), 1, &opts).unwrap();
     w.append((0..2).map(|_| vec![0u8; 16 << 20])).unwrap();
     w.close().unwrap();
-    let mut w = DenseWriter::<u8>::create(dir.path().join("dense"), &[1 << 20], Codec::Zstd)
-        .unwrap();
+    let mut w =
+        DenseWriter::<u8>::create(dir.path().join("dense"), &[1 << 20], Codec::Zstd).unwrap();
     w.append(&Array2::<u8>::zeros((2, 1 << 20))).unwrap();
     w.close().unwrap();
     run_limited("child_huge_batches", dir.path());

@@ -245,7 +245,10 @@ mod tests {
             (DType::F16, StoreKind::Ragged, usize::MAX / 2 + 9),
         ] {
             let e = TypedVec::for_batch(dtype, kind, bytes).unwrap_err();
-            assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{dtype} {kind:?}: {e}");
+            assert!(
+                matches!(e.kind(), ErrorKind::Buffer { .. }),
+                "{dtype} {kind:?}: {e}"
+            );
         }
         let e = TypedVec::zeroed(DType::I64, usize::MAX / 4).unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");

@@ -569,7 +569,10 @@ mod tests {
         let tail = l.slice(n / 2, u64::MAX);
         let head = l.slice(0, n / 2);
         assert_eq!(head.steps().end, tail.steps().start);
-        assert_eq!((tail.steps().end, head.num_items() + tail.num_items()), (spe, n));
+        assert_eq!(
+            (tail.steps().end, head.num_items() + tail.num_items()),
+            (spe, n)
+        );
         assert_eq!(l.slice(u64::MAX - 1, u64::MAX).steps(), spe..spe);
         let mut got = epoch(&head);
         got.extend(epoch(&tail));

@@ -377,6 +377,11 @@ mod tests {
         let memo = WindowMemo::with_cap(64);
         draw_all(&memo, 64, (4, 4));
         let m = memo.inner.lock().unwrap();
-        assert!(m.windows.len() <= 2 && m.bytes <= 256, "{} {}", m.windows.len(), m.bytes);
+        assert!(
+            m.windows.len() <= 2 && m.bytes <= 256,
+            "{} {}",
+            m.windows.len(),
+            m.bytes
+        );
     }
 }

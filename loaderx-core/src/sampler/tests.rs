@@ -854,7 +854,9 @@ fn token_budget_lookups_far_past_the_pass_end_are_quick() {
     assert_eq!(s.records_in(7..u64::MAX - 3), u64::MAX - 10);
     // Batches of varying lengths: positions far out land where the passes'
     // record counts say.
-    let lengths: Vec<u32> = (0..300u64).map(|i| 1 + (rng::mix(5, i) % 30) as u32).collect();
+    let lengths: Vec<u32> = (0..300u64)
+        .map(|i| 1 + (rng::mix(5, i) % 30) as u32)
+        .collect();
     let index = LengthIndex::from_lengths(lengths).unwrap();
     let mode = SamplerMode::TokenBudget {
         max_tokens: 90,
@@ -867,7 +869,11 @@ fn token_budget_lookups_far_past_the_pass_end_are_quick() {
         // Whole passes from a pass's start: exactly their steps.
         assert_eq!(s.records_in(spe..spe + passes * spe), passes * per_pass);
         assert_eq!(s.step_at_record(spe, passes * per_pass), spe + passes * spe);
-        for target in [passes * per_pass, passes * per_pass - 1, passes * per_pass + 7] {
+        for target in [
+            passes * per_pass,
+            passes * per_pass - 1,
+            passes * per_pass + 7,
+        ] {
             let at = s.step_at_record(3, target);
             assert!(at.abs_diff(3 + passes * spe) <= spe, "{target}");
             assert!(s.records_in(3..at) >= target, "{target}");

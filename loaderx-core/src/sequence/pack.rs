@@ -463,7 +463,10 @@ mod tests {
             PackOptions::new(1 << 30).rows(1 << 40),
         ] {
             let e = pack_u32(&recs, &options).unwrap_err();
-            assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{options:?}: {e}");
+            assert!(
+                matches!(e.kind(), ErrorKind::Buffer { .. }),
+                "{options:?}: {e}"
+            );
         }
         // The record count still wins over a valid row count.
         let e = pack_u32(&recs, &PackOptions::new(5).rows(1)).unwrap_err();
