@@ -52,7 +52,9 @@ impl Staging for CandleStaging {
         {
             return Ok(Box::new(uploader.pool.take(r.stream_index, r.bytes)?));
         }
-        Ok(Box::new(VecBuffer::for_request(r)))
+        // Reserved fallibly: a batch a damaged store makes huge is core's
+        // `ErrorKind::Buffer`, as with core's own pool.
+        Ok(Box::new(VecBuffer::for_request(r)?))
     }
 }
 

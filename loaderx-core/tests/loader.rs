@@ -508,3 +508,23 @@ fn a_sought_sampler_starts_the_loader_at_its_step() {
         .unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
 }
+
+#[test]
+fn a_batch_size_beyond_memory_is_a_buffer_error_not_a_panic() {
+    // `Iid` takes any batch size; the step's indices were allocated with an
+    // infallible `vec!`, which panics (capacity overflow) or aborts here.
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    for batch in [usize::MAX / 8, usize::MAX / 16 + 1] {
+        let mut loader = DataLoader::builder()
+            .stream("y", Dense::<u8>::open(dir.path().join("y")).unwrap())
+            .batch_size(batch)
+            .mode(SamplerMode::Iid)
+            .workers(1)
+            .prefetch(0)
+            .build()
+            .unwrap();
+        let e = loader.next().unwrap().unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{batch}: {e}");
+    }
+}

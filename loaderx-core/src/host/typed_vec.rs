@@ -6,7 +6,7 @@ use std::any::Any;
 use half::f16;
 
 use crate::dtype::DType;
-use crate::error::{Error, StoreKind};
+use crate::error::{Error, ErrorKind, StoreKind};
 use crate::loader::{StageRequest, StagedBuffer, Staging};
 
 /// An owned vector in one element type of the store: what a framework whose
@@ -59,30 +59,51 @@ macro_rules! each_vec {
     };
 }
 
+/// `len` copies of `zero` in a vector reserved fallibly: sizes come from
+/// stores and options, so memory that cannot be had is an error.
+fn filled<T: Clone>(len: usize, zero: T, dtype: DType) -> Result<Vec<T>, Error> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| ErrorKind::Buffer {
+        detail: format!("cannot allocate a vector of {len} {dtype} elements"),
+    })?;
+    v.resize(len, zero);
+    Ok(v)
+}
+
 impl TypedVec {
     /// `len` zeroed elements of `dtype` (`bool` as `u8`).
-    pub fn zeroed(dtype: DType, len: usize) -> TypedVec {
-        match dtype {
-            DType::I8 => TypedVec::I8(vec![0; len]),
-            DType::U16 => TypedVec::U16(vec![0; len]),
-            DType::I16 => TypedVec::I16(vec![0; len]),
-            DType::U32 => TypedVec::U32(vec![0; len]),
-            DType::I32 => TypedVec::I32(vec![0; len]),
-            DType::U64 => TypedVec::U64(vec![0; len]),
-            DType::I64 => TypedVec::I64(vec![0; len]),
-            DType::F16 => TypedVec::F16(vec![f16::ZERO; len]),
-            DType::F32 => TypedVec::F32(vec![0.0; len]),
-            DType::F64 => TypedVec::F64(vec![0.0; len]),
-            _ => TypedVec::U8(vec![0; len]),
-        }
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when the memory cannot be had (or its size
+    /// overflows), never an abort.
+    pub fn zeroed(dtype: DType, len: usize) -> Result<TypedVec, Error> {
+        Ok(match dtype {
+            DType::I8 => TypedVec::I8(filled(len, 0, dtype)?),
+            DType::U16 => TypedVec::U16(filled(len, 0, dtype)?),
+            DType::I16 => TypedVec::I16(filled(len, 0, dtype)?),
+            DType::U32 => TypedVec::U32(filled(len, 0, dtype)?),
+            DType::I32 => TypedVec::I32(filled(len, 0, dtype)?),
+            DType::U64 => TypedVec::U64(filled(len, 0, dtype)?),
+            DType::I64 => TypedVec::I64(filled(len, 0, dtype)?),
+            DType::F16 => TypedVec::F16(filled(len, f16::ZERO, dtype)?),
+            DType::F32 => TypedVec::F32(filled(len, 0.0, dtype)?),
+            DType::F64 => TypedVec::F64(filled(len, 0.0, dtype)?),
+            _ => TypedVec::U8(filled(len, 0, dtype)?),
+        })
     }
 
     /// Zeroed room for a batch of `bytes` bytes of a `kind` stream of
     /// `dtype`: `bytes / size` elements for Dense, `u64` words covering
     /// `bytes` for Ragged (whose records are 8-byte aligned).
-    pub fn for_batch(dtype: DType, kind: StoreKind, bytes: usize) -> TypedVec {
+    ///
+    /// # Errors
+    ///
+    /// As [`zeroed`](Self::zeroed): a batch size a (possibly damaged) store
+    /// claims is an error when it cannot be had.
+    pub fn for_batch(dtype: DType, kind: StoreKind, bytes: usize) -> Result<TypedVec, Error> {
         match kind {
-            StoreKind::Ragged => TypedVec::U64(vec![0; bytes.div_ceil(8)]),
+            StoreKind::Ragged => Ok(TypedVec::U64(filled(bytes.div_ceil(8), 0, DType::U64)?)),
             StoreKind::Dense => TypedVec::zeroed(dtype, bytes / dtype.size().max(1)),
         }
     }
@@ -108,11 +129,15 @@ pub struct VecBuffer {
 
 impl VecBuffer {
     /// Room for the batch `request` describes ([`TypedVec::for_batch`]).
-    pub fn for_request(request: &StageRequest<'_>) -> VecBuffer {
-        VecBuffer {
-            vec: TypedVec::for_batch(request.dtype, request.kind, request.bytes),
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when the memory cannot be had.
+    pub fn for_request(request: &StageRequest<'_>) -> Result<VecBuffer, Error> {
+        Ok(VecBuffer {
+            vec: TypedVec::for_batch(request.dtype, request.kind, request.bytes)?,
             len: request.bytes,
-        }
+        })
     }
 
     /// The batch's length in bytes.
@@ -159,13 +184,15 @@ impl StagedBuffer for VecBuffer {
     }
 }
 
-/// The [`Staging`] that gathers every batch into a fresh [`VecBuffer`].
+/// The [`Staging`] that gathers every batch into a fresh [`VecBuffer`],
+/// reserved fallibly: a batch larger than memory is an
+/// [`ErrorKind::Buffer`], as with the default pool.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct VecStaging;
 
 impl Staging for VecStaging {
     fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
-        Ok(Box::new(VecBuffer::for_request(request)))
+        Ok(Box::new(VecBuffer::for_request(request)?))
     }
 }
 
@@ -175,14 +202,17 @@ mod tests {
 
     #[test]
     fn dense_batches_fill_the_vector_and_ragged_ones_take_words() {
-        let dense = TypedVec::for_batch(DType::F32, StoreKind::Dense, 12);
+        let dense = TypedVec::for_batch(DType::F32, StoreKind::Dense, 12).unwrap();
         assert_eq!(dense, TypedVec::F32(vec![0.0; 3]));
         assert_eq!(dense.as_bytes().len(), 12);
-        let ragged = TypedVec::for_batch(DType::U16, StoreKind::Ragged, 10);
+        let ragged = TypedVec::for_batch(DType::U16, StoreKind::Ragged, 10).unwrap();
         assert_eq!(ragged, TypedVec::U64(vec![0; 2]));
-        assert_eq!(TypedVec::zeroed(DType::Bool, 4), TypedVec::U8(vec![0; 4]));
+        assert_eq!(
+            TypedVec::zeroed(DType::Bool, 4).unwrap(),
+            TypedVec::U8(vec![0; 4])
+        );
         for dtype in DType::ALL {
-            let v = TypedVec::zeroed(dtype, 5);
+            let v = TypedVec::zeroed(dtype, 5).unwrap();
             assert_eq!(v.as_bytes().len(), 5 * dtype.size(), "{dtype}");
         }
     }
@@ -190,17 +220,48 @@ mod tests {
     #[test]
     fn a_buffer_gives_its_vector_back_only_when_it_is_exactly_the_batch() {
         let mut b = VecBuffer {
-            vec: TypedVec::zeroed(DType::I16, 2),
+            vec: TypedVec::zeroed(DType::I16, 2).unwrap(),
             len: 4,
         };
         b.as_bytes_mut().copy_from_slice(&[1, 0, 2, 0]);
         assert_eq!(b.into_vec().ok(), Some(TypedVec::I16(vec![1, 2])));
         let mut r = VecBuffer {
-            vec: TypedVec::for_batch(DType::U8, StoreKind::Ragged, 3),
+            vec: TypedVec::for_batch(DType::U8, StoreKind::Ragged, 3).unwrap(),
             len: 3,
         };
         assert_eq!(r.as_bytes_mut().len(), 3);
         assert_eq!(r.len(), 3);
         assert!(r.into_vec().is_err());
+    }
+
+    #[test]
+    fn sizes_beyond_memory_are_buffer_errors_not_panics() {
+        // Sizes whose bytes overflow `isize`: an infallible `vec!` panics
+        // ("capacity overflow") here; the staging path must say Buffer.
+        for (dtype, kind, bytes) in [
+            (DType::U64, StoreKind::Dense, usize::MAX),
+            (DType::F32, StoreKind::Dense, usize::MAX - 3),
+            (DType::U8, StoreKind::Ragged, usize::MAX),
+            (DType::F16, StoreKind::Ragged, usize::MAX / 2 + 9),
+        ] {
+            let e = TypedVec::for_batch(dtype, kind, bytes).unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::Buffer { .. }),
+                "{dtype} {kind:?}: {e}"
+            );
+        }
+        let e = TypedVec::zeroed(DType::I64, usize::MAX / 4).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");
+        let request = StageRequest {
+            step: 3,
+            stream: "tok",
+            stream_index: 0,
+            kind: StoreKind::Ragged,
+            dtype: DType::U32,
+            bytes: usize::MAX - 7,
+            shape: None,
+        };
+        let e = VecStaging.stage(&request).err().unwrap();
+        assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");
     }
 }

@@ -212,9 +212,16 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
         let base = s
             .step_at(self.next_epoch(), steps.start)
             .unwrap_or(steps.start);
+        // Positions are clamped to the epoch's records first: past them the
+        // slice ends with the epoch, and the lookup never walks further.
+        let len = steps.end - steps.start;
+        let total = s.records_in(base..base.saturating_add(len));
         let at = |p: u64| {
-            let k = s.step_at_record(base, p) - base;
-            steps.start + k.min(steps.end - steps.start)
+            if p >= total {
+                return steps.end;
+            }
+            let k = s.step_at_record(base, p).saturating_sub(base);
+            steps.start + k.min(len)
         };
         let lo = at(start);
         let hi = at(end).max(lo);
@@ -538,6 +545,38 @@ mod tests {
             .build_epochs(u64::MAX, (), seen)
             .unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+    }
+
+    #[test]
+    fn token_budget_slices_to_the_end_of_u64_end_with_the_epoch() {
+        // Record positions used to be found step by step: a slice to
+        // `u64::MAX` walked about 2^64 steps of varying batch lengths.
+        let dir = tempfile::tempdir().unwrap();
+        let lengths: Vec<u32> = (0..200u32).map(|i| 1 + i * 7 % 23).collect();
+        let l = builder(dir.path(), 200, 8)
+            .mode(SamplerMode::TokenBudget {
+                max_tokens: 60,
+                buckets: 4,
+            })
+            .lengths(crate::sequence::LengthIndex::from_lengths(lengths).unwrap())
+            .build_epochs(1, (), seen)
+            .unwrap();
+        let (n, spe) = (l.num_items(), l.steps_per_epoch());
+        assert_eq!(n, 200);
+        assert!((0..spe).any(|k| l.sampler().batch_len(k) < 8));
+        let all = l.slice(0, u64::MAX);
+        assert_eq!((all.steps(), all.num_items()), (0..spe, n));
+        let tail = l.slice(n / 2, u64::MAX);
+        let head = l.slice(0, n / 2);
+        assert_eq!(head.steps().end, tail.steps().start);
+        assert_eq!(
+            (tail.steps().end, head.num_items() + tail.num_items()),
+            (spe, n)
+        );
+        assert_eq!(l.slice(u64::MAX - 1, u64::MAX).steps(), spe..spe);
+        let mut got = epoch(&head);
+        got.extend(epoch(&tail));
+        assert_eq!(got, epoch(&l));
     }
 
     #[test]

@@ -200,7 +200,16 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
 
 impl<T> Producer<T> {
     fn produce(&self, step: u64) -> Result<T, Error> {
-        let mut indices = vec![0u64; self.sampler.batch_len(step)];
+        // The batch size comes from options (and `Iid` takes any): room for
+        // its indices is reserved fallibly, like the batch's bytes.
+        let want = self.sampler.batch_len(step);
+        let mut indices = Vec::new();
+        indices
+            .try_reserve_exact(want)
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate the {want} indices of step {step}"),
+            })?;
+        indices.resize(want, 0u64);
         self.sampler.fill(step, &mut indices)?;
         let (epoch, step_in_epoch) = self.sampler.epoch_of(step);
         let mut columns = Vec::with_capacity(self.streams.len());
@@ -218,7 +227,15 @@ impl<T> Producer<T> {
                     let mut shape = Vec::with_capacity(1 + s.item_shape().len());
                     shape.push(indices.len());
                     shape.extend_from_slice(s.item_shape());
-                    let len = indices.len() * s.record_bytes();
+                    let len = indices.len().checked_mul(s.record_bytes()).ok_or_else(|| {
+                        ErrorKind::Buffer {
+                            detail: format!(
+                                "{} records of {} bytes do not fit in memory",
+                                indices.len(),
+                                s.record_bytes()
+                            ),
+                        }
+                    })?;
                     let request = StageRequest {
                         step,
                         stream: name,

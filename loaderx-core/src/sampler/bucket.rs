@@ -2,6 +2,7 @@
 //! buckets under a token budget (`TokenBudget`).
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use super::feistel::FeistelPermutation;
@@ -21,12 +22,22 @@ pub(super) fn batch_order(seed: u64, pass: u64, batches: u64) -> FeistelPermutat
 
 /// Sorted windows of `Bucketed` passes, memoised: the `k` batches of a
 /// window share one draw-and-sort of its `k × b` records instead of each
-/// repeating it. Bounded to [`WindowMemo::BYTES`] of record ids (the
-/// oldest windows go first); batches stay a pure function of the step,
-/// the memo only saves work.
-#[derive(Default)]
+/// repeating it. Bounded to the larger of [`WindowMemo::BYTES`] of record
+/// ids and two windows (the oldest windows go first, never the one just
+/// sorted), so a window larger than the bound is still sorted once;
+/// batches stay a pure function of the step, the memo only saves work.
 pub(super) struct WindowMemo {
     inner: Mutex<MemoInner>,
+    /// The bound for windows of at most half of it.
+    cap: usize,
+    /// Windows sorted so far (for tests of the policy).
+    sorts: AtomicU64,
+}
+
+impl Default for WindowMemo {
+    fn default() -> WindowMemo {
+        WindowMemo::with_cap(Self::BYTES)
+    }
 }
 
 #[derive(Default)]
@@ -39,8 +50,17 @@ struct MemoInner {
 }
 
 impl WindowMemo {
-    /// At most this many bytes of record ids are kept (8 M records).
+    /// At least this many bytes of record ids are kept (8 M records).
     pub(super) const BYTES: usize = 64 << 20;
+
+    /// A memo keeping at least `cap` bytes of record ids.
+    fn with_cap(cap: usize) -> WindowMemo {
+        WindowMemo {
+            inner: Mutex::default(),
+            cap,
+            sorts: AtomicU64::new(0),
+        }
+    }
 
     fn get_or_sort(
         &self,
@@ -53,13 +73,19 @@ impl WindowMemo {
         }
         // Sorted outside the lock; two workers may race on one window and
         // compute the same ids.
+        self.sorts.fetch_add(1, Ordering::Relaxed);
         let w: Arc<[u64]> = sort()?.into();
+        let bytes = 8 * w.len();
+        // Room for two windows of this size however small the bound: the
+        // window just sorted is always kept (it was evicted at once when
+        // larger than the bound, so that every batch re-sorted it).
+        let cap = self.cap.max(bytes.saturating_mul(2));
         let mut m = lock();
         if !m.windows.contains_key(&key) {
-            m.bytes += 8 * w.len();
+            m.bytes += bytes;
             m.windows.insert(key, Arc::clone(&w));
             m.order.push_back(key);
-            while m.bytes > Self::BYTES {
+            while m.bytes > cap && m.order.len() > 1 {
                 let Some(old) = m.order.pop_front() else {
                     break;
                 };
@@ -78,6 +104,7 @@ impl std::fmt::Debug for WindowMemo {
         f.debug_struct("WindowMemo")
             .field("windows", &m.windows.len())
             .field("bytes", &m.bytes)
+            .field("sorts", &self.sorts.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -122,6 +149,58 @@ pub(super) fn bucketed_fill(
     Ok(())
 }
 
+/// Prefix sums of the batch lengths of `TokenBudget` passes, memoised for
+/// the few most recent passes (shared by a sampler's clones): entry `s` of
+/// a pass's sums is the records its steps `0..s` draw, so record counts and
+/// record positions within a pass are a lookup or a binary search instead
+/// of a walk over the steps.
+#[derive(Default)]
+pub(super) struct PassPrefixes {
+    inner: Mutex<VecDeque<(u64, Arc<[u64]>)>>,
+    /// Passes whose sums were built (for tests of the memo).
+    builds: AtomicU64,
+}
+
+impl PassPrefixes {
+    /// Passes kept: the current one and the next (an epoch loader asks for
+    /// the next epoch's total while the current one is delivered).
+    const PASSES: usize = 4;
+
+    /// The sums of pass `pass`, built by `build` unless memoised.
+    pub(super) fn get_or_build(&self, pass: u64, build: impl FnOnce() -> Vec<u64>) -> Arc<[u64]> {
+        let lock = || self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, sums)) = lock().iter().find(|(p, _)| *p == pass) {
+            return Arc::clone(sums);
+        }
+        // Built outside the lock; two threads may race on one pass.
+        self.builds.fetch_add(1, Ordering::Relaxed);
+        let sums: Arc<[u64]> = build().into();
+        let mut m = lock();
+        if !m.iter().any(|(p, _)| *p == pass) {
+            if m.len() == Self::PASSES {
+                m.pop_front();
+            }
+            m.push_back((pass, Arc::clone(&sums)));
+        }
+        sums
+    }
+
+    /// Passes whose sums were built so far.
+    pub(super) fn builds(&self) -> u64 {
+        self.builds.load(Ordering::Relaxed)
+    }
+}
+
+impl std::fmt::Debug for PassPrefixes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let m = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        f.debug_struct("PassPrefixes")
+            .field("passes", &m.iter().map(|(p, _)| *p).collect::<Vec<_>>())
+            .field("builds", &self.builds())
+            .finish()
+    }
+}
+
 /// One length bucket of a token-budget plan.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
@@ -146,6 +225,8 @@ pub(super) struct TokenPlan {
     buckets: Vec<Bucket>,
     /// `prefix[b]`: batches of the buckets before `b`; one entry more.
     prefix: Vec<u64>,
+    /// Records in all the batches of a pass.
+    records: u64,
 }
 
 impl std::fmt::Debug for TokenPlan {
@@ -186,6 +267,7 @@ impl TokenPlan {
         let mut out = Vec::with_capacity(nb as usize);
         let mut prefix = Vec::with_capacity(nb as usize + 1);
         prefix.push(0u64);
+        let mut records = 0u64;
         for b in 0..nb {
             let (start, end) = (b * n / nb, (b + 1) * n / nb);
             let longest = l[sorted[end as usize - 1] as usize];
@@ -196,6 +278,7 @@ impl TokenPlan {
             } else {
                 count.div_ceil(size)
             };
+            records += if drop_last { batches * size } else { count };
             out.push(Bucket {
                 start,
                 n: count,
@@ -207,7 +290,14 @@ impl TokenPlan {
             sorted,
             buckets: out,
             prefix,
+            records,
         })
+    }
+
+    /// Records in all the batches of one pass (what a pass of a single
+    /// rank draws).
+    pub(super) fn records(&self) -> u64 {
+        self.records
     }
 
     /// Batches in one pass (all ranks).
@@ -243,5 +333,55 @@ impl TokenPlan {
             *o = self.sorted[(bucket.start + q) as usize];
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every batch of pass 0 of a `Bucketed` layout of `m` records, `b`
+    /// per batch, `k` batches per window, drawn through `memo`.
+    fn draw_all(memo: &WindowMemo, m: u64, (b, k): (u64, u64)) -> Vec<Vec<u64>> {
+        let lengths: Vec<u32> = (0..m).map(|i| 1 + (mix(1, i) % 50) as u32).collect();
+        let lengths = LengthIndex::from_lengths(lengths).unwrap();
+        let perm = FeistelPermutation::new(m, 7);
+        let order = batch_order(7, 0, m / b);
+        (0..m / b)
+            .map(|j| {
+                let mut out = vec![0; b as usize];
+                bucketed_fill(memo, 0, &perm, &order, &lengths, m, (b, k), j, &mut out).unwrap();
+                out
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_window_larger_than_the_bound_is_sorted_once() {
+        // Windows of 4 × 4 ids (128 bytes) against a bound of 64 bytes: the
+        // window was evicted right after its sort, so each of its batches
+        // sorted it again.
+        let memo = WindowMemo::with_cap(64);
+        let one = draw_all(&memo, 16, (4, 4));
+        assert_eq!(memo.sorts.load(Ordering::Relaxed), 1);
+        // Two such windows, their batches interleaved by the shuffled
+        // order: each still sorted once (room for two windows).
+        let memo = WindowMemo::with_cap(64);
+        let two = draw_all(&memo, 32, (4, 4));
+        assert_eq!(memo.sorts.load(Ordering::Relaxed), 2);
+        // The memo only saves work: the batches are those of an unbounded one.
+        let big = WindowMemo::default();
+        assert_eq!(draw_all(&big, 16, (4, 4)), one);
+        assert_eq!(draw_all(&big, 32, (4, 4)), two);
+        // More windows than the bound holds: the oldest go first.
+        let memo = WindowMemo::with_cap(64);
+        draw_all(&memo, 64, (4, 4));
+        let m = memo.inner.lock().unwrap();
+        assert!(
+            m.windows.len() <= 2 && m.bytes <= 256,
+            "{} {}",
+            m.windows.len(),
+            m.bytes
+        );
     }
 }

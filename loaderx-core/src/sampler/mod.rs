@@ -200,6 +200,7 @@ impl SamplerBuilder {
             lengths,
             plan: None,
             windows: Arc::default(),
+            prefixes: Arc::default(),
         };
         s.validate()?;
         if let (
@@ -367,6 +368,8 @@ pub struct Sampler {
     plan: Option<Arc<bucket::TokenPlan>>,
     /// Sorted `Bucketed` windows, shared by the sampler's clones.
     windows: Arc<bucket::WindowMemo>,
+    /// `TokenBudget` passes' batch-length prefix sums, shared likewise.
+    prefixes: Arc<bucket::PassPrefixes>,
 }
 
 /// Where a step's positions lie in its pass.
@@ -580,15 +583,17 @@ impl Sampler {
     /// Records the steps `steps` draw together: the sum of their
     /// [`batch_len`](Self::batch_len)s, saturating at `u64::MAX`. O(1) for
     /// every mode but `TokenBudget`, whose batch lengths vary from step to
-    /// step and are summed one by one.
+    /// step: there the lengths of a pass are summed once into prefix sums
+    /// (memoised for the most recent passes), so a range within a pass is
+    /// a lookup, and whole passes between its ends cost O(1) each on a
+    /// single rank (every pass draws the same records) and O(steps per
+    /// pass) each when sharded (a rank's share of a pass varies).
     pub fn records_in(&self, steps: std::ops::Range<u64>) -> u64 {
         if steps.is_empty() {
             return 0;
         }
-        if self.plan.is_some() {
-            return steps.fold(0u64, |n, step| {
-                n.saturating_add(self.batch_len(step) as u64)
-            });
+        if let Some(plan) = &self.plan {
+            return self.token_records_in(plan, steps);
         }
         let b = self.batch_size as u128;
         let full = (steps.end - steps.start) as u128 * b;
@@ -608,15 +613,11 @@ impl Sampler {
     /// whose batch starts at record `position` of those drawn from step `from`
     /// on, or, when that record lies inside a batch, the step after it. Where
     /// an adapter cuts a pass at a record position into whole batches.
-    /// Saturates at `u64::MAX`.
+    /// Saturates at `u64::MAX`. A binary search; with `TokenBudget`, one in
+    /// the pass's prefix sums, whole passes skipped as in `records_in`.
     pub fn step_at_record(&self, from: u64, position: u64) -> u64 {
-        if self.plan.is_some() {
-            let (mut step, mut drawn) = (from, 0u64);
-            while drawn < position && step < u64::MAX {
-                drawn = drawn.saturating_add(self.batch_len(step) as u64);
-                step += 1;
-            }
-            return step;
+        if let Some(plan) = &self.plan {
+            return self.token_step_at_record(plan, from, position);
         }
         // Every step draws between 1 and `batch_size` records, so the step
         // lies between these bounds; `records_in` grows with the end step.
@@ -631,6 +632,115 @@ impl Sampler {
             }
         }
         lo
+    }
+
+    /// Prefix sums of the batch lengths of `TokenBudget` pass `pass`: entry
+    /// `s` is the records its steps `0..s` draw, `steps_per_epoch + 1`
+    /// entries.
+    fn pass_prefix(&self, plan: &bucket::TokenPlan, pass: u64) -> Arc<[u64]> {
+        self.prefixes.get_or_build(pass, || {
+            let spe = self.steps_per_epoch();
+            let mut sums = Vec::with_capacity(spe as usize + 1);
+            let mut n = 0u64;
+            sums.push(n);
+            self.for_each_token_len(plan, pass, |len| {
+                n += len;
+                sums.push(n);
+            });
+            sums
+        })
+    }
+
+    /// Calls `f` with the batch length of every step of `TokenBudget` pass
+    /// `pass`, in order.
+    fn for_each_token_len(&self, plan: &bucket::TokenPlan, pass: u64, mut f: impl FnMut(u64)) {
+        let order = bucket::batch_order(self.seed, pass, plan.batches());
+        for s in 0..self.steps_per_epoch() {
+            // Below `batches()`: steps_per_epoch only counts slots of the pass.
+            let g = order.apply(s * self.world_size + self.rank).unwrap_or(0);
+            f(plan.batch_len(g));
+        }
+    }
+
+    /// Records a whole `TokenBudget` pass draws for this rank.
+    fn token_pass_total(&self, plan: &bucket::TokenPlan, pass: u64) -> u64 {
+        if self.world_size == 1 {
+            // The pass's steps take every batch of the plan once.
+            return plan.records();
+        }
+        let mut n = 0u64;
+        self.for_each_token_len(plan, pass, |len| n += len);
+        n
+    }
+
+    fn token_records_in(&self, plan: &bucket::TokenPlan, steps: std::ops::Range<u64>) -> u64 {
+        let spe = self.steps_per_epoch();
+        let (p0, s0) = (steps.start / spe, (steps.start % spe) as usize);
+        let (p1, s1) = (steps.end / spe, (steps.end % spe) as usize);
+        let first = self.pass_prefix(plan, p0);
+        if p0 == p1 {
+            return first[s1] - first[s0];
+        }
+        let mut n = first[spe as usize] - first[s0];
+        if s1 > 0 {
+            n = n.saturating_add(self.pass_prefix(plan, p1)[s1]);
+        }
+        let middle = p1 - p0 - 1;
+        if self.world_size == 1 {
+            return n.saturating_add(plan.records().saturating_mul(middle));
+        }
+        for pass in p0 + 1..p1 {
+            if n == u64::MAX {
+                break;
+            }
+            n = n.saturating_add(self.token_pass_total(plan, pass));
+        }
+        n
+    }
+
+    fn token_step_at_record(&self, plan: &bucket::TokenPlan, from: u64, position: u64) -> u64 {
+        if position == 0 {
+            return from;
+        }
+        let spe = self.steps_per_epoch();
+        let (mut pass, s) = (from / spe, (from % spe) as usize);
+        // Within the pass of `from`.
+        let sums = self.pass_prefix(plan, pass);
+        let before = sums[s];
+        let left = sums[spe as usize] - before;
+        if position <= left {
+            let k = sums[s..].partition_point(|&x| x - before < position);
+            return from.saturating_add(k as u64);
+        }
+        // Whole passes after it: `base` is the first step of `pass`.
+        let mut want = position - left;
+        let Some(mut base) = (from - s as u64).checked_add(spe) else {
+            return u64::MAX;
+        };
+        pass += 1;
+        if self.world_size == 1 {
+            let skip = (want - 1) / plan.records();
+            want -= skip * plan.records();
+            let Some(b) = skip.checked_mul(spe).and_then(|d| base.checked_add(d)) else {
+                return u64::MAX;
+            };
+            (base, pass) = (b, pass + skip);
+        } else {
+            loop {
+                let total = self.token_pass_total(plan, pass);
+                if want <= total {
+                    break;
+                }
+                want -= total;
+                let Some(b) = base.checked_add(spe) else {
+                    return u64::MAX;
+                };
+                (base, pass) = (b, pass + 1);
+            }
+        }
+        // Within the pass where the position lies.
+        let sums = self.pass_prefix(plan, pass);
+        base.saturating_add(sums.partition_point(|&x| x < want) as u64)
     }
 
     fn slot(&self, step: u64) -> Slot {

@@ -808,6 +808,10 @@ fn record_positions_follow_the_batch_lengths() {
             drop_last,
         );
         check_positions(&bucketed.unwrap());
+        // Sharded: a rank's share of a pass varies from pass to pass.
+        for rank in 0..3 {
+            check_positions(&length_sampler(&index, 16, mode, 1, (rank, 3), drop_last).unwrap());
+        }
     }
     assert_eq!(
         Sampler::builder(23, 5)
@@ -825,4 +829,93 @@ fn step_at_inverts_epoch_of() {
     assert_eq!(s.step_at(3, 2), Some(17));
     assert_eq!(s.epoch_of(17), (3, 2));
     assert_eq!(s.step_at(u64::MAX, 0), None);
+}
+
+/// A `TokenBudget` sampler of `n` one-token records, one record per batch:
+/// `n` steps per pass.
+fn one_token_batches(n: u32, world: usize) -> Sampler {
+    let index = LengthIndex::from_lengths(vec![1u32; n as usize]).unwrap();
+    let mode = SamplerMode::TokenBudget {
+        max_tokens: 1,
+        buckets: 4,
+    };
+    length_sampler(&index, 8, mode, 3, (0, world), false).unwrap()
+}
+
+#[test]
+fn token_budget_lookups_far_past_the_pass_end_are_quick() {
+    // Step by step, these walked about 2^64 steps (never returned).
+    let s = one_token_batches(1000, 1);
+    let spe = s.steps_per_epoch();
+    assert_eq!(spe, 1000);
+    assert_eq!(s.step_at_record(0, u64::MAX), u64::MAX);
+    assert_eq!(s.step_at_record(5, u64::MAX - 10), u64::MAX - 5);
+    assert_eq!(s.records_in(0..u64::MAX), u64::MAX);
+    assert_eq!(s.records_in(7..u64::MAX - 3), u64::MAX - 10);
+    // Batches of varying lengths: positions far out land where the passes'
+    // record counts say.
+    let lengths: Vec<u32> = (0..300u64)
+        .map(|i| 1 + (rng::mix(5, i) % 30) as u32)
+        .collect();
+    let index = LengthIndex::from_lengths(lengths).unwrap();
+    let mode = SamplerMode::TokenBudget {
+        max_tokens: 90,
+        buckets: 5,
+    };
+    for drop_last in [false, true] {
+        let s = length_sampler(&index, 16, mode, 9, (0, 1), drop_last).unwrap();
+        let (spe, per_pass) = (s.steps_per_epoch(), s.records_in(0..s.steps_per_epoch()));
+        let passes = 1u64 << 40;
+        // Whole passes from a pass's start: exactly their steps.
+        assert_eq!(s.records_in(spe..spe + passes * spe), passes * per_pass);
+        assert_eq!(s.step_at_record(spe, passes * per_pass), spe + passes * spe);
+        for target in [
+            passes * per_pass,
+            passes * per_pass - 1,
+            passes * per_pass + 7,
+        ] {
+            let at = s.step_at_record(3, target);
+            assert!(at.abs_diff(3 + passes * spe) <= spe, "{target}");
+            assert!(s.records_in(3..at) >= target, "{target}");
+            assert!(s.records_in(3..at - 1) < target, "{target}");
+        }
+        let end = s.step_at_record(0, u64::MAX);
+        assert!(s.records_in(0..end) == u64::MAX || end == u64::MAX);
+    }
+}
+
+#[test]
+fn token_budget_progress_over_a_million_steps_sums_each_pass_once() {
+    // What an epoch's progress asks on every batch: records done and the
+    // total. Folding the steps made this O(steps²) per pass (about 5e11
+    // batch lengths here); the pass's prefix sums are built once.
+    let s = one_token_batches(1_000_000, 1);
+    let spe = s.steps_per_epoch();
+    assert_eq!(spe, 1_000_000);
+    let base = 2 * spe;
+    let total = s.records_in(base..base + spe);
+    assert_eq!(total, 1_000_000);
+    for k in (0..spe).step_by(7) {
+        assert_eq!(s.records_in(base..base + k), k);
+        assert_eq!(s.records_in(base..base + spe), total);
+    }
+    assert_eq!(s.step_at_record(base, 123_456), base + 123_456);
+    // One pass, one build of its sums; a clone shares them.
+    assert_eq!(s.prefixes.builds(), 1);
+    let c = s.clone();
+    assert_eq!(c.records_in(base + 10..base + 20), 10);
+    assert_eq!(s.prefixes.builds(), 1);
+    // The next pass gets its own.
+    assert_eq!(c.records_in(base + spe..base + spe + 5), 5);
+    assert_eq!(s.prefixes.builds(), 2);
+}
+
+#[test]
+fn sharded_token_budget_positions_stay_exact_across_passes() {
+    let s = one_token_batches(40, 4);
+    let spe = s.steps_per_epoch();
+    assert_eq!(spe, 10);
+    // Every step draws one record, so positions are steps.
+    assert_eq!(s.records_in(3..3 + 5 * spe), 5 * spe);
+    assert_eq!(s.step_at_record(3, 7 * spe + 2), 3 + 7 * spe + 2);
 }

@@ -1,6 +1,6 @@
 //! Per-record sequence lengths of a Ragged store, and their sidecar file.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -250,8 +250,9 @@ impl LengthIndex {
     }
 
     /// Reads the sidecar of `store`: `None` when there is none, or when it
-    /// belongs to another store (a store rebuilt at the same path) — then
-    /// it is stale and should be rebuilt.
+    /// belongs to another store (a store rebuilt at the same path) or is
+    /// larger than any sidecar of this store — then it is stale and should
+    /// be rebuilt.
     ///
     /// # Errors
     ///
@@ -261,11 +262,26 @@ impl LengthIndex {
     /// be read.
     pub fn read_sidecar(store: &DynRagged) -> Result<Option<LengthIndex>, Error> {
         let path = Self::sidecar_path(store.path());
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
+        let file = match std::fs::File::open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(&path, e)),
         };
+        // The file's size is not trusted to size memory: a sidecar larger
+        // than this store's can only be stale (another store's) or damaged,
+        // and is rebuilt rather than read.
+        let most = store
+            .len()
+            .checked_mul(4)
+            .and_then(|n| n.checked_add((HEAD + 32) as u64));
+        let size = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if most.is_none_or(|most| size > most) {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        file.take(size)
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io(&path, e))?;
         if bytes.len() < HEAD + 32 || &bytes[..8] != MAGIC {
             return Err(Error::corrupt(&path, "not a loaderx length sidecar"));
         }
@@ -280,7 +296,7 @@ impl LengthIndex {
             return Ok(None);
         }
         let lengths = &body[HEAD..];
-        if lengths.len() as u64 != count * 4 {
+        if count.checked_mul(4) != Some(lengths.len() as u64) {
             return Err(Error::corrupt(
                 &path,
                 format!("{} length bytes for {count} records", lengths.len()),
@@ -397,6 +413,17 @@ mod tests {
         assert!(matches!(e.kind(), crate::ErrorKind::Corrupt { .. }), "{e}");
         std::fs::write(&path, &bytes[..20]).unwrap();
         assert!(LengthIndex::read_sidecar(&s2).is_err());
+        // A (sparse) 64 GiB sidecar is not read into memory: larger than any
+        // sidecar of this store, it is stale and rebuilt.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(64 << 30)
+            .unwrap();
+        assert_eq!(LengthIndex::read_sidecar(&s2).unwrap(), None);
+        assert_eq!(LengthIndex::load_or_build(&s2).unwrap().lengths(), &[2]);
+        assert!(std::fs::metadata(&path).unwrap().len() < 1024);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::dtype::DType;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::host::{AlignedBuf, HostArray, PadValue};
 use crate::loader::{Batch, Column, ColumnLayout};
 
@@ -164,7 +164,9 @@ impl Packed {
 /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
 /// `max_len` 0, a record that is not rank 1, a padding value of another
 /// type, a record longer than `max_len` with [`LongRecords::Refuse`], or
-/// more rows needed than [`PackOptions::rows`] allows.
+/// more rows needed than [`PackOptions::rows`] allows;
+/// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the rows (their
+/// count times `max_len` tokens) do not fit in memory.
 pub fn pack_records<'a, I>(dtype: DType, records: I, options: &PackOptions) -> Result<Packed, Error>
 where
     I: IntoIterator<Item = (&'a [usize], &'a [u8])>,
@@ -184,7 +186,7 @@ where
         .into_iter()
         .enumerate()
         .map(|(i, (shape, bytes))| match shape {
-            [n] if n * size == bytes.len() => Ok(bytes),
+            [n] if n.checked_mul(size) == Some(bytes.len()) => Ok(bytes),
             _ => Err(Error::invalid(format!(
                 "packing takes sequences (rank-1 records); record {i} has shape {shape:?}"
             ))),
@@ -229,22 +231,26 @@ where
             record_offset,
         });
     }
-    if let Some(want) = options.rows {
-        if rows.len() > want {
-            return Err(Error::invalid(format!(
-                "the step's records need {} rows of {max_len} tokens, the packing allows {want}",
-                rows.len()
-            )));
-        }
-        rows.resize(want, Vec::new());
+    // Sized (and checked) before anything is allocated: the row count and
+    // the row length come from options, the tokens from a store.
+    let want = options.rows.unwrap_or(rows.len());
+    if rows.len() > want {
+        return Err(Error::invalid(format!(
+            "the step's records need {} rows of {max_len} tokens, the packing allows {want}",
+            rows.len()
+        )));
     }
-    let cells = rows
-        .len()
-        .checked_mul(max_len)
-        .ok_or_else(|| Error::invalid("packed rows overflow memory"))?;
-    let mut tokens = AlignedBuf::zeroed(cells * size)?;
-    let mut segment_ids = vec![0i32; cells];
-    let mut positions = vec![0i32; cells];
+    let too_large = || ErrorKind::Buffer {
+        detail: format!("{want} packed rows of {max_len} {dtype} tokens do not fit in memory"),
+    };
+    let cells = want.checked_mul(max_len).ok_or_else(too_large)?;
+    let token_bytes = cells.checked_mul(size).ok_or_else(too_large)?;
+    let mut tokens = AlignedBuf::zeroed(token_bytes)?;
+    let mut segment_ids = zeroed_i32(cells).ok_or_else(too_large)?;
+    let mut positions = zeroed_i32(cells).ok_or_else(too_large)?;
+    rows.try_reserve_exact(want - rows.len())
+        .map_err(|_| too_large())?;
+    rows.resize(want, Vec::new());
     let t = tokens.as_bytes_mut();
     if pad.iter().any(|&b| b != 0) {
         for cell in t.chunks_exact_mut(size) {
@@ -272,6 +278,14 @@ where
         positions: HostArray::from_slice(&positions, shape)?,
         rows,
     })
+}
+
+/// `cells` zeros, or `None` when they cannot be had.
+fn zeroed_i32(cells: usize) -> Option<Vec<i32>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(cells).ok()?;
+    v.resize(cells, 0);
+    Some(v)
 }
 
 /// Packs a Ragged loader column (see [`pack_records`]).
@@ -434,5 +448,32 @@ mod tests {
         assert!((p.padding_fraction() - 1.0 / 18.0).abs() < 1e-12);
         let rank2 = [(&[2usize, 1][..], &[0u8; 8][..])];
         assert!(pack_records(DType::U32, rank2, &PackOptions::new(4)).is_err());
+    }
+
+    #[test]
+    fn sizes_beyond_memory_are_errors_before_any_allocation() {
+        let recs = records(&[5, 3]);
+        // `rows` so large that resizing the row table first would panic
+        // (capacity overflow), or whose cells overflow `usize` once
+        // multiplied by the row length or the element size.
+        for options in [
+            PackOptions::new(8).rows(usize::MAX / 16),
+            PackOptions::new(1 << 20).rows(usize::MAX >> 19),
+            PackOptions::new(1 << 30).rows(1 << 31),
+            PackOptions::new(1 << 30).rows(1 << 40),
+        ] {
+            let e = pack_u32(&recs, &options).unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::Buffer { .. }),
+                "{options:?}: {e}"
+            );
+        }
+        // The record count still wins over a valid row count.
+        let e = pack_u32(&recs, &PackOptions::new(5).rows(1)).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+        // A shape whose byte count overflows is a shape error, not a panic.
+        let huge = [(&[usize::MAX / 2][..], &[0u8; 8][..])];
+        let e = pack_records(DType::U32, huge, &PackOptions::new(4)).unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
     }
 }
