@@ -13,8 +13,10 @@ fn main() -> ExitCode {
         "ragged_record" => targets::ragged_record,
         "schema" => targets::schema,
         "sampler" => targets::sampler,
+        "card" => loaderx_fuzz::hf::card,
+        "parquet" => loaderx_fuzz::hf::parquet,
         _ => {
-            eprintln!("usage: replay store|ragged_record|schema|sampler FILE...");
+            eprintln!("usage: replay store|ragged_record|schema|sampler|card|parquet FILE...");
             return ExitCode::from(2);
         }
     };
