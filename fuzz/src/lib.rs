@@ -1,4 +1,5 @@
-//! Fuzz targets for `loaderx-core`.
+//! Fuzz targets for `loaderx-core`, and in [`hf`] for the Hugging Face
+//! readers of `loaderx-convert` (the dataset card, parquet files).
 //!
 //! Each target in [`targets`] takes arbitrary bytes and drives one piece of
 //! the library that reads untrusted input: opening and gathering from a whole
@@ -33,6 +34,7 @@
 //! ```
 
 pub mod convert;
+pub mod hf;
 pub mod input;
 pub mod seeds;
 pub mod targets;

@@ -74,6 +74,16 @@ fn sampler_corpus() {
 }
 
 #[test]
+fn card_corpus() {
+    replay("card", loaderx_fuzz::hf::card);
+}
+
+#[test]
+fn parquet_corpus() {
+    replay("parquet", loaderx_fuzz::hf::parquet);
+}
+
+#[test]
 fn seeds_are_valid_inputs() {
     // Every store seed must open and read whole: the fuzzer starts from
     // real stores, not from noise.

@@ -16,8 +16,12 @@ fn main() -> ExitCode {
         "idx" => loaderx_fuzz::convert::idx,
         "image" => loaderx_fuzz::convert::image,
         "audio" => loaderx_fuzz::convert::audio,
+        "card" => loaderx_fuzz::hf::card,
+        "parquet" => loaderx_fuzz::hf::parquet,
         _ => {
-            eprintln!("usage: replay store|ragged_record|schema|sampler|idx|image|audio FILE...");
+            eprintln!(
+                "usage: replay store|ragged_record|schema|sampler|idx|image|audio|card|parquet FILE..."
+            );
             return ExitCode::from(2);
         }
     };

@@ -25,6 +25,7 @@
 
 use std::collections::BTreeMap;
 
+use globset::{GlobBuilder, GlobMatcher};
 use yaml_serde::Value;
 
 use super::layout::{Layout, SplitFiles};
@@ -194,64 +195,70 @@ pub(crate) fn parse_card(card: &str) -> Result<Option<CardConfigs>, String> {
     Ok(Some(out))
 }
 
-/// Does `pattern` match `path` (both `/`-separated)? `*` and `?` stay
-/// within one component, `**` spans any number of them, `[abc]`, `[a-z]`
-/// and `[!a]` match one character.
-pub(crate) fn glob_match(pattern: &str, path: &str) -> bool {
-    let pattern = pattern.trim_start_matches("./");
-    let p: Vec<&str> = pattern.split('/').collect();
-    let s: Vec<&str> = path.split('/').collect();
-    match_components(&p, &s)
-}
+/// A compiled `data_files` pattern, matched in time linear in the path
+/// (globset compiles it to a regular expression; no backtracking).
+pub(crate) struct Glob(GlobMatcher);
 
-fn match_components(p: &[&str], s: &[&str]) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some((&"**", rest)) => (0..=s.len()).any(|k| match_components(rest, &s[k..])),
-        Some((first, rest)) => match s.split_first() {
-            Some((name, tail)) => {
-                let p: Vec<char> = first.chars().collect();
-                let n: Vec<char> = name.chars().collect();
-                match_component(&p, &n) && match_components(rest, tail)
-            }
-            None => false,
-        },
-    }
-}
-
-/// One component: `*`, `?`, `[...]` and literal characters.
-fn match_component(p: &[char], s: &[char]) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some(('*', rest)) => (0..=s.len()).any(|k| match_component(rest, &s[k..])),
-        Some(('?', rest)) => !s.is_empty() && match_component(rest, &s[1..]),
-        Some(('[', rest)) => {
-            let Some(close) = rest.iter().skip(1).position(|&c| c == ']').map(|i| i + 1) else {
-                return s.first() == Some(&'[') && match_component(rest, &s[1..]);
-            };
-            let (set, after) = (&rest[..close], &rest[close + 1..]);
-            let Some(&c) = s.first() else {
-                return false;
-            };
-            let (negate, set) = match set.split_first() {
-                Some(('!' | '^', tail)) => (true, tail),
-                _ => (false, set),
-            };
-            let mut hit = false;
-            let mut i = 0;
-            while i < set.len() {
-                if i + 2 < set.len() && set[i + 1] == '-' {
-                    hit |= set[i] <= c && c <= set[i + 2];
-                    i += 3;
-                } else {
-                    hit |= set[i] == c;
-                    i += 1;
+impl Glob {
+    /// Compiles `pattern` with the semantics of the Hub's `fsspec` globs:
+    /// `*` and `?` stay within one component, `**` spans any number of them,
+    /// `[abc]`, `[a-z]` and `[!a]` match one character, an unclosed `[` and
+    /// braces are literal characters, a backslash is an ordinary character
+    /// and a leading `./` is ignored.
+    pub(crate) fn new(pattern: &str) -> Result<Glob, String> {
+        let stripped = pattern.trim_start_matches("./");
+        // globset reads `{a,b}` as alternatives; fsspec does not.
+        let mut escaped = String::with_capacity(stripped.len());
+        let mut in_class = false;
+        let mut class_start = 0;
+        for (i, c) in stripped.char_indices() {
+            match c {
+                '[' if !in_class => {
+                    if stripped[i + 1..].contains(']') {
+                        in_class = true;
+                        class_start = escaped.len();
+                        escaped.push(c);
+                    } else {
+                        // An unclosed `[` is a literal `[`.
+                        escaped.push_str("[[]");
+                    }
                 }
+                ']' if in_class && escaped.len() > class_start + 1 => {
+                    let body = &escaped[class_start + 1..];
+                    // `[]...]` and `[!]...]`: a first `]` is a member.
+                    if body != "!" && body != "^" {
+                        in_class = false;
+                    }
+                    escaped.push(c);
+                }
+                '{' | '}' if !in_class => {
+                    escaped.push('[');
+                    escaped.push(c);
+                    escaped.push(']');
+                }
+                _ => escaped.push(c),
             }
-            hit != negate && match_component(after, &s[1..])
         }
-        Some((lit, rest)) => s.first() == Some(lit) && match_component(rest, &s[1..]),
+        GlobBuilder::new(&escaped)
+            .literal_separator(true)
+            .backslash_escape(false)
+            .allow_unclosed_class(true)
+            .build()
+            .map(|g| Glob(g.compile_matcher()))
+            .map_err(|e| format!("the dataset card's pattern {pattern:?} is not a glob: {e}"))
     }
+
+    /// Does the pattern match `path` (`/`-separated, relative to the repo root)?
+    pub(crate) fn is_match(&self, path: &str) -> bool {
+        self.0.is_match(path)
+    }
+}
+
+/// Does `pattern` match `path`? A pattern that does not compile matches
+/// nothing.
+#[cfg(test)]
+pub(crate) fn glob_match(pattern: &str, path: &str) -> bool {
+    Glob::new(pattern).is_ok_and(|g| g.is_match(path))
 }
 
 /// The layout the card's configs give over the repo's `files`: each split's
@@ -269,10 +276,12 @@ pub(crate) fn card_layout<'a>(
         for (split, patterns) in splits {
             let mut matched: Vec<String> = Vec::new();
             for pattern in patterns {
+                let glob = Glob::new(pattern)
+                    .map_err(|e| format!("config {config:?}, split {split:?}: {e}"))?;
                 let mut hits: Vec<&str> = files
                     .clone()
                     .into_iter()
-                    .filter(|f| glob_match(pattern, f))
+                    .filter(|f| glob.is_match(f))
                     .collect();
                 if hits.is_empty() {
                     return Err(format!(
@@ -413,6 +422,14 @@ mod tests {
             ("d/[a-c]x.parquet", "d/bx.parquet"),
             ("d/[!a]x.parquet", "d/bx.parquet"),
             ("./a.parquet", "a.parquet"),
+            ("d/[^a]x.parquet", "d/bx.parquet"),
+            ("d/[]]x.parquet", "d/]x.parquet"),
+            ("d/[x.parquet", "d/[x.parquet"),
+            ("d/[x{a}.parquet", "d/[x{a}.parquet"),
+            ("d/{a,b}.parquet", "d/{a,b}.parquet"),
+            ("d\\*.parquet", "d\\x.parquet"),
+            ("**", "a/b/c.parquet"),
+            ("a/**/b/*.parquet", "a/x/y/b/z.parquet"),
         ] {
             assert!(glob_match(p, s), "{p} {s}");
         }
@@ -423,9 +440,32 @@ mod tests {
             ("d/[a-c]x.parquet", "d/dx.parquet"),
             ("d/[!a]x.parquet", "d/ax.parquet"),
             ("a.parquet", "a.parquet.lock"),
+            ("d/{a,b}.parquet", "d/a.parquet"),
+            ("d/[x.parquet", "d/x.parquet"),
+            ("a/**/b/*.parquet", "a/x/y/c/z.parquet"),
         ] {
             assert!(!glob_match(p, s), "{p} {s}");
         }
+    }
+
+    #[test]
+    fn globs_match_in_linear_time() {
+        // A backtracking matcher tries every split of the name among the
+        // stars: this ran for hours. A compiled matcher answers at once.
+        let pattern = format!("{}*b.parquet", "*a".repeat(12));
+        let name = format!("{}.parquet", "a".repeat(52));
+        let start = std::time::Instant::now();
+        assert!(!glob_match(&pattern, &name));
+        let names: Vec<String> = (0..200).map(|i| format!("{}{i}", "a".repeat(60))).collect();
+        let card = format!("---\nconfigs:\n- config_name: a\n  data_files: \"{pattern}\"\n---\n");
+        let c = parse_card(&card).unwrap().unwrap();
+        let e = card_layout(&c, names.iter().map(String::as_str)).unwrap_err();
+        assert!(e.contains("matches no file"), "{e}");
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
     }
 
     #[test]

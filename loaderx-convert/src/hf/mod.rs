@@ -53,6 +53,8 @@
 pub(crate) mod audio;
 mod card;
 mod decode;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod hub;
 pub(crate) mod images;
 mod layout;
@@ -242,7 +244,9 @@ impl HfSource {
     /// `tokenizer.json` file, a directory holding one, or a Hub model repo
     /// id (its `tokenizer.json` fetched at [`HfSource::tokenizer_revision`],
     /// pinned to a commit and reported). Special tokens are not added and no
-    /// EOS is appended unless asked for.
+    /// EOS is appended unless asked for. The file's own `truncation` and
+    /// `padding` settings are not applied: every record holds all of its
+    /// string's tokens.
     pub fn tokenizer(mut self, reference: impl Into<String>) -> HfSource {
         let (add_special_tokens, append_eos, eos_token, revision) = match &self.text {
             TextMode::Tokens {

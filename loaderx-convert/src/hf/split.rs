@@ -2,7 +2,10 @@
 //!
 //! Rows are read in bounded batches and written whenever the buffered
 //! records reach `max_records` or their bytes reach `max_bytes`, so memory
-//! stays bounded whatever the dataset size. Image and audio columns get a
+//! stays bounded whatever the dataset size. Read batches are sized by the
+//! bytes their rows actually decode to, never by a file's own statistics,
+//! and a panic inside the parquet crate on a malformed file is an error
+//! naming the file. Image and audio columns get a
 //! first pass over their headers: Dense or Ragged for images, the rank
 //! (mono or multi-channel) for audio, and the decoded size of a row.
 //!
@@ -11,7 +14,9 @@
 //! value in any selected column is left out of every column of the split,
 //! so the stores stay aligned; the counts are reported.
 
+use std::any::Any;
 use std::fs::File;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
@@ -19,7 +24,8 @@ use arrow_schema::SchemaRef;
 use indicatif::ProgressBar;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder,
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
+    ParquetRecordBatchReaderBuilder,
 };
 use serde_json::Value;
 
@@ -76,8 +82,10 @@ struct ParquetFile {
 impl ParquetFile {
     fn open(path: &PathBuf, label: &str) -> Result<ParquetFile, Error> {
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
-        let meta = ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-            .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
+        let meta = guard(label, || {
+            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
+        })?
+        .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
         Ok(ParquetFile {
             path: path.clone(),
             label: label.to_owned(),
@@ -89,33 +97,183 @@ impl ParquetFile {
         u64::try_from(self.meta.metadata().file_metadata().num_rows()).unwrap_or(0)
     }
 
-    /// Average uncompressed bytes of a row, from the row-group statistics.
-    fn row_bytes(&self) -> usize {
-        let groups = self.meta.metadata().row_groups();
-        let bytes: i64 = groups.iter().map(|g| g.total_byte_size()).sum();
-        let rows: i64 = groups.iter().map(|g| g.num_rows()).sum();
-        usize::try_from(bytes / rows.max(1)).unwrap_or(0).max(1)
+    /// The file's rows (only `columns`, when given) in batches of about
+    /// `target` decoded bytes each, counting `extra_row_bytes` more per row
+    /// for what a row decodes to later (pixels, samples), and at most
+    /// `max_rows` rows.
+    fn batches<'a>(
+        &'a self,
+        target: usize,
+        extra_row_bytes: usize,
+        max_rows: usize,
+        columns: Option<&'a [usize]>,
+    ) -> Batches<'a> {
+        Batches {
+            file: self,
+            columns,
+            target: target.max(1),
+            extra_row_bytes,
+            max_rows: max_rows.max(1),
+            rows: 1,
+            done: 0,
+            grown: 0,
+            reader: None,
+            finished: false,
+        }
     }
 
-    fn batches(
+    /// A reader of the rows from `offset` on, `rows` at a time.
+    fn reader(
         &self,
-        batch_rows: usize,
+        rows: usize,
+        offset: usize,
         columns: Option<&[usize]>,
-    ) -> Result<impl Iterator<Item = Result<RecordBatch, Error>> + '_, Error> {
+    ) -> Result<ParquetRecordBatchReader, Error> {
         let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
-        let mut builder =
-            ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
-                .with_batch_size(batch_rows.max(1));
-        if let Some(columns) = columns {
-            let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
-            builder = builder.with_projection(mask);
-        }
-        let reader = builder
-            .build()
-            .map_err(|e| source_error(&self.label, format!("cannot read: {e}")))?;
-        Ok(reader
-            .map(move |b| b.map_err(|e| source_error(&self.label, format!("cannot decode: {e}")))))
+        guard(&self.label, || {
+            let mut builder =
+                ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
+                    .with_batch_size(rows)
+                    .with_offset(offset);
+            if let Some(columns) = columns {
+                let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
+                builder = builder.with_projection(mask);
+            }
+            builder.build()
+        })?
+        .map_err(|e| source_error(&self.label, format!("cannot read: {e}")))
     }
+}
+
+/// How many times a reader is rebuilt to read larger batches, per file (a
+/// rebuilt reader skips the rows already read again).
+const MAX_GROWTH: u32 = 4;
+
+/// The batches of one file, sized by the bytes they actually decode to
+/// (never by the file's own statistics, which it may state falsely): the
+/// first batch is one row; whenever a batch comes out more than twice the
+/// target, or (a few times) under a quarter of it, the reader is rebuilt
+/// at the measured size from the next row on.
+struct Batches<'a> {
+    file: &'a ParquetFile,
+    columns: Option<&'a [usize]>,
+    target: usize,
+    extra_row_bytes: usize,
+    max_rows: usize,
+    /// Rows per batch of the current reader.
+    rows: usize,
+    /// Rows read so far.
+    done: usize,
+    /// Times the batch size grew.
+    grown: u32,
+    reader: Option<ParquetRecordBatchReader>,
+    finished: bool,
+}
+
+impl Batches<'_> {
+    /// Resizes the batches after `batch` (of `n` rows) when it was far
+    /// from the target.
+    fn resize(&mut self, batch: &RecordBatch) {
+        let n = batch.num_rows();
+        if n == 0 {
+            return;
+        }
+        let per_row = (batch.get_array_memory_size() / n)
+            .saturating_add(self.extra_row_bytes)
+            .max(1);
+        let ideal = (self.target / per_row).clamp(1, self.max_rows);
+        let shrink = ideal < self.rows / 2;
+        let grow =
+            n == self.rows && ideal >= self.rows.saturating_mul(4) && self.grown < MAX_GROWTH;
+        if shrink || grow {
+            self.grown += u32::from(grow);
+            self.rows = ideal;
+            self.reader = None;
+        }
+    }
+}
+
+impl Iterator for Batches<'_> {
+    type Item = Result<RecordBatch, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.finished {
+            return None;
+        }
+        let reader = match self.reader.take() {
+            Some(r) => r,
+            None => match self.file.reader(self.rows, self.done, self.columns) {
+                Ok(r) => r,
+                Err(e) => {
+                    self.finished = true;
+                    return Some(Err(e));
+                }
+            },
+        };
+        let reader = self.reader.insert(reader);
+        let file = self.file;
+        let label = &file.label;
+        match guard(label, || reader.next()) {
+            Ok(None) => {
+                self.finished = true;
+                None
+            }
+            Ok(Some(Ok(batch))) => {
+                self.done += batch.num_rows();
+                self.resize(&batch);
+                Some(Ok(batch))
+            }
+            Ok(Some(Err(e))) => {
+                self.finished = true;
+                Some(Err(source_error(label, format!("cannot decode: {e}"))))
+            }
+            Err(e) => {
+                self.finished = true;
+                Some(Err(e))
+            }
+        }
+    }
+}
+
+/// Decoded bytes of an image of `shape` whose elements take `size` bytes;
+/// `None` when that is more than a `u64` holds (a header may say anything).
+fn image_bytes(shape: &[usize], size: usize) -> Option<u64> {
+    shape
+        .iter()
+        .try_fold(size as u64, |n, &d| n.checked_mul(d as u64))
+}
+
+/// Decoded bytes of an audio record of `frames` frames of `channels`
+/// channels (`f32` samples) and its sampling rate; `None` on overflow.
+fn audio_bytes(frames: u64, channels: usize) -> Option<u64> {
+    frames
+        .checked_mul(u64::try_from(channels).ok()?)?
+        .checked_mul(4)?
+        .checked_add(4)
+}
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".to_owned())
+}
+
+/// Runs `f`, a call into the parquet crate on the bytes of file `label`: a
+/// panic there (a malformed file the crate does not check) becomes an
+/// error naming the file.
+fn guard<T>(label: &str, f: impl FnOnce() -> T) -> Result<T, Error> {
+    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
+        source_error(
+            label,
+            format!(
+                "the parquet reader failed on this malformed file (it panicked: {})",
+                panic_message(panic.as_ref())
+            ),
+        )
+    })
 }
 
 enum Writer {
@@ -377,8 +535,12 @@ fn survey_files(
         .collect();
     let mut row = 0u64;
     for file in files {
-        let batch_rows = (settings.max_bytes / 4 / file.row_bytes()).clamp(1, settings.max_records);
-        for batch in file.batches(batch_rows, Some(&indices))? {
+        for batch in file.batches(
+            settings.max_bytes / 4,
+            0,
+            settings.max_records,
+            Some(&indices),
+        ) {
             let batch = batch?;
             let drop = if dropping {
                 let mut drop = vec![false; batch.num_rows()];
@@ -423,8 +585,11 @@ fn survey_files(
                                         Ok((to, to.shape(shape[1] as u32, shape[0] as u32)))
                                     })
                                     .map_err(|e| fail(i, e))?;
-                                *bytes +=
-                                    (shape.iter().product::<usize>() * format.dtype.size()) as u64;
+                                *bytes = image_bytes(&shape, format.dtype.size())
+                                    .and_then(|n| bytes.checked_add(n))
+                                    .ok_or_else(|| {
+                                        fail(i, format!("an image of shape {shape:?} is too large"))
+                                    })?;
                                 survey
                                     .add(first + i as u64, format, shape)
                                     .map_err(|e| column_error(ctx, &plan.name, e))?;
@@ -439,7 +604,14 @@ fn survey_files(
                                 let head = p.map_err(|e| fail(i, e))?;
                                 *multichannel |= head.channels > 1;
                                 // Samples, and the rate.
-                                *bytes += head.frames.unwrap_or(0) * head.channels as u64 * 4 + 4;
+                                *bytes = audio_bytes(head.frames.unwrap_or(0), head.channels)
+                                    .and_then(|n| bytes.checked_add(n))
+                                    .ok_or_else(|| {
+                                        fail(
+                                            i,
+                                            "the audio file declares too many frames".to_owned(),
+                                        )
+                                    })?;
                             }
                         }
                     }
@@ -634,7 +806,8 @@ pub(crate) fn convert_split(
             .find(|(i, _, _)| *i == plan.index)
             .map(|(_, s, b)| (Some(s.clone()), *b))
             .unwrap_or_default();
-        decoded_row_bytes += usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX);
+        decoded_row_bytes = decoded_row_bytes
+            .saturating_add(usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX));
         let (decoder, stores) = plan_stores(&ctx, &plan, survey, settings)?;
         let mut sinks = Vec::with_capacity(stores.len());
         for summary in stores {
@@ -688,9 +861,13 @@ pub(crate) fn convert_split(
     let mut kept = 0u64;
     let (mut dropped_null, mut dropped_empty) = (0u64, 0u64);
     for file in &files {
-        let row_bytes = file.row_bytes().saturating_add(decoded_row_bytes).max(1);
-        let batch_rows = (settings.max_bytes / 4 / row_bytes).clamp(1, settings.max_records);
-        for batch in file.batches(batch_rows, Some(&projection))? {
+        let batches = file.batches(
+            settings.max_bytes / 4,
+            decoded_row_bytes,
+            settings.max_records,
+            Some(&projection),
+        );
+        for batch in batches {
             let batch = batch?;
             let mut offset = 0;
             while offset < batch.num_rows() {
@@ -830,4 +1007,201 @@ fn flush(ctx: &str, columns: &mut [Column]) -> Result<(), Error> {
         sink.buffer.clear();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, BinaryArray, StringArray, StructArray};
+    use arrow_schema::{DataType, Field};
+    use parquet::arrow::ArrowWriter;
+
+    use super::*;
+
+    fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
+        let batch = RecordBatch::try_from_iter(columns).unwrap();
+        let mut w =
+            ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+    }
+
+    fn settings() -> Settings {
+        Settings {
+            codec: Codec::Raw,
+            shards: 1,
+            max_records: 1024,
+            max_bytes: 1 << 20,
+            columns: Vec::new(),
+            drop: Vec::new(),
+            text: Some(TextEncoder::Bytes),
+            drop_null_rows: false,
+            drop_empty_rows: false,
+            image_mode: None,
+        }
+    }
+
+    fn convert(dir: &Path, file: &Path) -> Result<HfSplit, Error> {
+        convert_with(dir, file, &settings())
+    }
+
+    fn convert_with(dir: &Path, file: &Path, settings: &Settings) -> Result<HfSplit, Error> {
+        let root = StagedRoot::new(dir.join("out"))?;
+        let split = SplitSource {
+            name: "train".to_owned(),
+            partial: false,
+            files: vec![(file.to_path_buf(), "train.parquet".to_owned())],
+            context: "test".to_owned(),
+        };
+        convert_split(&root, &split, settings, &ProgressBar::hidden())
+    }
+
+    #[test]
+    fn batches_are_sized_by_decoded_bytes_not_by_the_files_statistics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.parquet");
+        // One 1 KiB string 8192 times: dictionary-encoded, the file states
+        // about one string's bytes; decoded, the column is 8 MiB.
+        let big = "x".repeat(1024);
+        let column = StringArray::from(vec![big.as_str(); 8192]);
+        write_parquet(&path, vec![("text", Arc::new(column) as ArrayRef)]);
+        let file = ParquetFile::open(&path, "t.parquet").unwrap();
+        let stated: i64 = file
+            .meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.total_byte_size())
+            .sum();
+        assert!(stated < 256 << 10, "{stated}");
+        let target = 64 << 10;
+        let (mut rows, mut largest, mut batches) = (0, 0, 0);
+        for batch in file.batches(target, 0, 32_768, None) {
+            let batch = batch.unwrap();
+            rows += batch.num_rows();
+            largest = largest.max(batch.get_array_memory_size());
+            batches += 1;
+        }
+        assert_eq!(rows, 8192);
+        assert!(largest <= 4 * target, "a batch of {largest} bytes");
+        // Not one row at a time either.
+        assert!(batches < 8192 / 16, "{batches} batches");
+        // Rows a later reader skips are not read twice.
+        let s = convert(dir.path(), &path).unwrap();
+        assert_eq!(s.records, 8192);
+    }
+
+    #[test]
+    fn decoded_sizes_that_overflow_are_none() {
+        // 2^31-1 squared RGBA 16-bit pixels (a PNG header may declare it):
+        // `product * size` overflowed in debug builds.
+        let side = 0x7fff_ffff;
+        assert_eq!(image_bytes(&[side, side, 4], 2), None);
+        assert_eq!(image_bytes(&[28, 28], 1), Some(784));
+        assert_eq!(image_bytes(&[2, 3, 3], 2), Some(36));
+        assert_eq!(audio_bytes(u64::MAX / 4, 2), None);
+        assert_eq!(audio_bytes(1 << 62, 1), None);
+        assert_eq!(audio_bytes(10, 2), Some(84));
+    }
+
+    #[test]
+    fn an_image_header_the_decoder_refuses_is_an_error_naming_the_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("i.parquet");
+        let png = png_header(0x7fff_ffff, 0x7fff_ffff);
+        let bytes = BinaryArray::from(vec![png.as_slice()]);
+        let names = StringArray::from(vec!["a.png"]);
+        let image = StructArray::from(vec![
+            (
+                Arc::new(Field::new("bytes", DataType::Binary, true)),
+                Arc::new(bytes) as ArrayRef,
+            ),
+            (
+                Arc::new(Field::new("path", DataType::Utf8, true)),
+                Arc::new(names) as ArrayRef,
+            ),
+        ]);
+        write_parquet(&path, vec![("image", Arc::new(image) as ArrayRef)]);
+        let e = convert(dir.path(), &path).unwrap_err().to_string();
+        assert!(e.contains("column \"image\": row 0"), "{e}");
+    }
+
+    #[test]
+    fn a_parquet_crate_panic_is_an_error_naming_the_file() {
+        // Seeds written by `datasets`, a few bytes changed (found by
+        // mutation): the parquet crate panics while decoding them.
+        for (name, bytes, panic) in [
+            (
+                "panics_negative_column_start.parquet",
+                &include_bytes!("../../testdata/panics_negative_column_start.parquet")[..],
+                "column start and length should not be negative",
+            ),
+            (
+                "panics_index_out_of_bounds.parquet",
+                &include_bytes!("../../testdata/panics_index_out_of_bounds.parquet")[..],
+                "index out of bounds",
+            ),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            // As the fuzz target converts: every column read from the start.
+            let settings = Settings {
+                max_records: 64,
+                drop_null_rows: true,
+                drop_empty_rows: true,
+                ..settings()
+            };
+            match convert_with(dir.path(), &path, &settings) {
+                Err(Error::Source { file, detail }) => {
+                    assert_eq!(file, "train.parquet");
+                    assert!(
+                        detail.contains("malformed") && detail.contains(panic),
+                        "{detail}"
+                    );
+                }
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+    }
+
+    /// A PNG whose header declares `width` x `height` RGBA 16-bit pixels.
+    fn png_header(width: u32, height: u32) -> Vec<u8> {
+        fn crc32(bytes: &[u8]) -> u32 {
+            let mut crc = !0u32;
+            for &b in bytes {
+                crc ^= u32::from(b);
+                for _ in 0..8 {
+                    crc = if crc & 1 == 1 {
+                        (crc >> 1) ^ 0xedb8_8320
+                    } else {
+                        crc >> 1
+                    };
+                }
+            }
+            !crc
+        }
+        fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
+            out.extend((data.len() as u32).to_be_bytes());
+            let mut body = kind.to_vec();
+            body.extend(data);
+            out.extend(&body);
+            out.extend(crc32(&body).to_be_bytes());
+        }
+        let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+        let mut ihdr = Vec::new();
+        ihdr.extend(width.to_be_bytes());
+        ihdr.extend(height.to_be_bytes());
+        ihdr.extend([16, 6, 0, 0, 0]);
+        chunk(&mut png, b"IHDR", &ihdr);
+        chunk(
+            &mut png,
+            b"IDAT",
+            &[0x78, 0x9c, 0x03, 0x00, 0x00, 0x00, 0x00, 0x01],
+        );
+        chunk(&mut png, b"IEND", &[]);
+        png
+    }
 }

@@ -7,10 +7,16 @@
 //!   pinned commit) into a Ragged `u32` rank-1 record of token ids,
 //!   optionally with the tokenizer's special tokens and an appended EOS id.
 //!
+//! A `tokenizer.json` may carry its own `truncation` and `padding` settings
+//! (many Hub tokenizers say `max_length: 512`); they are turned off, so
+//! every record holds all of its string's tokens and no padding. A panic
+//! inside the tokenizers crate on one string is an error naming the row.
+//!
 //! Rows are encoded in parallel on rayon's pool, one bounded write batch at
 //! a time. Empty strings and nulls are errors naming the row (unless the
 //! split drops such rows first).
 
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -41,6 +47,11 @@ pub struct TokenizerInfo {
     pub eos_id: Option<u32>,
     /// Size of the tokenizer's vocabulary, special tokens included.
     pub vocab_size: usize,
+    /// The `max_length` of the file's own `truncation` block, which is not
+    /// applied (records keep all their tokens).
+    pub ignored_truncation: Option<usize>,
+    /// True when the file has a `padding` block, which is not applied.
+    pub ignored_padding: bool,
 }
 
 /// How string columns are encoded.
@@ -153,8 +164,16 @@ pub(crate) fn load_tokenizer(
         };
         (file, config, Some((request.revision.clone(), resolved.sha)))
     };
-    let tokenizer = Tokenizer::from_file(&file)
+    let mut tokenizer = Tokenizer::from_file(&file)
         .map_err(|e| tok_error(reference, format!("cannot load {}: {e}", file.display())))?;
+    // The file's own truncation and padding would cut or pad every record
+    // silently (and a stride >= max_length makes the crate panic): off.
+    let ignored_truncation = tokenizer.get_truncation().map(|t| t.max_length);
+    let ignored_padding = tokenizer.get_padding().is_some();
+    tokenizer.with_padding(None);
+    tokenizer
+        .with_truncation(None)
+        .map_err(|e| tok_error(reference, format!("cannot turn its truncation off: {e}")))?;
     let eos_id = if request.append_eos {
         let name = request
             .eos_token
@@ -191,6 +210,8 @@ pub(crate) fn load_tokenizer(
             add_special_tokens: request.add_special_tokens,
             eos_id,
             vocab_size,
+            ignored_truncation,
+            ignored_padding,
         },
         tokenizer,
     })
@@ -244,16 +265,7 @@ pub(crate) fn decode_text(
             let encoded: Vec<Result<Vec<u32>, DecodeError>> = strings
                 .par_iter()
                 .enumerate()
-                .map(|(i, s)| {
-                    let row = first_row + i as u64;
-                    let enc = tokens
-                        .tokenizer
-                        .encode_fast(*s, tokens.info.add_special_tokens)
-                        .map_err(|e| DecodeError::at(row, format!("tokenizer failed: {e}")))?;
-                    let mut ids = enc.get_ids().to_vec();
-                    ids.extend(tokens.info.eos_id);
-                    Ok(ids)
-                })
+                .map(|(i, s)| encode_row(tokens, s, first_row + i as u64))
                 .collect();
             for (i, ids) in encoded.into_iter().enumerate() {
                 let ids = ids?;
@@ -279,6 +291,32 @@ pub(crate) fn decode_text(
     Ok(())
 }
 
+/// The token ids of `text`, split row `row`, EOS appended when asked. An
+/// error or a panic inside the tokenizers crate is an error naming the row.
+fn encode_row(tokens: &Tokens, text: &str, row: u64) -> Result<Vec<u32>, DecodeError> {
+    let encode = || {
+        tokens
+            .tokenizer
+            .encode_fast(text, tokens.info.add_special_tokens)
+    };
+    let enc = match std::panic::catch_unwind(AssertUnwindSafe(encode)) {
+        Ok(Ok(enc)) => enc,
+        Ok(Err(e)) => return Err(DecodeError::at(row, format!("tokenizer failed: {e}"))),
+        Err(panic) => {
+            return Err(DecodeError::at(
+                row,
+                format!(
+                    "the tokenizer panicked: {}",
+                    super::split::panic_message(panic.as_ref())
+                ),
+            ));
+        }
+    };
+    let mut ids = enc.get_ids().to_vec();
+    ids.extend(tokens.info.eos_id);
+    Ok(ids)
+}
+
 /// Checks a tokenizer reference before any request: a path or a repo id.
 pub(crate) fn check_reference(reference: &str) -> Result<(), Error> {
     if reference.is_empty() {
@@ -289,4 +327,112 @@ pub(crate) fn check_reference(reference: &str) -> Result<(), Error> {
         return Ok(());
     }
     hub::check_repo_id(reference, "model")
+}
+
+#[cfg(test)]
+mod tests {
+    use arrow_array::StringArray;
+
+    use super::*;
+
+    /// A word-level tokenizer whose file asks for truncation to 2 tokens
+    /// (with `stride`) and padding to 8.
+    fn tokenizer_json(stride: usize) -> String {
+        format!(
+            r#"{{"version":"1.0",
+            "truncation":{{"direction":"Right","max_length":2,"strategy":"LongestFirst","stride":{stride}}},
+            "padding":{{"strategy":{{"Fixed":8}},"direction":"Right","pad_to_multiple_of":null,
+                "pad_id":0,"pad_type_id":0,"pad_token":"[PAD]"}},
+            "added_tokens":[],"normalizer":null,"pre_tokenizer":{{"type":"WhitespaceSplit"}},
+            "post_processor":null,"decoder":null,
+            "model":{{"type":"WordLevel","vocab":{{"[PAD]":0,"[UNK]":1,"a":2,"b":3,"c":4}},
+                "unk_token":"[UNK]"}}}}"#
+        )
+    }
+
+    fn load(stride: usize) -> (tempfile::TempDir, Tokens) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokenizer.json");
+        std::fs::write(&file, tokenizer_json(stride)).unwrap();
+        let request = TokenizerRequest {
+            reference: file.to_str().unwrap().to_owned(),
+            revision: "main".to_owned(),
+            add_special_tokens: false,
+            append_eos: false,
+            eos_token: None,
+        };
+        let settings = HubSettings {
+            endpoint: None,
+            cache_dir: None,
+            token: None,
+            progress: false,
+        };
+        let tokens = load_tokenizer(&request, settings).unwrap();
+        (dir, tokens)
+    }
+
+    fn encode(
+        tokens: Tokens,
+        strings: &[&str],
+        first_row: u64,
+    ) -> Result<Vec<Vec<u32>>, DecodeError> {
+        let column = StringArray::from(strings.to_vec());
+        let mut out = RecordBuffer::new(1);
+        decode_text(
+            &column,
+            first_row,
+            &TextEncoder::Tokens(Arc::new(tokens)),
+            &mut out,
+        )?;
+        Ok(out
+            .iter()
+            .map(|(_, bytes)| {
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                    .collect()
+            })
+            .collect())
+    }
+
+    #[test]
+    fn the_files_truncation_and_padding_are_not_applied() {
+        let (_dir, tokens) = load(0);
+        assert_eq!(tokens.info.ignored_truncation, Some(2));
+        assert!(tokens.info.ignored_padding);
+        let ids = encode(tokens, &["a b c a b", "c"], 0).unwrap();
+        assert_eq!(ids, [vec![2, 3, 4, 2, 3], vec![4]]);
+    }
+
+    #[test]
+    fn a_stride_beyond_max_length_does_not_panic() {
+        // tokenizers asserts stride < max_length while truncating.
+        let (_dir, tokens) = load(5);
+        let ids = encode(tokens, &["a b c", "b"], 0).unwrap();
+        assert_eq!(ids, [vec![2, 3, 4], vec![3]]);
+    }
+
+    #[test]
+    fn a_panic_in_the_tokenizer_is_an_error_naming_the_row() {
+        // The same file used as is (truncation on, stride 5 >= max_length 2):
+        // the tokenizers crate panics on any string longer than 2 tokens.
+        let tokenizer: Tokenizer = tokenizer_json(5).parse().unwrap();
+        let tokens = Tokens {
+            tokenizer,
+            info: TokenizerInfo {
+                reference: "t".to_owned(),
+                hub: None,
+                file: PathBuf::from("t"),
+                add_special_tokens: false,
+                eos_id: None,
+                vocab_size: 5,
+                ignored_truncation: None,
+                ignored_padding: false,
+            },
+        };
+        let e = encode(tokens, &["a", "a b c"], 10).unwrap_err();
+        assert_eq!(e.row, Some(11));
+        assert!(e.detail.contains("the tokenizer panicked"), "{}", e.detail);
+        assert!(e.detail.contains("stride"), "{}", e.detail);
+    }
 }
