@@ -105,3 +105,43 @@ fn seeds_are_valid_inputs() {
             .unwrap_or_else(|e| panic!("seed {} does not read: {e}", path.display()));
     }
 }
+
+#[test]
+fn idx_corpus() {
+    replay("idx", loaderx_fuzz::convert::idx);
+}
+
+#[test]
+fn image_corpus() {
+    replay("image", loaderx_fuzz::convert::image);
+}
+
+#[test]
+fn audio_corpus() {
+    replay("audio", loaderx_fuzz::convert::audio);
+}
+
+/// The files of `fuzz/corpus/<target>/` named `seed_*`: real files the
+/// fuzzer starts from.
+fn seeds(target: &str) -> impl Iterator<Item = (PathBuf, Vec<u8>)> {
+    files("corpus", target).into_iter().filter(|(p, _)| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("seed_"))
+    })
+}
+
+#[test]
+fn converter_seeds_decode() {
+    // The committed seeds must read or decode, not just fail cleanly.
+    for (path, bytes) in seeds("idx") {
+        loaderx_convert::fuzzing::idx(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    for (path, bytes) in seeds("image") {
+        loaderx_convert::fuzzing::decode_image(&bytes, None)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+    for (path, bytes) in seeds("audio") {
+        loaderx_convert::fuzzing::decode_audio(&bytes, 64 << 20)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}

@@ -389,7 +389,7 @@ pub(crate) fn decode_into(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn png(color: image::ExtendedColorType, w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
@@ -436,7 +436,7 @@ mod tests {
     }
 
     /// CRC-32 (ISO-HDLC) of `bytes`, as PNG chunks carry it.
-    fn crc32(bytes: &[u8]) -> u32 {
+    pub(crate) fn crc32(bytes: &[u8]) -> u32 {
         let mut crc = !0u32;
         for &b in bytes {
             crc ^= u32::from(b);

@@ -1169,20 +1169,7 @@ mod tests {
 
     /// A PNG whose header declares `width` x `height` RGBA 16-bit pixels.
     fn png_header(width: u32, height: u32) -> Vec<u8> {
-        fn crc32(bytes: &[u8]) -> u32 {
-            let mut crc = !0u32;
-            for &b in bytes {
-                crc ^= u32::from(b);
-                for _ in 0..8 {
-                    crc = if crc & 1 == 1 {
-                        (crc >> 1) ^ 0xedb8_8320
-                    } else {
-                        crc >> 1
-                    };
-                }
-            }
-            !crc
-        }
+        use crate::hf::images::tests::crc32;
         fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
             out.extend((data.len() as u32).to_be_bytes());
             let mut body = kind.to_vec();
