@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 
 use loaderx_core::format::Schema;
-use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter};
+use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, Generation};
 
 use crate::input::StoreInput;
 
@@ -88,9 +88,19 @@ pub fn store_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
         (DType::Bool, &[5][..], 1),
         (DType::F64, &[2][..], 4),
     ];
-    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+    for (codec, generation) in [
+        (Codec::Raw, Generation::V2_4_6),
+        (Codec::Zstd, Generation::V2_4_6),
+        (Codec::ZstdDict, Generation::V2_4_6),
+        (Codec::Raw, Generation::V2_8_19),
+        (Codec::Zstd, Generation::V2_8_19),
+    ] {
+        let options = |codec, shards| options(codec, shards).generation(generation);
         for &(dtype, shape, shards) in &cases {
-            let name = format!("dense_{dtype}_{}d_{codec}_{shards}s", shape.len());
+            let name = format!(
+                "dense_{dtype}_{}d_{codec}_{shards}s_{generation}",
+                shape.len()
+            );
             let path = tmp.join(&name);
             let mut w = DynDenseWriter::create(&path, dtype, shape, &options(codec, shards))
                 .map_err(other)?;
@@ -101,7 +111,7 @@ pub fn store_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
             seeds.push((name, StoreInput::read_dir(&path)?.encode()));
         }
         for (dtype, ndim, shards) in [(DType::U16, 1, 2), (DType::U8, 3, 1), (DType::F32, 2, 3)] {
-            let name = format!("ragged_{dtype}_{ndim}d_{codec}_{shards}s");
+            let name = format!("ragged_{dtype}_{ndim}d_{codec}_{shards}s_{generation}");
             let path = tmp.join(&name);
             let mut w = DynRaggedWriter::create(&path, dtype, ndim, &options(codec, shards))
                 .map_err(other)?;
@@ -134,11 +144,17 @@ pub fn ragged_record_seeds() -> Vec<(String, Vec<u8>)> {
             .enumerate()
             .filter(|(d, _)| d % 3 == k % 3)
         {
-            for codec in [0u8, 1] {
+            // Codec byte: raw/zstd in the low bit, then the generation
+            // (0: 2.4.6, 3: JSON, whose record carries u32 dims here).
+            for codec in [0u8, 1, 6, 7] {
                 let n: usize = shape.iter().product();
                 let mut bytes = vec![d as u8, (shape.len() - 1) as u8, codec];
                 for &dim in *shape {
-                    bytes.extend_from_slice(&(dim as u64).to_le_bytes());
+                    if codec >> 1 == 3 {
+                        bytes.extend_from_slice(&(dim as u32).to_le_bytes());
+                    } else {
+                        bytes.extend_from_slice(&(dim as u64).to_le_bytes());
+                    }
                 }
                 bytes.extend(elements(*dtype, k, n));
                 seeds.push((format!("{dtype}_{}d_{codec}", shape.len()), bytes));
@@ -153,11 +169,13 @@ pub fn schema_seeds() -> Vec<(String, Vec<u8>)> {
     let mut seeds = Vec::new();
     for (d, dtype) in DType::ALL.iter().enumerate() {
         let shape: Vec<usize> = (0..d % 4).map(|a| 2 + a).collect();
-        if let Ok(bytes) = Schema::dense(*dtype, &shape).and_then(|s| s.encode()) {
-            seeds.push((format!("dense_{dtype}_{}d", shape.len()), bytes));
-        }
-        if let Ok(bytes) = Schema::ragged(*dtype, 1 + d % 3).and_then(|s| s.encode()) {
-            seeds.push((format!("ragged_{dtype}_{}d", 1 + d % 3), bytes));
+        for g in [Generation::V2_4_6, Generation::V2_8_12, Generation::V2_8_19] {
+            if let Ok(bytes) = Schema::dense(*dtype, &shape).and_then(|s| s.encode(g)) {
+                seeds.push((format!("dense_{dtype}_{}d_{g}", shape.len()), bytes));
+            }
+            if let Ok(bytes) = Schema::ragged(*dtype, 1 + d % 3).and_then(|s| s.encode(g)) {
+                seeds.push((format!("ragged_{dtype}_{}d_{g}", 1 + d % 3), bytes));
+            }
         }
     }
     seeds

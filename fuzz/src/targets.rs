@@ -3,7 +3,7 @@
 
 use loaderx_core::Codec;
 use loaderx_core::format::{MAX_DATA_SHARDS, RecordLoc, Schema, StaticPage};
-use loaderx_core::{DType, DynRagged, Store, digest};
+use loaderx_core::{DType, DynRagged, Generation, Store, digest};
 use loaderx_core::{Sampler, SamplerMode};
 
 use crate::input::{StoreInput, scratch_dir};
@@ -112,13 +112,16 @@ fn ragged(r: &DynRagged, indices: &[u64]) {
 
 /// A one-record Ragged store whose record payload (shape header and
 /// elements) is the input, after three bytes that choose the dtype, the
-/// rank (1 to 4) and the codec (raw or zstd).
+/// rank (1 to 4), the codec (raw or zstd, the low bit) and the schema's
+/// generation (the next two bits: 2.4.6, 2.8.12, or JSON, whose dims width
+/// the reader then detects from the record).
 pub fn ragged_record(data: &[u8]) {
     let [dtype, ndim, codec, payload @ ..] = data else {
         return;
     };
     let dtype = DType::ALL[usize::from(*dtype) % DType::ALL.len()];
     let ndim = 1 + usize::from(ndim % 4);
+    let generation = Generation::ALL[usize::from(codec >> 1) % Generation::ALL.len()];
     let (codec, stored) = if codec % 2 == 0 {
         (Codec::Raw, payload.to_vec())
     } else {
@@ -128,7 +131,7 @@ pub fn ragged_record(data: &[u8]) {
         (Codec::Zstd, frame)
     };
     let (Ok(schema), Ok(logical)) = (
-        Schema::ragged(dtype, ndim).and_then(|s| s.encode()),
+        Schema::ragged(dtype, ndim).and_then(|s| s.encode(generation)),
         u32::try_from(payload.len()),
     ) else {
         return;
@@ -156,17 +159,33 @@ pub fn ragged_record(data: &[u8]) {
     ragged(&store, &[0, 0]);
 }
 
-/// Decodes the input as a store schema; a schema that decodes must encode
-/// back to bytes that decode to the same schema.
+/// Decodes the input as a store schema (MsgPack or JSON); a schema that
+/// decodes must encode, in every generation that can express it, to bytes
+/// that decode to the same schema and generation (a JSON schema decodes as
+/// 2.8.19's, which 2.8.18's is byte for byte).
 pub fn schema(data: &[u8]) {
-    let Ok(schema) = Schema::decode(data, "meta.zr") else {
+    let Ok((schema, generation)) = Schema::decode_generation(data, "meta.zr") else {
         return;
     };
     let _ = schema.record_bytes();
     let _ = (schema.kind(), schema.dtype(), schema.ndim());
-    if let Ok(bytes) = schema.encode() {
-        match Schema::decode(&bytes, "meta.zr") {
-            Ok(back) => assert_eq!(back, schema, "schema does not survive a round trip"),
+    assert!(generation.supports(schema.dtype()));
+    for g in Generation::ALL {
+        let Ok(bytes) = schema.encode(g) else {
+            assert!(!g.supports(schema.dtype()), "{g} cannot encode {schema:?}");
+            continue;
+        };
+        let want = if g.json_schema() {
+            Generation::V2_8_19
+        } else {
+            g
+        };
+        match Schema::decode_generation(&bytes, "meta.zr") {
+            Ok(back) => assert_eq!(
+                back,
+                (schema.clone(), want),
+                "schema does not survive a round trip"
+            ),
             Err(e) => panic!("an encoded schema does not decode: {e}"),
         }
     }

@@ -85,7 +85,9 @@ fn write_dense(path: &Path, dtype: DType, shape: &[usize], n: usize) -> Vec<u8> 
 #[test]
 fn every_dtype_round_trips_to_tensors() {
     let dir = tempfile::tempdir().unwrap();
-    for dtype in DType::ALL {
+    // The classic types; bf16, float8 and complex are refused by name
+    // until the adapters map them.
+    for dtype in DType::CLASSIC {
         let path = dir.path().join(dtype.name());
         let data = write_dense(&path, dtype, &[2, 3], 8);
         let mut loader = DataLoader::builder()

@@ -9,7 +9,14 @@
 //! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
 //!   printing the commit sha it was read at;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
-//!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last.
+//!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
+//! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
+//!   another format generation (Dense payloads copied, Ragged records
+//!   re-headed only where their dims change width).
+//!
+//! `info` names the store's format generation and the Python loaderx
+//! releases that read it; `convert` and `push` take `--format` (2.4.6, the
+//! default, or 2.8.19).
 //!
 //! Every STORE may be a URL (`s3://bucket/prefix/store`, …), and a convert's
 //! OUT too: the stores are written to a local staging directory, then pushed.
@@ -31,8 +38,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
-use loaderx_convert::idx::convert_idx_dir;
-use loaderx_core::{Codec, RemoteOptions, Store, redact_url};
+use loaderx_convert::idx::convert_idx_dir_as;
+use loaderx_core::{Codec, Generation, RemoteOptions, Store, redact_url};
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -76,6 +83,22 @@ enum Command {
         /// Multipart part size in MiB (at least 5).
         #[arg(long, default_value_t = 32)]
         part_mib: usize,
+        /// Push the store in this format generation (2.4.6 or 2.8.19),
+        /// migrated in a private staging directory first when it is in
+        /// another one (default: as it is).
+        #[arg(long = "format", value_name = "GENERATION")]
+        generation: Option<Generation>,
+    },
+    /// Rewrite a local store into another format generation: 2.4.6 (read
+    /// by Python loaderx 2.4.6 to 2.8.12) or 2.8.19.
+    Migrate {
+        /// Local store directory.
+        src: PathBuf,
+        /// New store directory (must not exist).
+        dst: PathBuf,
+        /// The generation to write.
+        #[arg(long = "format", value_name = "GENERATION")]
+        generation: Generation,
     },
     /// Convert a dataset to Zrecord stores under OUT/<split>/<column>.
     #[command(subcommand)]
@@ -100,6 +123,10 @@ enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
+        /// Format generation of the stores: 2.4.6 (read by Python loaderx
+        /// 2.4.6 to 2.8.12) or 2.8.19.
+        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
+        generation: Generation,
     },
     /// A Hugging Face Hub dataset (its parquet files): writes
     /// OUT/SPLIT/COLUMN stores and prints the commit sha it was read at.
@@ -135,6 +162,10 @@ enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
+        /// Format generation of the stores: 2.4.6 (read by Python loaderx
+        /// 2.4.6 to 2.8.12) or 2.8.19.
+        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
+        generation: Generation,
         /// Convert only these columns, in this order (comma-separated).
         #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
         columns: Vec<String>,
@@ -222,6 +253,7 @@ impl Command {
                 store.to_str().into_iter().collect()
             }
             Command::Push { url, .. } => vec![url.as_str()],
+            Command::Migrate { .. } => Vec::new(),
             Command::Convert(Convert::Idx { out, .. } | Convert::Hf { out, .. }) => {
                 out.to_str().into_iter().collect()
             }
@@ -280,13 +312,36 @@ fn run(command: &Command) -> Result<String, Error> {
             s.for_each_record(|_, _, _| Ok(()))?;
             Ok(format!("ok: {} records verified", s.len()))
         }
+        Command::Migrate {
+            src,
+            dst,
+            generation,
+        } => {
+            let from = Store::open(src)?.generation();
+            loaderx_core::migrate(src, dst, *generation)?;
+            Ok(format!(
+                "migrated {} ({from}) to {} ({generation})",
+                src.display(),
+                dst.display()
+            ))
+        }
         Command::Push {
             store,
             url,
             part_mib,
+            generation,
         } => {
             let o = RemoteOptions::from_env().part_bytes(part_mib.saturating_mul(1 << 20));
-            let r = loaderx_core::push(store, url, &o)?;
+            let staging;
+            let mut local = store.clone();
+            if let Some(g) = generation
+                && Store::open(store)?.generation() != *g
+            {
+                staging = Staging::new_in(&staging_base())?;
+                local = staging.root();
+                loaderx_core::migrate(store, &local, *g)?;
+            }
+            let r = loaderx_core::push(&local, url, &o)?;
             Ok(format!(
                 "pushed {} to {}: {} objects, {} bytes",
                 store.display(),
@@ -302,10 +357,7 @@ fn run(command: &Command) -> Result<String, Error> {
             match out.to_str().filter(|o| loaderx_core::is_url(o)) {
                 None => convert(c, out),
                 Some(url) => {
-                    let base = std::env::var_os("LOADERX_STAGING_DIR")
-                        .map(PathBuf::from)
-                        .unwrap_or_else(std::env::temp_dir);
-                    let staging = Staging::new_in(&base)?;
+                    let staging = Staging::new_in(&staging_base())?;
                     let root = staging.root();
                     let text = convert(c, &root)?;
                     let pushed = push_tree(&root, url)?;
@@ -319,7 +371,15 @@ fn run(command: &Command) -> Result<String, Error> {
     }
 }
 
-/// A local staging directory for a convert to a URL: a new directory with a
+/// Where staging directories are made: `LOADERX_STAGING_DIR`, else the
+/// system's temporary directory.
+fn staging_base() -> PathBuf {
+    std::env::var_os("LOADERX_STAGING_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// A local staging directory for a convert or push to a URL: a new directory with a
 /// random name, private to this user (mode 0700), removed when dropped.
 struct Staging {
     dir: tempfile::TempDir,
@@ -366,8 +426,9 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             out: _,
             codec,
             shards,
+            generation,
         } => {
-            let summary = convert_idx_dir(dir, out, *codec, *shards)?;
+            let summary = convert_idx_dir_as(dir, out, *codec, *shards, *generation)?;
             let splits: Vec<String> = summary
                 .splits
                 .iter()
@@ -390,6 +451,7 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             cache_dir,
             codec,
             shards,
+            generation,
             columns,
             drop,
             text,
@@ -407,6 +469,7 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 .splits(splits.iter().map(String::as_str))
                 .codec(*codec)
                 .shards(*shards)
+                .generation(*generation)
                 .columns(columns.iter().map(String::as_str))
                 .drop(drop.iter().map(String::as_str))
                 .drop_empty_rows(*drop_empty_rows)
@@ -455,11 +518,12 @@ fn info(store: &Store) -> Result<String, Error> {
     } else {
         path
     };
+    let generation = store.generation();
     Ok(format!(
-        "path: {path}\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}",
+        "path: {path}\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}\nformat: {generation} (written by Python loaderx {}; read by Python loaderx {})",
         store.kind(),
         store.dtype(),
-        store.dtype().numpy_str(),
+        store.dtype().numpy_name(),
         store.codec(),
         store.data_shards(),
         store.len(),
@@ -468,6 +532,8 @@ fn info(store: &Store) -> Result<String, Error> {
         } else {
             logical as f64 / stored as f64
         },
+        generation.written_by(),
+        generation.read_by(store.kind()),
     ))
 }
 
@@ -526,6 +592,7 @@ mod tests {
             store: PathBuf::from("s"),
             url: url.to_owned(),
             part_mib: 32,
+            generation: None,
         };
         assert_eq!(push.urls(), [url]);
     }

@@ -39,7 +39,8 @@ fn info_digest_verify() {
     let info = stdout(&loaderx(&["info"], &dense));
     for line in [
         "class: dense",
-        "dtype: u16 (<u2)",
+        "dtype: u16 (uint16)",
+        "format: 2.4.6 (written by Python loaderx 2.4.6 to 2.8.6; read by Python loaderx 2.4.6 to 2.8.12)",
         "item_shape: [2, 3]",
         "codec: zstd",
         "data_shards: 3",
@@ -70,6 +71,38 @@ fn info_digest_verify() {
         "{info}"
     );
     assert!(info.contains("logical_bytes: 4"), "{info}");
+
+    // migrate to 2.8.19 and back: the same digest, the generation in info.
+    let new = dir.path().join("ragged.2819");
+    let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["migrate", "--format", "2.8.19"])
+        .arg(&ragged)
+        .arg(&new)
+        .output()
+        .unwrap();
+    assert!(stdout(&out).contains("(2.4.6) to"), "{out:?}");
+    let info = stdout(&loaderx(&["info"], &new));
+    assert!(
+        info.contains(
+            "format: 2.8.19 (written by Python loaderx 2.8.19; read by Python loaderx 2.8.19)"
+        ),
+        "{info}"
+    );
+    assert_eq!(
+        stdout(&loaderx(&["digest"], &new)),
+        stdout(&loaderx(&["digest"], &ragged))
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["migrate", "--format", "2.8.18"])
+        .arg(&ragged)
+        .arg(dir.path().join("no"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("2.8.19"),
+        "{out:?}"
+    );
 
     // Damage the second record's stored dims: verify names the record.
     let data = std::fs::OpenOptions::new()

@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use flate2::read::GzDecoder;
 
 use loaderx_core::{
-    Codec, CreateOptions, DType, DynDenseWriter, train_dict, train_dict_from_array,
+    Codec, CreateOptions, DType, DynDenseWriter, Generation, train_dict, train_dict_from_array,
 };
 
 use crate::error::Error;
@@ -173,8 +173,11 @@ fn write_store(
     item_shape: &[usize],
     codec: Codec,
     shards: usize,
+    generation: Generation,
 ) -> Result<(), Error> {
-    let mut options = CreateOptions::new(codec).data_shards(shards);
+    let mut options = CreateOptions::new(codec)
+        .data_shards(shards)
+        .generation(generation);
     let records = array.dims[0];
     if codec == Codec::ZstdDict {
         let mut shape = vec![records];
@@ -214,6 +217,23 @@ pub fn convert_idx_dir(
     codec: Codec,
     shards: usize,
 ) -> Result<IdxSummary, Error> {
+    convert_idx_dir_as(dir, out, codec, shards, Generation::DEFAULT)
+}
+
+/// [`convert_idx_dir`], writing stores of the format generation
+/// `generation` (see [`CreateOptions::generation`]).
+///
+/// # Errors
+///
+/// As [`convert_idx_dir`]; [`Error::Store`] for a generation this crate does
+/// not write.
+pub fn convert_idx_dir_as(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    codec: Codec,
+    shards: usize,
+    generation: Generation,
+) -> Result<IdxSummary, Error> {
     let dir = dir.as_ref();
     let root = StagedRoot::new(out)?;
     let mut splits = Vec::new();
@@ -247,6 +267,7 @@ pub fn convert_idx_dir(
             &image_shape,
             codec,
             shards,
+            generation,
         )?;
         write_store(
             &root.store_path(split, "label")?,
@@ -254,6 +275,7 @@ pub fn convert_idx_dir(
             &[],
             codec,
             shards,
+            generation,
         )?;
         splits.push(IdxSplit {
             name: split.to_owned(),

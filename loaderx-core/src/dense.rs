@@ -376,6 +376,18 @@ impl DynDense {
         self.engine.data_shards()
     }
 
+    /// The engine underneath.
+    pub(crate) fn engine(&self) -> &crate::engine::StoreReader {
+        &self.engine
+    }
+
+    /// The format generation the store is in (see [`Generation`](crate::Generation));
+    /// a 2.8.18 Dense store is byte for byte a 2.8.19 one and reads as
+    /// [`Generation::V2_8_19`](crate::Generation::V2_8_19).
+    pub fn generation(&self) -> crate::Generation {
+        self.engine.generation()
+    }
+
     /// The store directory.
     pub fn path(&self) -> &Path {
         self.engine.path()

@@ -1,7 +1,14 @@
 use std::fmt;
 use std::str::FromStr;
 
-use half::f16;
+use half::{bf16, f16};
+
+pub use crate::float8::{F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu};
+
+/// A complex number of two `f32`, NumPy's `complex64` (re-exported from `num-complex`).
+pub type Complex32 = num_complex::Complex<f32>;
+/// A complex number of two `f64`, NumPy's `complex128` (re-exported from `num-complex`).
+pub type Complex64 = num_complex::Complex<f64>;
 
 use crate::error::{Error, ErrorKind};
 
@@ -9,26 +16,37 @@ use crate::error::{Error, ErrorKind};
 ///
 /// Element types: the [`DType`] value and the compile-time [`Element`] trait.
 ///
-/// Each type maps to exactly the NumPy dtype string Python loaderx writes into a
-/// store's schema:
+/// Each type has the NumPy name Python loaderx 2.8.12 and later write into a
+/// store's schema, and the classic ones also the NumPy `dtype.str` spelling
+/// of the 2.4.6 [`Generation`](crate::Generation):
 ///
-/// | Rust        | [`DType`]       | NumPy string | bytes |
-/// |-------------|-----------------|--------------|-------|
-/// | `bool`      | `DType::Bool`   | `\|b1`       | 1 |
-/// | `u8`        | `DType::U8`     | `\|u1`       | 1 |
-/// | `i8`        | `DType::I8`     | `\|i1`       | 1 |
-/// | `u16`       | `DType::U16`    | `<u2`        | 2 |
-/// | `i16`       | `DType::I16`    | `<i2`        | 2 |
-/// | `u32`       | `DType::U32`    | `<u4`        | 4 |
-/// | `i32`       | `DType::I32`    | `<i4`        | 4 |
-/// | `u64`       | `DType::U64`    | `<u8`        | 8 |
-/// | `i64`       | `DType::I64`    | `<i8`        | 8 |
-/// | `half::f16` | `DType::F16`    | `<f2`        | 2 |
-/// | `f32`       | `DType::F32`    | `<f4`        | 4 |
-/// | `f64`       | `DType::F64`    | `<f8`        | 8 |
+/// | Rust            | [`DType`]            | NumPy name        | NumPy `dtype.str` | bytes |
+/// |-----------------|----------------------|-------------------|-------------------|-------|
+/// | `bool`          | `DType::Bool`        | `bool`            | `\|b1`            | 1 |
+/// | `u8`            | `DType::U8`          | `uint8`           | `\|u1`            | 1 |
+/// | `i8`            | `DType::I8`          | `int8`            | `\|i1`            | 1 |
+/// | `u16`           | `DType::U16`         | `uint16`          | `<u2`             | 2 |
+/// | `i16`           | `DType::I16`         | `int16`           | `<i2`             | 2 |
+/// | `u32`           | `DType::U32`         | `uint32`          | `<u4`             | 4 |
+/// | `i32`           | `DType::I32`         | `int32`           | `<i4`             | 4 |
+/// | `u64`           | `DType::U64`         | `uint64`          | `<u8`             | 8 |
+/// | `i64`           | `DType::I64`         | `int64`           | `<i8`             | 8 |
+/// | `half::f16`     | `DType::F16`         | `float16`         | `<f2`             | 2 |
+/// | `f32`           | `DType::F32`         | `float32`         | `<f4`             | 4 |
+/// | `f64`           | `DType::F64`         | `float64`         | `<f8`             | 8 |
+/// | `half::bf16`    | `DType::BF16`        | `bfloat16`        | —                 | 2 |
+/// | [`F8E4M3Fn`]    | `DType::F8E4M3Fn`    | `float8_e4m3fn`   | —                 | 1 |
+/// | [`F8E4M3Fnuz`]  | `DType::F8E4M3Fnuz`  | `float8_e4m3fnuz` | —                 | 1 |
+/// | [`F8E5M2`]      | `DType::F8E5M2`      | `float8_e5m2`     | —                 | 1 |
+/// | [`F8E5M2Fnuz`]  | `DType::F8E5M2Fnuz`  | `float8_e5m2fnuz` | —                 | 1 |
+/// | [`F8E8M0Fnu`]   | `DType::F8E8M0Fnu`   | `float8_e8m0fnu`  | —                 | 1 |
+/// | [`Complex32`]   | `DType::C64`         | `complex64`       | `<c8`             | 8 |
+/// | [`Complex64`]   | `DType::C128`        | `complex128`      | `<c16`            | 16 |
 ///
 /// Records are stored little-endian, as NumPy writes them on every platform
-/// loaderx supports.
+/// loaderx supports. `bfloat16` and the float8 types have no NumPy spelling
+/// of their own (they come from `ml_dtypes`), so the 2.4.6 generation cannot
+/// express them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum DType {
@@ -56,11 +74,55 @@ pub enum DType {
     F32,
     /// `f64`.
     F64,
+    /// Brain floating point (`half::bf16`): f32's exponent, 7 mantissa bits.
+    BF16,
+    /// 8-bit float, 4 exponent bits, 3 mantissa bits, no infinities ([`F8E4M3Fn`]).
+    F8E4M3Fn,
+    /// 8-bit float, 4 exponent bits, 3 mantissa bits, no infinities and no
+    /// negative zero ([`F8E4M3Fnuz`]).
+    F8E4M3Fnuz,
+    /// 8-bit float, 5 exponent bits, 2 mantissa bits, IEEE-style ([`F8E5M2`]).
+    F8E5M2,
+    /// 8-bit float, 5 exponent bits, 2 mantissa bits, no infinities and no
+    /// negative zero ([`F8E5M2Fnuz`]).
+    F8E5M2Fnuz,
+    /// 8-bit unsigned power of two, the scale type of microscaling formats
+    /// ([`F8E8M0Fnu`]).
+    F8E8M0Fnu,
+    /// Complex number of two `f32` ([`Complex32`]).
+    C64,
+    /// Complex number of two `f64` ([`Complex64`]).
+    C128,
 }
 
 impl DType {
     /// Every supported type, in table order.
-    pub const ALL: [DType; 12] = [
+    pub const ALL: [DType; 20] = [
+        DType::Bool,
+        DType::U8,
+        DType::I8,
+        DType::U16,
+        DType::I16,
+        DType::U32,
+        DType::I32,
+        DType::U64,
+        DType::I64,
+        DType::F16,
+        DType::F32,
+        DType::F64,
+        DType::BF16,
+        DType::F8E4M3Fn,
+        DType::F8E4M3Fnuz,
+        DType::F8E5M2,
+        DType::F8E5M2Fnuz,
+        DType::F8E8M0Fnu,
+        DType::C64,
+        DType::C128,
+    ];
+
+    /// The twelve classic types (bool, the integers, `f16` to `f64`): what
+    /// every Python loaderx release reads, and every adapter maps.
+    pub const CLASSIC: [DType; 12] = [
         DType::Bool,
         DType::U8,
         DType::I8,
@@ -78,16 +140,26 @@ impl DType {
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {
-            DType::Bool | DType::U8 | DType::I8 => 1,
-            DType::U16 | DType::I16 | DType::F16 => 2,
+            DType::Bool
+            | DType::U8
+            | DType::I8
+            | DType::F8E4M3Fn
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0Fnu => 1,
+            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
             DType::U32 | DType::I32 | DType::F32 => 4,
-            DType::U64 | DType::I64 | DType::F64 => 8,
+            DType::U64 | DType::I64 | DType::F64 | DType::C64 => 8,
+            DType::C128 => 16,
         }
     }
 
-    /// The NumPy dtype string (`dtype.str`) Python loaderx persists.
-    pub const fn numpy_str(self) -> &'static str {
-        match self {
+    /// The NumPy `dtype.str` spelling the 2.4.6 generation persists, or
+    /// `None` for the types NumPy has no spelling of its own for
+    /// (`bfloat16` and the float8 types).
+    pub const fn numpy_str(self) -> Option<&'static str> {
+        Some(match self {
             DType::Bool => "|b1",
             DType::U8 => "|u1",
             DType::I8 => "|i1",
@@ -100,10 +172,46 @@ impl DType {
             DType::F16 => "<f2",
             DType::F32 => "<f4",
             DType::F64 => "<f8",
+            DType::C64 => "<c8",
+            DType::C128 => "<c16",
+            DType::BF16
+            | DType::F8E4M3Fn
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0Fnu => return None,
+        })
+    }
+
+    /// The NumPy (and `ml_dtypes`) `dtype.name` that Python loaderx 2.8.12
+    /// and later persist: `bool`, `uint8`, ..., `bfloat16`,
+    /// `float8_e4m3fn`, ..., `complex128`.
+    pub const fn numpy_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::U8 => "uint8",
+            DType::I8 => "int8",
+            DType::U16 => "uint16",
+            DType::I16 => "int16",
+            DType::U32 => "uint32",
+            DType::I32 => "int32",
+            DType::U64 => "uint64",
+            DType::I64 => "int64",
+            DType::F16 => "float16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+            DType::BF16 => "bfloat16",
+            DType::F8E4M3Fn => "float8_e4m3fn",
+            DType::F8E4M3Fnuz => "float8_e4m3fnuz",
+            DType::F8E5M2 => "float8_e5m2",
+            DType::F8E5M2Fnuz => "float8_e5m2fnuz",
+            DType::F8E8M0Fnu => "float8_e8m0fnu",
+            DType::C64 => "complex64",
+            DType::C128 => "complex128",
         }
     }
 
-    /// Parses a NumPy dtype string as Python loaderx writes it.
+    /// Parses a NumPy `dtype.str` as the 2.4.6 generation writes it.
     ///
     /// # Errors
     ///
@@ -111,17 +219,24 @@ impl DType {
     pub fn from_numpy_str(s: &str) -> Result<Self, Error> {
         DType::ALL
             .into_iter()
-            .find(|d| d.numpy_str() == s)
-            .ok_or_else(|| {
-                ErrorKind::UnsupportedDType {
-                    dtype: s.to_owned(),
-                }
-                .into()
-            })
+            .find(|d| d.numpy_str() == Some(s))
+            .ok_or_else(|| unsupported(s))
+    }
+
+    /// Parses a NumPy `dtype.name` as Python loaderx 2.8.12 and later write it.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::UnsupportedDType`] for any other string.
+    pub fn from_numpy_name(s: &str) -> Result<Self, Error> {
+        DType::ALL
+            .into_iter()
+            .find(|d| d.numpy_name() == s)
+            .ok_or_else(|| unsupported(s))
     }
 
     /// The values of an integer type as `(min, max)`, `bool` as `(0, 1)`;
-    /// `None` for the float types.
+    /// `None` for the floating-point and complex types.
     pub const fn int_range(self) -> Option<(i128, i128)> {
         Some(match self {
             DType::Bool => (0, 1),
@@ -133,11 +248,44 @@ impl DType {
             DType::I32 => (i32::MIN as i128, i32::MAX as i128),
             DType::U64 => (0, u64::MAX as i128),
             DType::I64 => (i64::MIN as i128, i64::MAX as i128),
-            DType::F16 | DType::F32 | DType::F64 => return None,
+            DType::F16
+            | DType::F32
+            | DType::F64
+            | DType::BF16
+            | DType::F8E4M3Fn
+            | DType::F8E4M3Fnuz
+            | DType::F8E5M2
+            | DType::F8E5M2Fnuz
+            | DType::F8E8M0Fnu
+            | DType::C64
+            | DType::C128 => return None,
         })
     }
 
-    /// The short name: `bool`, `u8`, ..., `f64`.
+    /// True for the real floating-point types (`f16` to `f64`, `bf16` and
+    /// the float8 types).
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            DType::F16
+                | DType::F32
+                | DType::F64
+                | DType::BF16
+                | DType::F8E4M3Fn
+                | DType::F8E4M3Fnuz
+                | DType::F8E5M2
+                | DType::F8E5M2Fnuz
+                | DType::F8E8M0Fnu
+        )
+    }
+
+    /// True for the complex types.
+    pub const fn is_complex(self) -> bool {
+        matches!(self, DType::C64 | DType::C128)
+    }
+
+    /// The short name: `bool`, `u8`, ..., `f64`, `bf16`, `f8e4m3fn`, ...,
+    /// `c64`, `c128`.
     pub const fn name(self) -> &'static str {
         match self {
             DType::Bool => "bool",
@@ -152,8 +300,23 @@ impl DType {
             DType::F16 => "f16",
             DType::F32 => "f32",
             DType::F64 => "f64",
+            DType::BF16 => "bf16",
+            DType::F8E4M3Fn => "f8e4m3fn",
+            DType::F8E4M3Fnuz => "f8e4m3fnuz",
+            DType::F8E5M2 => "f8e5m2",
+            DType::F8E5M2Fnuz => "f8e5m2fnuz",
+            DType::F8E8M0Fnu => "f8e8m0fnu",
+            DType::C64 => "c64",
+            DType::C128 => "c128",
         }
     }
+}
+
+fn unsupported(s: &str) -> Error {
+    ErrorKind::UnsupportedDType {
+        dtype: s.to_owned(),
+    }
+    .into()
 }
 
 impl fmt::Display for DType {
@@ -165,11 +328,12 @@ impl fmt::Display for DType {
 impl FromStr for DType {
     type Err = Error;
 
-    /// Accepts the short name (`u8`, `f16`, ...) or the NumPy string (`|u1`, `<f2`, ...).
+    /// Accepts the short name (`u8`, `bf16`, ...), the NumPy name (`uint8`,
+    /// `bfloat16`, ...) or the NumPy string (`|u1`, `<f2`, ...).
     fn from_str(s: &str) -> Result<Self, Error> {
         DType::ALL
             .into_iter()
-            .find(|d| d.name() == s)
+            .find(|d| d.name() == s || d.numpy_name() == s)
             .map_or_else(|| DType::from_numpy_str(s), Ok)
     }
 }
@@ -256,7 +420,9 @@ macro_rules! pod_element {
 
 pod_element!(
     u8 => U8, i8 => I8, u16 => U16, i16 => I16, u32 => U32, i32 => I32,
-    u64 => U64, i64 => I64, f16 => F16, f32 => F32, f64 => F64,
+    u64 => U64, i64 => I64, f16 => F16, f32 => F32, f64 => F64, bf16 => BF16,
+    F8E4M3Fn => F8E4M3Fn, F8E4M3Fnuz => F8E4M3Fnuz, F8E5M2 => F8E5M2,
+    F8E5M2Fnuz => F8E5M2Fnuz, F8E8M0Fnu => F8E8M0Fnu, Complex32 => C64, Complex64 => C128,
 );
 
 impl sealed::Sealed for bool {}
@@ -306,14 +472,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn numpy_strings_round_trip() {
+    fn numpy_spellings_round_trip() {
         for d in DType::ALL {
-            assert_eq!(DType::from_numpy_str(d.numpy_str()).unwrap(), d);
+            if let Some(s) = d.numpy_str() {
+                assert_eq!(DType::from_numpy_str(s).unwrap(), d);
+                assert_eq!(s.parse::<DType>().unwrap(), d);
+                assert_eq!(s[2..].parse::<usize>().unwrap(), d.size());
+            }
+            assert_eq!(DType::from_numpy_name(d.numpy_name()).unwrap(), d);
             assert_eq!(d.name().parse::<DType>().unwrap(), d);
-            assert_eq!(d.numpy_str()[2..].parse::<usize>().unwrap(), d.size());
+            assert_eq!(d.numpy_name().parse::<DType>().unwrap(), d);
         }
+        let unique: std::collections::HashSet<_> = DType::ALL.iter().map(|d| d.name()).collect();
+        assert_eq!(unique.len(), DType::ALL.len());
         assert!(DType::from_numpy_str(">i4").is_err());
-        assert!(DType::from_numpy_str("<c8").is_err());
+        assert!(DType::from_numpy_str("<V2").is_err());
+        assert!(DType::from_numpy_name("<i4").is_err());
+        assert!(DType::from_numpy_name("float8").is_err());
     }
 
     #[test]
@@ -323,7 +498,11 @@ mod tests {
         assert_eq!(DType::U64.int_range(), Some((0, u64::MAX.into())));
         assert_eq!(DType::F16.int_range(), None);
         for d in DType::ALL {
-            assert_eq!(d.int_range().is_some(), !d.name().starts_with('f'), "{d}");
+            assert_eq!(
+                d.int_range().is_some(),
+                !d.is_float() && !d.is_complex(),
+                "{d}"
+            );
         }
     }
 

@@ -83,11 +83,13 @@ mod digest;
 mod dtype;
 mod engine;
 mod error;
+mod float8;
 #[doc(hidden)]
 pub mod format;
 pub mod guide;
 pub mod host;
 mod loader;
+mod migrate;
 mod options;
 mod ragged;
 #[cfg(feature = "remote")]
@@ -103,14 +105,18 @@ pub use codec::{
 };
 pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};
-pub use dtype::{DType, Element};
+pub use dtype::{
+    Complex32, Complex64, DType, Element, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu,
+};
 pub use error::{Error, ErrorKind, Result, StoreKind};
+pub use format::Generation;
 pub use loader::{
     Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, EpochIter, EpochLoader,
     EpochStats, LoaderStats, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig,
     PinnedPoolStats, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter,
     StagingStats, Stream, downcast_staged,
 };
+pub use migrate::migrate;
 pub use options::CreateOptions;
 pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedGatherPlan,
@@ -125,6 +131,6 @@ pub use sampler::{FeistelPermutation, Sampler, SamplerBuilder, SamplerMode};
 pub use store::Store;
 
 #[doc(no_inline)]
-pub use half::f16;
+pub use half::{bf16, f16};
 #[doc(no_inline)]
 pub use ndarray;

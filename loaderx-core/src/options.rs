@@ -1,22 +1,25 @@
 use crate::codec::Codec;
 use crate::error::Error;
-use crate::format::{DEFAULT_DATA_SHARDS, MAX_DATA_SHARDS};
+use crate::format::{DEFAULT_DATA_SHARDS, Generation, MAX_DATA_SHARDS};
 
-/// How to create a store: codec, payload shard count and dictionary.
+/// How to create a store: codec, payload shard count, dictionary and format
+/// generation. Options shared by Dense and Ragged creation.
 ///
 /// ```
-/// use loaderx_core::{Codec, CreateOptions};
-/// let opts = CreateOptions::new(Codec::Zstd).data_shards(8);
+/// use loaderx_core::{Codec, CreateOptions, Generation};
+/// let opts = CreateOptions::new(Codec::Zstd)
+///     .data_shards(8)
+///     .generation(Generation::V2_8_19);
 /// assert_eq!(opts.codec(), Codec::Zstd);
+/// assert_eq!(opts.format_generation(), Generation::V2_8_19);
 /// ```
-///
-/// Options shared by Dense and Ragged creation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CreateOptions {
     codec: Codec,
     data_shards: usize,
     dict: Option<Vec<u8>>,
     sync_on_close: bool,
+    generation: Generation,
 }
 
 impl CreateOptions {
@@ -27,6 +30,7 @@ impl CreateOptions {
             data_shards: usize::from(DEFAULT_DATA_SHARDS),
             dict: None,
             sync_on_close: true,
+            generation: Generation::DEFAULT,
         }
     }
 
@@ -52,6 +56,22 @@ impl CreateOptions {
     pub fn sync_on_close(mut self, sync: bool) -> CreateOptions {
         self.sync_on_close = sync;
         self
+    }
+
+    /// The format generation to write ([`Generation::DEFAULT`], 2.4.6,
+    /// unless set): [`Generation::V2_4_6`] for Python loaderx 2.4.6 to
+    /// 2.8.12 readers, [`Generation::V2_8_19`] for 2.8.19 (and, for Dense
+    /// stores, 2.8.18). Creating a store refuses a generation this crate
+    /// does not write, and an element type the generation cannot express
+    /// (bfloat16 and float8 need 2.8.19).
+    pub fn generation(mut self, generation: Generation) -> CreateOptions {
+        self.generation = generation;
+        self
+    }
+
+    /// The format generation new stores are written in.
+    pub fn format_generation(&self) -> Generation {
+        self.generation
     }
 
     /// Whether `close` syncs (see [`sync_on_close`](Self::sync_on_close)).

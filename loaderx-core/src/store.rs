@@ -144,6 +144,14 @@ impl Store {
         }
     }
 
+    /// The format generation the store is in (see [`Generation`](crate::Generation)).
+    pub fn generation(&self) -> crate::Generation {
+        match self {
+            Store::Dense(s) => s.generation(),
+            Store::Ragged(s) => s.generation(),
+        }
+    }
+
     /// Bytes the store occupies.
     pub fn stored_bytes(&self) -> u64 {
         match self {

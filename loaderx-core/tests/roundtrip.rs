@@ -9,11 +9,27 @@ use loaderx_core::DigestBuilder;
 use loaderx_core::ndarray::{Array, ArrayD, IxDyn};
 use loaderx_core::{
     Codec, CreateOptions, DType, Dense, DenseWriter, DynDense, DynDenseWriter, DynRagged,
-    DynRaggedWriter, Element, Ragged, RaggedWriter, Store, digest, f16, train_dict,
+    DynRaggedWriter, Element, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu, Generation,
+    Ragged, RaggedWriter, Store, bf16, digest, f16, train_dict,
 };
 use proptest::prelude::*;
 
 const CODECS: [Codec; 3] = [Codec::Raw, Codec::Zstd, Codec::ZstdDict];
+
+/// The writable generation `pick` selects, or 2.8.19 for a type 2.4.6
+/// cannot express.
+fn generation_for(pick: bool, dtype: DType) -> Generation {
+    let g = if pick {
+        Generation::V2_8_19
+    } else {
+        Generation::V2_4_6
+    };
+    if g.supports(dtype) {
+        g
+    } else {
+        Generation::V2_8_19
+    }
+}
 
 /// One dictionary for every zstd_dict case (any dictionary fits any data).
 static DICT: LazyLock<Vec<u8>> = LazyLock::new(|| {
@@ -24,7 +40,13 @@ static DICT: LazyLock<Vec<u8>> = LazyLock::new(|| {
 });
 
 fn options(codec: Codec, shards: usize) -> CreateOptions {
-    let o = CreateOptions::new(codec).data_shards(shards);
+    options_in(codec, shards, Generation::DEFAULT)
+}
+
+fn options_in(codec: Codec, shards: usize, generation: Generation) -> CreateOptions {
+    let o = CreateOptions::new(codec)
+        .data_shards(shards)
+        .generation(generation);
     if codec == Codec::ZstdDict {
         o.dict_bytes(DICT.clone())
     } else {
@@ -77,12 +99,17 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
 
     #[test]
-    fn dense_round_trip((dtype, shape, codec, shards, splits, data, picks) in dense_case()) {
+    fn dense_round_trip(
+        (dtype, shape, codec, shards, splits, data, picks) in dense_case(),
+        pick in any::<bool>(),
+    ) {
         let data = fix_bools(dtype, data);
+        let generation = generation_for(pick, dtype);
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("d");
         let width = shape.iter().product::<usize>() * dtype.size();
-        let mut w = DynDenseWriter::create(&path, dtype, &shape, &options(codec, shards)).unwrap();
+        let opts = options_in(codec, shards, generation);
+        let mut w = DynDenseWriter::create(&path, dtype, &shape, &opts).unwrap();
         let mut at = 0;
         for &k in &splits {
             w.append_bytes(&data[at * width..(at + k) * width], k).unwrap();
@@ -97,6 +124,7 @@ proptest! {
         prop_assert_eq!(r.item_shape(), &shape[..]);
         prop_assert_eq!(r.codec(), codec);
         prop_assert_eq!(r.data_shards(), shards);
+        prop_assert_eq!(r.generation(), generation);
         let all: Vec<u64> = (0..n).collect();
         prop_assert_eq!(r.gather_bytes(&all).unwrap(), data.clone());
         let got = r.gather_bytes(&picks).unwrap();
@@ -118,9 +146,11 @@ proptest! {
         splits in prop::collection::vec(1usize..25, 1..4),
         seed in any::<u64>(),
         picks in prop::collection::vec(any::<u64>(), 0..40),
+        pick in any::<bool>(),
     ) {
         let dtype = DType::ALL[d];
         let codec = CODECS[c];
+        let generation = generation_for(pick, dtype);
         let n: usize = splits.iter().sum();
         let mut s = seed | 1;
         let mut next = || { s ^= s << 13; s ^= s >> 7; s ^= s << 17; s };
@@ -136,7 +166,8 @@ proptest! {
             .collect();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r");
-        let mut w = DynRaggedWriter::create(&path, dtype, ndim, &options(codec, shards)).unwrap();
+        let opts = options_in(codec, shards, generation);
+        let mut w = DynRaggedWriter::create(&path, dtype, ndim, &opts).unwrap();
         let mut at = 0;
         for &k in &splits {
             w.append_bytes((at..at + k).map(|i| (&shapes[i][..], &records[i][..]))).unwrap();
@@ -147,6 +178,7 @@ proptest! {
         let r = DynRagged::open(&path).unwrap();
         prop_assert_eq!(r.len(), n as u64);
         prop_assert_eq!(r.ndim(), ndim);
+        prop_assert_eq!(r.generation(), generation);
         let picks: Vec<u64> = picks.iter().map(|p| p % n as u64).collect();
         let batch = r.gather(&picks).unwrap();
         prop_assert_eq!(batch.len(), picks.len());
@@ -164,8 +196,13 @@ proptest! {
 /// slice, every read form, Ragged append of arrays, views and owned copies.
 fn typed_round_trip<T: Element + PartialEq>(make: impl Fn(usize) -> T) {
     let dir = tempfile::tempdir().unwrap();
-    for codec in CODECS {
-        let path = dir.path().join(format!("dense_{codec}"));
+    for (codec, generation) in CODECS
+        .into_iter()
+        .flat_map(|c| Generation::WRITABLE.map(|g| (c, g)))
+        .filter(|&(_, g)| g.supports(T::DTYPE))
+    {
+        let options = |codec, shards| options_in(codec, shards, generation);
+        let path = dir.path().join(format!("dense_{codec}_{generation}"));
         let batch = Array::from_shape_fn((10, 2, 3), |(i, j, k)| make(i * 6 + j * 3 + k));
         let mut w = DenseWriter::<T>::create_with(&path, &[2, 3], &options(codec, 3)).unwrap();
         w.append(&batch).unwrap();
@@ -194,7 +231,7 @@ fn typed_round_trip<T: Element + PartialEq>(make: impl Fn(usize) -> T) {
         assert_eq!(into[6], make(60));
         assert!(ds.gather(&[]).unwrap().is_empty());
 
-        let path = dir.path().join(format!("ragged_{codec}"));
+        let path = dir.path().join(format!("ragged_{codec}_{generation}"));
         let recs: Vec<ArrayD<T>> = (1..8)
             .map(|n| ArrayD::from_shape_fn(IxDyn(&[n, 8 - n]), |ix| make(ix[0] * 10 + ix[1] + n)))
             .collect();
@@ -237,6 +274,14 @@ fn typed_api_every_dtype() {
     typed_round_trip(|i| f16::from_f32(i as f32 * 0.5));
     typed_round_trip(|i| i as f32 * -1.25);
     typed_round_trip(|i| i as f64 * 1e300);
+    typed_round_trip(|i| bf16::from_f32(i as f32 * -0.75));
+    typed_round_trip(|i| F8E4M3Fn::from_bits(i as u8));
+    typed_round_trip(|i| F8E4M3Fnuz::from_bits(i as u8 ^ 0x55));
+    typed_round_trip(|i| F8E5M2::from_bits(i as u8));
+    typed_round_trip(|i| F8E5M2Fnuz::from_bits(!(i as u8)));
+    typed_round_trip(|i| F8E8M0Fnu::from_bits(i as u8));
+    typed_round_trip(|i| loaderx_core::Complex32::new(i as f32, -(i as f32)));
+    typed_round_trip(|i| loaderx_core::Complex64::new(i as f64 * 1e300, 0.5));
 }
 
 #[test]
@@ -362,4 +407,233 @@ fn bool_bytes_other_than_0_and_1_are_refused_at_append() {
     assert_eq!(w.len(), 0, "nothing of a refused batch is written");
     w.append_bytes([(&[2usize][..], &[1u8, 0][..])]).unwrap();
     w.close().unwrap();
+}
+
+// ---------------------------------------------------------------- generations
+
+/// Every file of a store directory, by name.
+fn files(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn stores_match_python_2_8_19_byte_for_byte() {
+    // Written by Python loaderx 2.8.19: DenseWriter(uint8, (4, 3), raw, 1
+    // shard) of arange(24); RaggedWriter(int32, ndim=2, raw, 1 shard) of
+    // arange(6).reshape(2, 3) and arange(4).reshape(1, 4).
+    let dir = tempfile::tempdir().unwrap();
+    let opts = options_in(Codec::Raw, 1, Generation::V2_8_19);
+    let d = dir.path().join("d");
+    let mut w = DynDenseWriter::create(&d, DType::U8, &[4, 3], &opts).unwrap();
+    w.append_bytes(&(0..24).collect::<Vec<u8>>(), 2).unwrap();
+    w.close().unwrap();
+    let r = dir.path().join("r");
+    let mut w = RaggedWriter::<i32>::create_with(&r, 2, &opts).unwrap();
+    w.append([
+        Array::from_shape_vec((2, 3), (0..6).collect()).unwrap(),
+        Array::from_shape_vec((1, 4), (0..4).collect()).unwrap(),
+    ])
+    .unwrap();
+    w.close().unwrap();
+
+    let page = |length: u64, tail: u64, schema: &[u8]| {
+        let mut m = vec![0u8; 4096];
+        m[..8].copy_from_slice(&length.to_le_bytes());
+        m[8..10].copy_from_slice(&(schema.len() as u16).to_le_bytes());
+        m[10] = 1;
+        m[16..24].copy_from_slice(&tail.to_le_bytes());
+        m[2056..2056 + schema.len()].copy_from_slice(schema);
+        m
+    };
+    let mut meta = page(2, 24, br#"{"dtype": "uint8", "item_shape": [4, 3]}"#);
+    meta.extend(hex(
+        "00000000000000000c0000000c0000000c000000000000000c0000000c000000",
+    ));
+    assert_eq!(std::fs::read(d.join("meta.zr")).unwrap(), meta);
+    let mut meta = page(2, 56, br#"{"dtype": "int32", "ndim": 2}"#);
+    meta.extend(hex(
+        "0000000000000000200000002000000020000000000000001800000018000000",
+    ));
+    assert_eq!(std::fs::read(r.join("meta.zr")).unwrap(), meta);
+    assert_eq!(
+        std::fs::read(r.join("data_0.zr")).unwrap(),
+        hex(
+            "0200000003000000000000000100000002000000030000000400000005000000\
+             010000000400000000000000010000000200000003000000"
+        )
+    );
+    assert_eq!(Store::open(&d).unwrap().generation(), Generation::V2_8_19);
+    assert_eq!(Store::open(&r).unwrap().generation(), Generation::V2_8_19);
+}
+
+#[test]
+fn json_ragged_stores_tell_2_8_18_from_2_8_19_by_their_dims() {
+    let dir = tempfile::tempdir().unwrap();
+    let old = dir.path().join("u64");
+    let mut w = RaggedWriter::<i16>::create(&old, 1, Codec::Zstd).unwrap();
+    w.append([vec![1i16, 2, 3], vec![4]]).unwrap();
+    w.close().unwrap();
+    // The same records under 2.8.18's JSON schema: u64 dims, as before.
+    let mut meta = std::fs::read(old.join("meta.zr")).unwrap();
+    let schema = br#"{"dtype": "int16", "ndim": 1}"#;
+    meta[8..10].copy_from_slice(&(schema.len() as u16).to_le_bytes());
+    meta[2056..4096].fill(0);
+    meta[2056..2056 + schema.len()].copy_from_slice(schema);
+    std::fs::write(old.join("meta.zr"), &meta).unwrap();
+    let r = Ragged::<i16>::open(&old).unwrap();
+    assert_eq!(r.as_dyn().generation(), Generation::V2_8_18);
+    assert_eq!(r.gather(&[1, 0]).unwrap().data(1), &[1, 2, 3]);
+
+    // Read as the other JSON generation on request: its records do not fit.
+    let forced = DynRagged::open_as(&old, Generation::V2_8_19).unwrap();
+    let err = forced.gather(&[0]).unwrap_err();
+    assert!(
+        matches!(err.kind(), loaderx_core::ErrorKind::CorruptRecord { .. }),
+        "{err}"
+    );
+    let err = DynRagged::open_as(&old, Generation::V2_4_6).err().unwrap();
+    assert!(
+        matches!(err.kind(), loaderx_core::ErrorKind::InvalidArgument { .. }),
+        "{err}"
+    );
+
+    // A record whose dims read neither way is named.
+    let mut w = DynRaggedWriter::create(
+        dir.path().join("bad"),
+        DType::U8,
+        1,
+        &options_in(Codec::Raw, 1, Generation::V2_8_19),
+    )
+    .unwrap();
+    w.append_bytes([(&[3usize][..], &[1u8, 2, 3][..])]).unwrap();
+    w.close().unwrap();
+    let data = dir.path().join("bad/data_0.zr");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[0] = 9; // claims 9 elements, holds 3
+    std::fs::write(&data, bytes).unwrap();
+    let err = DynRagged::open(dir.path().join("bad")).err().unwrap();
+    assert!(
+        matches!(
+            err.kind(),
+            loaderx_core::ErrorKind::CorruptRecord { index: 0, .. }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn u32_dims_keep_elements_aligned() {
+    // Odd ranks put 4 bytes of dims before the elements; the gather pads
+    // in front so that every record's elements stay 8-byte aligned.
+    let dir = tempfile::tempdir().unwrap();
+    for ndim in [1usize, 3] {
+        let path = dir.path().join(format!("f64_{ndim}"));
+        let opts = options_in(Codec::Zstd, 3, Generation::V2_8_19);
+        let mut w = RaggedWriter::<f64>::create_with(&path, ndim, &opts).unwrap();
+        let recs: Vec<ArrayD<f64>> = (1..9)
+            .map(|n| {
+                let mut shape = vec![1; ndim];
+                shape[0] = n;
+                ArrayD::from_shape_fn(IxDyn(&shape), |ix| ix[0] as f64 * 0.5 + n as f64)
+            })
+            .collect();
+        w.append(&recs).unwrap();
+        w.close().unwrap();
+        let r = Ragged::<f64>::open(&path).unwrap();
+        let b = r.gather(&[7, 2, 2, 5, 0]).unwrap();
+        for (k, &i) in [7usize, 2, 2, 5, 0].iter().enumerate() {
+            assert_eq!(b.view(k), recs[i].view(), "ndim {ndim}, record {i}");
+            assert_eq!(b.layout().byte_range(k).start % 8, 0);
+        }
+        assert_eq!(r.as_dyn().shape_header_len(), 4 * ndim);
+        let lengths = r.as_dyn().lengths().unwrap();
+        assert_eq!(lengths.lengths(), &[1, 2, 3, 4, 5, 6, 7, 8]);
+    }
+    // Dims past u32 are refused by the 2.8.19 writer, before anything is written.
+    let mut w = DynRaggedWriter::create(
+        dir.path().join("wide"),
+        DType::U8,
+        2,
+        &options_in(Codec::Raw, 1, Generation::V2_8_19),
+    )
+    .unwrap();
+    let shape = [1usize << 32, 0];
+    assert!(w.append_bytes([(&shape[..], &[][..])]).is_err());
+}
+
+#[test]
+fn migrate_round_trips_between_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let mut stores = Vec::new();
+    for codec in CODECS {
+        let d = root.join(format!("dense_{codec}"));
+        let mut w = DenseWriter::<u16>::create_with(&d, &[3], &options(codec, 3)).unwrap();
+        w.append_slice(&(0..300u16).collect::<Vec<_>>(), 100)
+            .unwrap();
+        w.close().unwrap();
+        let r = root.join(format!("ragged_{codec}"));
+        let mut w = RaggedWriter::<i32>::create_with(&r, 3, &options(codec, 4)).unwrap();
+        let recs: Vec<ArrayD<i32>> = (0..50)
+            .map(|n| {
+                ArrayD::from_shape_fn(IxDyn(&[1 + n % 3, 2, 1 + n % 5]), |ix| {
+                    ix[2] as i32 - n as i32
+                })
+            })
+            .collect();
+        w.append(&recs).unwrap();
+        w.close().unwrap();
+        stores.push(d);
+        stores.push(r);
+    }
+    for src in &stores {
+        let name = src.file_name().unwrap().to_string_lossy();
+        let want = digest(&Store::open(src).unwrap()).unwrap();
+        let new = root.join(format!("{name}.2819"));
+        loaderx_core::migrate(src, &new, Generation::V2_8_19).unwrap();
+        let store = Store::open(&new).unwrap();
+        assert_eq!(store.generation(), Generation::V2_8_19, "{name}");
+        assert_eq!(store.codec(), Store::open(src).unwrap().codec());
+        assert_eq!(store.data_shards(), Store::open(src).unwrap().data_shards());
+        assert_eq!(digest(&store).unwrap(), want, "{name}");
+        let back = root.join(format!("{name}.246"));
+        loaderx_core::migrate(&new, &back, Generation::V2_4_6).unwrap();
+        // The same codec at the same level: every file is as it was.
+        assert_eq!(files(&back), files(src), "{name}");
+    }
+    // Refusals: an existing destination; a type 2.4.6 cannot express.
+    let err = loaderx_core::migrate(&stores[0], &stores[1], Generation::V2_8_19).unwrap_err();
+    assert!(
+        matches!(err.kind(), loaderx_core::ErrorKind::AlreadyExists { .. }),
+        "{err}"
+    );
+    let b = root.join("bf16");
+    let mut w =
+        DenseWriter::<bf16>::create_with(&b, &[2], &options_in(Codec::Raw, 1, Generation::V2_8_19))
+            .unwrap();
+    w.append_slice(&[bf16::ONE, bf16::NAN], 1).unwrap();
+    w.close().unwrap();
+    let err = loaderx_core::migrate(&b, root.join("bf16.246"), Generation::V2_4_6).unwrap_err();
+    assert!(err.to_string().contains("2.8.19"), "{err}");
+    assert!(!root.join("bf16.246").exists());
+    let err = DenseWriter::<bf16>::create_with(root.join("x"), &[2], &options(Codec::Raw, 1))
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("2.8.19"), "{err}");
 }

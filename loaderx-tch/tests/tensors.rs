@@ -101,7 +101,9 @@ fn dense_store(path: &Path, dtype: DType, n: usize, bytes: &[u8]) {
 #[test]
 fn every_dtype_round_trips_to_tensors() {
     let dir = tempfile::tempdir().unwrap();
-    for dtype in DType::ALL {
+    // The classic types; bf16, float8 and complex are refused by name
+    // until the adapters map them.
+    for dtype in DType::CLASSIC {
         let path = dir.path().join(dtype.name());
         let (bytes, expect) = values(dtype, 8 * 6);
         dense_store(&path, dtype, 8, &bytes);

@@ -49,6 +49,7 @@ pub fn convert_parquet_file(file: &Path, out: &Path) -> Result<u64, Error> {
     let settings = Settings {
         codec: Codec::Raw,
         shards: 1,
+        generation: loaderx_core::Generation::DEFAULT,
         max_records: 64,
         max_bytes: 1 << 20,
         columns: Vec::new(),

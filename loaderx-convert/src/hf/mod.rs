@@ -76,7 +76,7 @@ use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
 use self::split::{Settings, SplitSource, convert_split};
 pub use self::text::TokenizerInfo;
 use self::text::{HubSettings, TextEncoder, TokenizerRequest, load_tokenizer};
-use loaderx_core::{Codec, DType, StoreKind};
+use loaderx_core::{Codec, DType, Generation, StoreKind};
 use std::sync::Arc;
 
 use crate::error::Error;
@@ -139,6 +139,7 @@ pub struct HfSource {
     cache_dir: Option<PathBuf>,
     codec: Codec,
     shards: usize,
+    generation: Generation,
     progress: bool,
     max_records: usize,
     max_bytes: usize,
@@ -162,6 +163,7 @@ impl fmt::Debug for HfSource {
             .field("cache_dir", &self.cache_dir)
             .field("codec", &self.codec)
             .field("shards", &self.shards)
+            .field("generation", &self.generation)
             .field("progress", &self.progress)
             .field("max_records", &self.max_records)
             .field("max_bytes", &self.max_bytes)
@@ -189,6 +191,7 @@ impl HfSource {
             cache_dir: None,
             codec: Codec::Zstd,
             shards: 4,
+            generation: Generation::DEFAULT,
             progress: false,
             max_records: BATCH_RECORDS,
             max_bytes: BATCH_BYTES,
@@ -383,6 +386,14 @@ impl HfSource {
     /// Payload shards per store (1..=255, default 4).
     pub fn shards(mut self, shards: usize) -> HfSource {
         self.shards = shards;
+        self
+    }
+
+    /// The format generation of every store (default
+    /// [`Generation::DEFAULT`]); see
+    /// [`CreateOptions::generation`](loaderx_core::CreateOptions::generation).
+    pub fn generation(mut self, generation: Generation) -> HfSource {
+        self.generation = generation;
         self
     }
 
@@ -870,6 +881,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     let settings = Settings {
         codec: source.codec,
         shards: source.shards,
+        generation: source.generation,
         max_records: source.max_records,
         max_bytes: source.max_bytes,
         columns: source.columns.clone(),

@@ -46,6 +46,7 @@ use crate::output::StagedRoot;
 pub(crate) struct Settings {
     pub(crate) codec: Codec,
     pub(crate) shards: usize,
+    pub(crate) generation: loaderx_core::Generation,
     pub(crate) max_records: usize,
     pub(crate) max_bytes: usize,
     /// Keep only these columns, in this order (empty: all).
@@ -797,7 +798,9 @@ pub(crate) fn convert_split(
     let surveys = survey_files(&ctx, &files, &plans, settings)?;
     progress.set_message(split.name.clone());
 
-    let options = CreateOptions::new(settings.codec).data_shards(settings.shards);
+    let options = CreateOptions::new(settings.codec)
+        .data_shards(settings.shards)
+        .generation(settings.generation);
     let mut decoded_row_bytes = 0usize;
     let mut columns: Vec<Column> = Vec::with_capacity(plans.len());
     for plan in plans {
@@ -1032,6 +1035,7 @@ mod tests {
         Settings {
             codec: Codec::Raw,
             shards: 1,
+            generation: loaderx_core::Generation::DEFAULT,
             max_records: 1024,
             max_bytes: 1 << 20,
             columns: Vec::new(),

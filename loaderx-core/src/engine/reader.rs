@@ -13,8 +13,8 @@ use crate::engine::files;
 use crate::engine::layout::{Layout, Uniform};
 use crate::error::{Error, ErrorKind};
 use crate::format::{
-    self, DICT_FILE, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE, RECORD_LOC_LEN,
-    RecordLoc, STATIC_PAGE_LEN, Schema, StaticPage,
+    self, DICT_FILE, Generation, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE,
+    RECORD_LOC_LEN, RecordLoc, STATIC_PAGE_LEN, Schema, StaticPage,
 };
 
 /// Gathers smaller than this many bytes run on the calling thread.
@@ -47,6 +47,9 @@ pub(crate) struct StoreReader {
     shard_mask: Option<u64>,
     length: u64,
     schema: Schema,
+    /// The format generation the schema shows (for a JSON Ragged store,
+    /// refined from its records by [`crate::DynRagged`]).
+    generation: Generation,
     codec: CodecState,
     dict: Option<Vec<u8>>,
     /// Where the payload shards of a remote store are fetched from.
@@ -109,6 +112,7 @@ pub(crate) struct CheckedPage {
     pub(crate) table_end: u64,
     pub(crate) shard_count: usize,
     pub(crate) schema: Schema,
+    pub(crate) generation: Generation,
 }
 
 /// Refuses a `meta.zr` of `meta_len` bytes too short for its static page
@@ -173,13 +177,14 @@ pub(crate) fn check_page(
     if let Some(s) = (shard_count..MAX_DATA_SHARDS).find(|&s| page.tails[s] != 0) {
         return Err(bad(format!("tail of unused shard {s} is not zero")));
     }
-    let schema = Schema::decode(&page.schema, &meta_path)?;
+    let (schema, generation) = Schema::decode_generation(&page.schema, &meta_path)?;
     Ok(CheckedPage {
         page,
         codec,
         table_end,
         shard_count,
         schema,
+        generation,
     })
 }
 
@@ -335,6 +340,7 @@ impl StoreReader {
             shards,
             length: checked.page.header.length,
             schema: checked.schema,
+            generation: checked.generation,
             codec,
             dict,
             #[cfg(feature = "remote")]
@@ -394,6 +400,15 @@ impl StoreReader {
         &self.schema
     }
 
+    pub(crate) fn generation(&self) -> Generation {
+        self.generation
+    }
+
+    /// Records the generation the records show (a JSON Ragged store's dims).
+    pub(crate) fn set_generation(&mut self, generation: Generation) {
+        self.generation = generation;
+    }
+
     pub(crate) fn codec(&self) -> Codec {
         self.codec.codec()
     }
@@ -410,6 +425,24 @@ impl StoreReader {
 
     pub(crate) fn dict(&self) -> Option<&[u8]> {
         self.dict.as_deref()
+    }
+
+    /// A local store's stored bytes as they are on disk: every payload
+    /// shard up to its committed tail, and the location table; `None` for a
+    /// remote store.
+    pub(crate) fn stored_parts(&self) -> Option<(Vec<&[u8]>, &[u8])> {
+        if self.is_remote() {
+            return None;
+        }
+        let table = self.table.as_deref()?;
+        let end = format::record_loc_offset(self.length)?;
+        let table = table.get(STATIC_PAGE_LEN..usize::try_from(end).ok()?)?;
+        let shards = self
+            .shards
+            .iter()
+            .map(|s| s.bytes().get(..usize::try_from(s.tail).ok()?))
+            .collect::<Option<Vec<_>>>()?;
+        Some((shards, table))
     }
 
     /// Bytes on disk: payload shards at their tails, location table, dictionary.

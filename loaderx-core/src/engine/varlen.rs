@@ -3,10 +3,13 @@
 //!
 //! [`StoreReader::plan_varlen`] looks up and checks every record's location
 //! and logical length and places each record in its own 8-byte-aligned
-//! segment; the plan's [`len`](VarlenPlan::len) is the buffer size.
+//! segment, so that the elements after its header start 8-byte aligned: a
+//! header of a multiple of 8 bytes (`u64` dims) starts the segment, a
+//! shorter one (`u32` dims of odd rank) is preceded by zeros. The plan's
+//! [`len`](VarlenPlan::len) is the buffer size.
 //! [`StoreReader::gather_varlen`] then decodes every record into its
 //! segment (fetching a remote store's stored bytes first) and zeroes the
-//! padding after it, so that the whole buffer is written.
+//! bytes around it, so that the whole buffer is written.
 
 use crate::codec::Sink;
 use crate::engine::reader::{Staged, StoreReader};
@@ -22,6 +25,9 @@ pub(crate) const SEGMENT_ALIGN: usize = 8;
 pub(crate) struct VarlenPlan {
     indices: Vec<u64>,
     locs: Vec<RecordLoc>,
+    /// Zero bytes before each record in its segment, so that its elements
+    /// (after the header) start aligned.
+    lead: usize,
     /// Bytes of the buffer: the segments end to end.
     len: usize,
     /// The logical lengths still have to be checked against the lengths the
@@ -40,13 +46,14 @@ impl VarlenPlan {
         &self.indices
     }
 
-    /// `(index, segment start, record length)` of every record, in order.
+    /// `(index, record start, record length)` of every record, in order.
     pub(crate) fn records(&self) -> impl ExactSizeIterator<Item = (u64, usize, usize)> + '_ {
         let mut start = 0;
+        let lead = self.lead;
         self.indices.iter().zip(&self.locs).map(move |(&i, loc)| {
             let len = loc.logic_length as usize;
-            let at = start;
-            start += len.next_multiple_of(SEGMENT_ALIGN);
+            let at = start + lead;
+            start += (lead + len).next_multiple_of(SEGMENT_ALIGN);
             (i, at, len)
         })
     }
@@ -68,6 +75,7 @@ impl StoreReader {
     /// overflows `usize`.
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
+        let lead = header.next_multiple_of(SEGMENT_ALIGN) - header;
         let mut locs = Vec::with_capacity(indices.len());
         for &i in indices {
             locs.push(self.loc(i)?);
@@ -88,7 +96,7 @@ impl StoreReader {
                 ));
             }
             len = len
-                .checked_add(logic.next_multiple_of(SEGMENT_ALIGN))
+                .checked_add((lead + logic).next_multiple_of(SEGMENT_ALIGN))
                 .ok_or_else(|| ErrorKind::Buffer {
                     detail: format!(
                         "a gather of {} variable-length records overflows memory",
@@ -99,14 +107,15 @@ impl StoreReader {
         Ok(VarlenPlan {
             indices: indices.to_vec(),
             locs,
+            lead,
             len,
             check_fetched: local.is_none(),
         })
     }
 
     /// Reads the records of `plan`, which this store made, into the first
-    /// [`plan.len()`](VarlenPlan::len) bytes of `dst`: each record at the
-    /// start of its segment ([`VarlenPlan::records`]), the padding after it
+    /// [`plan.len()`](VarlenPlan::len) bytes of `dst`: each record in its
+    /// segment ([`VarlenPlan::records`]), the bytes before and after it
     /// zeroed. A remote store fetches the stored bytes first and checks the
     /// lengths their frames declare.
     ///
@@ -133,15 +142,20 @@ impl StoreReader {
             }
             .into());
         };
-        // The segments tile `dst`: each is its record, then its padding.
+        // The segments tile `dst`: each is its lead, its record, then its
+        // padding.
         let mut jobs = Vec::with_capacity(plan.indices.len());
         let mut rest = &mut *dst;
         for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
             let logic = loc.logic_length as usize;
-            let (segment, tail) = rest.split_at_mut(logic.next_multiple_of(SEGMENT_ALIGN));
+            let (segment, tail) =
+                rest.split_at_mut((plan.lead + logic).next_multiple_of(SEGMENT_ALIGN));
             rest = tail;
+            let (lead, segment) = segment.split_at_mut(plan.lead);
             let (record, padding) = segment.split_at_mut(logic);
-            D::zero(padding); // deterministic bytes, whatever the buffer held
+            // Deterministic bytes, whatever the buffer held.
+            D::zero(lead);
+            D::zero(padding);
             jobs.push((index, loc, record));
         }
         debug_assert!(rest.is_empty());
@@ -165,7 +179,7 @@ impl StoreReader {
             self.read_jobs(jobs, &staged)?;
         }
         // SAFETY: the segments tile `dst` (the plan's length is the sum of
-        // their sizes): every padding was zeroed above, and `read_jobs` or
+        // their sizes): every lead and padding was zeroed above, and `read_jobs` or
         // `copy_jobs_resident` returned `Ok` (`true` for the latter), so one
         // of them wrote every record's destination whole.
         Ok(unsafe { D::assume_init(dst) })

@@ -86,7 +86,9 @@ impl StoreWriter {
         let (data_shards, dict) = options.validated()?;
         let (codec, sync) = (options.codec(), options.syncs_on_close());
         let codec = CodecState::new(codec, dict, true).map_err(Error::invalid)?;
-        let schema = schema.encode()?;
+        let generation = options.format_generation();
+        generation.check_writable(schema.dtype())?;
+        let schema = schema.encode(generation)?;
         let exists = || -> Error {
             ErrorKind::AlreadyExists {
                 path: path.to_path_buf(),
@@ -383,6 +385,54 @@ impl StoreWriter {
             .map_err(|e| Error::io(path.join(META_FILE), e))?;
         self.tails = tails;
         self.length = base + (end - start) as u64;
+        Ok(())
+    }
+
+    /// Copies the stored bytes of `src` (a local store of the same codec
+    /// and shard count, whose dictionary the caller created this store
+    /// with) into this empty store: payload shards and
+    /// location table verbatim, no record decoded. The records stay what
+    /// they were; only the schema this writer publishes may differ.
+    pub(crate) fn copy_stored(&mut self, src: &super::StoreReader) -> Result<(), Error> {
+        if self.failed {
+            return Err(ErrorKind::WriterFailed {
+                path: self.path.clone(),
+            }
+            .into());
+        }
+        let Some((shards, table)) = src.stored_parts() else {
+            return Err(Error::invalid(format!(
+                "{}: only a local store's bytes can be copied",
+                src.path().display()
+            )));
+        };
+        if self.length != 0 || shards.len() != self.data.len() || src.codec() != self.codec.codec()
+        {
+            return Err(Error::invalid(
+                "a store's bytes copy only into an empty store of its codec, shards and dictionary",
+            ));
+        }
+        let copied = shards
+            .par_iter()
+            .enumerate()
+            .try_for_each(|(s, bytes)| {
+                self.data[s]
+                    .write_all_at(bytes, 0)
+                    .map_err(|e| Error::io(self.path.join(format::data_file(s)), e))
+            })
+            .and_then(|()| {
+                self.meta
+                    .write_all_at(table, STATIC_PAGE_LEN as u64)
+                    .map_err(|e| Error::io(self.path.join(META_FILE), e))
+            });
+        if let Err(e) = copied {
+            self.failed = true;
+            return Err(e);
+        }
+        for (tail, bytes) in self.tails.iter_mut().zip(&shards) {
+            *tail = bytes.len() as u64;
+        }
+        self.length = src.len();
         Ok(())
     }
 

@@ -1,4 +1,5 @@
-//! The on-disk format, byte-compatible with Python loaderx 2.4.6.
+//! The on-disk format, byte-compatible with every Python loaderx format
+//! generation from 2.4.6 to 2.8.19 ([`Generation`]).
 //!
 //! A store is a directory:
 //!
@@ -21,12 +22,13 @@
 //! | 11           | `codec`: u8, 0 raw, 1 zstd, 2 zstd with dictionary |
 //! | 12..16       | reserved, zero |
 //! | 16..2056     | 255 u64 shard tails: committed end of `data_s.zr` (unused slots zero) |
-//! | 2056..4096   | MsgPack schema (`schema_length` bytes used) |
+//! | 2056..4096   | schema, MsgPack or JSON by generation (`schema_length` bytes used) |
 //! | 4096 + 16 i  | `RecordLoc` of record `i`: u64 shard-local offset, u32 stored length, u32 logical length |
 //!
 //! A record's payload is its C-order element bytes (Dense), or `ndim`
-//! little-endian u64 dimension lengths followed by the element bytes (Ragged),
-//! stored raw or as one standalone zstd frame.
+//! little-endian dimension lengths (u64, or u32 in the 2.8.19 generation)
+//! followed by the element bytes (Ragged), stored raw or as one standalone
+//! zstd frame.
 //!
 //! Publication: Python loaderx writes the static page at creation (so a killed
 //! writer leaves a valid empty store). This crate writes an all-zero header at
@@ -35,10 +37,12 @@
 //! fails to open with [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished).
 //! Python loaderx also refuses such a store (its `schema_length` is zero).
 
+mod generation;
 mod header;
 mod record_loc;
 mod schema;
 
+pub use generation::Generation;
 pub use header::{Header, StaticPage};
 pub use record_loc::RecordLoc;
 pub use schema::Schema;
@@ -51,7 +55,7 @@ pub const HEADER_LEN: usize = 16;
 pub const MAX_DATA_SHARDS: usize = 255;
 /// Byte offset of the shard tail slots.
 pub const TAILS_OFFSET: usize = HEADER_LEN;
-/// Byte offset of the MsgPack schema.
+/// Byte offset of the schema.
 pub const SCHEMA_OFFSET: usize = TAILS_OFFSET + 8 * MAX_DATA_SHARDS;
 /// Largest encoded schema.
 pub const MAX_SCHEMA_LEN: usize = STATIC_PAGE_LEN - SCHEMA_OFFSET;

@@ -10,20 +10,21 @@ use crate::error::Error;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PadValue {
     dtype: Option<DType>,
-    bytes: [u8; 8],
+    /// One element's bytes (the widest type, `complex128`, has 16).
+    bytes: [u8; 16],
 }
 
 impl PadValue {
     /// Zero bytes, for any element type.
     pub const ZERO: PadValue = PadValue {
         dtype: None,
-        bytes: [0; 8],
+        bytes: [0; 16],
     };
 
     /// `value`, for columns of `T` only (e.g. `PadValue::of(-100i64)` for
     /// ignored label positions, or a tokenizer's pad id).
     pub fn of<T: Element>(value: T) -> PadValue {
-        let mut bytes = [0u8; 8];
+        let mut bytes = [0u8; 16];
         let src = T::as_bytes(std::slice::from_ref(&value));
         bytes[..src.len()].copy_from_slice(src);
         PadValue {

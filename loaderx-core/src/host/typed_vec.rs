@@ -3,7 +3,9 @@
 
 use std::any::Any;
 
-use half::f16;
+use half::{bf16, f16};
+
+use crate::dtype::{Complex32, Complex64, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu};
 
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, StoreKind};
@@ -39,6 +41,22 @@ pub enum TypedVec {
     F32(Vec<f32>),
     /// `f64` elements.
     F64(Vec<f64>),
+    /// `bf16` elements.
+    BF16(Vec<bf16>),
+    /// `float8_e4m3fn` elements.
+    F8E4M3Fn(Vec<F8E4M3Fn>),
+    /// `float8_e4m3fnuz` elements.
+    F8E4M3Fnuz(Vec<F8E4M3Fnuz>),
+    /// `float8_e5m2` elements.
+    F8E5M2(Vec<F8E5M2>),
+    /// `float8_e5m2fnuz` elements.
+    F8E5M2Fnuz(Vec<F8E5M2Fnuz>),
+    /// `float8_e8m0fnu` elements.
+    F8E8M0Fnu(Vec<F8E8M0Fnu>),
+    /// `complex64` elements.
+    C64(Vec<Complex32>),
+    /// `complex128` elements.
+    C128(Vec<Complex64>),
 }
 
 macro_rules! each_vec {
@@ -55,6 +73,14 @@ macro_rules! each_vec {
             TypedVec::F16($x) => $body,
             TypedVec::F32($x) => $body,
             TypedVec::F64($x) => $body,
+            TypedVec::BF16($x) => $body,
+            TypedVec::F8E4M3Fn($x) => $body,
+            TypedVec::F8E4M3Fnuz($x) => $body,
+            TypedVec::F8E5M2($x) => $body,
+            TypedVec::F8E5M2Fnuz($x) => $body,
+            TypedVec::F8E8M0Fnu($x) => $body,
+            TypedVec::C64($x) => $body,
+            TypedVec::C128($x) => $body,
         }
     };
 }
@@ -89,7 +115,15 @@ impl TypedVec {
             DType::F16 => TypedVec::F16(filled(len, f16::ZERO, dtype)?),
             DType::F32 => TypedVec::F32(filled(len, 0.0, dtype)?),
             DType::F64 => TypedVec::F64(filled(len, 0.0, dtype)?),
-            _ => TypedVec::U8(filled(len, 0, dtype)?),
+            DType::BF16 => TypedVec::BF16(filled(len, bf16::ZERO, dtype)?),
+            DType::F8E4M3Fn => TypedVec::F8E4M3Fn(filled(len, F8E4M3Fn::default(), dtype)?),
+            DType::F8E4M3Fnuz => TypedVec::F8E4M3Fnuz(filled(len, F8E4M3Fnuz::default(), dtype)?),
+            DType::F8E5M2 => TypedVec::F8E5M2(filled(len, F8E5M2::default(), dtype)?),
+            DType::F8E5M2Fnuz => TypedVec::F8E5M2Fnuz(filled(len, F8E5M2Fnuz::default(), dtype)?),
+            DType::F8E8M0Fnu => TypedVec::F8E8M0Fnu(filled(len, F8E8M0Fnu::default(), dtype)?),
+            DType::C64 => TypedVec::C64(filled(len, Complex32::default(), dtype)?),
+            DType::C128 => TypedVec::C128(filled(len, Complex64::default(), dtype)?),
+            DType::Bool | DType::U8 => TypedVec::U8(filled(len, 0, dtype)?),
         })
     }
 

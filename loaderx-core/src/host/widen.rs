@@ -26,6 +26,17 @@ fn wider(from: DType) -> &'static [DType] {
         F16 => &[F16, F32, F64],
         F32 => &[F32, F64],
         F64 => &[F64],
+        // Converting these changes how values are represented (rounding
+        // bf16 and float8 into a wider float, splitting complex numbers):
+        // never implicit. A framework without them refuses them by name.
+        BF16 => &[BF16],
+        F8E4M3Fn => &[F8E4M3Fn],
+        F8E4M3Fnuz => &[F8E4M3Fnuz],
+        F8E5M2 => &[F8E5M2],
+        F8E5M2Fnuz => &[F8E5M2Fnuz],
+        F8E8M0Fnu => &[F8E8M0Fnu],
+        C64 => &[C64],
+        C128 => &[C128],
     }
 }
 
@@ -387,7 +398,15 @@ pub fn widen(from: DType, bytes: &[u8], to: DType) -> Result<Widened<'_>, Error>
         DType::F16 if to == DType::F32 => floats(bytes, dst, f16::to_f32),
         DType::F16 => floats(bytes, dst, f16::to_f64),
         DType::F32 => floats(bytes, dst, |v: f32| f64::from(v)),
-        DType::F64 => unreachable_widening(from, to)?,
+        DType::F64
+        | DType::BF16
+        | DType::F8E4M3Fn
+        | DType::F8E4M3Fnuz
+        | DType::F8E5M2
+        | DType::F8E5M2Fnuz
+        | DType::F8E8M0Fnu
+        | DType::C64
+        | DType::C128 => unreachable_widening(from, to)?,
     }
     Ok(Widened {
         dtype: to,
@@ -403,7 +422,8 @@ fn keeps_bytes(from: DType, to: DType) -> bool {
         || (from == DType::U64 && to == DType::I64)
 }
 
-/// `f64` widens to nothing but itself, which the same-bytes path takes.
+/// `f64`, `bf16`, the float8 and the complex types widen to nothing but
+/// themselves, which the same-bytes path takes.
 fn unreachable_widening(from: DType, to: DType) -> Result<(), Error> {
     Err(Error::invalid(format!("cannot widen {from} to {to}")))
 }

@@ -86,7 +86,7 @@ impl DynRagged {
     /// `indices`; [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the
     /// total overflows `usize`.
     pub fn plan_gather(&self, indices: &[u64]) -> Result<RaggedGatherPlan<'_>, Error> {
-        let plan = self.engine.plan_varlen(indices, 8 * self.ndim)?;
+        let plan = self.engine.plan_varlen(indices, self.shape_header_len())?;
         Ok(RaggedGatherPlan { store: self, plan })
     }
 
@@ -142,7 +142,7 @@ impl DynRagged {
     /// Where each record of `plan` lies in `bytes`, which the engine filled:
     /// checks every shape header against its record's length.
     fn layout_of(&self, plan: &VarlenPlan, bytes: &[u8]) -> Result<RaggedLayout, Error> {
-        let head = 8 * self.ndim;
+        let head = self.shape_header_len();
         let n = plan.indices().len();
         let mut layout = RaggedLayout {
             ndim: self.ndim,
@@ -151,26 +151,24 @@ impl DynRagged {
             dims: Vec::with_capacity(n * self.ndim),
         };
         for (index, start, len) in plan.records() {
-            // The plan refused records of at most `head` bytes.
-            let payload = len - head;
-            let mut elements = Some(1usize);
-            for chunk in bytes[start..start + head].chunks_exact(8) {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(chunk);
-                let d = usize::try_from(u64::from_le_bytes(b)).ok();
-                elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
-                layout.dims.push(d.unwrap_or(usize::MAX));
-            }
-            if elements.and_then(|e| e.checked_mul(self.dtype.size())) != Some(payload) {
+            let record = &bytes[start..start + len];
+            let Some(payload) = push_shape(
+                &mut layout.dims,
+                record,
+                self.ndim,
+                self.dim_width,
+                self.dtype.size(),
+            ) else {
                 return Err(Error::corrupt_record(
                     self.path(),
                     index,
                     format!(
-                        "shape {:?} does not match its {payload} element bytes",
-                        &layout.dims[layout.dims.len() - self.ndim..]
+                        "shape {:?} does not match its {} element bytes",
+                        &layout.dims[layout.dims.len() - self.ndim..],
+                        len.saturating_sub(head)
                     ),
                 ));
-            }
+            };
             layout.offsets.push(start + head);
             layout.byte_lens.push(payload);
         }
@@ -314,4 +312,44 @@ mod tests {
         );
         assert!(format!("{plan:?}").contains("records: 3"), "{plan:?}");
     }
+}
+
+/// Reads a record's shape header (`ndim` little-endian dims of `width`
+/// bytes) onto `dims` (unreadable dims as `usize::MAX`); returns the element
+/// bytes after it when the header's shape counts exactly them, in
+/// `elem_size`-byte elements, and `None` otherwise.
+fn push_shape(
+    dims: &mut Vec<usize>,
+    record: &[u8],
+    ndim: usize,
+    width: usize,
+    elem_size: usize,
+) -> Option<usize> {
+    let head = width * ndim;
+    let Some(header) = record.get(..head) else {
+        dims.extend(std::iter::repeat_n(usize::MAX, ndim));
+        return None;
+    };
+    let mut elements = Some(1usize);
+    for chunk in header.chunks_exact(width) {
+        let mut b = [0u8; 8];
+        b[..width].copy_from_slice(chunk);
+        let d = usize::try_from(u64::from_le_bytes(b)).ok();
+        elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
+        dims.push(d.unwrap_or(usize::MAX));
+    }
+    let payload = record.len() - head;
+    (elements.and_then(|e| e.checked_mul(elem_size)) == Some(payload)).then_some(payload)
+}
+
+/// A record's shape when its header, read with `width`-byte dims, is
+/// consistent with its length; `None` otherwise.
+pub(super) fn parse_shape(
+    record: &[u8],
+    ndim: usize,
+    width: usize,
+    elem_size: usize,
+) -> Option<Vec<usize>> {
+    let mut dims = Vec::with_capacity(ndim);
+    push_shape(&mut dims, record, ndim, width, elem_size).map(|_| dims)
 }

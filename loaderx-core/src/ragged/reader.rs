@@ -10,13 +10,16 @@ use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples}
 use crate::dtype::{DType, Element};
 use crate::engine::StoreReader;
 use crate::error::{Error, ErrorKind, StoreKind};
-use crate::format::Schema;
+use crate::format::{Generation, Schema};
 
 /// An open Ragged store, element type known at run time.
 pub struct DynRagged {
     pub(super) engine: StoreReader,
     pub(super) dtype: DType,
     pub(super) ndim: usize,
+    /// Bytes of each dimension length in a record's shape header: 8, or 4
+    /// in the 2.8.19 generation.
+    pub(super) dim_width: usize,
     /// The length index, built on first use ([`DynRagged::lengths`]).
     lengths: std::sync::OnceLock<crate::sequence::LengthIndex>,
 }
@@ -45,6 +48,29 @@ impl DynRagged {
         Self::from_engine(StoreReader::open(path.as_ref())?)
     }
 
+    /// Opens the Ragged store at `path`, reading it as a store of
+    /// `generation` instead of detecting which JSON generation (2.8.18's
+    /// `u64` dims or 2.8.19's `u32` ones) wrote it. Needed only for a store
+    /// whose first records read consistently both ways, which
+    /// [`open`](Self::open) refuses as ambiguous.
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open); [`ErrorKind::InvalidArgument`] when the
+    /// schema's encoding is not `generation`'s (MsgPack for 2.4.6 and 2.8.12,
+    /// JSON for 2.8.18 and 2.8.19).
+    pub fn open_as(path: impl AsRef<Path>, generation: Generation) -> Result<DynRagged, Error> {
+        let engine = StoreReader::open(path.as_ref())?;
+        if engine.generation().json_schema() != generation.json_schema() {
+            return Err(Error::invalid(format!(
+                "{}: a store of the {} generation cannot be read as {generation}",
+                engine.path().display(),
+                engine.generation()
+            )));
+        }
+        Self::with_generation(engine, generation)
+    }
+
     /// Opens the Ragged store at the URL `url` with the options `options`.
     ///
     /// # Errors
@@ -61,11 +87,26 @@ impl DynRagged {
     }
 
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
+        let generation = match *engine.schema() {
+            Schema::Ragged { ndim, .. } if engine.generation().json_schema() => {
+                detect_json_generation(&engine, ndim)?
+            }
+            _ => engine.generation(),
+        };
+        Self::with_generation(engine, generation)
+    }
+
+    fn with_generation(
+        mut engine: StoreReader,
+        generation: Generation,
+    ) -> Result<DynRagged, Error> {
+        engine.set_generation(generation);
         match *engine.schema() {
             Schema::Ragged { dtype, ndim } => Ok(DynRagged {
                 engine,
                 dtype,
                 ndim,
+                dim_width: generation.dim_width(),
                 lengths: std::sync::OnceLock::new(),
             }),
             Schema::Dense { .. } => Err(ErrorKind::KindMismatch {
@@ -95,6 +136,22 @@ impl DynRagged {
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.ndim
+    }
+
+    /// The engine underneath.
+    pub(crate) fn engine(&self) -> &crate::engine::StoreReader {
+        &self.engine
+    }
+
+    /// The format generation the store is in (see [`Generation`]).
+    pub fn generation(&self) -> Generation {
+        self.engine.generation()
+    }
+
+    /// Bytes of a record's shape header: `ndim` dimension lengths of 8
+    /// bytes, or 4 in the 2.8.19 generation.
+    pub fn shape_header_len(&self) -> usize {
+        self.dim_width * self.ndim
     }
 
     /// The codec.
@@ -148,7 +205,7 @@ impl DynRagged {
     ///
     /// [`ErrorKind::CorruptRecord`] for a malformed location.
     pub fn logical_bytes(&self) -> Result<u64, Error> {
-        let head = 8 * self.ndim as u64;
+        let head = self.shape_header_len() as u64;
         (0..self.len()).try_fold(0u64, |acc, i| {
             let logic = u64::from(self.engine.loc(i)?.logic_length);
             Ok(acc + logic.saturating_sub(head))
@@ -328,4 +385,58 @@ impl<T: Element> Ragged<T> {
     pub fn train_dict(&self) -> Result<Vec<u8>, Error> {
         self.inner.train_dict()
     }
+}
+
+/// How many of a JSON Ragged store's first records [`detect_json_generation`]
+/// reads before it calls the store ambiguous.
+const DETECT_RECORDS: u64 = 8;
+
+/// Tells 2.8.18 (`u64` dims) from 2.8.19 (`u32` dims) by the first records:
+/// a reading is consistent when the record's length is its header plus the
+/// elements its dims count. An empty store is 2.8.19's (either reading
+/// reads it). One record is read whole for each step of this.
+fn detect_json_generation(engine: &StoreReader, ndim: usize) -> Result<Generation, Error> {
+    let Schema::Ragged { dtype, .. } = *engine.schema() else {
+        return Ok(engine.generation());
+    };
+    for i in 0..engine.len().min(DETECT_RECORDS) {
+        // The shorter header bounds the plan; each reading checks its own.
+        let plan = engine.plan_varlen(&[i], 4 * ndim)?;
+        let mut buf = vec![0u8; plan.len()];
+        let bytes = engine.gather_varlen(&plan, &mut buf[..])?;
+        let Some((_, start, len)) = plan.records().next() else {
+            break;
+        };
+        let record = &bytes[start..start + len];
+        // No generation that writes JSON stores empty records, so a
+        // reading that makes one is not consistent either.
+        let fits = |width: usize| {
+            super::gather::parse_shape(record, ndim, width, dtype.size())
+                .is_some_and(|shape| shape.iter().all(|&d| d > 0))
+        };
+        match (fits(8), fits(4)) {
+            (true, false) => return Ok(Generation::V2_8_18),
+            (false, true) => return Ok(Generation::V2_8_19),
+            (true, true) => continue,
+            (false, false) => {
+                return Err(Error::corrupt_record(
+                    engine.path(),
+                    i,
+                    format!(
+                        "a {len}-byte record of a JSON-schema Ragged store whose shape header \
+                         reads neither as {ndim} u64 (2.8.18) nor as {ndim} u32 (2.8.19) \
+                         dimensions"
+                    ),
+                ));
+            }
+        }
+    }
+    if engine.len() == 0 {
+        return Ok(Generation::V2_8_19);
+    }
+    Err(Error::invalid(format!(
+        "{}: the first records read consistently with both u64 (2.8.18) and u32 (2.8.19) \
+         dimensions; open it with DynRagged::open_as and the generation that wrote it",
+        engine.path().display()
+    )))
 }

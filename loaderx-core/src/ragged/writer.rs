@@ -88,6 +88,8 @@ pub struct DynRaggedWriter {
     engine: StoreWriter,
     dtype: DType,
     ndim: usize,
+    /// Bytes per dimension length in a record's header (the generation's).
+    dim_width: usize,
 }
 
 impl DynRaggedWriter {
@@ -112,6 +114,7 @@ impl DynRaggedWriter {
             engine,
             dtype,
             ndim,
+            dim_width: options.format_generation().dim_width(),
         })
     }
 
@@ -122,7 +125,8 @@ impl DynRaggedWriter {
     ///
     /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
     /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
-    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// an empty record, a record over 2 GiB, a dimension over `u32::MAX` in
+    /// the 2.8.19 generation or a `bool` byte other than 0 or 1;
     /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
     /// write fails, after which the writer is failed for good. Nothing of a rejected
     /// batch is written.
@@ -130,7 +134,7 @@ impl DynRaggedWriter {
     where
         I: IntoIterator<Item = (&'a [usize], &'a [u8])>,
     {
-        let head_len = 8 * self.ndim;
+        let head_len = self.dim_width * self.ndim;
         let mut src = RaggedRecords {
             heads: Vec::new(),
             head_len,
@@ -168,8 +172,20 @@ impl DynRaggedWriter {
                     "record {index} of the batch exceeds 2 GiB"
                 )));
             }
-            for &d in shape {
-                src.heads.extend_from_slice(&(d as u64).to_le_bytes());
+            if self.dim_width == 4 {
+                for &d in shape {
+                    let d = u32::try_from(d).map_err(|_| {
+                        Error::invalid(format!(
+                            "record {index} of the batch has dimension {d}; the 2.8.19 \
+                             generation stores dimensions as u32"
+                        ))
+                    })?;
+                    src.heads.extend_from_slice(&d.to_le_bytes());
+                }
+            } else {
+                for &d in shape {
+                    src.heads.extend_from_slice(&(d as u64).to_le_bytes());
+                }
             }
             src.bodies.push(bytes);
         }
@@ -288,7 +304,8 @@ impl<T: Element> RaggedWriter<T> {
     ///
     /// [`ErrorKind::ShapeMismatch`] for a record whose rank is not the store's or whose
     /// bytes do not match its shape; [`ErrorKind::InvalidArgument`] for an empty batch,
-    /// an empty record, a record over 2 GiB or a `bool` byte other than 0 or 1;
+    /// an empty record, a record over 2 GiB, a dimension over `u32::MAX` in
+    /// the 2.8.19 generation or a `bool` byte other than 0 or 1;
     /// [`ErrorKind::WriterFailed`] after an earlier I/O error; [`ErrorKind::Io`] when a
     /// write fails, after which the writer is failed for good. Nothing of a rejected
     /// batch is written.

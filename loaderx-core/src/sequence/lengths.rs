@@ -112,13 +112,14 @@ impl LengthIndex {
             0 => vec![1; to_usize(n)?],
             1 => {
                 let size = store.dtype().size() as u64;
+                let head = store.shape_header_len() as u64;
                 (0..to_usize(n)?)
                     .into_par_iter()
                     .with_min_len(1 << 14)
                     .map(|i| {
                         let i = i as u64;
                         let logic = u64::from(store.loc(i)?.logic_length);
-                        let payload = logic.checked_sub(8).filter(|p| *p > 0 && p % size == 0);
+                        let payload = logic.checked_sub(head).filter(|p| *p > 0 && p % size == 0);
                         payload
                             .and_then(|p| u32::try_from(p / size).ok())
                             .ok_or_else(|| {
@@ -126,7 +127,7 @@ impl LengthIndex {
                                     store.path(),
                                     i,
                                     format!(
-                                        "{logic} bytes are not an 8-byte shape header and \
+                                        "{logic} bytes are not a {head}-byte shape header and \
                                          whole {} elements",
                                         store.dtype()
                                     ),
