@@ -132,6 +132,10 @@ mod tests {
     /// `(bits, value)` pairs printed by `ml_dtypes` 0.5 (`np.arange(256,
     /// dtype=np.uint8).view(t).astype(np.float64)`).
     #[test]
+    #[allow(
+        clippy::excessive_precision,
+        reason = "the exact values as ml_dtypes prints them, each an f32"
+    )]
     fn values_match_ml_dtypes() {
         let e4m3fn = [
             (0, 0.0),

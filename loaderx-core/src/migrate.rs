@@ -42,7 +42,7 @@ const BATCH_RECORDS: usize = 1 << 16;
 /// let new = DynRagged::open(dir.path().join("new"))?;
 /// assert_eq!(new.generation(), Generation::V2_8_19);
 /// assert_eq!(new.gather(&[0])?.shape(0), &[3]);
-/// # Ok::<(), loaderx_core::Error>(())
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 ///
 /// # Errors

@@ -237,6 +237,46 @@ impl DynRagged {
     }
 }
 
+/// Reads a record's shape header (`ndim` little-endian dims of `width`
+/// bytes) onto `dims` (unreadable dims as `usize::MAX`); returns the element
+/// bytes after it when the header's shape counts exactly them, in
+/// `elem_size`-byte elements, and `None` otherwise.
+fn push_shape(
+    dims: &mut Vec<usize>,
+    record: &[u8],
+    ndim: usize,
+    width: usize,
+    elem_size: usize,
+) -> Option<usize> {
+    let head = width * ndim;
+    let Some(header) = record.get(..head) else {
+        dims.extend(std::iter::repeat_n(usize::MAX, ndim));
+        return None;
+    };
+    let mut elements = Some(1usize);
+    for chunk in header.chunks_exact(width) {
+        let mut b = [0u8; 8];
+        b[..width].copy_from_slice(chunk);
+        let d = usize::try_from(u64::from_le_bytes(b)).ok();
+        elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
+        dims.push(d.unwrap_or(usize::MAX));
+    }
+    let payload = record.len() - head;
+    (elements.and_then(|e| e.checked_mul(elem_size)) == Some(payload)).then_some(payload)
+}
+
+/// A record's shape when its header, read with `width`-byte dims, is
+/// consistent with its length; `None` otherwise.
+pub(super) fn parse_shape(
+    record: &[u8],
+    ndim: usize,
+    width: usize,
+    elem_size: usize,
+) -> Option<Vec<usize>> {
+    let mut dims = Vec::with_capacity(ndim);
+    push_shape(&mut dims, record, ndim, width, elem_size).map(|_| dims)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -312,44 +352,4 @@ mod tests {
         );
         assert!(format!("{plan:?}").contains("records: 3"), "{plan:?}");
     }
-}
-
-/// Reads a record's shape header (`ndim` little-endian dims of `width`
-/// bytes) onto `dims` (unreadable dims as `usize::MAX`); returns the element
-/// bytes after it when the header's shape counts exactly them, in
-/// `elem_size`-byte elements, and `None` otherwise.
-fn push_shape(
-    dims: &mut Vec<usize>,
-    record: &[u8],
-    ndim: usize,
-    width: usize,
-    elem_size: usize,
-) -> Option<usize> {
-    let head = width * ndim;
-    let Some(header) = record.get(..head) else {
-        dims.extend(std::iter::repeat_n(usize::MAX, ndim));
-        return None;
-    };
-    let mut elements = Some(1usize);
-    for chunk in header.chunks_exact(width) {
-        let mut b = [0u8; 8];
-        b[..width].copy_from_slice(chunk);
-        let d = usize::try_from(u64::from_le_bytes(b)).ok();
-        elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
-        dims.push(d.unwrap_or(usize::MAX));
-    }
-    let payload = record.len() - head;
-    (elements.and_then(|e| e.checked_mul(elem_size)) == Some(payload)).then_some(payload)
-}
-
-/// A record's shape when its header, read with `width`-byte dims, is
-/// consistent with its length; `None` otherwise.
-pub(super) fn parse_shape(
-    record: &[u8],
-    ndim: usize,
-    width: usize,
-    elem_size: usize,
-) -> Option<Vec<usize>> {
-    let mut dims = Vec::with_capacity(ndim);
-    push_shape(&mut dims, record, ndim, width, elem_size).map(|_| dims)
 }
