@@ -237,7 +237,9 @@ fn rust_writes_python_reads() {
     let codecs = [Codec::Raw, Codec::Zstd, Codec::ZstdDict];
     let mut written = Vec::new();
     let mut seed = 1u64;
-    for (k, dtype) in DType::ALL.into_iter().enumerate() {
+    // The twelve types Python 2.4.6 reads; the 2.8 types go through the
+    // 2.8.19 generation.
+    for (k, dtype) in DType::CLASSIC.into_iter().enumerate() {
         for (c, codec) in codecs.into_iter().enumerate() {
             let shards = [1, 4, 7][(k + c) % 3];
             let shape: &[usize] = [&[][..], &[3], &[2, 3, 2], &[17, 5]][(k + c) % 4];
