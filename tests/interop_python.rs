@@ -19,6 +19,9 @@ use loaderx_core::{
 use loaderx_tests::{python, run_interop};
 use serde::Deserialize;
 
+#[path = "interop_generations.rs"]
+mod generations;
+
 #[derive(Debug, Deserialize)]
 struct Entry {
     name: String,

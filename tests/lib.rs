@@ -17,6 +17,51 @@ pub fn python() -> Option<PathBuf> {
     Some(py)
 }
 
+/// The directory of per-release Python loaderx installs, from
+/// `LOADERX_PY_RELEASES`: one `pip install --target` folder per release,
+/// named by its version (`2.4.6`, `2.8.12`, `2.8.18`, `2.8.19`).
+///
+/// `None` under `LOADERX_SKIP_PYTHON=1`; otherwise a missing variable fails
+/// loudly, as [`python`] does.
+pub fn py_releases() -> Option<PathBuf> {
+    if std::env::var_os("LOADERX_SKIP_PYTHON").is_some() {
+        return None;
+    }
+    let dir = std::env::var_os("LOADERX_PY_RELEASES")
+        .map(PathBuf::from)
+        .expect(
+            "set LOADERX_PY_RELEASES to a directory with one `pip install --target` folder per \
+             loaderx release (2.4.6, 2.8.12, 2.8.18, 2.8.19; see README), or LOADERX_SKIP_PYTHON=1",
+        );
+    Some(dir)
+}
+
+/// A `Command` running `$LOADERX_PYTHON` with Python loaderx `version`
+/// (`"2.8.19"`) importable: `PYTHONPATH=$LOADERX_PY_RELEASES/<version>`.
+///
+/// `None` under `LOADERX_SKIP_PYTHON=1`; panics when either variable is
+/// missing or the release's folder does not exist.
+pub fn python_release(version: &str) -> Option<Command> {
+    let py = python()?;
+    let dir = py_releases()?.join(version);
+    assert!(
+        dir.join("loaderx").is_dir(),
+        "{}: no loaderx {version} here (pip install --no-deps --target {} loaderx=={version})",
+        dir.display(),
+        dir.display()
+    );
+    let mut cmd = Command::new(py);
+    cmd.env("PYTHONPATH", dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    Some(cmd)
+}
+
+/// Path of `tests/python/generations.py`, the fixture kit that runs under
+/// every Python release.
+pub fn generations_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/generations.py")
+}
+
 /// Path of `tests/python/interop.py`.
 pub fn interop_script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/interop.py")
