@@ -767,6 +767,19 @@ fn loader_section(
             let store = z.path().to_path_buf();
             bar.set_message(format!("loader ({key}) {codec}: loaderx-rs"));
             let ours = crate::loader::run_child("ours", &store, None, c)?;
+            // The same loader with no workers: every step made in the
+            // consumer's `next` (no thread hand-over, nothing made ahead).
+            bar.set_message(format!("loader ({key}) {codec}: loaderx-rs workers(0)"));
+            let sync = crate::loader::run_child(
+                "ours",
+                &store,
+                None,
+                LoaderConfig {
+                    workers: 0,
+                    prefetch: 0,
+                    ..c
+                },
+            )?;
             if burn.is_none() {
                 bar.set_message(format!("loader ({key}): burn DataLoaderBuilder"));
                 burn = Some(crate::loader::run_child("burn", &store, None, c)?);
@@ -803,6 +816,11 @@ fn loader_section(
                 ]);
             };
             add("loaderx-rs DataLoader", &ours, true);
+            add(
+                "loaderx-rs DataLoader, workers(0): synchronous",
+                &sync,
+                true,
+            );
             if let Some(b) = &burn {
                 add(
                     "burn DataLoaderBuilder + InMemDataset (records in memory)",
@@ -831,7 +849,7 @@ fn loader_section(
         }
     }
     Ok(format!(
-        "#### Loader end to end: IID, 2 workers, prefetch 4, identity transform\n\n{}",
+        "#### Loader end to end: IID, 2 workers, prefetch 4 (and the synchronous loader, workers(0)), identity transform\n\n{}",
         t.render()
     ))
 }

@@ -3179,4 +3179,154 @@ mod tests {
             assert!(!m.contains("SECRET") && !m.contains("user"), "{m}");
         }
     }
+
+    /// An object store whose multipart uploads fail at part `fail_at` (0
+    /// based) and remember whether they were aborted; everything else is
+    /// the in-memory store's.
+    #[derive(Debug)]
+    struct FailingParts {
+        inner: object_store::memory::InMemory,
+        fail_at: usize,
+        aborted: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl std::fmt::Display for FailingParts {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "FailingParts({})", self.inner)
+        }
+    }
+
+    #[derive(Debug)]
+    struct FailingUpload {
+        inner: Box<dyn object_store::MultipartUpload>,
+        parts: usize,
+        fail_at: usize,
+        aborted: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    #[async_trait::async_trait]
+    impl object_store::MultipartUpload for FailingUpload {
+        fn put_part(&mut self, data: PutPayload) -> object_store::UploadPart {
+            let k = self.parts;
+            self.parts += 1;
+            if k == self.fail_at {
+                return Box::pin(async move {
+                    Err(object_store::Error::Generic {
+                        store: "FailingParts",
+                        source: format!("part {k} refused").into(),
+                    })
+                });
+            }
+            self.inner.put_part(data)
+        }
+        async fn complete(&mut self) -> object_store::Result<object_store::PutResult> {
+            self.inner.complete().await
+        }
+        async fn abort(&mut self) -> object_store::Result<()> {
+            self.aborted.store(true, Ordering::SeqCst);
+            self.inner.abort().await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for FailingParts {
+        async fn put_opts(
+            &self,
+            location: &ObjPath,
+            payload: PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &ObjPath,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            Ok(Box::new(FailingUpload {
+                inner: self.inner.put_multipart_opts(location, opts).await?,
+                parts: 0,
+                fail_at: self.fail_at,
+                aborted: Arc::clone(&self.aborted),
+            }))
+        }
+        async fn get_opts(
+            &self,
+            location: &ObjPath,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<'static, object_store::Result<ObjPath>>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<ObjPath>> {
+            self.inner.delete_stream(locations)
+        }
+        fn list(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&ObjPath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(
+            &self,
+            from: &ObjPath,
+            to: &ObjPath,
+            options: object_store::CopyOptions,
+        ) -> object_store::Result<()> {
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+
+    #[test]
+    fn a_failed_multipart_upload_is_aborted_and_leaves_no_object() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shard");
+        std::fs::write(&path, bytes(5, 10_000)).unwrap();
+        let o = RemoteOptions {
+            part_bytes: 1000,
+            ..RemoteOptions::default()
+        };
+        for fail_at in [0, 3, 9] {
+            let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let mem: Arc<dyn ObjectStore> = Arc::new(FailingParts {
+                inner: object_store::memory::InMemory::new(),
+                fail_at,
+                aborted: Arc::clone(&aborted),
+            });
+            let t = in_memory(&mem, "s");
+            let e = upload(&t, &o, &path, "data_0.zr", 10_000).unwrap_err();
+            assert!(e.to_string().contains("data_0.zr"), "{e}");
+            assert!(
+                aborted.load(Ordering::SeqCst),
+                "part {fail_at} failed and the upload was not aborted"
+            );
+            assert!(
+                block_on(mem.head(&t.object("data_0.zr"))).unwrap().is_err(),
+                "a failed upload left the object"
+            );
+        }
+        // With no part failing, the same upload completes and is not aborted.
+        let aborted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mem: Arc<dyn ObjectStore> = Arc::new(FailingParts {
+            inner: object_store::memory::InMemory::new(),
+            fail_at: usize::MAX,
+            aborted: Arc::clone(&aborted),
+        });
+        let t = in_memory(&mem, "s");
+        upload(&t, &o, &path, "data_0.zr", 10_000).unwrap();
+        assert!(!aborted.load(Ordering::SeqCst));
+        let got = block_on(async { mem.get(&t.object("data_0.zr")).await?.bytes().await })
+            .unwrap()
+            .unwrap();
+        assert_eq!(&got[..], &bytes(5, 10_000)[..]);
+    }
 }

@@ -437,7 +437,6 @@ fn bad_configurations_are_errors() {
             .build()
             .is_err()
     );
-    assert!(builder(dir.path()).workers(0).build().is_err());
     assert!(builder(dir.path()).batch_size(0).build().is_err());
     assert!(builder(dir.path()).shard(2, 2).build().is_err());
     assert!(
@@ -527,4 +526,138 @@ fn a_batch_size_beyond_memory_is_a_buffer_error_not_a_panic() {
         let e = loader.next().unwrap().unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{batch}: {e}");
     }
+}
+
+/// Every sampling mode, finite and endless, resumed and sharded: a loader
+/// without workers delivers exactly the threaded loader's batches, makes
+/// them in the caller's thread, and never holds one ahead.
+#[test]
+fn a_synchronous_loader_delivers_the_threaded_batches_in_the_callers_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let modes = [
+        SamplerMode::Sequential,
+        SamplerMode::Iid,
+        SamplerMode::Cyclic,
+        SamplerMode::Bucketed { window: 3 },
+        SamplerMode::TokenBudget {
+            max_tokens: 96,
+            buckets: 4,
+        },
+    ];
+    let caller = std::thread::current().id();
+    for mode in modes {
+        for (start, epochs, shard) in [(0, None, None), (7, Some(2), None), (3, None, Some((1, 3)))]
+        {
+            let configure = |workers: usize| {
+                let mut b = builder(dir.path())
+                    .mode(mode)
+                    .workers(workers)
+                    .start_step(start);
+                if let Some(e) = epochs {
+                    b = b.epochs(e);
+                }
+                if let Some((rank, world)) = shard {
+                    b = b.shard(rank, world);
+                }
+                b
+            };
+            // A finite loader is run to its end, an endless one for 70 steps.
+            let steps = if epochs.is_some() { usize::MAX } else { 70 };
+            let threaded: Vec<_> = configure(3)
+                .build()
+                .unwrap()
+                .take(steps)
+                .map(|b| fingerprint(&b.unwrap()))
+                .collect();
+            let ran_on = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let seen = Arc::clone(&ran_on);
+            let mut sync = configure(0)
+                .build_with(move |b: Batch| -> Result<_, Error> {
+                    seen.lock().unwrap().push(std::thread::current().id());
+                    Ok(fingerprint(&b))
+                })
+                .unwrap();
+            let mut got = Vec::new();
+            for (k, b) in sync.by_ref().take(steps).enumerate() {
+                got.push(b.unwrap());
+                // Nothing is made ahead of what the caller asked for.
+                assert_eq!(ran_on.lock().unwrap().len(), k + 1, "{mode:?}");
+            }
+            assert_eq!(
+                got, threaded,
+                "{mode:?} start {start} epochs {epochs:?} shard {shard:?}"
+            );
+            assert!(
+                ran_on.lock().unwrap().iter().all(|&t| t == caller),
+                "{mode:?}"
+            );
+            assert_eq!(sync.stats().max_in_flight, 0);
+            if epochs.is_some() {
+                assert!(
+                    got.len() > 40,
+                    "{mode:?}: two passes of 1000 records from step 7"
+                );
+                assert!(sync.next().is_none(), "{mode:?}: past the last epoch");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_synchronous_loader_reports_failures_at_their_step_then_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    let mut loader = builder(dir.path())
+        .workers(0)
+        .build_with(|b: Batch| {
+            if b.step() == 3 {
+                Err("bad batch".to_string())
+            } else {
+                Ok(b.step())
+            }
+        })
+        .unwrap();
+    for k in 0..3 {
+        assert_eq!(loader.next().unwrap().unwrap(), k);
+    }
+    let e = loader.next().unwrap().unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Transform { step: 3, .. }),
+        "{e}"
+    );
+    assert!(loader.next().is_none());
+    assert_eq!(loader.remaining_steps(), Some(0));
+
+    // A panic in the caller's transform is the step's error, not an unwind
+    // through the training loop.
+    let mut loader = builder(dir.path())
+        .workers(0)
+        .build_with(|b: Batch| -> Result<u64, Error> {
+            assert!(b.step() != 1, "boom at one");
+            Ok(b.step())
+        })
+        .unwrap();
+    assert_eq!(loader.next().unwrap().unwrap(), 0);
+    let e = loader.next().unwrap().unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::WorkerPanicked { step: 1, .. }),
+        "{e}"
+    );
+    assert!(e.to_string().contains("boom at one"));
+    assert!(loader.next().is_none());
+
+    // A staging hook's error at step 2.
+    let staging = Counting {
+        fail_at: Some(2),
+        ..Counting::default()
+    };
+    let results: Vec<_> = builder(dir.path())
+        .workers(0)
+        .staging(staging)
+        .build()
+        .unwrap()
+        .collect();
+    assert_eq!(results.len(), 3);
+    assert!(results[2].is_err());
 }

@@ -60,6 +60,7 @@ pub(crate) mod images;
 mod layout;
 mod plan;
 mod rows;
+mod source_file;
 mod split;
 mod text;
 
@@ -935,6 +936,7 @@ fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardCo
 /// the real problem).
 fn parquet_rows(path: &Path) -> u64 {
     std::fs::File::open(path)
+        .and_then(source_file::SourceFile::new)
         .ok()
         .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
         .map(|r| {

@@ -34,6 +34,7 @@ use super::decode::{DecodeError, RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
 use super::rows::{empty_rows, kept_runs, null_rows};
+use super::source_file::{SourceFile, check_pages};
 use super::text::{TextEncoder, decode_text};
 use super::{ColumnSource, HfColumn, HfSplit, SAMPLING_RATE_SUFFIX};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
@@ -82,11 +83,16 @@ struct ParquetFile {
 
 impl ParquetFile {
     fn open(path: &PathBuf, label: &str) -> Result<ParquetFile, Error> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = File::open(path)
+            .and_then(SourceFile::new)
+            .map_err(|e| Error::io(path, e))?;
         let meta = guard(label, || {
             ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         })?
         .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
+        // Every page checked before the parquet crate sizes a buffer from it.
+        guard(label, || check_pages(&file, meta.metadata()))?
+            .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
         Ok(ParquetFile {
             path: path.clone(),
             label: label.to_owned(),
@@ -130,7 +136,9 @@ impl ParquetFile {
         offset: usize,
         columns: Option<&[usize]>,
     ) -> Result<ParquetRecordBatchReader, Error> {
-        let file = File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
+        let file = File::open(&self.path)
+            .and_then(SourceFile::new)
+            .map_err(|e| Error::io(&self.path, e))?;
         guard(&self.label, || {
             let mut builder =
                 ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
@@ -1031,6 +1039,89 @@ mod tests {
         w.close().unwrap();
     }
 
+    #[test]
+    fn every_page_of_well_formed_files_passes_the_page_checks() {
+        use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
+        use parquet::file::properties::{EnabledStatistics, WriterProperties};
+        let dir = tempfile::tempdir().unwrap();
+        // Compressible and incompressible values, long enough for many
+        // small pages, with page statistics in every header.
+        let texts: Vec<String> = (0..3000)
+            .map(|i| {
+                if i % 3 == 0 {
+                    "z".repeat(200)
+                } else {
+                    format!("{i:x}-{}", i * 7919 % 10007)
+                }
+            })
+            .collect();
+        let column = StringArray::from(texts.iter().map(String::as_str).collect::<Vec<_>>());
+        let batch = RecordBatch::try_from_iter([("text", Arc::new(column) as ArrayRef)]).unwrap();
+        for (k, codec) in [
+            Compression::UNCOMPRESSED,
+            Compression::SNAPPY,
+            Compression::GZIP(GzipLevel::default()),
+            Compression::BROTLI(BrotliLevel::default()),
+            Compression::LZ4_RAW,
+            Compression::ZSTD(ZstdLevel::default()),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            for dictionary in [false, true] {
+                let props = WriterProperties::builder()
+                    .set_compression(codec)
+                    .set_dictionary_enabled(dictionary)
+                    .set_data_page_size_limit(2048)
+                    .set_write_batch_size(50)
+                    .set_statistics_enabled(EnabledStatistics::Page)
+                    .build();
+                let path = dir.path().join(format!("{k}-{dictionary}.parquet"));
+                let mut w =
+                    ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props))
+                        .unwrap();
+                w.write(&batch).unwrap();
+                w.close().unwrap();
+                let file = ParquetFile::open(&path, "t.parquet")
+                    .unwrap_or_else(|e| panic!("{codec:?}, dictionary {dictionary}: {e}"));
+                assert_eq!(file.rows(), 3000);
+                let out = tempfile::tempdir().unwrap();
+                let split = convert(out.path(), &path).unwrap();
+                assert_eq!(split.records, 3000, "{codec:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn pages_that_lie_about_their_size_are_refused_before_decoding() {
+        // Found by AFL++ (fuzz/regressions/parquet/): a page header claiming
+        // 2 GiB decoded from a few stored bytes, which the parquet crate
+        // allocated and zeroed (apache/arrow-rs#10734); and a header whose
+        // thrift list runs past the end of the file, which the crate skipped
+        // with one empty read per declared element (14 million reads).
+        let dir = tempfile::tempdir().unwrap();
+        // (`source_file`'s tests hold each rule's cases.)
+        for (name, bytes, says) in [
+            (
+                "claims",
+                &include_bytes!("../../testdata/page_claims_2gib_uncompressed.parquet")[..],
+                "column 1 (\"x\"): page 1",
+            ),
+            (
+                "eof",
+                &include_bytes!("../../testdata/hang_page_header_skips_past_eof.parquet")[..],
+                "row group 0",
+            ),
+        ] {
+            let path = dir.path().join(format!("{name}.parquet"));
+            std::fs::write(&path, bytes).unwrap();
+            let e = ParquetFile::open(&path, "t.parquet").err().unwrap();
+            let message = e.to_string();
+            assert!(message.contains("malformed parquet file"), "{message}");
+            assert!(message.contains(says), "{message}");
+        }
+    }
+
     fn settings() -> Settings {
         Settings {
             codec: Codec::Raw,
@@ -1135,12 +1226,14 @@ mod tests {
     #[test]
     fn a_parquet_crate_panic_is_an_error_naming_the_file() {
         // Seeds written by `datasets`, a few bytes changed (found by
-        // mutation): the parquet crate panics while decoding them.
+        // mutation): the parquet crate panics while decoding them. The
+        // first is now refused by the page checks before the crate sees
+        // it; the second still reaches the crate's panic.
         for (name, bytes, panic) in [
             (
                 "panics_negative_column_start.parquet",
                 &include_bytes!("../../testdata/panics_negative_column_start.parquet")[..],
-                "column start and length should not be negative",
+                "negative offset or size",
             ),
             (
                 "panics_index_out_of_bounds.parquet",

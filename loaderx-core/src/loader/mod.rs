@@ -188,7 +188,9 @@ pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send +
 ///
 /// - Workers claim steps in order and run ahead of the consumer by at most
 ///   `workers + prefetch` batches in flight (claimed and not yet delivered);
-///   that bounds memory and the reorder window.
+///   that bounds memory and the reorder window. With
+///   [`workers(0)`](DataLoaderBuilder::workers) the loader is synchronous:
+///   no thread, each step made in the consumer's `next`, the same batches.
 /// - Each stream's batch is gathered straight into a buffer its [`Staging`]
 ///   hook provides; the default [`BufferPool`] recycles buffers when batches
 ///   are dropped, so steady state allocates nothing.
@@ -309,12 +311,23 @@ impl DataLoaderBuilder {
     }
 
     /// Worker threads gathering and transforming batches (default: up to 4).
+    ///
+    /// `0` makes the loader synchronous: no thread is started, and each
+    /// call to `next` samples, gathers and transforms its step in the
+    /// caller's thread. The batches are exactly those of a threaded loader
+    /// (the same steps, indices and bytes); nothing is made ahead, so at
+    /// most one batch is live beyond those the caller keeps, and a step
+    /// costs no hand-over between threads. Use it for light transforms,
+    /// strict caller-thread order or the least live memory; use workers to
+    /// overlap slow gathers (remote stores, zstd) or heavy transforms with
+    /// training.
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers;
         self
     }
 
-    /// Extra finished batches allowed to wait for the consumer (default 2).
+    /// Extra finished batches allowed to wait for the consumer (default 2;
+    /// a synchronous loader, `workers(0)`, makes none ahead).
     pub fn prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = prefetch;
         self
@@ -459,9 +472,6 @@ impl DataLoaderBuilder {
     /// `epochs`.
     pub fn resolved_sampler(&self) -> Result<Sampler, Error> {
         let len = Stream::check_named(&self.streams)?;
-        if self.workers == 0 {
-            return Err(Error::invalid("a loader needs at least one worker"));
-        }
         let (rank, world) = (self.sampling.rank, self.sampling.world_size);
         let mode = self.sampling.mode;
         let lengths = match self.sampling.lengths.clone() {

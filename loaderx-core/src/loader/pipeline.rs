@@ -1,4 +1,5 @@
-//! Worker threads, the in-order delivery window and shutdown.
+//! Worker threads, the in-order delivery window and shutdown; with no
+//! workers, synchronous delivery in the consumer's thread.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -76,7 +77,9 @@ impl<T> Shared<T> {
 #[non_exhaustive]
 pub struct LoaderStats {
     /// Most batches that were ever in flight at once (claimed by a worker and
-    /// not yet handed to the consumer); never more than `workers + prefetch`.
+    /// not yet handed to the consumer); never more than `workers + prefetch`,
+    /// and always 0 for a synchronous loader (`workers(0)`), which makes
+    /// each batch only when it is asked for.
     pub max_in_flight: usize,
     /// Buffers the default pool allocated or grew (0 with a custom staging).
     pub pool_allocations: u64,
@@ -87,6 +90,9 @@ pub struct LoaderStats {
 pub struct DataLoader<T> {
     shared: Arc<Shared<T>>,
     threads: Vec<JoinHandle<()>>,
+    /// The producer, for a synchronous loader (no workers): `next` makes
+    /// each batch itself. `None` when workers do.
+    inline: Option<Arc<Producer<T>>>,
     next_step: u64,
     end_step: Option<u64>,
     failed: bool,
@@ -113,7 +119,8 @@ fn spawn_worker(i: usize, body: impl FnOnce() + Send + 'static) -> std::io::Resu
 
 /// Starts the workers. A worker that cannot be spawned is an error: the
 /// threads already started are stopped and joined before it is returned, so
-/// a loader never waits on workers that do not exist.
+/// a loader never waits on workers that do not exist. With no workers, no
+/// thread is started: the consumer's `next` makes each batch.
 pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T>, Error> {
     let (names, streams): (Vec<String>, Vec<Stream>) = config.streams.into_iter().unzip();
     let shared = Arc::new(Shared {
@@ -142,6 +149,7 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
     let mut loader = DataLoader {
         shared,
         threads: Vec::with_capacity(config.workers),
+        inline: (config.workers == 0).then(|| Arc::clone(&producer)),
         next_step: config.start_step,
         end_step: config.end_step,
         failed: false,
@@ -179,15 +187,7 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
             st.max_in_flight = st.max_in_flight.max(st.in_flight);
             step
         };
-        let result =
-            catch_unwind(AssertUnwindSafe(|| producer.produce(step))).unwrap_or_else(|panic| {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "non-string panic payload".into());
-                Err(ErrorKind::WorkerPanicked { step, message }.into())
-            });
+        let result = producer.produce_caught(step);
         let mut st = shared.lock();
         st.done.insert(step, result);
         let wake = st.awaited == Some(step);
@@ -199,6 +199,19 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
 }
 
 impl<T> Producer<T> {
+    /// [`produce`](Self::produce), with a panic (in a gather, or in the
+    /// caller's transform) turned into the step's error.
+    fn produce_caught(&self, step: u64) -> Result<T, Error> {
+        catch_unwind(AssertUnwindSafe(|| self.produce(step))).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            Err(ErrorKind::WorkerPanicked { step, message }.into())
+        })
+    }
+
     fn produce(&self, step: u64) -> Result<T, Error> {
         // The batch size comes from options (and `Iid` takes any): room for
         // its indices is reserved fallibly, like the batch's bytes.
@@ -443,6 +456,12 @@ impl<T> Iterator for DataLoader<T> {
         if self.failed || self.end_step.is_some_and(|end| self.next_step >= end) {
             return None;
         }
+        if let Some(producer) = &self.inline {
+            let result = producer.produce_caught(self.next_step);
+            self.next_step = self.next_step.wrapping_add(1);
+            self.failed = result.is_err();
+            return Some(result);
+        }
         let (result, worker_waits) = {
             let mut st = self.shared.lock();
             loop {
@@ -485,6 +504,7 @@ impl<T> std::fmt::Debug for DataLoader<T> {
             .field("next_step", &self.next_step)
             .field("end_step", &self.end_step)
             .field("workers", &self.threads.len())
+            .field("synchronous", &self.inline.is_some())
             .field("failed", &self.failed)
             .finish()
     }
