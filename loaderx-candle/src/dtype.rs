@@ -23,6 +23,10 @@ use crate::error::Result;
 /// | `f16`   | `F16`  | no copy |
 /// | `f32`   | `F32`  | no copy |
 /// | `f64`   | `F64`  | no copy |
+/// | `bf16`  | `BF16` | no copy |
+/// | `float8_e4m3fn` | `F8E4M3` | no copy (candle's `F8E4M3` is the OCP E4M3FN format) |
+/// | `float8_e8m0fnu` | `F8E8M0` | no copy (candle stores its bytes) |
+/// | `float8_e4m3fnuz`, `float8_e5m2`, `float8_e5m2fnuz`, `complex64`, `complex128` | — | refused with an error naming the type: candle has no such type, and converting would change the values' representation |
 ///
 /// "No copy" applies to Dense columns on the CPU device gathered through
 /// [`CandleStaging`](crate::CandleStaging): the loader gathers straight into
@@ -39,6 +43,9 @@ pub const DTYPE_TABLE: DTypeTable = DTypeTable::new(&[
     DType::F16,
     DType::F32,
     DType::F64,
+    DType::BF16,
+    DType::F8E4M3Fn,
+    DType::F8E8M0Fnu,
 ]);
 
 /// The candle type a loaderx element type becomes (see [`DTYPE_TABLE`]).
@@ -55,6 +62,9 @@ pub fn candle_dtype(dtype: DType) -> Result<CDType> {
         DType::F16 => CDType::F16,
         DType::F32 => CDType::F32,
         DType::F64 => CDType::F64,
+        DType::BF16 => CDType::BF16,
+        DType::F8E4M3Fn => CDType::F8E4M3,
+        DType::F8E8M0Fnu => CDType::F8E8M0,
         _ => CDType::I64,
     })
 }
@@ -68,9 +78,26 @@ mod tests {
         for d in DType::CLASSIC {
             assert!(candle_dtype(d).unwrap().size_in_bytes() >= d.size(), "{d}");
         }
-        // Not yet mapped: refused by name, never reinterpreted.
-        let e = candle_dtype(DType::BF16).unwrap_err();
-        assert!(e.to_string().contains("bf16"), "{e}");
         assert_eq!(candle_dtype(DType::F64).unwrap(), CDType::F64);
+        // The 2.8.19 types candle has are its own, byte for byte.
+        for (d, c) in [
+            (DType::BF16, CDType::BF16),
+            (DType::F8E4M3Fn, CDType::F8E4M3),
+            (DType::F8E8M0Fnu, CDType::F8E8M0),
+        ] {
+            assert_eq!(candle_dtype(d).unwrap(), c);
+            assert_eq!(c.size_in_bytes(), d.size());
+        }
+        // The others are refused by name, never reinterpreted.
+        for d in [
+            DType::F8E4M3Fnuz,
+            DType::F8E5M2,
+            DType::F8E5M2Fnuz,
+            DType::C64,
+            DType::C128,
+        ] {
+            let e = candle_dtype(d).unwrap_err();
+            assert!(e.to_string().contains(d.name()), "{e}");
+        }
     }
 }

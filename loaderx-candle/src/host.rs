@@ -2,7 +2,7 @@
 
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
-use half::f16;
+use half::{bf16, f16};
 use loaderx_core::host::{TypedVec, VecBuffer};
 use loaderx_core::{DType, StageRequest, StagedBuffer, Staging, downcast_staged};
 
@@ -75,6 +75,10 @@ fn storage_from_vec(dtype: DType, vec: TypedVec) -> Result<CpuStorage> {
         TypedVec::F16(v) => CpuStorage::F16(v),
         TypedVec::F32(v) => CpuStorage::F32(v),
         TypedVec::F64(v) => CpuStorage::F64(v),
+        TypedVec::BF16(v) => CpuStorage::BF16(v),
+        // Both are one byte over the same bits (E4M3FN); moved, not copied.
+        TypedVec::F8E4M3Fn(v) => CpuStorage::F8E4M3(bytemuck::allocation::cast_vec(v)),
+        TypedVec::F8E8M0Fnu(v) => CpuStorage::F8E8M0(bytemuck::allocation::cast_vec(v)),
         other => return storage_from_bytes(dtype, other.as_bytes()),
     })
 }
@@ -91,6 +95,14 @@ pub(crate) fn storage_from_bytes(dtype: DType, bytes: &[u8]) -> Result<CpuStorag
         DType::F16 => CpuStorage::F16(wide.as_slice::<f16>()?.to_vec()),
         DType::F32 => CpuStorage::F32(wide.as_slice::<f32>()?.to_vec()),
         DType::F64 => CpuStorage::F64(wide.as_slice::<f64>()?.to_vec()),
+        DType::BF16 => CpuStorage::BF16(wide.as_slice::<bf16>()?.to_vec()),
+        DType::F8E4M3Fn => CpuStorage::F8E4M3(
+            wide.as_bytes()
+                .iter()
+                .map(|&b| float8::F8E4M3::from_bits(b))
+                .collect(),
+        ),
+        DType::F8E8M0Fnu => CpuStorage::F8E8M0(wide.as_bytes().to_vec()),
         _ => CpuStorage::I64(wide.as_slice::<i64>()?.to_vec()),
     })
 }

@@ -357,3 +357,119 @@ fn the_batcher_is_one_pass_with_or_without_the_last_batch() {
     assert_eq!(once.next().unwrap().unwrap().0.dims(), &[101, 2]);
     assert!(once.next().is_none());
 }
+
+/// Every bit pattern of a one- or two-byte type, as a Dense store of
+/// 2.8.19's generation (the one that writes bf16 and float8).
+fn all_patterns(dir: &Path, dtype: DType) -> (Vec<u8>, usize) {
+    let data = patterns(dtype);
+    let n = data.len() / dtype.size() / 16;
+    let options = CreateOptions::new(Codec::Zstd).generation(loaderx_core::Generation::V2_8_19);
+    let mut w = DynDenseWriter::create(dir.join(dtype.name()), dtype, &[16], &options).unwrap();
+    w.append_bytes(&data, n).unwrap();
+    w.close().unwrap();
+    (data, n)
+}
+
+/// Every bit pattern of a one- or two-byte type, in order.
+fn patterns(dtype: DType) -> Vec<u8> {
+    match dtype.size() {
+        1 => (0..=255u8).collect(),
+        _ => (0..=u16::MAX).flat_map(u16::to_le_bytes).collect(),
+    }
+}
+
+/// The bytes of a CPU tensor's storage, whatever its type.
+fn storage_bytes(t: &Tensor) -> Vec<u8> {
+    let (storage, layout) = t.storage_and_layout();
+    assert!(layout.is_contiguous());
+    let Storage::Cpu(cpu) = &*storage else {
+        panic!("not on the CPU")
+    };
+    match cpu {
+        CpuStorage::BF16(v) => bytemuck::cast_slice(v).to_vec(),
+        CpuStorage::F8E4M3(v) => v.iter().map(|x| x.to_bits()).collect(),
+        CpuStorage::F8E8M0(v) => v.clone(),
+        _ => panic!("unexpected storage of {:?}", t.dtype()),
+    }
+}
+
+#[test]
+fn bf16_and_float8_stores_become_candle_tensors_of_their_own_type() {
+    let dir = tempfile::tempdir().unwrap();
+    for (dtype, cdtype) in [
+        (DType::BF16, CDType::BF16),
+        (DType::F8E4M3Fn, CDType::F8E4M3),
+        (DType::F8E8M0Fnu, CDType::F8E8M0),
+    ] {
+        let (data, n) = all_patterns(dir.path(), dtype);
+        let store = loaderx_core::DynDense::open(dir.path().join(dtype.name())).unwrap();
+        // Through the loader (the gathered vector becomes the storage) and
+        // through the converter (copied from bytes): the same bits.
+        let mut loader = DataLoader::builder()
+            .stream("x", store)
+            .batch_size(n)
+            .mode(SamplerMode::Sequential)
+            .build_candle(&Device::Cpu)
+            .unwrap();
+        let batch = loader.next().unwrap().unwrap();
+        let t = batch.dense("x").unwrap();
+        assert_eq!((t.dtype(), t.dims()), (cdtype, &[n, 16][..]), "{dtype}");
+        assert_eq!(storage_bytes(t), data, "{dtype}: loader");
+        if dtype.size() > 1 {
+            let c = CandleConverter::new(&Device::Cpu)
+                .tensor_from_bytes(dtype, &data[1..], &[(data.len() - 1) / 2])
+                .err();
+            assert!(c.is_some(), "{dtype}: a partial element is refused");
+        }
+        let from_bytes = CandleConverter::new(&Device::Cpu)
+            .tensor_from_bytes(dtype, &data, &[n, 16])
+            .unwrap();
+        assert_eq!(storage_bytes(&from_bytes), data, "{dtype}: converter");
+    }
+    // candle reads the values as loaderx does (bf16 and E4M3FN arithmetic).
+    let data = patterns(DType::F8E4M3Fn);
+    let t = CandleConverter::new(&Device::Cpu)
+        .tensor_from_bytes(DType::F8E4M3Fn, &data, &[256])
+        .unwrap();
+    let got = t.to_dtype(CDType::F32).unwrap().to_vec1::<f32>().unwrap();
+    for (b, g) in data.iter().zip(got) {
+        let want = loaderx_core::F8E4M3Fn::from_bits(*b).to_f32();
+        assert!(want == g || (want.is_nan() && g.is_nan()), "{b:#04x}: {want} vs {g}");
+    }
+    let data = patterns(DType::BF16);
+    let t = CandleConverter::new(&Device::Cpu)
+        .tensor_from_bytes(DType::BF16, &data, &[1 << 16])
+        .unwrap();
+    let got = t.to_dtype(CDType::F32).unwrap().to_vec1::<f32>().unwrap();
+    for (bits, g) in data.chunks_exact(2).zip(got) {
+        let want = loaderx_core::bf16::from_le_bytes([bits[0], bits[1]]).to_f32();
+        assert!(want.to_bits() == g.to_bits() || (want.is_nan() && g.is_nan()));
+    }
+}
+
+#[test]
+fn float8_and_complex_types_candle_lacks_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    for dtype in [
+        DType::F8E4M3Fnuz,
+        DType::F8E5M2,
+        DType::F8E5M2Fnuz,
+        DType::C64,
+        DType::C128,
+    ] {
+        let path = dir.path().join(dtype.name());
+        let options =
+            CreateOptions::new(Codec::Raw).generation(loaderx_core::Generation::V2_8_19);
+        let mut w = DynDenseWriter::create(&path, dtype, &[2], &options).unwrap();
+        w.append_bytes(&vec![0u8; 8 * dtype.size()], 4).unwrap();
+        w.close().unwrap();
+        let mut loader = DataLoader::builder()
+            .stream("x", loaderx_core::DynDense::open(&path).unwrap())
+            .batch_size(4)
+            .mode(SamplerMode::Sequential)
+            .build_candle(&Device::Cpu)
+            .unwrap();
+        let e = loader.next().unwrap().unwrap_err();
+        assert!(e.to_string().contains(dtype.name()), "{dtype}: {e}");
+    }
+}

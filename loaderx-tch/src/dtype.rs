@@ -23,6 +23,10 @@ use crate::error::Result;
 /// | `f16`   | `Half`     | no copy |
 /// | `f32`   | `Float`    | no copy |
 /// | `f64`   | `Double`   | no copy |
+/// | `bf16`  | `BFloat16` | no copy |
+/// | `float8_e4m3fn`, `float8_e4m3fnuz`, `float8_e5m2`, `float8_e5m2fnuz` | `Float8e4m3fn`, `Float8e4m3fnuz`, `Float8e5m2`, `Float8e5m2fnuz` | no copy |
+/// | `complex64`, `complex128` | `ComplexFloat`, `ComplexDouble` | no copy |
+/// | `float8_e8m0fnu` | — | refused with an error naming the type (tch 0.22 has no such kind) |
 ///
 /// "No copy" holds for Dense columns gathered through
 /// [`TchStaging`](crate::TchStaging) on the CPU: the loader gathers straight
@@ -41,6 +45,13 @@ pub const DTYPE_TABLE: DTypeTable = DTypeTable::new(&[
     DType::F16,
     DType::F32,
     DType::F64,
+    DType::BF16,
+    DType::F8E4M3Fn,
+    DType::F8E4M3Fnuz,
+    DType::F8E5M2,
+    DType::F8E5M2Fnuz,
+    DType::C64,
+    DType::C128,
 ]);
 
 /// The tch kind of a type libtorch has.
@@ -54,6 +65,13 @@ fn kind_of(dtype: DType) -> Kind {
         DType::F16 => Kind::Half,
         DType::F32 => Kind::Float,
         DType::F64 => Kind::Double,
+        DType::BF16 => Kind::BFloat16,
+        DType::F8E4M3Fn => Kind::Float8e4m3fn,
+        DType::F8E4M3Fnuz => Kind::Float8e4m3fnuz,
+        DType::F8E5M2 => Kind::Float8e5m2,
+        DType::F8E5M2Fnuz => Kind::Float8e5m2fnuz,
+        DType::C64 => Kind::ComplexFloat,
+        DType::C128 => Kind::ComplexDouble,
         _ => Kind::Int64,
     }
 }
@@ -83,5 +101,21 @@ mod tests {
             let k = tch_kind(d).unwrap();
             assert!(k.elt_size_in_bytes() >= d.size(), "{d}");
         }
+        // 2.8.19's types libtorch has are its own kinds, byte for byte.
+        for (d, k) in [
+            (DType::BF16, Kind::BFloat16),
+            (DType::F8E4M3Fn, Kind::Float8e4m3fn),
+            (DType::F8E4M3Fnuz, Kind::Float8e4m3fnuz),
+            (DType::F8E5M2, Kind::Float8e5m2),
+            (DType::F8E5M2Fnuz, Kind::Float8e5m2fnuz),
+            (DType::C64, Kind::ComplexFloat),
+            (DType::C128, Kind::ComplexDouble),
+        ] {
+            assert_eq!(tch_kind(d).unwrap(), k);
+            assert_eq!(same_bytes_kind(d), Some(k));
+            assert_eq!(k.elt_size_in_bytes(), d.size());
+        }
+        let e = tch_kind(DType::F8E8M0Fnu).unwrap_err();
+        assert!(e.to_string().contains("f8e8m0fnu"), "{e}");
     }
 }

@@ -386,3 +386,105 @@ fn iter2_is_one_pass_with_or_without_the_smaller_last_batch() {
     assert!(it.next().unwrap().is_err());
     assert!(it.next().is_none());
 }
+
+/// The raw bytes of a tensor on the CPU.
+fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    let n = t.numel();
+    let mut out = vec![0u8; n * t.kind().elt_size_in_bytes()];
+    t.copy_data_u8(&mut out, n);
+    out
+}
+
+/// A loaderx value as f32, per 2.8.19 element type.
+fn decode(dtype: DType, b: &[u8]) -> f32 {
+    use loaderx_core::{F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, bf16};
+    match dtype {
+        DType::BF16 => bf16::from_le_bytes([b[0], b[1]]).to_f32(),
+        DType::F8E4M3Fn => F8E4M3Fn::from_bits(b[0]).to_f32(),
+        DType::F8E4M3Fnuz => F8E4M3Fnuz::from_bits(b[0]).to_f32(),
+        DType::F8E5M2 => F8E5M2::from_bits(b[0]).to_f32(),
+        _ => F8E5M2Fnuz::from_bits(b[0]).to_f32(),
+    }
+}
+
+#[test]
+fn bf16_float8_and_complex_stores_become_tch_tensors_of_their_own_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = CreateOptions::new(Codec::Zstd).generation(loaderx_core::Generation::V2_8_19);
+    for (dtype, kind) in [
+        (DType::BF16, Kind::BFloat16),
+        (DType::F8E4M3Fn, Kind::Float8e4m3fn),
+        (DType::F8E4M3Fnuz, Kind::Float8e4m3fnuz),
+        (DType::F8E5M2, Kind::Float8e5m2),
+        (DType::F8E5M2Fnuz, Kind::Float8e5m2fnuz),
+        (DType::C64, Kind::ComplexFloat),
+        (DType::C128, Kind::ComplexDouble),
+    ] {
+        // Every bit pattern of the one- and two-byte types; complex
+        // numbers from distinct real and imaginary parts.
+        let data: Vec<u8> = match dtype {
+            DType::BF16 => (0..=u16::MAX).flat_map(u16::to_le_bytes).collect(),
+            DType::C64 => (0..512)
+                .flat_map(|i| (i as f32 * 0.25 - 7.0).to_le_bytes())
+                .collect(),
+            DType::C128 => (0..512)
+                .flat_map(|i| (i as f64 * -1.5e100 + 3.0).to_le_bytes())
+                .collect(),
+            _ => (0..=255u8).collect(),
+        };
+        let n = data.len() / dtype.size() / 16;
+        let path = dir.path().join(dtype.name());
+        let mut w = DynDenseWriter::create(&path, dtype, &[16], &options).unwrap();
+        w.append_bytes(&data, n).unwrap();
+        w.close().unwrap();
+        let mut loader = DataLoader::builder()
+            .stream("x", DynDense::open(&path).unwrap())
+            .batch_size(n)
+            .mode(SamplerMode::Sequential)
+            .build_tch(Device::Cpu)
+            .unwrap();
+        let batch = loader.next().unwrap().unwrap();
+        let t = batch.dense("x").unwrap();
+        assert_eq!((t.kind(), t.size()), (kind, vec![n as i64, 16]), "{dtype}");
+        assert_eq!(tensor_bytes(t), data, "{dtype}: loader");
+        let from_bytes = TchConverter::new(Device::Cpu)
+            .tensor_from_bytes(dtype, &data, &[n, 16])
+            .unwrap();
+        assert_eq!(tensor_bytes(&from_bytes), data, "{dtype}: converter");
+        // libtorch reads the values as loaderx does.
+        match dtype {
+            DType::C64 | DType::C128 => {
+                let parts = as_f64(&t.view_as_real());
+                let want: Vec<f64> = match dtype {
+                    DType::C64 => (0..512).map(|i| f64::from(i as f32 * 0.25 - 7.0)).collect(),
+                    _ => (0..512).map(|i| i as f64 * -1.5e100 + 3.0).collect(),
+                };
+                assert_eq!(parts, want, "{dtype}");
+            }
+            _ => {
+                let got =
+                    Vec::<f32>::try_from(&t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
+                for (b, g) in data.chunks_exact(dtype.size()).zip(got) {
+                    let want = decode(dtype, b);
+                    assert!(
+                        want.to_bits() == g.to_bits() || (want.is_nan() && g.is_nan()),
+                        "{dtype} {b:?}: loaderx {want}, libtorch {g}"
+                    );
+                }
+            }
+        }
+    }
+    // float8_e8m0fnu has no kind in tch 0.22: refused by name.
+    let path = dir.path().join("e8m0");
+    let mut w = DynDenseWriter::create(&path, DType::F8E8M0Fnu, &[2], &options).unwrap();
+    w.append_bytes(&[127; 8], 4).unwrap();
+    w.close().unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("x", DynDense::open(&path).unwrap())
+        .batch_size(4)
+        .mode(SamplerMode::Sequential)
+        .build_tch(Device::Cpu)
+        .unwrap();
+    let e = loader.next().unwrap().unwrap_err();
+    assert!(e.to_string().contains("f8e8m0fnu"), "{e}");
+}
