@@ -21,7 +21,7 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
         | DType::I32
         | DType::U64
         | DType::I64 => Kind::Int,
-        DType::F16 | DType::F32 | DType::F64 => Kind::Float,
+        DType::F16 | DType::BF16 | DType::F32 | DType::F64 => Kind::Float,
         other => return Err(Error::Unsupported(other)),
     })
 }
@@ -49,6 +49,8 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
 /// | `f16`   | `F16`          | `Float` | yes | refused | refused |
 /// | `f32`   | `F32`          | `Float` | yes | refused | refused |
 /// | `f64`   | `F64`          | `Float` | yes | refused | refused |
+/// | `bf16`  | `BF16`         | `Float` | yes | refused | refused |
+/// | `float8_*`, `complex64`, `complex128` | — | — | refused | refused | refused |
 ///
 /// - **As `Float`**: any type, converted to the device's float type (a
 ///   rounding cast, as any float conversion; `f64` → `f32` on `flex`).
@@ -60,8 +62,9 @@ pub fn natural_kind(dtype: DType) -> Result<Kind> {
 ///   on the device if that is what you want.
 /// - **As `Bool`**: only `bool` streams ([`Error::Kind`] otherwise; compare
 ///   on the device, e.g. `int.equal_elem(1)`, to build masks from numbers).
-/// - A loaderx type added later without a burn counterpart is
-///   [`Error::Unsupported`].
+/// - burn 0.22 has no float8 or complex element type: those stores are
+///   [`Error::Unsupported`], naming the type (never reinterpreted), as is a
+///   loaderx type added later without a burn counterpart.
 ///
 /// The burn element type of the host data for a loaderx type: the same
 /// values in the same width (the device converts them to its own type).
@@ -81,6 +84,7 @@ pub fn burn_dtype(dtype: DType) -> Result<BurnDType> {
         DType::U64 => BurnDType::U64,
         DType::I64 => BurnDType::I64,
         DType::F16 => BurnDType::F16,
+        DType::BF16 => BurnDType::BF16,
         DType::F32 => BurnDType::F32,
         DType::F64 => BurnDType::F64,
         other => return Err(Error::Unsupported(other)),

@@ -609,6 +609,74 @@ fn integers_that_do_not_fit_the_device_are_refused() {
 }
 
 #[test]
+fn bf16_stores_are_burn_bf16_data_and_float8_and_complex_are_refused_by_name() {
+    use loaderx_core::{CreateOptions, DynDenseWriter, Generation, bf16};
+    let dir = tempfile::tempdir().unwrap();
+    let device = Device::flex();
+    let options = CreateOptions::new(Codec::Zstd).generation(Generation::V2_8_19);
+    // Every finite bf16 bit pattern, two per record.
+    let values: Vec<bf16> = (0..=u16::MAX)
+        .map(bf16::from_bits)
+        .filter(|v| v.is_finite())
+        .collect();
+    let n = values.len() / 2;
+    let bytes: Vec<u8> = values[..2 * n].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let path = dir.path().join("bf16");
+    let mut w = DynDenseWriter::create(&path, DType::BF16, &[2], &options).unwrap();
+    w.append_bytes(&bytes, n).unwrap();
+    w.close().unwrap();
+    assert_eq!(
+        loaderx_burn::burn_dtype(DType::BF16).unwrap(),
+        burn::tensor::DType::BF16
+    );
+    let ds = ZrecordDataset::builder()
+        .stream("v", DynDense::open(&path).unwrap())
+        .build()
+        .unwrap();
+    let batch = burn::data::dataloader::batcher::Batcher::batch(
+        &TensorBatcher,
+        ds.get_many((0..n).collect()).unwrap(),
+        &device,
+    );
+    assert_eq!(batch.kind("v").unwrap(), Kind::Float);
+    // On flex the float type is f32: every bf16 value converts exactly.
+    let got = floats(batch.float::<2>("v").unwrap());
+    let want: Vec<f32> = values[..2 * n].iter().map(|v| v.to_f32()).collect();
+    assert_eq!(got.len(), want.len());
+    assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()));
+    assert!(batch.int::<2>("v").is_err(), "bf16 is not an integer kind");
+    // burn 0.22 has no float8 or complex type.
+    for dtype in [
+        DType::F8E4M3Fn,
+        DType::F8E4M3Fnuz,
+        DType::F8E5M2,
+        DType::F8E5M2Fnuz,
+        DType::F8E8M0Fnu,
+        DType::C64,
+        DType::C128,
+    ] {
+        let e = loaderx_burn::burn_dtype(dtype).unwrap_err();
+        assert!(e.to_string().contains(dtype.name()), "{e}");
+        assert!(!loaderx_burn::holds(Kind::Float, dtype));
+        let path = dir.path().join(dtype.name());
+        let mut w = DynDenseWriter::create(&path, dtype, &[2], &options).unwrap();
+        w.append_bytes(&vec![0u8; 4 * dtype.size()], 2).unwrap();
+        w.close().unwrap();
+        let ds = ZrecordDataset::builder()
+            .stream("v", DynDense::open(&path).unwrap())
+            .build()
+            .unwrap();
+        let batch = burn::data::dataloader::batcher::Batcher::batch(
+            &TensorBatcher,
+            ds.get_many(vec![0, 1]).unwrap(),
+            &device,
+        );
+        let e = batch.float::<2>("v").unwrap_err();
+        assert!(e.to_string().contains(dtype.name()), "{dtype}: {e}");
+    }
+}
+
+#[test]
 fn every_dtype_converts_by_the_table() {
     use loaderx_core::{CreateOptions, DynDenseWriter};
     let dir = tempfile::tempdir().unwrap();
