@@ -69,7 +69,9 @@ impl BurnDataLoaderBuilder {
         self.with(|c| c.seed(seed))
     }
 
-    /// Worker threads gathering and mapping batches (default: up to 4).
+    /// Worker threads gathering and mapping batches (default: up to 4; 0:
+    /// synchronous, each batch made in the caller's thread, see
+    /// [`DataLoaderBuilder::workers`](loaderx_core::DataLoaderBuilder::workers)).
     pub fn workers(self, workers: usize) -> Self {
         self.with(|c| c.workers(workers))
     }

@@ -761,10 +761,20 @@ fn configuration_errors_are_reported() {
         .build(&Device::flex(), seen)
         .unwrap_err();
     assert!(matches!(e, Error::Core(_)), "{e}");
-    let e = loader(dir.path(), 8, 0)
+    // No workers: core's synchronous loader, the same batches as with workers.
+    let sync = loader(dir.path(), 8, 0)
         .build(&Device::flex(), seen)
-        .unwrap_err();
-    assert!(e.to_string().contains("worker"), "{e}");
+        .unwrap();
+    let threaded = loader(dir.path(), 8, 2)
+        .build(&Device::flex(), seen)
+        .unwrap();
+    let (a, b) = (epoch(&sync), epoch(&threaded));
+    assert_eq!(indices(&a), indices(&b));
+    for (a, b) in a.into_iter().zip(b) {
+        assert_eq!(a.step, b.step);
+        assert_eq!(floats(a.x), floats(b.x));
+        assert_eq!(ints(a.y), ints(b.y));
+    }
     // Sharded: every rank the same number of steps, disjoint records.
     let ranks: Vec<Vec<u64>> = (0..2)
         .map(|r| {

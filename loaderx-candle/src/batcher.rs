@@ -68,7 +68,8 @@ impl Batcher {
         self
     }
 
-    /// Worker threads gathering and converting batches.
+    /// Worker threads gathering and converting batches (0: synchronous, in
+    /// the caller's thread).
     pub fn workers(mut self, workers: usize) -> Batcher {
         self.pairs.workers(workers);
         self

@@ -88,7 +88,8 @@ impl Iter2 {
         self
     }
 
-    /// Worker threads gathering and converting batches.
+    /// Worker threads gathering and converting batches (0: synchronous, in
+    /// the caller's thread).
     pub fn workers(&mut self, workers: usize) -> &mut Iter2 {
         self.pairs.workers(workers);
         self

@@ -67,7 +67,8 @@ impl PairsBuilder {
         self
     }
 
-    /// Worker threads (default: the loader's).
+    /// Worker threads (default: the loader's; 0: synchronous, in the
+    /// caller's thread).
     pub fn workers(&mut self, workers: usize) -> &mut Self {
         self.workers = Some(workers);
         self
