@@ -620,7 +620,10 @@ fn bf16_stores_are_burn_bf16_data_and_float8_and_complex_are_refused_by_name() {
         .filter(|v| v.is_finite())
         .collect();
     let n = values.len() / 2;
-    let bytes: Vec<u8> = values[..2 * n].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let bytes: Vec<u8> = values[..2 * n]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     let path = dir.path().join("bf16");
     let mut w = DynDenseWriter::create(&path, DType::BF16, &[2], &options).unwrap();
     w.append_bytes(&bytes, n).unwrap();
@@ -643,7 +646,11 @@ fn bf16_stores_are_burn_bf16_data_and_float8_and_complex_are_refused_by_name() {
     let got = floats(batch.float::<2>("v").unwrap());
     let want: Vec<f32> = values[..2 * n].iter().map(|v| v.to_f32()).collect();
     assert_eq!(got.len(), want.len());
-    assert!(got.iter().zip(&want).all(|(g, w)| g.to_bits() == w.to_bits()));
+    assert!(
+        got.iter()
+            .zip(&want)
+            .all(|(g, w)| g.to_bits() == w.to_bits())
+    );
     assert!(batch.int::<2>("v").is_err(), "bf16 is not an integer kind");
     // burn 0.22 has no float8 or complex type.
     for dtype in [

@@ -434,7 +434,10 @@ fn bf16_and_float8_stores_become_candle_tensors_of_their_own_type() {
     let got = t.to_dtype(CDType::F32).unwrap().to_vec1::<f32>().unwrap();
     for (b, g) in data.iter().zip(got) {
         let want = loaderx_core::F8E4M3Fn::from_bits(*b).to_f32();
-        assert!(want == g || (want.is_nan() && g.is_nan()), "{b:#04x}: {want} vs {g}");
+        assert!(
+            want == g || (want.is_nan() && g.is_nan()),
+            "{b:#04x}: {want} vs {g}"
+        );
     }
     let data = patterns(DType::BF16);
     let t = CandleConverter::new(&Device::Cpu)
@@ -458,8 +461,7 @@ fn float8_and_complex_types_candle_lacks_are_refused_by_name() {
         DType::C128,
     ] {
         let path = dir.path().join(dtype.name());
-        let options =
-            CreateOptions::new(Codec::Raw).generation(loaderx_core::Generation::V2_8_19);
+        let options = CreateOptions::new(Codec::Raw).generation(loaderx_core::Generation::V2_8_19);
         let mut w = DynDenseWriter::create(&path, dtype, &[2], &options).unwrap();
         w.append_bytes(&vec![0u8; 8 * dtype.size()], 4).unwrap();
         w.close().unwrap();

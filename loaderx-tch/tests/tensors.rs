@@ -462,8 +462,7 @@ fn bf16_float8_and_complex_stores_become_tch_tensors_of_their_own_kind() {
                 assert_eq!(parts, want, "{dtype}");
             }
             _ => {
-                let got =
-                    Vec::<f32>::try_from(&t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
+                let got = Vec::<f32>::try_from(&t.to_kind(Kind::Float).flatten(0, -1)).unwrap();
                 for (b, g) in data.chunks_exact(dtype.size()).zip(got) {
                     let want = decode(dtype, b);
                     assert!(
