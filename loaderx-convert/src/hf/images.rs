@@ -287,6 +287,44 @@ pub(crate) fn decoded_bytes(format: PixelFormat, width: u32, height: u32) -> Res
     }
 }
 
+/// Decoded bytes an image may always claim, whatever its encoded size.
+const DECODED_FLOOR: u64 = 64 << 20;
+
+/// Most decoded bytes per encoded byte of a PNG: deflate expands at most
+/// 1032 times, a 1-bit pixel is an eighth of a byte, and palette expansion
+/// makes a pixel at most 4 bytes (16-bit samples are 2 bytes of the stream
+/// each, so they expand less).
+const PNG_MAX_EXPANSION: u64 = 1032 * 8 * 4;
+
+/// Most decoded bytes per encoded byte of a JPEG: every 8 x 8 block of
+/// every component takes at least a bit (its DC code), and a block decodes
+/// to at most 64 pixels of up to 4 bytes with the most subsampled chroma
+/// (about 1400 times); twice that, for margin.
+const JPEG_MAX_EXPANSION: u64 = 4096;
+
+/// Refuses an image whose header claims more decoded bytes than its
+/// encoded bytes can hold: a few hundred bytes declaring a gigabyte would
+/// otherwise have the decoder and this crate allocate and zero it before
+/// the data runs out (AFL++ found one: 1.7 KB, 1.5 s per row).
+fn check_expansion(bytes: &[u8], decoded: usize) -> Result<(), String> {
+    let ratio = match image::guess_format(bytes) {
+        Ok(image::ImageFormat::Png) => PNG_MAX_EXPANSION,
+        Ok(image::ImageFormat::Jpeg) => JPEG_MAX_EXPANSION,
+        _ => return Ok(()),
+    };
+    let most = (bytes.len() as u64)
+        .saturating_mul(ratio)
+        .max(DECODED_FLOOR);
+    if decoded as u64 > most {
+        return Err(format!(
+            "the image header claims {decoded} bytes decoded from {} encoded bytes, more than \
+             the format can expand to ({most}); refusing to decode it",
+            bytes.len()
+        ));
+    }
+    Ok(())
+}
+
 /// Reads an image's header: its pixel layout and shape.
 pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     let decoder = reader(bytes)?
@@ -296,7 +334,7 @@ pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     let format =
         PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
     let (w, h) = decoder.dimensions();
-    decoded_bytes(format, w, h)?;
+    check_expansion(bytes, decoded_bytes(format, w, h)?)?;
     Ok((format, format.shape(w, h)))
 }
 
@@ -339,7 +377,7 @@ pub(crate) fn decode(
     // Both the decoder's buffer and the record (converted) must fit in a
     // record before either is allocated.
     let total = decoded_bytes(source, w, h)?;
-    decoded_bytes(format, w, h)?;
+    check_expansion(bytes, total.max(decoded_bytes(format, w, h)?))?;
     if decoder.total_bytes() != total as u64 {
         return Err(format!(
             "the decoder needs {} bytes for {w} x {h} {} pixels, {total} expected",
@@ -500,6 +538,37 @@ pub(crate) mod tests {
         assert!(decoded_bytes(l, u32::MAX, u32::MAX).is_err());
         assert_eq!(decoded_bytes(l, 1 << 15, 1 << 16).unwrap(), 1 << 31);
         assert!(decoded_bytes(l, (1 << 15) + 1, 1 << 16).is_err());
+    }
+
+    #[test]
+    fn images_claiming_more_than_their_bytes_can_expand_to_are_refused() {
+        // Found by AFL++ (fuzz/regressions/parquet/): a PNG of 1.7 KB whose
+        // header claims about a gigabyte, which the decoder and this crate
+        // allocated and zeroed before the data ran out (1.5 s per image).
+        let l = PixelFormat::of(ColorType::L8).unwrap();
+        // 30000 x 30000 gray pixels (900 MB, within a record) from 74 bytes.
+        let bomb = png_claiming(30_000, 30_000);
+        for e in [
+            probe(&bomb).unwrap_err(),
+            decode(&bomb, l, None, false).unwrap_err(),
+        ] {
+            assert!(e.contains("more than the format can expand to"), "{e}");
+            assert!(e.contains("900000000 bytes decoded from"), "{e}");
+        }
+        // Up to 64 MiB may always be claimed: such a PNG gets as far as
+        // decoding (and fails there, its data being short).
+        let small = png_claiming(8000, 8000);
+        assert!(probe(&small).is_ok());
+        let e = decode(&small, l, None, false).unwrap_err();
+        assert!(e.contains("cannot decode the image"), "{e}");
+        // Real images are far below the bound, whatever their content.
+        let flat = vec![7u8; 3000 * 3000];
+        let png = png(image::ExtendedColorType::L8, 3000, 3000, &flat);
+        assert!(9_000_000 / png.len() > 100, "{}", png.len());
+        assert_eq!(decode(&png, l, None, false).unwrap().1, flat);
+        check_expansion(&png, 9_000_000).unwrap();
+        let e = check_expansion(&png, png.len() * 33_025 + (64 << 20)).unwrap_err();
+        assert!(e.contains("refusing to decode it"), "{e}");
     }
 
     #[test]

@@ -53,11 +53,13 @@
 pub(crate) mod audio;
 mod card;
 mod decode;
+mod delta_pages;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 mod hub;
 pub(crate) mod images;
 mod layout;
+mod metadata_types;
 mod plan;
 mod rows;
 mod source_file;
@@ -932,18 +934,22 @@ fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardCo
     parse_card(&String::from_utf8_lossy(&bytes)).map_err(|e| layout_error(repo, e))
 }
 
-/// Rows a parquet file declares (0 when unreadable; the conversion reports
-/// the real problem).
+/// Rows a parquet file declares (0 when unreadable, even if the parquet
+/// crate panics on it; the conversion reports the real problem).
 fn parquet_rows(path: &Path) -> u64 {
-    std::fs::File::open(path)
-        .and_then(source_file::SourceFile::new)
-        .ok()
-        .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
-        .map(|r| {
-            use parquet::file::reader::FileReader;
-            u64::try_from(r.metadata().file_metadata().num_rows()).unwrap_or(0)
-        })
-        .unwrap_or(0)
+    let rows = || {
+        std::fs::File::open(path)
+            .and_then(source_file::SourceFile::new)
+            .ok()
+            .filter(|f| source_file::check_footer(f).is_ok())
+            .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
+            .map(|r| {
+                use parquet::file::reader::FileReader;
+                u64::try_from(r.metadata().file_metadata().num_rows()).unwrap_or(0)
+            })
+            .unwrap_or(0)
+    };
+    std::panic::catch_unwind(rows).unwrap_or(0)
 }
 
 #[cfg(test)]

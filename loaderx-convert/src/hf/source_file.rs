@@ -22,6 +22,8 @@ use bytes::Bytes;
 use parquet::errors::ParquetError;
 use parquet::file::reader::{ChunkReader, Length};
 
+use super::metadata_types::{FILE_META_DATA, PAGE_HEADER, Ty};
+
 /// A parquet file opened for the parquet crate, reads bounded by its length
 /// (taken once, at open).
 #[derive(Debug)]
@@ -157,15 +159,70 @@ pub(crate) fn check_pages(
                     .map_err(|e| at(format!("page {page} at byte {offset}: {e}")))?;
                 let fail =
                     |detail: String| Err(at(format!("page {page} at byte {offset}: {detail}")));
-                offset = match next_page(offset, header_len, header, end, total) {
+                let next = match next_page(offset, header_len, header, end, total) {
                     Ok(next) => next,
                     Err(e) => return fail(e),
                 };
+                if let Some(data) = header.data
+                    && let Err(e) = super::delta_pages::check(
+                        file,
+                        column,
+                        offset + header_len..next,
+                        header.uncompressed as usize,
+                        data,
+                    )
+                {
+                    return fail(e);
+                }
+                offset = next;
                 page += 1;
             }
         }
     }
     Ok(())
+}
+
+/// Largest footer walked: the parquet crate's own default limit on
+/// metadata it decodes is far below this.
+const MAX_FOOTER: u64 = 256 << 20;
+
+/// Walks the file's footer (its Thrift `FileMetaData`) before the parquet
+/// crate decodes it: the crate's Thrift skipping counts the elements of a
+/// list of booleans without reading a byte for each (as the compact
+/// protocol stores them), so a footer field declaring a list of 2^31
+/// booleans costs seconds, and a footer of a few hundred such lists hangs
+/// the conversion (AFL++ found one: 1.7 KB, 2 s per open). Here every
+/// list, set and map must declare no more elements than bytes remain and
+/// nesting is bounded, so a malformed footer is an error at once. A footer
+/// that is not plain (an encrypted `PARE` file, or no magic at all) is left
+/// to the crate, which refuses it.
+///
+/// # Errors
+///
+/// A message saying what is wrong with the footer.
+pub(crate) fn check_footer(file: &SourceFile) -> Result<(), String> {
+    let Some(tail_at) = file.len.checked_sub(8) else {
+        return Ok(());
+    };
+    let tail = file
+        .get_bytes(tail_at, 8)
+        .map_err(|e| format!("cannot read the footer: {e}"))?;
+    if &tail[4..] != b"PAR1" {
+        return Ok(());
+    }
+    let len = u64::from(u32::from_le_bytes([tail[0], tail[1], tail[2], tail[3]]));
+    if len > tail_at || len > MAX_FOOTER {
+        return Err(format!("a {len}-byte footer in a {}-byte file", file.len));
+    }
+    let bytes = file
+        .get_bytes(tail_at - len, len as usize)
+        .map_err(|e| format!("cannot read the footer: {e}"))?;
+    let mut r = Compact { buf: &bytes, at: 0 };
+    match r.walk(FILE_META_DATA, 64) {
+        Ok(()) => Ok(()),
+        Err(Short) => Err("the footer's metadata declares more than the footer holds".into()),
+        Err(Bad(e)) => Err(format!("malformed footer metadata: {e}")),
+    }
 }
 
 /// Where the page after the one at `offset` starts, when that page (its
@@ -203,11 +260,35 @@ fn next_page(
     Ok(next)
 }
 
-/// A page header's sizes.
+/// A page header's sizes, and a data page's values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PageSizes {
     uncompressed: i64,
     compressed: i64,
+    data: Option<DataPage>,
+}
+
+/// What a data page header says of its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct DataPage {
+    /// Values in the page, nulls included.
+    pub(super) num_values: i64,
+    /// The values' encoding (parquet's `Encoding`).
+    pub(super) encoding: i64,
+    /// A version 2 page's level lengths; `None` for version 1.
+    pub(super) v2: Option<DataPageV2>,
+    /// A version 1 page's level encodings (3 `RLE`, 4 `BIT_PACKED`).
+    pub(super) def_encoding: i64,
+    pub(super) rep_encoding: i64,
+}
+
+/// A version 2 data page's levels, stored uncompressed before its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct DataPageV2 {
+    pub(super) def_len: i64,
+    pub(super) rep_len: i64,
+    /// Whether the values are compressed.
+    pub(super) compressed: bool,
 }
 
 /// Reads the page header at `offset` (ending before `end`): its length in
@@ -330,18 +411,20 @@ impl Compact<'_> {
                     n => u64::from(n),
                 };
                 let elem = h & 0x0f;
+                // The parquet crate skips a boolean element without reading
+                // its byte, so it reads such a list as other bytes than it
+                // is: it could then loop for ever on nested lists. No field
+                // of parquet's metadata is a list of booleans.
+                if n > 0 && matches!(elem, 1 | 2) {
+                    return Err(Bad("a list of booleans"));
+                }
                 // Every element takes at least a byte: a count beyond the
                 // bytes left is short (or malformed), never a long loop.
                 if n > (self.buf.len() - self.at) as u64 {
                     return Err(Short);
                 }
                 for _ in 0..n {
-                    // Booleans in a list are one byte each.
-                    if matches!(elem, 1 | 2) {
-                        self.skip_bytes(1)?;
-                    } else {
-                        self.skip(elem, depth - 1)?;
-                    }
+                    self.skip(elem, depth - 1)?;
                 }
                 Ok(())
             }
@@ -351,16 +434,16 @@ impl Compact<'_> {
                     return Ok(());
                 }
                 let kv = self.byte()?;
+                // As for lists (and parquet's metadata has no maps).
+                if matches!(kv >> 4, 1 | 2) || matches!(kv & 0x0f, 1 | 2) {
+                    return Err(Bad("a map of booleans"));
+                }
                 if n > (self.buf.len() - self.at) as u64 {
                     return Err(Short);
                 }
                 for _ in 0..n {
                     for t in [kv >> 4, kv & 0x0f] {
-                        if matches!(t, 1 | 2) {
-                            self.skip_bytes(1)?;
-                        } else {
-                            self.skip(t, depth - 1)?;
-                        }
+                        self.skip(t, depth - 1)?;
                     }
                 }
                 Ok(())
@@ -371,10 +454,67 @@ impl Compact<'_> {
         }
     }
 
+    /// A value of parquet metadata type `ty` (see [`metadata_types`]):
+    /// every known field must have its type, and unknown ones are skipped.
+    fn walk(&mut self, ty: Ty, depth: u32) -> Result<(), ThriftError> {
+        if depth == 0 {
+            return Err(Bad("nested too deeply"));
+        }
+        match ty {
+            // A struct field's boolean is in its type code: the field
+            // walks it; a list's would be a byte (none in parquet's
+            // metadata).
+            Ty::Bool => self.skip_bytes(1),
+            Ty::Byte => self.skip_bytes(1),
+            Ty::I16 | Ty::I32 | Ty::I64 => self.varint().map(drop),
+            Ty::Double => self.skip_bytes(8),
+            Ty::Binary => {
+                let n = self.varint()?;
+                self.skip_bytes(n)
+            }
+            Ty::List(elem) => {
+                let h = self.byte()?;
+                let n = match h >> 4 {
+                    15 => self.varint()?,
+                    n => u64::from(n),
+                };
+                if n > 0 && !elem.accepts(h & 0x0f) {
+                    return Err(Bad("a list of another type than parquet's"));
+                }
+                if n > (self.buf.len() - self.at) as u64 {
+                    return Err(Short);
+                }
+                for _ in 0..n {
+                    self.walk(*elem, depth - 1)?;
+                }
+                Ok(())
+            }
+            Ty::Struct(known) => self.fields(depth - 1, |r, id, kind| {
+                let Some(&(_, ty)) = known.iter().find(|(k, _)| *k == id) else {
+                    return Ok(false);
+                };
+                if !ty.accepts(kind) {
+                    return Err(Bad("a field of another type than parquet's"));
+                }
+                if !matches!(ty, Ty::Bool) {
+                    r.walk(ty, depth - 1)?;
+                }
+                Ok(true)
+            }),
+        }
+    }
+
     /// A `PageHeader` struct: fields 2 (`uncompressed_page_size`) and 3
-    /// (`compressed_page_size`), both required `i32`s.
+    /// (`compressed_page_size`), both required `i32`s, and a data page's
+    /// header (field 5, or 8 for version 2).
     fn page_header(&mut self) -> Result<PageSizes, ThriftError> {
-        let (mut uncompressed, mut compressed) = (None, None);
+        // Typed as the parquet crate reads it, first.
+        let mut typed = Compact {
+            buf: self.buf,
+            at: self.at,
+        };
+        typed.walk(PAGE_HEADER, 32)?;
+        let (mut uncompressed, mut compressed, mut data) = (None, None, None);
         self.fields(32, |r, id, kind| {
             Ok(match (id, kind) {
                 (2, 5) => {
@@ -385,6 +525,14 @@ impl Compact<'_> {
                     compressed = Some(r.zigzag()?);
                     true
                 }
+                (5, 12) => {
+                    data = Some(r.data_page_header(false)?);
+                    true
+                }
+                (8, 12) => {
+                    data = Some(r.data_page_header(true)?);
+                    true
+                }
                 _ => false,
             })
         })?;
@@ -392,9 +540,71 @@ impl Compact<'_> {
             (Some(uncompressed), Some(compressed)) => Ok(PageSizes {
                 uncompressed,
                 compressed,
+                data,
             }),
             _ => Err(Bad("no page sizes")),
         }
+    }
+
+    /// A `DataPageHeader` (`v2` false: fields 1 `num_values`, 2
+    /// `encoding`, 3 and 4 the level encodings) or `DataPageHeaderV2` (1
+    /// `num_values`, 4 `encoding`, 5 and 6 the level byte lengths, 7
+    /// `is_compressed`).
+    fn data_page_header(&mut self, v2: bool) -> Result<DataPage, ThriftError> {
+        let mut page = DataPage {
+            num_values: 0,
+            encoding: 0,
+            v2: v2.then_some(DataPageV2 {
+                def_len: 0,
+                rep_len: 0,
+                compressed: true,
+            }),
+            def_encoding: 3,
+            rep_encoding: 3,
+        };
+        let int = |r: &mut Self| -> Result<i64, ThriftError> { r.zigzag() };
+        self.fields(31, |r, id, kind| {
+            Ok(match (v2, id, kind) {
+                (_, 1, 5) => {
+                    page.num_values = int(r)?;
+                    true
+                }
+                (false, 2, 5) | (true, 4, 5) => {
+                    page.encoding = int(r)?;
+                    true
+                }
+                (false, 3, 5) => {
+                    page.def_encoding = int(r)?;
+                    true
+                }
+                (false, 4, 5) => {
+                    page.rep_encoding = int(r)?;
+                    true
+                }
+                (true, 5, 5) => {
+                    let n = int(r)?;
+                    if let Some(v) = &mut page.v2 {
+                        v.def_len = n;
+                    }
+                    true
+                }
+                (true, 6, 5) => {
+                    let n = int(r)?;
+                    if let Some(v) = &mut page.v2 {
+                        v.rep_len = n;
+                    }
+                    true
+                }
+                (true, 7, 1 | 2) => {
+                    if let Some(v) = &mut page.v2 {
+                        v.compressed = kind == 1;
+                    }
+                    true
+                }
+                _ => false,
+            })
+        })?;
+        Ok(page)
     }
 }
 
@@ -437,6 +647,7 @@ mod tests {
 
     fn sizes(uncompressed: i64, compressed: i64) -> PageSizes {
         PageSizes {
+            data: None,
             uncompressed,
             compressed,
         }
@@ -496,11 +707,11 @@ mod tests {
     #[test]
     fn page_headers_are_read_in_thrift_compact_form() {
         // type 0, uncompressed 70000, compressed -3, then a struct field
-        // (id 5) holding a list of 3 doubles and a binary, then stop.
+        // (id 6) holding a list of 3 doubles and a binary, then stop.
         let mut h = i32_field(1, 0);
         h.extend(i32_field(1, 70_000));
         h.extend(i32_field(1, -3));
-        h.extend([0x2c, 0x19, 0x37]);
+        h.extend([0x3c, 0x19, 0x37]);
         h.extend([0u8; 24]);
         h.extend([0x18, 0x02, b'h', b'i', 0x00, 0x00]);
         assert_eq!(parse(&h), Ok((h.len(), sizes(70_000, -3))));
@@ -508,21 +719,86 @@ mod tests {
         for n in 0..h.len() {
             assert_eq!(parse(&h[..n]), Err("short"), "{n}");
         }
-        // A list declaring 2^31 elements with a few bytes left is short at
-        // once, not 2^31 steps.
+        // A list (in field 9, not parquet's) declaring 2^31 elements with
+        // a few bytes left is short at once, not 2^31 steps.
         let mut big = i32_field(1, 0);
-        big.extend([0x29, 0xf7, 0xff, 0xff, 0xff, 0x07, 0, 0]);
+        big.extend([0x89, 0xf7, 0xff, 0xff, 0xff, 0x07, 0, 0]);
         assert_eq!(parse(&big), Err("short"));
         // Nesting is bounded.
-        let mut deep = vec![0x1cu8; 40];
+        let mut deep = vec![0x9cu8; 40];
         deep.extend([0u8; 41]);
         assert_eq!(parse(&deep), Err("nested too deeply"));
         // Sizes are required.
         assert_eq!(parse(&[0x15, 0x00, 0x00]), Err("no page sizes"));
-        assert_eq!(parse(&[0x1f, 0x00]), Err("unknown field type"));
+        assert_eq!(parse(&[0x9f, 0x00]), Err("unknown field type"));
+        // A field of parquet's with another type than parquet's (field 1 of
+        // the data page header, the value count, as a list) is refused:
+        // the parquet crate would read it as its own type.
+        let mut typed = i32_field(1, 0);
+        typed.extend(i32_field(1, 10));
+        typed.extend(i32_field(1, 10));
+        typed.extend([0x2c, 0x19, 0x00, 0x00, 0x00]);
+        assert_eq!(parse(&typed), Err("a field of another type than parquet's"));
         let mut long = vec![0x16];
         long.extend([0xff; 11]);
         assert!(parse(&long).is_err());
+    }
+
+    fn with_footer(footer: &[u8]) -> Vec<u8> {
+        let mut f = b"PAR1".to_vec();
+        f.extend_from_slice(footer);
+        f.extend_from_slice(&u32::try_from(footer.len()).unwrap().to_le_bytes());
+        f.extend_from_slice(b"PAR1");
+        f
+    }
+
+    #[test]
+    fn footers_declaring_more_elements_than_bytes_are_refused() {
+        // Field 15 (not parquet's), a list (type 9) of bytes (3) with a
+        // varint count.
+        let list_of = |count: u32| {
+            let mut v = vec![0xf9, 0xf3];
+            let mut n = count;
+            while n >= 0x80 {
+                v.push((n as u8 & 0x7f) | 0x80);
+                n >>= 7;
+            }
+            v.push(n as u8);
+            v
+        };
+        // 2^31 - 1 bytes in a 7-byte footer: refused without counting.
+        let mut footer = list_of(i32::MAX as u32);
+        footer.push(0);
+        let (_dir, f) = file_of(&with_footer(&footer));
+        let e = check_footer(&f).unwrap_err();
+        assert!(e.contains("more than the footer holds"), "{e}");
+        // Three bytes, then the struct's end: fine.
+        let mut footer = list_of(3);
+        footer.extend_from_slice(&[1, 2, 1, 0]);
+        let (_dir, f) = file_of(&with_footer(&footer));
+        check_footer(&f).unwrap();
+        // The same as booleans, which the parquet crate skips without
+        // reading them (and parquet's metadata never holds): refused.
+        footer[1] = 0x31;
+        let (_dir, f) = file_of(&with_footer(&footer));
+        assert!(check_footer(&f).unwrap_err().contains("a list of booleans"));
+        // A map of booleans likewise (one entry, bool keys and values).
+        let (_dir, f) = file_of(&with_footer(&[0xfb, 0x01, 0x11, 1, 1, 0]));
+        assert!(check_footer(&f).unwrap_err().contains("a map of booleans"));
+        // Nesting beyond 64 structs is refused.
+        let footer = [[0xfc].repeat(70), vec![0; 71]].concat();
+        let (_dir, f) = file_of(&with_footer(&footer));
+        let e = check_footer(&f).unwrap_err();
+        assert!(e.contains("nested too deeply"), "{e}");
+        // A footer length past the start of the file is an error; no magic
+        // is left to the parquet crate.
+        let mut bad = with_footer(&[0]);
+        let n = bad.len();
+        bad[n - 8..n - 4].copy_from_slice(&1000u32.to_le_bytes());
+        let (_dir, f) = file_of(&bad);
+        assert!(check_footer(&f).unwrap_err().contains("1000-byte footer"));
+        let (_dir, f) = file_of(b"not parquet at all");
+        check_footer(&f).unwrap();
     }
 
     #[test]

@@ -34,7 +34,7 @@ use super::decode::{DecodeError, RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
 use super::rows::{empty_rows, kept_runs, null_rows};
-use super::source_file::{SourceFile, check_pages};
+use super::source_file::{SourceFile, check_footer, check_pages};
 use super::text::{TextEncoder, decode_text};
 use super::{ColumnSource, HfColumn, HfSplit, SAMPLING_RATE_SUFFIX};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
@@ -86,6 +86,9 @@ impl ParquetFile {
         let file = File::open(path)
             .and_then(SourceFile::new)
             .map_err(|e| Error::io(path, e))?;
+        // The footer walked before the parquet crate decodes it.
+        guard(label, || check_footer(&file))?
+            .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
         let meta = guard(label, || {
             ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
         })?
@@ -1041,8 +1044,8 @@ mod tests {
 
     #[test]
     fn every_page_of_well_formed_files_passes_the_page_checks() {
-        use parquet::basic::{BrotliLevel, Compression, GzipLevel, ZstdLevel};
-        use parquet::file::properties::{EnabledStatistics, WriterProperties};
+        use parquet::basic::{BrotliLevel, Compression, Encoding, GzipLevel, ZstdLevel};
+        use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterVersion};
         let dir = tempfile::tempdir().unwrap();
         // Compressible and incompressible values, long enough for many
         // small pages, with page statistics in every header.
@@ -1055,39 +1058,71 @@ mod tests {
                 }
             })
             .collect();
-        let column = StringArray::from(texts.iter().map(String::as_str).collect::<Vec<_>>());
+        // Every 11th value null: the pages carry definition levels.
+        let column = StringArray::from(
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (i % 11 != 5).then_some(t.as_str()))
+                .collect::<Vec<_>>(),
+        );
         let batch = RecordBatch::try_from_iter([("text", Arc::new(column) as ArrayRef)]).unwrap();
         for (k, codec) in [
             Compression::UNCOMPRESSED,
             Compression::SNAPPY,
             Compression::GZIP(GzipLevel::default()),
             Compression::BROTLI(BrotliLevel::default()),
+            Compression::LZ4,
             Compression::LZ4_RAW,
             Compression::ZSTD(ZstdLevel::default()),
         ]
         .into_iter()
         .enumerate()
         {
-            for dictionary in [false, true] {
-                let props = WriterProperties::builder()
-                    .set_compression(codec)
-                    .set_dictionary_enabled(dictionary)
-                    .set_data_page_size_limit(2048)
-                    .set_write_batch_size(50)
-                    .set_statistics_enabled(EnabledStatistics::Page)
-                    .build();
-                let path = dir.path().join(format!("{k}-{dictionary}.parquet"));
-                let mut w =
-                    ArrowWriter::try_new(File::create(&path).unwrap(), batch.schema(), Some(props))
-                        .unwrap();
-                w.write(&batch).unwrap();
-                w.close().unwrap();
-                let file = ParquetFile::open(&path, "t.parquet")
-                    .unwrap_or_else(|e| panic!("{codec:?}, dictionary {dictionary}: {e}"));
-                assert_eq!(file.rows(), 3000);
-                let out = tempfile::tempdir().unwrap();
-                let split = convert(out.path(), &path).unwrap();
-                assert_eq!(split.records, 3000, "{codec:?}");
+            // Plain, dictionary, and the two delta encodings whose pages
+            // are decompressed and checked, in both page versions.
+            for (dictionary, encoding) in [
+                (false, None),
+                (true, None),
+                (false, Some(Encoding::DELTA_LENGTH_BYTE_ARRAY)),
+                (false, Some(Encoding::DELTA_BYTE_ARRAY)),
+            ] {
+                for version in [WriterVersion::PARQUET_1_0, WriterVersion::PARQUET_2_0] {
+                    let mut props = WriterProperties::builder()
+                        .set_writer_version(version)
+                        .set_compression(codec)
+                        .set_dictionary_enabled(dictionary)
+                        .set_data_page_size_limit(2048)
+                        .set_write_batch_size(50)
+                        .set_statistics_enabled(EnabledStatistics::Page);
+                    if let Some(e) = encoding {
+                        props = props.set_encoding(e);
+                    }
+                    let what =
+                        format!("{codec:?}, dictionary {dictionary}, {encoding:?}, {version:?}");
+                    let path = dir
+                        .path()
+                        .join(format!("{k}-{dictionary}-{encoding:?}-{version:?}.parquet"));
+                    let mut w = ArrowWriter::try_new(
+                        File::create(&path).unwrap(),
+                        batch.schema(),
+                        Some(props.build()),
+                    )
+                    .unwrap();
+                    w.write(&batch).unwrap();
+                    w.close().unwrap();
+                    let file = ParquetFile::open(&path, "t.parquet")
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(file.rows(), 3000);
+                    let out = tempfile::tempdir().unwrap();
+                    let settings = Settings {
+                        drop_null_rows: true,
+                        ..settings()
+                    };
+                    let split = convert_with(out.path(), &path, &settings)
+                        .unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(split.records, 3000 - 273, "{what}");
+                }
             }
         }
     }
@@ -1098,27 +1133,58 @@ mod tests {
         // 2 GiB decoded from a few stored bytes, which the parquet crate
         // allocated and zeroed (apache/arrow-rs#10734); and a header whose
         // thrift list runs past the end of the file, which the crate skipped
-        // with one empty read per declared element (14 million reads).
+        // with one empty read per declared element (14 million reads); and a
+        // footer whose lists declare 2^31 booleans each, which the crate's
+        // thrift skipping counted through without reading (2 s per list),
+        // and a page header of nested lists of booleans, which it read as
+        // other lists (4.8 s); and delta-encoded pages whose streams
+        // declare 2^57 values, for which the crate allocated (an abort).
+        // Each of the first four also has a footer field of another type
+        // than parquet's (the fuzzer's mutations), which the parquet crate
+        // read as its own type: they are refused there now, before their
+        // pages. (`source_file`'s tests hold each rule's own cases.)
+        const TYPED: &str = "footer metadata: a field of another type than parquet's";
         let dir = tempfile::tempdir().unwrap();
-        // (`source_file`'s tests hold each rule's cases.)
         for (name, bytes, says) in [
             (
                 "claims",
                 &include_bytes!("../../testdata/page_claims_2gib_uncompressed.parquet")[..],
-                "column 1 (\"x\"): page 1",
+                TYPED,
             ),
             (
                 "eof",
                 &include_bytes!("../../testdata/hang_page_header_skips_past_eof.parquet")[..],
-                "row group 0",
+                TYPED,
+            ),
+            (
+                "footer",
+                &include_bytes!("../../testdata/footer_lists_2g_booleans.parquet")[..],
+                TYPED,
+            ),
+            (
+                "header lists",
+                &include_bytes!("../../testdata/page_header_nested_boolean_lists.parquet")[..],
+                TYPED,
+            ),
+            (
+                "delta lengths",
+                &include_bytes!("../../testdata/delta_lengths_claim_2_57_values.parquet")[..],
+                "delta stream 0 declares",
+            ),
+            (
+                "delta prefixes",
+                &include_bytes!("../../testdata/delta_prefixes_claim_2_57_values.parquet")[..],
+                "delta stream 0 declares",
             ),
         ] {
             let path = dir.path().join(format!("{name}.parquet"));
             std::fs::write(&path, bytes).unwrap();
-            let e = ParquetFile::open(&path, "t.parquet").err().unwrap();
+            let e = ParquetFile::open(&path, "t.parquet")
+                .err()
+                .unwrap_or_else(|| panic!("{name} opened"));
             let message = e.to_string();
             assert!(message.contains("malformed parquet file"), "{message}");
-            assert!(message.contains(says), "{message}");
+            assert!(message.contains(says), "{name}: {message}");
         }
     }
 
