@@ -47,7 +47,8 @@ impl CandleStaging {
 impl Staging for CandleStaging {
     fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
         #[cfg(feature = "cuda")]
-        if let (Some(uploader), loaderx_core::StoreKind::Dense) = (&self.pinned, r.kind)
+        // Dense batches and packed Ragged values: one array each.
+        if let (Some(uploader), Some(_)) = (&self.pinned, r.shape)
             && crate::cuda::uploads_natively(r.dtype)
         {
             return Ok(Box::new(uploader.pool.take(r.stream_index, r.bytes)?));

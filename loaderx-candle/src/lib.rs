@@ -60,6 +60,8 @@ pub use cuda::{CudaPinnedAlloc, CudaPinnedBlock, pinned_stats};
 pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
 pub use host::CandleStaging;
-pub use loader::{CandleConverter, CandleLoaderExt, Padded, TensorBatch, TensorColumn};
+pub use loader::{
+    CandleConverter, CandleLoaderExt, PackedRagged, Padded, TensorBatch, TensorColumn,
+};
 #[doc(no_inline)]
 pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};

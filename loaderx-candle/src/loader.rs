@@ -15,7 +15,12 @@ use crate::host::{CandleStaging, storage_from_buffer, storage_from_bytes, tensor
 /// `values`' shape, `U8` (1 inside a record, 0 in padding).
 pub type Padded = loaderx_core::host::Padded<Tensor>;
 
-/// One stream of a [`TensorBatch`]: Dense, padded or per-record.
+/// A packed Ragged stream as candle tensors: `values` 1-D in the [mapped
+/// type](crate::DTYPE_TABLE), `cu_seqlens` `I32` (records + 1 offsets, in
+/// elements) and `shapes` `(B, ndim)` `U32`.
+pub type PackedRagged = loaderx_core::host::PackedRagged<Tensor>;
+
+/// One stream of a [`TensorBatch`]: Dense, padded, per-record or packed.
 pub type TensorColumn = loaderx_core::host::TensorColumn<Tensor>;
 
 /// A loader step as candle tensors, streams in the loader's order (core's
@@ -62,13 +67,13 @@ impl ColumnConverter for CandleConverter {
 
     /// Moves the gathered memory into the tensor when the column was staged
     /// by [`CandleStaging`] (no copy on the CPU; with the `cuda` feature, an
-    /// asynchronous upload from pinned memory); copies otherwise.
-    fn dense(&self, column: Column) -> Result<Tensor> {
-        let shape = column.dense_shape()?.to_vec();
-        let (dtype, len) = (column.dtype(), column.bytes().len());
+    /// asynchronous upload from pinned memory); copies otherwise. Dense
+    /// columns and packed Ragged values come this way.
+    fn buffer_tensor(&self, column: Column, shape: &[usize]) -> Result<Tensor> {
+        let (dtype, len) = (column.dtype(), column.array_len(shape)?);
         #[cfg(feature = "cuda")]
         let buffer =
-            match crate::cuda::upload_dense(dtype, column.into_buffer(), &shape, &self.device) {
+            match crate::cuda::upload_dense(dtype, column.into_buffer(), shape, &self.device) {
                 Ok(tensor) => return tensor,
                 Err(buffer) => buffer,
             };
@@ -76,7 +81,7 @@ impl ColumnConverter for CandleConverter {
         let buffer = column.into_buffer();
         tensor_on(
             storage_from_buffer(dtype, buffer, len)?,
-            &shape,
+            shape,
             &self.device,
         )
     }

@@ -179,3 +179,110 @@ fn a_packed_loader_feeds_a_candle_model() {
     assert!(losses.iter().all(|l| l.is_finite()), "{losses:?}");
     assert!(last < 0.7 * first, "the loss did not fall: {losses:?}");
 }
+
+/// Self-attention over the tokens of each record only: `x` `(N, DIM)`,
+/// `allowed` `(N, N)` `U8`.
+fn attend(x: &Tensor, allowed: &Tensor) -> Tensor {
+    let scores = (x.matmul(&x.t().unwrap()).unwrap() / (DIM as f64).sqrt()).unwrap();
+    let neg = Tensor::full(-1e9f32, scores.shape(), scores.device()).unwrap();
+    let att =
+        candle_nn::ops::softmax_last_dim(&allowed.where_cond(&scores, &neg).unwrap()).unwrap();
+    att.matmul(x).unwrap()
+}
+
+#[test]
+fn packed_ragged_batches_give_what_the_padded_path_gives_through_masked_attention() {
+    use loaderx_candle::{CandleConverter, CandleStaging, ColumnConverter, RaggedMode};
+    let dir = tempfile::tempdir().unwrap();
+    let path = store(dir.path());
+    let device = Device::Cpu;
+    let table: Vec<f32> = (0..VOCAB * DIM)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+        .collect();
+    let embed =
+        candle_nn::Embedding::new(Tensor::from_vec(table, (VOCAB, DIM), &device).unwrap(), DIM);
+    let builder = || {
+        DataLoader::builder()
+            .stream("tok", Ragged::<u32>::open(&path).unwrap())
+            .batch_size(16)
+            .seed(3)
+    };
+    let padded = builder().build_candle(&device).unwrap();
+    let packed = builder()
+        .build_candle_ragged(&device, RaggedMode::Packed)
+        .unwrap();
+    for (p, q) in padded.zip(packed).take(20) {
+        let (p, q) = (p.unwrap(), q.unwrap());
+        assert_eq!(p.indices, q.indices);
+        let pad = p.padded("tok").unwrap();
+        let pk = q.packed("tok").unwrap();
+        assert_eq!(pk.values.dtype(), DType::U32);
+        assert_eq!(pk.cu_seqlens.dtype(), DType::I32);
+        assert_eq!(pk.shapes.dtype(), DType::U32);
+        assert_eq!(pk.shapes.dims(), &[16, 1]);
+        let cu: Vec<i32> = pk.cu_seqlens.to_vec1().unwrap();
+        let lens: Vec<u32> = pk.shapes.flatten_all().unwrap().to_vec1().unwrap();
+        let n = *cu.last().unwrap() as usize;
+        assert_eq!(pk.values.dims(), &[n]);
+        // Padded: (B, L) tokens, keys masked by the record's length.
+        let x = embed.forward(&pad.values).unwrap(); // (B, L, DIM)
+        let l = pad.values.dims()[1];
+        let keys = pad
+            .mask
+            .unsqueeze(1)
+            .unwrap()
+            .broadcast_as((16, l, l))
+            .unwrap()
+            .contiguous()
+            .unwrap();
+        let out_padded = (0..16)
+            .map(|b| attend(&x.get(b).unwrap(), &keys.get(b).unwrap()))
+            .collect::<Vec<_>>();
+        // Packed: (N,) tokens, a block-diagonal mask from cu_seqlens.
+        let segment: Vec<u32> = (0..16)
+            .flat_map(|k| std::iter::repeat_n(k as u32, (cu[k + 1] - cu[k]) as usize))
+            .collect();
+        let seg = Tensor::from_vec(segment, n, &device).unwrap();
+        let same = seg
+            .unsqueeze(1)
+            .unwrap()
+            .broadcast_eq(&seg.unsqueeze(0).unwrap())
+            .unwrap();
+        let out_packed = attend(&embed.forward(&pk.values).unwrap(), &same);
+        for k in 0..16 {
+            let (a, len) = (cu[k] as usize, lens[k] as usize);
+            assert_eq!(len, (cu[k + 1] - cu[k]) as usize);
+            let want = out_padded[k].narrow(0, 0, len).unwrap();
+            let got = out_packed.narrow(0, a, len).unwrap();
+            let diff: f32 = (want - got)
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar()
+                .unwrap();
+            assert!(diff < 1e-5, "record {k}: {diff}");
+        }
+    }
+    // The packed values are the gathered memory itself, not a copy.
+    let mut loader = builder()
+        .packed(true)
+        .staging(CandleStaging::default())
+        .build()
+        .unwrap();
+    let (_, column) = loader
+        .next()
+        .unwrap()
+        .unwrap()
+        .into_columns()
+        .pop()
+        .unwrap();
+    let gathered_at = column.bytes().as_ptr() as usize;
+    let p = CandleConverter::new(&device).packed(column).unwrap();
+    let (storage, _) = p.values.storage_and_layout();
+    let candle_core::Storage::Cpu(candle_core::CpuStorage::U32(v)) = &*storage else {
+        panic!("not u32 cpu storage")
+    };
+    assert_eq!(v.as_ptr() as usize, gathered_at);
+}

@@ -2296,11 +2296,17 @@ mod tests {
             let batches: Vec<Vec<u64>> = (0..6)
                 .map(|seed| scattered(1500, if seed < 3 { 256 } else { 16 }, seed))
                 .collect();
+            // A packed gather reads the same records (fetched the same way).
             let flat = |s: &DynRagged, idx: &[u64]| {
-                let b = s.gather(idx).unwrap();
-                (0..b.len())
-                    .map(|k| (b.shape(k).to_vec(), b.bytes(k).to_vec()))
-                    .collect::<Vec<_>>()
+                let [b, p] = [s.gather(idx).unwrap(), s.gather_packed(idx).unwrap()];
+                assert!(p.layout().is_packed());
+                let records = |b: &crate::DynRaggedBatch| {
+                    (0..b.len())
+                        .map(|k| (b.shape(k).to_vec(), b.bytes(k).to_vec()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(records(&p), records(&b));
+                records(&b)
             };
             for bs in [4096, 5000, 256 << 10] {
                 let o = RemoteOptions::default()

@@ -661,3 +661,171 @@ fn a_synchronous_loader_reports_failures_at_their_step_then_ends() {
     assert_eq!(results.len(), 3);
     assert!(results[2].is_err());
 }
+
+/// Records the shape each Ragged request asks for, staging in plain memory.
+#[derive(Default, Clone)]
+struct RaggedShapes(Arc<std::sync::Mutex<Vec<Option<Vec<usize>>>>>);
+
+impl Staging for RaggedShapes {
+    fn stage(&self, r: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+        if r.kind == loaderx_core::StoreKind::Ragged {
+            self.0.lock().unwrap().push(r.shape.map(<[usize]>::to_vec));
+        }
+        Ok(Box::new(loaderx_core::host::AlignedBuf::zeroed(r.bytes)?))
+    }
+}
+
+#[test]
+fn a_packed_loader_delivers_the_same_records_end_to_end() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    for workers in [0, 2] {
+        let plain: Vec<Batch> = builder(dir.path()).workers(workers).take_steps(40);
+        let shapes = RaggedShapes::default();
+        let packed: Vec<Batch> = builder(dir.path())
+            .workers(workers)
+            .packed(true)
+            .staging(shapes.clone())
+            .take_steps(40);
+        for (a, b) in plain.iter().zip(&packed) {
+            assert_eq!(a.indices(), b.indices());
+            check_alignment(b);
+            let (ta, tb) = (a.column("tok").unwrap(), b.column("tok").unwrap());
+            let layout = tb.ragged_layout().unwrap();
+            assert!(layout.is_packed());
+            assert!(!ta.ragged_layout().unwrap().is_packed());
+            // The column's bytes are the values, end to end.
+            assert_eq!(tb.bytes().len(), layout.packed_bytes());
+            let p = tb.packed().unwrap();
+            assert_eq!(p, ta.packed().unwrap());
+            assert_eq!(p.values.bytes(), tb.bytes());
+            assert_eq!(
+                tb.padded(loaderx_core::host::PadValue::ZERO).unwrap(),
+                ta.padded(loaderx_core::host::PadValue::ZERO).unwrap()
+            );
+            // Dense streams are untouched.
+            assert_eq!(
+                a.column("x").unwrap().bytes(),
+                b.column("x").unwrap().bytes()
+            );
+            let staged = shapes.0.lock().unwrap().clone();
+            assert!(
+                staged
+                    .iter()
+                    .all(|s| s.as_ref().is_some_and(|s| s.len() == 1))
+            );
+        }
+        let staged = shapes.0.lock().unwrap();
+        let first = staged.first().cloned().flatten().unwrap();
+        assert_eq!(first, [packed[0].column("tok").unwrap().bytes().len() / 2]);
+    }
+}
+
+trait TakeSteps {
+    fn take_steps(self, n: usize) -> Vec<Batch>;
+}
+
+impl TakeSteps for loaderx_core::DataLoaderBuilder {
+    fn take_steps(self, n: usize) -> Vec<Batch> {
+        self.build().unwrap().take(n).map(Result::unwrap).collect()
+    }
+}
+
+/// A converter whose "tensors" say where their bytes came from.
+struct Origins;
+
+#[derive(Debug, PartialEq)]
+enum Origin {
+    /// The staged buffer, handed over.
+    Buffer(Vec<usize>, Vec<u8>),
+    /// Copied from bytes.
+    Copied(Vec<usize>, Vec<u8>),
+}
+
+impl loaderx_core::host::ColumnConverter for Origins {
+    type Tensor = Origin;
+    type Error = Error;
+    fn tensor_from_bytes(
+        &self,
+        _: loaderx_core::DType,
+        bytes: &[u8],
+        shape: &[usize],
+    ) -> Result<Origin, Error> {
+        Ok(Origin::Copied(shape.to_vec(), bytes.to_vec()))
+    }
+    fn buffer_tensor(
+        &self,
+        column: loaderx_core::Column,
+        shape: &[usize],
+    ) -> Result<Origin, Error> {
+        let n = shape.iter().product::<usize>() * column.dtype().size();
+        Ok(Origin::Buffer(shape.to_vec(), column.bytes()[..n].to_vec()))
+    }
+}
+
+#[test]
+fn packed_tensor_batches_take_the_gathered_buffer_as_their_values() {
+    use loaderx_core::host::{ColumnConverter, RaggedMode, TensorColumn};
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path());
+    for workers in [0, 2] {
+        let mut loader = builder(dir.path())
+            .workers(workers)
+            .build_tensors(Origins, RaggedMode::Packed, Ok)
+            .unwrap();
+        let batch = loader.next().unwrap().unwrap();
+        let p = batch.packed("tok").unwrap();
+        let Origin::Buffer(shape, values) = &p.values else {
+            panic!("packed values were copied: {:?}", p.values);
+        };
+        let cu = match &p.cu_seqlens {
+            Origin::Copied(s, b) => {
+                assert_eq!(s, &[33]);
+                b.chunks_exact(4)
+                    .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+                    .collect::<Vec<_>>()
+            }
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(shape, &[*cu.last().unwrap() as usize]);
+        for (k, &i) in batch.indices.iter().enumerate() {
+            let (a, b) = (cu[k] as usize, cu[k + 1] as usize);
+            assert_eq!(b - a, 1 + i as usize % 7);
+            let tokens: Vec<u16> = values[2 * a..2 * b]
+                .chunks_exact(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect();
+            assert!(tokens.iter().all(|&t| t == i as u16));
+        }
+        assert!(matches!(p.shapes, Origin::Copied(ref s, _) if s == &[32, 1]));
+        assert!(batch.padded("tok").is_err());
+        assert!(matches!(
+            batch.column("x").unwrap(),
+            TensorColumn::Dense(Origin::Buffer(..))
+        ));
+    }
+    // A column gathered in segments is packed by a copy.
+    let batch = builder(dir.path())
+        .workers(0)
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    let (_, tok) = batch.into_columns().into_iter().nth(2).unwrap();
+    let p = Origins.packed(tok).unwrap();
+    assert!(matches!(p.values, Origin::Copied(..)));
+    let (_, x) = builder(dir.path())
+        .workers(0)
+        .build()
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .into_columns()
+        .into_iter()
+        .next()
+        .unwrap();
+    let e = Origins.packed(x).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::ColumnKind { .. }), "{e}");
+}

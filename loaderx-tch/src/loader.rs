@@ -17,7 +17,12 @@ use crate::staging::{TchStaging, TensorBuffer};
 /// `values`' shape, `Bool` (true inside a record).
 pub type Padded = loaderx_core::host::Padded<Tensor>;
 
-/// One stream of a [`TensorBatch`]: Dense, padded or per-record.
+/// A packed Ragged stream as tch tensors: `values` 1-D of the [mapped
+/// kind](crate::DTYPE_TABLE), `cu_seqlens` `Int` (records + 1 offsets, in
+/// elements) and `shapes` `(B, ndim)` `Int64` (libtorch has no `u32`).
+pub type PackedRagged = loaderx_core::host::PackedRagged<Tensor>;
+
+/// One stream of a [`TensorBatch`]: Dense, padded, per-record or packed.
 pub type TchColumn = loaderx_core::host::TensorColumn<Tensor>;
 
 /// A loader step as tch tensors, streams in the loader's order (core's
@@ -72,18 +77,20 @@ impl ColumnConverter for TchConverter {
 
     /// Hands the gathered tensor itself over when the column was staged by
     /// [`TchStaging`]: no copy on the CPU, a non-blocking copy from pinned
-    /// memory to CUDA; copies otherwise.
-    fn dense(&self, column: Column) -> Result<Tensor> {
-        let shape = column.dense_shape()?.to_vec();
-        let (dtype, len) = (column.dtype(), column.bytes().len());
+    /// memory to CUDA; copies otherwise. Dense columns and packed Ragged
+    /// values come this way.
+    fn buffer_tensor(&self, column: Column, shape: &[usize]) -> Result<Tensor> {
+        let (dtype, len) = (column.dtype(), column.array_len(shape)?);
         let buffer = match downcast_staged::<TensorBuffer>(column.into_buffer())? {
-            Ok(buffer) => buffer,
-            Err(other) => return self.tensor_from_bytes(dtype, &other.as_bytes()[..len], &shape),
+            Ok(buffer) if buffer.as_bytes().len() == len => buffer,
+            Ok(buffer) => return self.tensor_from_bytes(dtype, &buffer.as_bytes()[..len], shape),
+            Err(other) => return self.tensor_from_bytes(dtype, &other.as_bytes()[..len], shape),
         };
         // Range-checks the values a kind holds as the same bytes but not every
         // bit pattern of (`u64` above `i64::MAX`, `bool` bytes above 1).
         DTYPE_TABLE.check(dtype, &buffer.as_bytes()[..len])?;
-        let tensor = buffer.into_tensor();
+        let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
+        let tensor = buffer.into_tensor().f_reshape(size.as_slice())?;
         Ok(match self.device {
             Device::Cpu => tensor,
             device => tensor.f_to_device_(device, tensor.kind(), true, false)?,

@@ -3,9 +3,9 @@
 
 use std::any::Any;
 
+use loaderx_core::ErrorKind;
 pub use loaderx_core::StagingStats;
 use loaderx_core::host::AlignedBuf;
-use loaderx_core::{ErrorKind, StoreKind};
 use loaderx_core::{StageRequest, StagedBuffer, Staging, StagingCounter};
 use tch::{Device, Tensor};
 
@@ -91,9 +91,8 @@ impl TchStaging {
 
 impl Staging for TchStaging {
     fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
-        if let (StoreKind::Dense, Some(kind), Some(shape)) =
-            (r.kind, same_bytes_kind(r.dtype), r.shape)
-        {
+        // Dense batches and packed Ragged values: one array each.
+        if let (Some(kind), Some(shape)) = (same_bytes_kind(r.dtype), r.shape) {
             let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
             let tch_err = |e: tch::TchError| -> loaderx_core::Error {
                 ErrorKind::InvalidArgument {
@@ -116,7 +115,7 @@ impl Staging for TchStaging {
                 return Ok(Box::new(buffer));
             }
         }
-        // What has no tensor of its own (ragged batches, u16/u32): core's
+        // What has no tensor of its own (ragged batches in segments, u16/u32): core's
         // aligned host buffer.
         Ok(Box::new(AlignedBuf::zeroed(r.bytes)?))
     }

@@ -487,3 +487,72 @@ fn bf16_float8_and_complex_stores_become_tch_tensors_of_their_own_kind() {
     let e = loader.next().unwrap().unwrap_err();
     assert!(e.to_string().contains("f8e8m0fnu"), "{e}");
 }
+
+#[test]
+fn packed_ragged_batches_are_tch_tensors_and_the_values_are_the_gathered_tensor() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("r");
+    // i32 records of shape (1 + i % 3, 2).
+    let mut w =
+        DynRaggedWriter::create(&path, DType::I32, 2, &CreateOptions::new(Codec::Zstd)).unwrap();
+    let recs: Vec<(Vec<usize>, Vec<u8>)> = (0..100i32)
+        .map(|i| {
+            let rows = 1 + i as usize % 3;
+            let v: Vec<u8> = (0..rows as i32 * 2)
+                .flat_map(|k| (i * 10 + k).to_le_bytes())
+                .collect();
+            (vec![rows, 2], v)
+        })
+        .collect();
+    w.append_bytes(recs.iter().map(|(s, b)| (&s[..], &b[..])))
+        .unwrap();
+    w.close().unwrap();
+    let store = DynRagged::open(&path).unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("r", DynRagged::open(&path).unwrap())
+        .batch_size(8)
+        .build_tch_ragged(Device::Cpu, RaggedMode::Packed)
+        .unwrap();
+    for _ in 0..5 {
+        let batch = loader.next().unwrap().unwrap();
+        let p = batch.packed("r").unwrap();
+        let want = store
+            .gather_packed(&batch.indices)
+            .unwrap()
+            .packed()
+            .unwrap();
+        assert_eq!(p.values.kind(), Kind::Int);
+        assert_eq!(p.values.size(), [want.values.len() as i64]);
+        assert_eq!(tensor_bytes(&p.values), want.values.bytes());
+        assert_eq!(p.cu_seqlens.kind(), Kind::Int);
+        assert_eq!(tensor_bytes(&p.cu_seqlens), want.cu_seqlens.bytes());
+        // libtorch has no u32: shapes are Int64.
+        assert_eq!(p.shapes.kind(), Kind::Int64);
+        assert_eq!(p.shapes.size(), [8, 2]);
+        let shapes: Vec<i64> = Vec::try_from(p.shapes.flatten(0, -1)).unwrap();
+        let rows: Vec<i64> = batch
+            .indices
+            .iter()
+            .flat_map(|&i| [1 + i as i64 % 3, 2])
+            .collect();
+        assert_eq!(shapes, rows);
+    }
+    // The values tensor is the one the loader gathered into.
+    let mut loader = DataLoader::builder()
+        .stream("r", DynRagged::open(&path).unwrap())
+        .batch_size(8)
+        .packed(true)
+        .staging(TchStaging::new(Device::Cpu))
+        .build()
+        .unwrap();
+    let (_, column) = loader
+        .next()
+        .unwrap()
+        .unwrap()
+        .into_columns()
+        .pop()
+        .unwrap();
+    let gathered_at = column.bytes().as_ptr() as usize;
+    let p = TchConverter::new(Device::Cpu).packed(column).unwrap();
+    assert_eq!(p.values.data_ptr() as usize, gathered_at);
+}

@@ -565,7 +565,7 @@ impl StoreReader {
 
     /// The stored bytes of record `index` at `loc`, a location [`Self::loc`]
     /// validated, from `staged` (which [`Self::stage`] made for it).
-    fn stored<'a>(
+    pub(super) fn stored<'a>(
         &'a self,
         staged: &'a Staged,
         index: u64,
@@ -641,7 +641,7 @@ impl StoreReader {
     /// The gather size below which [`Self::read_jobs`] decodes on the
     /// calling thread. Decompression is CPU-bound: worth fanning out far
     /// sooner than a memcpy.
-    fn parallel_min_bytes(&self) -> usize {
+    pub(super) fn parallel_min_bytes(&self) -> usize {
         match self.codec() {
             Codec::Raw => PARALLEL_MIN_BYTES,
             Codec::Zstd | Codec::ZstdDict => PARALLEL_MIN_BYTES / 16,
@@ -650,7 +650,7 @@ impl StoreReader {
 
     /// Whether [`Self::read_jobs`] decodes `jobs` records of `total` bytes
     /// on the calling thread.
-    fn reads_serially(&self, total: usize, jobs: usize) -> bool {
+    pub(super) fn reads_serially(&self, total: usize, jobs: usize) -> bool {
         total < self.parallel_min_bytes() || jobs < 2 || rayon::current_num_threads() < 2
     }
 

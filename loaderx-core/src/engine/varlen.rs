@@ -10,8 +10,17 @@
 //! [`StoreReader::gather_varlen`] then decodes every record into its
 //! segment (fetching a remote store's stored bytes first) and zeroes the
 //! bytes around it, so that the whole buffer is written.
+//!
+//! [`StoreReader::gather_varlen_packed`] reads the same plan packed: the
+//! records' elements end to end from the buffer's first byte (no headers,
+//! no padding), each header into a table of its own. Raw records are
+//! copied from the stored bytes straight to their place; a compressed one
+//! is decoded into a worker's scratch and its elements copied from there,
+//! as Python loaderx 2.8.19 does.
 
-use crate::codec::Sink;
+use rayon::prelude::*;
+
+use crate::codec::{Codec, Sink};
 use crate::engine::reader::{Staged, StoreReader};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
@@ -30,6 +39,10 @@ pub(crate) struct VarlenPlan {
     lead: usize,
     /// Bytes of the buffer: the segments end to end.
     len: usize,
+    /// Bytes of every record's header.
+    header: usize,
+    /// Bytes of a packed gather: every record's elements, end to end.
+    packed_len: usize,
     /// The logical lengths still have to be checked against the lengths the
     /// stored frames declare, once fetched (a remote store's records).
     check_fetched: bool,
@@ -39,6 +52,16 @@ impl VarlenPlan {
     /// Bytes the gather writes: every record's segment, end to end.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Bytes a packed gather writes: every record's elements, end to end.
+    pub(crate) fn packed_len(&self) -> usize {
+        self.packed_len
+    }
+
+    /// Bytes of every record's header.
+    pub(crate) fn header(&self) -> usize {
+        self.header
     }
 
     /// The record indices, in gather order.
@@ -84,6 +107,7 @@ impl StoreReader {
         // declare now, once.
         let local = (!self.is_remote()).then_some(Staged::Local);
         let mut len = 0usize;
+        let mut packed_len = 0usize;
         for (&i, &loc) in indices.iter().zip(&locs) {
             // Memory is sized by the logical lengths: check them first.
             self.check_logical_length(i, loc, local.as_ref())?;
@@ -103,12 +127,16 @@ impl StoreReader {
                         indices.len()
                     ),
                 })?;
+            // Never more than `len`, which did not overflow.
+            packed_len += logic - header;
         }
         Ok(VarlenPlan {
             indices: indices.to_vec(),
             locs,
             lead,
             len,
+            header,
+            packed_len,
             check_fetched: local.is_none(),
         })
     }
@@ -182,6 +210,135 @@ impl StoreReader {
         // their sizes): every lead and padding was zeroed above, and `read_jobs` or
         // `copy_jobs_resident` returned `Ok` (`true` for the latter), so one
         // of them wrote every record's destination whole.
+        Ok(unsafe { D::assume_init(dst) })
+    }
+}
+
+impl StoreReader {
+    /// Reads the records of `plan`, which this store made, packed: their
+    /// elements end to end into the first
+    /// [`plan.packed_len()`](VarlenPlan::packed_len) bytes of `dst`, and
+    /// their headers, [`plan.header()`](VarlenPlan::header) bytes each, end
+    /// to end into `headers`. A remote store fetches the stored bytes first
+    /// and checks the lengths their frames declare.
+    ///
+    /// On `Ok` every one of those bytes of `dst` was written, so `dst` may
+    /// be uninitialised memory; they are returned, as bytes.
+    ///
+    /// Errors: `Buffer` when `dst` is shorter than the plan, or `headers`
+    /// is not a header per record; `CorruptRecord` for a record whose
+    /// stored bytes do not decode to its logical length; `Remote` when a
+    /// fetch fails. After an error `dst` holds unspecified (possibly still
+    /// uninitialised) bytes.
+    pub(crate) fn gather_varlen_packed<'d, D: Sink>(
+        &self,
+        plan: &VarlenPlan,
+        dst: &'d mut [D],
+        headers: &mut [u8],
+    ) -> Result<&'d mut [u8], Error> {
+        let (n, header) = (plan.indices.len(), plan.header);
+        let dst_len = dst.len();
+        let Some(dst) = dst.get_mut(..plan.packed_len) else {
+            return Err(ErrorKind::Buffer {
+                detail: format!(
+                    "a packed gather of {n} records needs {} bytes, got {dst_len}",
+                    plan.packed_len,
+                ),
+            }
+            .into());
+        };
+        if Some(headers.len()) != n.checked_mul(header) {
+            return Err(ErrorKind::Buffer {
+                detail: format!(
+                    "{} header bytes for {n} records of {header}-byte headers",
+                    headers.len()
+                ),
+            }
+            .into());
+        }
+        let mut jobs = Vec::with_capacity(n);
+        let mut rest = &mut *dst;
+        let mut heads = headers.chunks_exact_mut(header.max(1));
+        for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
+            let (values, tail) = rest.split_at_mut(loc.logic_length as usize - header);
+            rest = tail;
+            let head = if header == 0 {
+                &mut [][..]
+            } else {
+                heads.next().unwrap_or_default()
+            };
+            jobs.push((index, loc, head, values));
+        }
+        debug_assert!(rest.is_empty());
+        let staged = if plan.check_fetched {
+            let records: Vec<_> = jobs.iter().map(|j| (j.0, j.1)).collect();
+            let staged = self.stage(&records)?;
+            for &(i, loc) in &records {
+                self.check_logical_length(i, loc, Some(&staged))?;
+            }
+            staged
+        } else {
+            Staged::Local
+        };
+        let io_err = |e: std::io::Error| {
+            Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
+        };
+        let raw = self.codec() == Codec::Raw;
+        // One record: a raw one straight from its stored bytes, a compressed
+        // one through `scratch`.
+        let read = |scratch: &mut Vec<u8>,
+                    dec: &mut crate::codec::Decoder<'_>,
+                    (index, loc, head, values): (u64, RecordLoc, &mut [u8], &mut [D])|
+         -> Result<(), Error> {
+            let stored = self.stored(&staged, index, loc)?;
+            let logic = loc.logic_length as usize;
+            let record = if raw {
+                if stored.len() != logic {
+                    return Err(Error::corrupt_record(
+                        self.path(),
+                        index,
+                        format!(
+                            "raw record stores {} bytes but should hold {logic}",
+                            stored.len()
+                        ),
+                    ));
+                }
+                stored
+            } else {
+                scratch.clear();
+                scratch.resize(logic, 0);
+                dec.decode(stored, scratch.as_mut_slice())
+                    .map_err(|e| Error::corrupt_record(self.path(), index, e))?;
+                scratch.as_slice()
+            };
+            let (h, elements) = record.split_at(header);
+            head.copy_from_slice(h);
+            D::put(values, elements);
+            Ok(())
+        };
+        if self.reads_serially(plan.packed_len, n) {
+            let mut dec = self.decoder().map_err(io_err)?;
+            let mut scratch = Vec::new();
+            for job in jobs {
+                read(&mut scratch, &mut dec, job)?;
+            }
+        } else {
+            let per_job = (self.parallel_min_bytes() / 4 / (plan.packed_len / n).max(1)).max(1);
+            jobs.into_par_iter()
+                .with_min_len(per_job)
+                .try_for_each_init(
+                    || (self.decoder(), Vec::new()),
+                    |(dec, scratch), job| {
+                        let dec = dec
+                            .as_mut()
+                            .map_err(|e| io_err(std::io::Error::new(e.kind(), e.to_string())))?;
+                        read(scratch, dec, job)
+                    },
+                )?;
+        }
+        // SAFETY: the records' element ranges tile `dst` (the plan's packed
+        // length is the sum of their sizes), and every job returned `Ok`,
+        // having written its whole range with `D::put`.
         Ok(unsafe { D::assume_init(dst) })
     }
 }

@@ -14,6 +14,11 @@
 //!   [`Padded`]`{ values, lengths, mask }` with `i64` lengths per record and
 //!   axis, a `bool` mask of the values' shape, and a configurable
 //!   [`PadValue`].
+//! - [`PackedRagged`]`{ values, cu_seqlens, shapes }`: a Ragged batch
+//!   with its records' elements end to end (Python loaderx 2.8.19's
+//!   `RaggedBatch`), from [`Column::packed`](crate::loader::Column::packed);
+//!   a loader built with [`packed`](crate::DataLoaderBuilder::packed)
+//!   gathers Ragged streams that way, so `values` is the staged buffer.
 //! - [`DTypeTable`] and [`widen`]: the one widening table. An adapter names
 //!   the element types its framework has; a type it lacks becomes the
 //!   narrowest one that holds every value (`u64` to `i64` range-checked),
@@ -54,6 +59,7 @@
 //! ```
 
 mod buffer;
+mod packed;
 mod pad;
 mod pairs;
 mod tensors;
@@ -62,6 +68,7 @@ mod widen;
 
 pub(crate) use buffer::spare_bytes;
 pub use buffer::{AlignedBuf, HostArray};
+pub use packed::PackedRagged;
 pub use pad::{PadValue, Padded, pad_records};
 pub use pairs::{Pairs, PairsBuilder};
 pub use tensors::{ColumnConverter, RaggedMode, TensorBatch, TensorColumn};

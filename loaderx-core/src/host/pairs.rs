@@ -124,10 +124,10 @@ impl PairsBuilder {
             let one = |c: TensorColumn<C::Tensor>| match c {
                 TensorColumn::Dense(t) => Ok(t),
                 TensorColumn::Padded(p) => Ok(p.values),
-                // RaggedMode::Padded never gives per-record columns.
-                TensorColumn::Records(_) => {
-                    Err(Error::invalid("a per-record column in a padded batch"))
-                }
+                // RaggedMode::Padded never gives per-record or packed columns.
+                TensorColumn::Records(_) | TensorColumn::Packed(_) => Err(Error::invalid(
+                    "a per-record or packed column in a padded batch",
+                )),
             };
             let xs = one(batch.take("x")?)?;
             let ys = one(batch.take("y")?)?;

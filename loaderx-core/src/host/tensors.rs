@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{HostArray, PadValue, Padded};
+use super::{HostArray, PackedRagged, PadValue, Padded};
 use crate::dtype::DType;
 use crate::error::{Error, StoreKind};
 use crate::loader::{Batch, Column, Staging};
@@ -18,6 +18,11 @@ pub enum RaggedMode {
     Padded,
     /// One tensor per record.
     PerRecord,
+    /// Packed ([`PackedRagged`]): values end to end, `cu_seqlens` and
+    /// shapes, no padding. A loader built with this mode gathers Ragged
+    /// streams [packed](crate::DataLoaderBuilder::packed), so the values
+    /// are the staged buffer.
+    Packed,
 }
 
 /// The framework-specific last step of a batch's path: host bytes to the
@@ -99,15 +104,64 @@ pub trait ColumnConverter: Send + Sync + 'static {
         self.tensor_from_bytes(column.dtype(), column.bytes(), shape)
     }
 
-    /// A Dense column as one `(B, *item_shape)` tensor; the column is the
-    /// converter's, to take its staged buffer back without a copy. The
-    /// default copies ([`copy_dense`](Self::copy_dense)).
+    /// The first `product(shape)` elements of `column`'s staged buffer as
+    /// one tensor of `shape` (a Dense column's batch, or the values of a
+    /// Ragged column gathered [packed](crate::DataLoaderBuilder::packed));
+    /// the column is the converter's, to take its staged buffer back without
+    /// a copy. This is the method an adapter overrides for its own staging;
+    /// the default copies.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the column holds fewer bytes than `shape` needs, and as
+    /// [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn buffer_tensor(&self, column: Column, shape: &[usize]) -> Result<Self::Tensor, Self::Error> {
+        let len = column.array_len(shape)?;
+        self.tensor_from_bytes(column.dtype(), &column.bytes()[..len], shape)
+    }
+
+    /// A Dense column as one `(B, *item_shape)` tensor, through
+    /// [`buffer_tensor`](Self::buffer_tensor): without a copy from the
+    /// adapter's own staging.
     ///
     /// # Errors
     ///
     /// As [`copy_dense`](Self::copy_dense).
     fn dense(&self, column: Column) -> Result<Self::Tensor, Self::Error> {
-        self.copy_dense(&column)
+        let shape = column.dense_shape()?.to_vec();
+        self.buffer_tensor(column, &shape)
+    }
+
+    /// A Ragged column packed (see [`PackedRagged`]): `values` 1-D in the
+    /// (mapped) element type, `cu_seqlens` `i32` and `shapes` `u32` (in the
+    /// framework's types for them). A column gathered
+    /// [packed](crate::DataLoaderBuilder::packed) hands its buffer over as
+    /// the values through [`buffer_tensor`](Self::buffer_tensor); any other
+    /// is copied end to end first.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column, as [`Column::packed`] (more than `i32::MAX` elements, a
+    /// dimension above `u32::MAX`), and as
+    /// [`tensor_from_bytes`](Self::tensor_from_bytes).
+    fn packed(&self, column: Column) -> Result<PackedRagged<Self::Tensor>, Self::Error> {
+        let layout = column.ragged_layout()?;
+        let dtype = column.dtype();
+        let cu_seqlens = self.array(&layout.cu_seqlens_array(dtype)?)?;
+        let shapes = self.array(&layout.shapes_array()?)?;
+        let values = if layout.is_packed() {
+            let elements = layout.packed_bytes() / dtype.size().max(1);
+            self.buffer_tensor(column, &[elements])?
+        } else {
+            self.array(&column.packed()?.values)?
+        };
+        Ok(PackedRagged {
+            values,
+            cu_seqlens,
+            shapes,
+        })
     }
 
     /// A Ragged column padded with `pad` to the largest extent of every axis
@@ -158,6 +212,8 @@ pub enum TensorColumn<T, P = Padded<T>> {
     Padded(P),
     /// A Ragged stream, one tensor per record.
     Records(Vec<T>),
+    /// A Ragged stream, packed.
+    Packed(PackedRagged<T>),
 }
 
 /// A loader step as framework tensors, streams in the loader's order.
@@ -201,6 +257,7 @@ impl<T> TensorBatch<T> {
                     (_, RaggedMode::PerRecord) => {
                         TensorColumn::Records(converter.records(&column)?)
                     }
+                    (_, RaggedMode::Packed) => TensorColumn::Packed(converter.packed(column)?),
                 };
                 Ok((name, converted))
             })
@@ -253,6 +310,7 @@ impl<T, P> TensorBatch<T, P> {
             TensorColumn::Dense(_) => "a Dense stream",
             TensorColumn::Padded(_) => "a padded Ragged stream",
             TensorColumn::Records(_) => "a per-record Ragged stream",
+            TensorColumn::Packed(_) => "a packed Ragged stream",
         };
         Error::invalid(format!("stream {name:?} is {found}, asked for {want}"))
     }
@@ -290,6 +348,18 @@ impl<T, P> TensorBatch<T, P> {
         match self.column(name)? {
             TensorColumn::Records(r) => Ok(r),
             other => Err(Self::wrong(name, "a per-record Ragged stream", other)),
+        }
+    }
+
+    /// Packed Ragged stream `name`.
+    ///
+    /// # Errors
+    ///
+    /// When there is no such stream, or it is Dense, padded or per-record.
+    pub fn packed(&self, name: &str) -> Result<&PackedRagged<T>, Error> {
+        match self.column(name)? {
+            TensorColumn::Packed(p) => Ok(p),
+            other => Err(Self::wrong(name, "a packed Ragged stream", other)),
         }
     }
 

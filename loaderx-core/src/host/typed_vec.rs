@@ -162,14 +162,23 @@ pub struct VecBuffer {
 }
 
 impl VecBuffer {
-    /// Room for the batch `request` describes ([`TypedVec::for_batch`]).
+    /// Room for the batch `request` describes: a vector of its element
+    /// type when it is one array (a Dense batch, packed Ragged values:
+    /// [`StageRequest::shape`] is given), so that it becomes a tensor's
+    /// storage as it is; otherwise [`TypedVec::for_batch`].
     ///
     /// # Errors
     ///
     /// [`ErrorKind::Buffer`] when the memory cannot be had.
     pub fn for_request(request: &StageRequest<'_>) -> Result<VecBuffer, Error> {
+        let vec = match request.shape {
+            Some(_) => {
+                TypedVec::zeroed(request.dtype, request.bytes / request.dtype.size().max(1))?
+            }
+            None => TypedVec::for_batch(request.dtype, request.kind, request.bytes)?,
+        };
         Ok(VecBuffer {
-            vec: TypedVec::for_batch(request.dtype, request.kind, request.bytes)?,
+            vec,
             len: request.bytes,
         })
     }

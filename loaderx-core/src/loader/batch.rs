@@ -381,6 +381,44 @@ impl Column {
         crate::host::pad_records(self.dtype, ndim, self.records(), pad)
     }
 
+    /// Bytes of an array of `shape` in the column's element type, the
+    /// first bytes of its buffer that
+    /// [`ColumnConverter::buffer_tensor`](crate::host::ColumnConverter::buffer_tensor)
+    /// hands over.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the column holds fewer bytes.
+    pub fn array_len(&self, shape: &[usize]) -> Result<usize, Error> {
+        shape
+            .iter()
+            .try_fold(self.dtype.size(), |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= self.len)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "a {}-byte column cannot hold a {} array of shape {shape:?}",
+                    self.len, self.dtype
+                ))
+            })
+    }
+
+    /// A Ragged column as `values`, `cu_seqlens` and `shapes` in host
+    /// memory (see [`PackedRagged`](crate::host::PackedRagged)); the values
+    /// are copied. To hand a batch gathered
+    /// [`packed`](crate::DataLoaderBuilder::packed) to a framework without
+    /// a copy, an adapter takes the column's buffer as the values
+    /// ([`ColumnConverter::packed`](crate::host::ColumnConverter::packed)).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column; as [`RaggedLayout::packed`] (more than `i32::MAX` elements, a
+    /// dimension above `u32::MAX`).
+    pub fn packed(&self) -> Result<crate::host::PackedRagged, Error> {
+        self.ragged_layout()?.packed(self.dtype, self.bytes())
+    }
+
     /// The staged buffer, by reference (e.g. to check its type with
     /// [`StagedBuffer::as_any`]).
     pub fn buffer(&self) -> &dyn StagedBuffer {

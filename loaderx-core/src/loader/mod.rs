@@ -245,6 +245,7 @@ pub struct DataLoaderBuilder {
     epochs: Option<u64>,
     staging: Option<Arc<dyn Staging>>,
     pack: Option<(String, PackOptions)>,
+    packed: bool,
 }
 
 impl Default for DataLoaderBuilder {
@@ -261,6 +262,7 @@ impl Default for DataLoaderBuilder {
             epochs: None,
             staging: None,
             pack: None,
+            packed: false,
         }
     }
 }
@@ -386,6 +388,22 @@ impl DataLoaderBuilder {
         self
     }
 
+    /// Gathers Ragged streams packed (default: false): each batch's
+    /// records' elements end to end from the buffer's first byte, with no
+    /// shape headers or alignment padding between them, so that
+    /// [`Column::packed`]'s `values` (Python loaderx 2.8.19's `RaggedBatch`
+    /// layout) is the staged buffer itself, which an adapter hands to its
+    /// framework without a copy. The staging is asked for the values as a
+    /// 1-D array ([`StageRequest::shape`] is `[elements]`). Every other
+    /// use of the column (views, padding, per-record tensors, `pack`) works
+    /// the same on either layout. Raw records are copied straight to their
+    /// place; a compressed one goes through a worker's scratch (the default
+    /// layout decodes it in place).
+    pub fn packed(mut self, packed: bool) -> Self {
+        self.packed = packed;
+        self
+    }
+
     /// Packs Ragged stream `stream` of every batch into rows of
     /// `options.max_len()` tokens on the workers, before any transform:
     /// the batch then has Dense streams `stream` (tokens),
@@ -454,6 +472,9 @@ impl DataLoaderBuilder {
         let mut builder = self;
         if let Some(staging) = converter.staging() {
             builder.staging = Some(staging);
+        }
+        if mode == crate::host::RaggedMode::Packed {
+            builder.packed = true;
         }
         builder.build_with(move |batch| {
             map(crate::host::TensorBatch::convert(batch, &converter, mode)?)
@@ -591,6 +612,7 @@ impl DataLoaderBuilder {
             start_step,
             end_step,
             staging: self.staging,
+            packed: self.packed,
             pool,
             transform,
         })

@@ -25,6 +25,8 @@ pub(super) struct Config<T> {
     pub(super) end_step: Option<u64>,
     /// The staging hook; `None`: the default pool, `pool`.
     pub(super) staging: Option<Arc<dyn Staging>>,
+    /// Ragged streams gathered packed.
+    pub(super) packed: bool,
     pub(super) pool: BufferPool,
     pub(super) transform: Transform<T>,
 }
@@ -35,6 +37,8 @@ struct Producer<T> {
     sampler: Sampler,
     /// The staging hook; `None`: the default pool, `pool`.
     staging: Option<Arc<dyn Staging>>,
+    /// Ragged streams gathered packed.
+    packed: bool,
     pool: BufferPool,
     transform: Transform<T>,
 }
@@ -143,6 +147,7 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
         streams,
         sampler: config.sampler.clone(),
         staging: config.staging,
+        packed: config.packed,
         pool: config.pool.clone(),
         transform: config.transform,
     });
@@ -274,7 +279,12 @@ impl<T> Producer<T> {
                     // Planned once: the plan sizes the buffer and the gather
                     // reads it, without locating the records again.
                     let plan = s.plan_gather(&indices).map_err(gather_err)?;
-                    let len = plan.len();
+                    let (len, values) = if self.packed {
+                        let len = plan.packed_len();
+                        (len, [len / s.dtype().size()])
+                    } else {
+                        (plan.len(), [0])
+                    };
                     let request = StageRequest {
                         step,
                         stream: name,
@@ -282,9 +292,13 @@ impl<T> Producer<T> {
                         kind: StoreKind::Ragged,
                         dtype: s.dtype(),
                         bytes: len,
-                        shape: None,
+                        shape: self.packed.then_some(&values[..]),
                     };
-                    let fill = RaggedFill { store: s, plan };
+                    let fill = RaggedFill {
+                        store: s,
+                        plan,
+                        packed: self.packed,
+                    };
                     let (buffer, layout) = self.gather(&request, fill, gather_err)?;
                     Column {
                         dtype: s.dtype(),
@@ -371,25 +385,35 @@ unsafe impl Fill for DenseFill<'_> {
     }
 }
 
-/// A Ragged stream's planned batch.
+/// A Ragged stream's planned batch, in segments or packed.
 struct RaggedFill<'a> {
     store: &'a DynRagged,
     plan: RaggedGatherPlan<'a>,
+    packed: bool,
 }
 
 // SAFETY: `DynRagged::gather_planned_to` writes the first `plan.len()`
-// bytes of `dst`, all of them (`dst` is exactly that long), on `Ok`.
+// bytes of `dst`, and `DynRagged::gather_packed_to` the first
+// `plan.packed_len()`, all of them (`dst` is exactly that long), on `Ok`.
 unsafe impl Fill for RaggedFill<'_> {
     type Out = RaggedLayout;
     fn fill<D: Sink>(self, dst: &mut [D]) -> Result<RaggedLayout, Error> {
-        if dst.len() != self.plan.len() {
+        let want = if self.packed {
+            self.plan.packed_len()
+        } else {
+            self.plan.len()
+        };
+        if dst.len() != want {
             return Err(Error::invalid(format!(
-                "a {}-byte destination for a {}-byte ragged batch",
+                "a {}-byte destination for a {want}-byte ragged batch",
                 dst.len(),
-                self.plan.len()
             )));
         }
-        self.store.gather_planned_to(&self.plan, dst)
+        if self.packed {
+            self.store.gather_packed_to(&self.plan, dst)
+        } else {
+            self.store.gather_planned_to(&self.plan, dst)
+        }
     }
 }
 

@@ -25,7 +25,11 @@ pub struct StageRequest<'a> {
     pub dtype: DType,
     /// Bytes needed.
     pub bytes: usize,
-    /// For Dense streams, the batch shape `(B, *item_shape)`.
+    /// The batch's shape as one array: `(B, *item_shape)` for a Dense
+    /// stream, `[elements]` for a Ragged stream gathered
+    /// [`packed`](crate::DataLoaderBuilder::packed) (its values, 1-D);
+    /// `None` for a Ragged stream in segments (headers and padding between
+    /// records).
     pub shape: Option<&'a [usize]>,
 }
 

@@ -7,7 +7,7 @@ use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use super::RaggedLayout;
 use crate::dtype::{DType, Element};
 use crate::error::Error;
-use crate::host::{PadValue, Padded};
+use crate::host::{PackedRagged, PadValue, Padded};
 
 /// A gathered ragged batch, element type known at run time: one allocation
 /// plus a [`RaggedLayout`].
@@ -55,6 +55,19 @@ impl DynRaggedBatch {
     /// Where each record lies in the allocation.
     pub fn layout(&self) -> &RaggedLayout {
         &self.layout
+    }
+
+    /// The batch as `values`, `cu_seqlens` and `shapes` in host memory
+    /// (see [`PackedRagged`]); the values are copied, from a packed
+    /// gather's allocation as from any other.
+    ///
+    /// # Errors
+    ///
+    /// As [`RaggedLayout::packed`]: more than `i32::MAX` elements, a
+    /// dimension above `u32::MAX`.
+    pub fn packed(&self) -> Result<PackedRagged, Error> {
+        self.layout
+            .packed(self.dtype, bytemuck::cast_slice::<u64, u8>(&self.storage))
     }
 
     /// The batch padded to the largest extent of every axis, with lengths

@@ -49,6 +49,12 @@ impl RaggedGatherPlan<'_> {
         self.plan.len()
     }
 
+    /// Bytes a [`gather_planned_packed`](DynRagged::gather_planned_packed)
+    /// of this plan writes: every record's elements, end to end.
+    pub fn packed_len(&self) -> usize {
+        self.plan.packed_len()
+    }
+
     /// True when the plan gathers nothing (no records).
     pub fn is_empty(&self) -> bool {
         self.plan.len() == 0
@@ -125,6 +131,129 @@ impl DynRagged {
         self.check_plan(plan)?;
         let bytes = self.engine.gather_varlen(&plan.plan, dst)?;
         self.layout_of(&plan.plan, bytes)
+    }
+
+    /// Gathers the records of `plan` packed: their elements end to end in
+    /// the first [`plan.packed_len()`](RaggedGatherPlan::packed_len) bytes
+    /// of `dst`, without shape headers or padding; returns where each
+    /// record lies (a layout that [`is_packed`](RaggedLayout::is_packed)).
+    /// Raw records are copied from the store straight to their place; a
+    /// compressed one is decoded into a worker's scratch first.
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, Ragged, RaggedWriter};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = RaggedWriter::<u16>::create(dir.path().join("tok"), 1, Codec::Raw)?;
+    /// w.append([vec![1u16, 2, 3], vec![4], vec![5, 6]])?;
+    /// w.close()?;
+    /// let tok = Ragged::<u16>::open(dir.path().join("tok"))?;
+    /// let plan = tok.as_dyn().plan_gather(&[2, 0])?;
+    /// let mut values = vec![0u8; plan.packed_len()];
+    /// let layout = tok.as_dyn().gather_planned_packed(&plan, &mut values)?;
+    /// assert_eq!(values, [5, 0, 6, 0, 1, 0, 2, 0, 3, 0]);
+    /// assert_eq!(layout.cu_seqlens(2)?, [0, 2, 5]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`gather_planned`](Self::gather_planned), with `dst` shorter than
+    /// the plan's packed length as
+    /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer).
+    pub fn gather_planned_packed(
+        &self,
+        plan: &RaggedGatherPlan<'_>,
+        dst: &mut [u8],
+    ) -> Result<RaggedLayout, Error> {
+        self.gather_packed_to(plan, dst)
+    }
+
+    /// [`gather_planned_packed`](Self::gather_planned_packed) into bytes
+    /// that may be uninitialised: on `Ok` every one of the first
+    /// [`plan.packed_len()`](RaggedGatherPlan::packed_len) bytes of `dst`
+    /// was written; after an error `dst` must not be read.
+    pub(crate) fn gather_packed_to<D: Sink>(
+        &self,
+        plan: &RaggedGatherPlan<'_>,
+        dst: &mut [D],
+    ) -> Result<RaggedLayout, Error> {
+        self.check_plan(plan)?;
+        let plan = &plan.plan;
+        let n = plan.indices().len();
+        let head = plan.header();
+        let mut headers = Vec::new();
+        headers
+            .try_reserve_exact(n.saturating_mul(head))
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate the shape headers of {n} records"),
+            })?;
+        headers.resize(n * head, 0);
+        self.engine.gather_varlen_packed(plan, dst, &mut headers)?;
+        let mut layout = RaggedLayout {
+            ndim: self.ndim,
+            offsets: Vec::with_capacity(n),
+            byte_lens: Vec::with_capacity(n),
+            dims: Vec::with_capacity(n * self.ndim),
+        };
+        let mut at = 0usize;
+        for ((index, _, len), header) in plan.records().zip(headers.chunks_exact(head.max(1))) {
+            let payload = len - head;
+            if !push_dims(
+                &mut layout.dims,
+                header,
+                self.dim_width,
+                self.dtype.size(),
+                payload,
+            ) {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    index,
+                    format!(
+                        "shape {:?} does not match its {payload} element bytes",
+                        &layout.dims[layout.dims.len() - self.ndim..],
+                    ),
+                ));
+            }
+            layout.offsets.push(at);
+            layout.byte_lens.push(payload);
+            at += payload;
+        }
+        Ok(layout)
+    }
+
+    /// Gathers the records at `indices`, in order, packed into one
+    /// allocation: their elements end to end, as
+    /// [`gather_planned_packed`](Self::gather_planned_packed) places them;
+    /// [`DynRaggedBatch::packed`] then gives Python loaderx 2.8.19's
+    /// `values`, `cu_seqlens` and `shapes`.
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
+    pub fn gather_packed(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
+        let plan = self.plan_gather(indices)?;
+        let len = plan.packed_len();
+        let words = len.div_ceil(8);
+        let mut storage = Vec::<u64>::new();
+        storage
+            .try_reserve_exact(words)
+            .map_err(|_| ErrorKind::Buffer {
+                detail: format!("cannot allocate {len} bytes for a ragged gather"),
+            })?;
+        let spare = &mut spare_bytes(&mut storage)[..words * 8];
+        let (values, tail) = spare.split_at_mut(len);
+        tail.fill(std::mem::MaybeUninit::new(0));
+        let layout = self.gather_packed_to(&plan, values)?;
+        // SAFETY: `words` words were reserved above; the gather returned
+        // `Ok`, so it wrote the first `len` bytes, and the rest of the last
+        // word was zeroed; any bytes are a valid `u64`.
+        unsafe { storage.set_len(words) };
+        Ok(DynRaggedBatch {
+            storage,
+            layout,
+            dtype: self.dtype,
+        })
     }
 
     /// Refuses a plan another store made.
@@ -253,6 +382,20 @@ fn push_shape(
         dims.extend(std::iter::repeat_n(usize::MAX, ndim));
         return None;
     };
+    let payload = record.len() - head;
+    push_dims(dims, header, width, elem_size, payload).then_some(payload)
+}
+
+/// Reads a shape header (little-endian dims of `width` bytes) onto `dims`
+/// (unreadable dims as `usize::MAX`); true when the shape counts exactly
+/// `payload` bytes of `elem_size`-byte elements.
+fn push_dims(
+    dims: &mut Vec<usize>,
+    header: &[u8],
+    width: usize,
+    elem_size: usize,
+    payload: usize,
+) -> bool {
     let mut elements = Some(1usize);
     for chunk in header.chunks_exact(width) {
         let mut b = [0u8; 8];
@@ -261,8 +404,7 @@ fn push_shape(
         elements = elements.zip(d).and_then(|(a, d)| a.checked_mul(d));
         dims.push(d.unwrap_or(usize::MAX));
     }
-    let payload = record.len() - head;
-    (elements.and_then(|e| e.checked_mul(elem_size)) == Some(payload)).then_some(payload)
+    elements.and_then(|e| e.checked_mul(elem_size)) == Some(payload)
 }
 
 /// A record's shape when its header, read with `width`-byte dims, is
@@ -330,6 +472,116 @@ mod tests {
             assert!(empty.is_empty());
             assert!(s.gather_planned(&empty, &mut []).unwrap().is_empty());
         }
+    }
+
+    #[test]
+    fn packed_gathers_hold_the_same_records_end_to_end() {
+        let dir = tempfile::tempdir().unwrap();
+        for (codec, generation) in [
+            (Codec::Raw, crate::Generation::V2_4_6),
+            (Codec::Zstd, crate::Generation::V2_4_6),
+            (Codec::Raw, crate::Generation::V2_8_19),
+            (Codec::Zstd, crate::Generation::V2_8_19),
+        ] {
+            let path = dir.path().join(format!("{codec}-{generation}"));
+            let opts = crate::CreateOptions::new(codec)
+                .data_shards(3)
+                .generation(generation);
+            let mut w = RaggedWriter::<u16>::create_with(&path, 2, &opts).unwrap();
+            let records: Vec<ndarray::Array2<u16>> = (0..3000)
+                .map(|i| {
+                    ndarray::Array2::from_shape_fn((1 + i % 3, 1 + i % 7), |(r, c)| {
+                        (i * 31 + r * 7 + c) as u16
+                    })
+                })
+                .collect();
+            w.append(&records).unwrap();
+            w.close().unwrap();
+            let s = DynRagged::open(&path).unwrap();
+            // Small batches read on the calling thread, large ones in parallel.
+            for indices in [vec![7u64, 0, 2999, 7, 12], (0..3000).rev().collect()] {
+                let plan = s.plan_gather(&indices).unwrap();
+                let mut values = vec![0xAAu8; plan.packed_len() + 3];
+                let layout = s.gather_planned_packed(&plan, &mut values).unwrap();
+                assert_eq!(
+                    &values[plan.packed_len()..],
+                    &[0xAA; 3],
+                    "{codec}: past the plan"
+                );
+                assert!(layout.is_packed());
+                assert_eq!(layout.packed_bytes(), plan.packed_len());
+                let batch = s.gather(&indices).unwrap();
+                let mut at = 0;
+                for (k, &i) in indices.iter().enumerate() {
+                    assert_eq!(layout.shape(k), batch.shape(k), "{codec} {generation}");
+                    let want = batch.bytes(k);
+                    assert_eq!(
+                        &values[at..at + want.len()],
+                        want,
+                        "{codec} {generation}: {i}"
+                    );
+                    at += want.len();
+                }
+                let packed = s.gather_packed(&indices).unwrap();
+                assert_eq!(packed.layout(), &layout);
+                let p = packed.packed().unwrap();
+                assert_eq!(p, batch.packed().unwrap());
+                assert_eq!(p.values.bytes(), &values[..plan.packed_len()]);
+                let cu = p.cu_seqlens.as_slice::<i32>().unwrap();
+                assert_eq!(cu.len(), indices.len() + 1);
+                assert_eq!(*cu.last().unwrap() as usize, plan.packed_len() / 2);
+                assert_eq!(p.shapes.shape(), &[indices.len(), 2]);
+                assert_eq!(
+                    p.shapes.as_slice::<u32>().unwrap()[..2],
+                    [1 + (indices[0] % 3) as u32, 1 + (indices[0] % 7) as u32]
+                );
+            }
+            let empty = s.plan_gather(&[]).unwrap();
+            assert_eq!(empty.packed_len(), 0);
+            assert!(s.gather_planned_packed(&empty, &mut []).unwrap().is_empty());
+            let p = s.gather_packed(&[]).unwrap().packed().unwrap();
+            assert_eq!(p.cu_seqlens.as_slice::<i32>().unwrap(), &[0]);
+            assert_eq!(p.shapes.shape(), &[0, 2]);
+            // A destination one byte short is refused.
+            let plan = s.plan_gather(&[1, 2]).unwrap();
+            let mut short = vec![0u8; plan.packed_len() - 1];
+            let e = s.gather_planned_packed(&plan, &mut short).unwrap_err();
+            assert!(matches!(e.kind(), ErrorKind::Buffer { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_packed_gather_checks_every_shape_header() {
+        // A raw store whose second record's header is changed on disk: the
+        // packed gather names it, as the segment gather does.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r");
+        let mut w = RaggedWriter::<u8>::create(&path, 1, Codec::Raw).unwrap();
+        w.append([vec![1u8, 2, 3], vec![4, 5], vec![6]]).unwrap();
+        w.close().unwrap();
+        // A raw record is its header (8 bytes) then its elements, in
+        // whichever shard holds it.
+        let mut found = 0;
+        for entry in std::fs::read_dir(&path).unwrap() {
+            let data = entry.unwrap().path();
+            let mut bytes = std::fs::read(&data).unwrap();
+            if let Some(at) = bytes
+                .windows(10)
+                .position(|w| w == [2, 0, 0, 0, 0, 0, 0, 0, 4, 5])
+            {
+                bytes[at] = 3;
+                std::fs::write(&data, bytes).unwrap();
+                found += 1;
+            }
+        }
+        assert_eq!(found, 1);
+        let s = DynRagged::open(&path).unwrap();
+        let e = s.gather_packed(&[0, 1]).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::CorruptRecord { index: 1, .. }),
+            "{e}"
+        );
+        assert!(s.gather_packed(&[0, 2]).is_ok());
     }
 
     #[test]

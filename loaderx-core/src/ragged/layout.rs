@@ -3,7 +3,7 @@
 
 use crate::dtype::DType;
 use crate::error::Error;
-use crate::host::{PadValue, Padded, pad_records};
+use crate::host::{HostArray, PackedRagged, PadValue, Padded, pad_records};
 
 /// Where each record of a gathered ragged batch lies in its buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,6 +103,128 @@ impl RaggedLayout {
         bytes: &'a [u8],
     ) -> impl ExactSizeIterator<Item = (&'a [usize], &'a [u8])> + Clone + 'a {
         (0..self.len()).map(move |i| (self.shape(i), &bytes[self.byte_range(i)]))
+    }
+
+    /// True when the records lie end to end from the buffer's first byte,
+    /// as a packed gather places them
+    /// ([`DynRagged::gather_packed`](crate::DynRagged::gather_packed)): the
+    /// buffer's first [`packed_bytes`](Self::packed_bytes) are then the
+    /// batch's `values`, with no copy.
+    pub fn is_packed(&self) -> bool {
+        let mut at = 0usize;
+        for (&offset, &len) in self.offsets.iter().zip(&self.byte_lens) {
+            if offset != at {
+                return false;
+            }
+            at += len;
+        }
+        true
+    }
+
+    /// Bytes of every record's elements together.
+    pub fn packed_bytes(&self) -> usize {
+        self.byte_lens.iter().sum()
+    }
+
+    /// Record offsets in elements of `elem_size` bytes, `len() + 1` of
+    /// them from 0: record `i`'s elements are `values[cu[i]..cu[i + 1]]`
+    /// (what Python loaderx 2.8.19 and variable-length attention kernels
+    /// call `cu_seqlens`).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the batch holds more than `i32::MAX` elements (the offsets'
+    /// type), or `elem_size` is 0.
+    pub fn cu_seqlens(&self, elem_size: usize) -> Result<Vec<i32>, Error> {
+        if elem_size == 0 {
+            return Err(Error::invalid("elements of 0 bytes"));
+        }
+        let mut cu = Vec::with_capacity(self.len() + 1);
+        let mut at = 0i32;
+        cu.push(at);
+        for &len in &self.byte_lens {
+            at = i32::try_from(len / elem_size)
+                .ok()
+                .and_then(|n| at.checked_add(n))
+                .ok_or_else(|| {
+                    Error::invalid(format!(
+                        "a packed batch of {} records holds more than {} elements, \
+                         the most int32 offsets address",
+                        self.len(),
+                        i32::MAX
+                    ))
+                })?;
+            cu.push(at);
+        }
+        Ok(cu)
+    }
+
+    /// Every record's shape as `u32`s, `ndim` per record in record order
+    /// (the `(records, ndim)` `shapes` of a packed batch).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// for a dimension above `u32::MAX`.
+    pub fn shapes_u32(&self) -> Result<Vec<u32>, Error> {
+        self.dims
+            .iter()
+            .map(|&d| {
+                u32::try_from(d).map_err(|_| {
+                    Error::invalid(format!(
+                        "a record dimension of {d} does not fit the uint32 shapes of a packed batch"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The records in `bytes` (the buffer this layout describes) as a
+    /// packed batch in host memory: `values` (1-D, `dtype`) copied end to
+    /// end, `cu_seqlens` (`i32`, `len() + 1`) and `shapes` (`u32`,
+    /// `(len(), ndim)`).
+    ///
+    /// # Errors
+    ///
+    /// As [`cu_seqlens`](Self::cu_seqlens) and
+    /// [`shapes_u32`](Self::shapes_u32); a `bytes` shorter than the
+    /// layout's buffer is
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument).
+    pub fn packed(&self, dtype: DType, bytes: &[u8]) -> Result<PackedRagged, Error> {
+        let total = self.packed_bytes();
+        let mut values = crate::host::AlignedBuf::zeroed(total)?;
+        let mut at = 0;
+        for i in 0..self.len() {
+            let range = self.byte_range(i);
+            let src = bytes.get(range.clone()).ok_or_else(|| {
+                Error::invalid(format!(
+                    "record {i} lies at bytes {range:?}, the buffer has {}",
+                    bytes.len()
+                ))
+            })?;
+            values.as_bytes_mut()[at..at + src.len()].copy_from_slice(src);
+            at += src.len();
+        }
+        let elements = total / dtype.size().max(1);
+        Ok(PackedRagged {
+            values: HostArray::try_new(dtype, vec![elements], values)?,
+            cu_seqlens: self.cu_seqlens_array(dtype)?,
+            shapes: self.shapes_array()?,
+        })
+    }
+
+    /// [`cu_seqlens`](Self::cu_seqlens) of `dtype`'s elements as an `i32`
+    /// host array.
+    pub(crate) fn cu_seqlens_array(&self, dtype: DType) -> Result<HostArray, Error> {
+        let cu = self.cu_seqlens(dtype.size())?;
+        let n = cu.len();
+        HostArray::from_slice(&cu, vec![n])
+    }
+
+    /// [`shapes_u32`](Self::shapes_u32) as a `(len(), ndim)` host array.
+    pub(crate) fn shapes_array(&self) -> Result<HostArray, Error> {
+        HostArray::from_slice(&self.shapes_u32()?, vec![self.len(), self.ndim])
     }
 
     /// Pads the records in `bytes` (the buffer this layout describes) to the

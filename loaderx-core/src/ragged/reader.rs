@@ -358,6 +358,26 @@ impl<T: Element> Ragged<T> {
         }
     }
 
+    /// Gathers the records at `indices`, in order, packed: their elements
+    /// end to end in one allocation (see
+    /// [`DynRagged::gather_packed`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`gather`](Self::gather).
+    pub fn gather_packed(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
+        let batch = self.inner.gather_packed(indices)?;
+        let bad = (0..batch.len()).find(|&k| T::try_from_bytes(batch.bytes(k)).is_none());
+        match bad {
+            None => batch.typed(),
+            Some(k) => Err(Error::corrupt_record(
+                self.inner.path(),
+                indices[k],
+                "a bool record holds a byte other than 0 or 1",
+            )),
+        }
+    }
+
     /// One record as an owned array.
     ///
     /// # Errors

@@ -192,6 +192,40 @@ impl DynRaggedWriter {
         self.engine.append(&src)
     }
 
+    /// Appends a packed batch, as Python loaderx 2.8.19's
+    /// `RaggedWriter.append(RaggedBatch(values, cu_seqlens, shapes))`
+    /// takes it (see [`PackedRagged`](crate::host::PackedRagged)): `values`
+    /// the records' element bytes end to end, `cu_seqlens` their offsets in
+    /// elements (one more than the records, from 0, strictly increasing, the
+    /// last one the element count) and `shapes` their shapes (`ndim` per
+    /// record), each agreeing with its record's element count. The whole
+    /// batch is validated before anything is written.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] when the three do not agree (offsets
+    /// that do not start at 0, do not increase, or do not end at the
+    /// element count; shapes not `ndim` per record or not matching their
+    /// records' element counts; values not whole elements), and as
+    /// [`append_bytes`](Self::append_bytes).
+    pub fn append_packed_bytes(
+        &mut self,
+        values: &[u8],
+        cu_seqlens: &[i32],
+        shapes: &[u32],
+    ) -> Result<(), Error> {
+        let size = self.dtype.size();
+        let records = check_packed(values.len(), size, cu_seqlens, shapes, self.ndim)?;
+        let dims: Vec<usize> = shapes.iter().map(|&d| d as usize).collect();
+        let ndim = self.ndim;
+        self.append_bytes(records.iter().enumerate().map(|(i, r)| {
+            (
+                &dims[i * ndim..(i + 1) * ndim],
+                &values[r.start * size..r.end * size],
+            )
+        }))
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DType {
         self.dtype
@@ -323,6 +357,37 @@ impl<T: Element> RaggedWriter<T> {
             .append_bytes(parts.iter().map(|(s, d)| (&s[..], T::as_bytes(d))))
     }
 
+    /// Appends a packed batch: the records' elements end to end in
+    /// `values`, their offsets in `cu_seqlens` and their shapes in `shapes`
+    /// (see [`DynRaggedWriter::append_packed_bytes`]).
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, Ragged, RaggedWriter};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = RaggedWriter::<i32>::create(dir.path().join("r"), 2, Codec::Zstd)?;
+    /// // Records of shapes (1, 2), (2, 2) and (1, 1).
+    /// w.append_packed(&[3, 5, 7, 11, 13, 17, 19], &[0, 2, 6, 7], &[1, 2, 2, 2, 1, 1])?;
+    /// w.close()?;
+    /// let r = Ragged::<i32>::open(dir.path().join("r"))?;
+    /// assert_eq!(r.get(1)?.shape(), &[2, 2]);
+    /// assert!(r.len() == 3);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`DynRaggedWriter::append_packed_bytes`].
+    pub fn append_packed(
+        &mut self,
+        values: &[T],
+        cu_seqlens: &[i32],
+        shapes: &[u32],
+    ) -> Result<(), Error> {
+        self.inner
+            .append_packed_bytes(T::as_bytes(values), cu_seqlens, shapes)
+    }
+
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.inner.ndim()
@@ -352,5 +417,143 @@ impl<T: Element> RaggedWriter<T> {
     /// to open).
     pub fn close(self) -> Result<(), Error> {
         self.inner.close()
+    }
+}
+
+/// Checks a packed batch of `value_bytes` bytes of `size`-byte elements:
+/// returns every record's element range.
+fn check_packed(
+    value_bytes: usize,
+    size: usize,
+    cu_seqlens: &[i32],
+    shapes: &[u32],
+    ndim: usize,
+) -> Result<Vec<std::ops::Range<usize>>, Error> {
+    let bad = |m: String| Err(Error::invalid(format!("packed batch: {m}")));
+    if size == 0 || !value_bytes.is_multiple_of(size) {
+        return bad(format!(
+            "{value_bytes} value bytes are not whole {size}-byte elements"
+        ));
+    }
+    let elements = value_bytes / size;
+    let Some((&first, rest)) = cu_seqlens.split_first() else {
+        return bad("cu_seqlens is empty; it holds one offset more than the records".into());
+    };
+    if first != 0 {
+        return bad(format!("cu_seqlens starts at {first}, not 0"));
+    }
+    let n = rest.len();
+    if Some(shapes.len()) != n.checked_mul(ndim) {
+        return bad(format!(
+            "{} shape values for {n} records of rank {ndim}",
+            shapes.len()
+        ));
+    }
+    let mut ranges = Vec::with_capacity(n);
+    let mut at = 0usize;
+    for (i, &end) in rest.iter().enumerate() {
+        let end = usize::try_from(end).unwrap_or(0);
+        if end <= at {
+            return bad(format!(
+                "cu_seqlens[{}] = {} does not increase past {at}",
+                i + 1,
+                rest[i]
+            ));
+        }
+        let shape = &shapes[i * ndim..(i + 1) * ndim];
+        let count = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d as usize));
+        if count != Some(end - at) {
+            return bad(format!(
+                "record {i} has shape {shape:?} but {} elements",
+                end - at
+            ));
+        }
+        ranges.push(at..end);
+        at = end;
+    }
+    if at != elements {
+        return bad(format!(
+            "cu_seqlens ends at {at}, but values hold {elements} elements"
+        ));
+    }
+    Ok(ranges)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Codec, DynRagged};
+
+    #[test]
+    fn packed_appends_store_what_per_record_appends_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<i32> = vec![3, 5, 7, 11, 13, 17, 19];
+        let (cu, shapes) = ([0, 2, 6, 7], [1u32, 2, 2, 2, 1, 1]);
+        let mut w = RaggedWriter::<i32>::create(dir.path().join("p"), 2, Codec::Zstd).unwrap();
+        w.append_packed(&values, &cu, &shapes).unwrap();
+        w.close().unwrap();
+        let mut w = RaggedWriter::<i32>::create(dir.path().join("r"), 2, Codec::Zstd).unwrap();
+        w.append([
+            ndarray::arr2(&[[3, 5]]),
+            ndarray::arr2(&[[7, 11], [13, 17]]),
+            ndarray::arr2(&[[19]]),
+        ])
+        .unwrap();
+        w.close().unwrap();
+        for f in ["meta.zr", "data_0.zr"] {
+            assert_eq!(
+                std::fs::read(dir.path().join("p").join(f)).unwrap(),
+                std::fs::read(dir.path().join("r").join(f)).unwrap(),
+                "{f}"
+            );
+        }
+        // And read back packed, the same three arrays.
+        let p = DynRagged::open(dir.path().join("p"))
+            .unwrap()
+            .gather_packed(&[0, 1, 2])
+            .unwrap()
+            .packed()
+            .unwrap();
+        assert_eq!(p.values.as_slice::<i32>().unwrap(), &values);
+        assert_eq!(p.cu_seqlens.as_slice::<i32>().unwrap(), &cu);
+        assert_eq!(p.shapes.as_slice::<u32>().unwrap(), &shapes);
+    }
+
+    #[test]
+    fn packed_appends_that_do_not_agree_are_refused_and_write_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RaggedWriter::<i32>::create(dir.path().join("p"), 1, Codec::Raw).unwrap();
+        let v = [1, 2, 3, 4];
+        for (cu, shapes, says) in [
+            (&[][..], &[][..], "cu_seqlens is empty"),
+            (&[1, 4][..], &[3][..], "starts at 1"),
+            (&[0, 2, 2, 4][..], &[2, 0, 2][..], "does not increase"),
+            (&[0, 3, 2][..], &[3, 1][..], "does not increase"),
+            (&[0, 2, 4][..], &[2][..], "1 shape values for 2 records"),
+            (
+                &[0, 2, 4][..],
+                &[2, 3][..],
+                "record 1 has shape [3] but 2 elements",
+            ),
+            (&[0, 2, 3][..], &[2, 1][..], "ends at 3, but values hold 4"),
+            (&[0, -1][..], &[1][..], "does not increase"),
+        ] {
+            let e = w.append_packed(&v, cu, shapes).unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::InvalidArgument { .. }),
+                "{cu:?}: {e}"
+            );
+            assert!(e.to_string().contains(says), "{cu:?}: {e}");
+        }
+        assert_eq!(w.len(), 0);
+        let e = w
+            .inner
+            .append_packed_bytes(&[0; 5], &[0, 1], &[1])
+            .unwrap_err();
+        assert!(e.to_string().contains("not whole 4-byte elements"), "{e}");
+        w.append_packed(&v, &[0, 1, 4], &[1, 3]).unwrap();
+        assert_eq!(w.len(), 2);
     }
 }
