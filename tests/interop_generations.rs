@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use loaderx_core::{
-    Codec, CreateOptions, DType, DigestBuilder, DynDenseWriter, DynRaggedWriter, ErrorKind,
-    Generation, Store, digest, migrate, train_dict,
+    Codec, CreateOptions, DType, DigestBuilder, DynDenseWriter, DynRagged, DynRaggedWriter,
+    ErrorKind, Generation, Store, digest, migrate, train_dict,
 };
 use loaderx_tests::{generations_script, python_release};
 use serde::Deserialize;
@@ -247,6 +247,20 @@ fn python_release_writes_rust_reads(release: &str) {
     }
 
     if g == Generation::V2_8_19 {
+        // Packed reads: the release's `RaggedBatch` and ours, byte for byte,
+        // for every Ragged store it wrote (every type, rank, codec, shards).
+        let reads: Vec<(PathBuf, Vec<u64>)> = manifest
+            .stores
+            .iter()
+            .filter(|e| e.kind == "ragged" && e.length > 0)
+            .map(|e| {
+                let n = e.length;
+                (root.join(&e.name), vec![n - 1, 0, n / 2, 0, 7.min(n - 1)])
+            })
+            .collect();
+        assert!(reads.len() >= 20, "{} ragged stores", reads.len());
+        assert_packed_reads_match(release, &reads);
+
         // d: a type 2.4.6 cannot spell does not migrate back to 2.4.6.
         let bf16 = manifest
             .stores
@@ -261,6 +275,42 @@ fn python_release_writes_rust_reads(release: &str) {
         );
         assert!(err.to_string().contains("2.8.19"), "{err}");
         assert!(Store::open(&dst).is_err(), "a refused migrate left a store");
+    }
+}
+
+/// Python loaderx `release` reads each `(store, indices)` of `reads` packed
+/// (`generations.py packed`); our packed gathers hold the same `values`,
+/// `cu_seqlens` and `shapes` bytes.
+fn assert_packed_reads_match(release: &str, reads: &[(PathBuf, Vec<u64>)]) {
+    let out = tempfile::tempdir().unwrap();
+    let specs: Vec<String> = reads
+        .iter()
+        .map(|(path, idx)| {
+            let idx: Vec<String> = idx.iter().map(u64::to_string).collect();
+            format!("{}={}", path.display(), idx.join(","))
+        })
+        .collect();
+    let mut args = vec![OsStr::new("packed"), out.path().as_os_str()];
+    args.extend(specs.iter().map(OsStr::new));
+    if run_release_ok(release, &args).is_none() {
+        return;
+    }
+    for (k, (path, idx)) in reads.iter().enumerate() {
+        let theirs = |field: &str| std::fs::read(out.path().join(format!("{k}.{field}"))).unwrap();
+        let ours = DynRagged::open(path)
+            .unwrap()
+            .gather_packed(idx)
+            .unwrap()
+            .packed()
+            .unwrap();
+        let what = path.display();
+        assert_eq!(ours.values.bytes(), theirs("values"), "{what}: values");
+        assert_eq!(
+            ours.cu_seqlens.bytes(),
+            theirs("cu_seqlens"),
+            "{what}: cu_seqlens"
+        );
+        assert_eq!(ours.shapes.bytes(), theirs("shapes"), "{what}: shapes");
     }
 }
 

@@ -517,6 +517,26 @@ def cmd_digest(args):
     return rc
 
 
+def cmd_packed(args):
+    """For each `STORE=I,J,...`: the release's packed read of those records
+    (its `RaggedBatch`), as OUT_DIR/<k>.values, <k>.cu_seqlens and <k>.shapes
+    (raw bytes), k counting from 0."""
+    if CLASSIC:
+        raise SystemExit(f"loaderx {RELEASE} has no packed RaggedBatch")
+    with Allocator("cpu") as alloc:
+        for k, spec in enumerate(args.reads):
+            path, _, indices = spec.rpartition("=")
+            idx = tuple(int(i) for i in indices.split(","))
+            with zr.RaggedStore(path) as store:
+                view = store.bind(alloc)
+                got = view[idx]
+                for field in ("values", "cu_seqlens", "shapes"):
+                    with open(os.path.join(args.out_dir, f"{k}.{field}"), "wb") as f:
+                        f.write(_tensor_bytes(getattr(got, field)))
+                del got, view
+    return 0
+
+
 def cmd_probe(_args):
     scratch = tempfile.mkdtemp(prefix="lx-gen-probe-")
     try:
@@ -538,6 +558,10 @@ def main(argv=None):
     d = sub.add_parser("digest", help="print '<sha256>  <length>' per store")
     d.add_argument("stores", nargs="+")
     d.set_defaults(func=cmd_digest)
+    pk = sub.add_parser("packed", help="dump packed reads: OUT_DIR STORE=I,J,...")
+    pk.add_argument("out_dir")
+    pk.add_argument("reads", nargs="+")
+    pk.set_defaults(func=cmd_packed)
     pr = sub.add_parser("probe", help="which catalogue dtypes round-trip")
     pr.set_defaults(func=cmd_probe)
     args = p.parse_args(argv)
