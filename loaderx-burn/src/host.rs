@@ -283,6 +283,47 @@ impl HostBatch {
         })
     }
 
+    /// Ragged stream `name` packed, as Python loaderx 2.8.19's `RaggedBatch`
+    /// and variable-length kernels take it: `values` 1-D of kind `K` (every
+    /// record's elements end to end), `cu_seqlens` `Int` (records + 1
+    /// offsets, in elements) and `shapes` `(B, ndim)` `Int`. A loader built
+    /// with [`packed`](crate::BurnDataLoaderBuilder::packed) gathers the
+    /// values that way, so they are copied into burn once, as a Dense
+    /// stream is; otherwise they are packed first.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`;
+    /// [`Error::Core`] for a Dense stream
+    /// ([`ColumnKind`](loaderx_core::ErrorKind::ColumnKind)), more than
+    /// `i32::MAX` elements or a dimension above `u32::MAX`; [`Error::Kind`]
+    /// and [`Error::OutOfRange`] as for [`tensor`](Self::tensor).
+    pub fn packed<K: Basic + TensorKind>(&self, name: &str) -> Result<PackedRagged<K>> {
+        let column = self.column(name)?.column()?;
+        let layout = column.ragged_layout()?;
+        let (dtype, device) = (column.dtype(), &self.device);
+        let cu = layout.cu_seqlens_array(dtype)?;
+        let shapes = layout.shapes_array()?;
+        let values = if layout.is_packed() {
+            let bytes = &column.bytes()[..layout.packed_bytes()];
+            to_tensor::<1, K>(name, dtype, bytes, &[bytes.len() / dtype.size()], device)?
+        } else {
+            let v = column.packed()?.values;
+            to_tensor::<1, K>(name, dtype, v.bytes(), v.shape(), device)?
+        };
+        Ok(PackedRagged {
+            values,
+            cu_seqlens: to_tensor::<1, Int>(name, cu.dtype(), cu.bytes(), cu.shape(), device)?,
+            shapes: to_tensor::<2, Int>(
+                name,
+                shapes.dtype(),
+                shapes.bytes(),
+                shapes.shape(),
+                device,
+            )?,
+        })
+    }
+
     /// Every stream as tensors of its natural kind (Dense streams as
     /// `(B, *item_shape)`, Ragged ones padded). A stream that fails to convert
     /// keeps its error, returned when the stream is accessed.
@@ -301,6 +342,12 @@ impl std::fmt::Debug for HostBatch {
             .finish()
     }
 }
+
+/// A packed Ragged stream as burn tensors (see [`HostBatch::packed`]):
+/// `values` 1-D of kind `K`, `cu_seqlens` `Int` (records + 1 offsets, in
+/// elements), `shapes` `(B, ndim)` `Int`.
+pub type PackedRagged<K = Float> =
+    loaderx_core::host::PackedRagged<Tensor<1, K>, Tensor<1, Int>, Tensor<2, Int>>;
 
 /// A padded stream as burn tensors: `values` `(B, max_0, ..., max_{ndim-1})`
 /// of kind `K`, zeros past each record's extent; `lengths` `(B, ndim)`, each

@@ -18,7 +18,7 @@
 //!   records.
 //! - [`HostBatch`] is what mapping closures receive: a batch in host memory
 //!   with typed views and `float` / `int` / `bool` / [`padded`](HostBatch::padded)
-//!   tensor constructors; [`burn_dtype`] documents how element types map to
+//!   / [`packed`](HostBatch::packed) tensor constructors; [`burn_dtype`] documents how element types map to
 //!   burn's kinds and what is refused ([`Error`]).
 //!
 //! ```
@@ -79,7 +79,7 @@ pub use batcher::{RecordBatcher, TensorBatcher};
 pub use dataset::{Field, MappedDataset, Record, ZrecordDataset, ZrecordDatasetBuilder};
 pub use dtype::{burn_dtype, holds, natural_kind};
 pub use error::{BoxError, Error, Result};
-pub use host::{HostBatch, Padded};
+pub use host::{HostBatch, PackedRagged, Padded};
 pub use loader::{BurnDataLoader, BurnDataLoaderBuilder, LoaderStats};
 pub use staging::{StagingStats, staging_stats};
 pub use tensors::TensorBatch;

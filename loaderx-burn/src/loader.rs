@@ -53,6 +53,14 @@ impl BurnDataLoaderBuilder {
         self
     }
 
+    /// Gathers Ragged streams packed (default: false), their records'
+    /// elements end to end, so that [`HostBatch::packed`](crate::HostBatch::packed)
+    /// takes the values as they were gathered (see
+    /// [`DataLoaderBuilder::packed`](loaderx_core::DataLoaderBuilder::packed)).
+    pub fn packed(self, packed: bool) -> Self {
+        self.with(|c| c.packed(packed))
+    }
+
     /// Records per batch (default 256).
     pub fn batch_size(self, batch_size: usize) -> Self {
         self.with(|c| c.batch_size(batch_size))

@@ -820,3 +820,54 @@ fn plain_loaderx_loaders_can_use_the_tensor_helpers() {
         check_tensor_batch(&batch);
     }
 }
+
+#[test]
+fn packed_ragged_streams_are_burn_tensors_gathered_or_packed_from_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let device = Device::flex();
+    let store = loaderx_core::DynRagged::open(dir.path().join("tok")).unwrap();
+    for gathered_packed in [true, false] {
+        let loader = BurnDataLoader::builder()
+            .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
+            .batch_size(8)
+            .packed(gathered_packed)
+            .build(&device, |b: HostBatch| {
+                let p = b.packed::<Int>("tok")?;
+                Ok::<_, Error>((b.indices().to_vec(), p))
+            })
+            .unwrap();
+        let mut batches = 0;
+        for batch in loader.iter() {
+            let (indices, p) = batch.unwrap();
+            let want = store.gather_packed(&indices).unwrap().packed().unwrap();
+            let cu: Vec<i64> = ints(p.cu_seqlens);
+            let expect_cu: Vec<i64> = want
+                .cu_seqlens
+                .as_slice::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&c| i64::from(c))
+                .collect();
+            assert_eq!(cu, expect_cu);
+            assert_eq!(p.shapes.dims(), [indices.len(), 1]);
+            let lens: Vec<i64> = indices.iter().map(|&i| 1 + i as i64 % 4).collect();
+            assert_eq!(ints(p.shapes), lens);
+            let values: Vec<i64> = indices
+                .iter()
+                .flat_map(|&i| std::iter::repeat_n(i as i64, 1 + i as usize % 4))
+                .collect();
+            assert_eq!(ints(p.values), values);
+            batches += 1;
+        }
+        assert_eq!(batches, N / 8);
+        // A Dense stream is not packed.
+        let loader = BurnDataLoader::builder()
+            .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
+            .batch_size(8)
+            .build(&device, |b: HostBatch| b.packed::<Float>("x").map(|_| ()))
+            .unwrap();
+        let e = loader.iter().next().unwrap().unwrap_err();
+        assert!(e.to_string().contains("column is dense"), "{e}");
+    }
+}

@@ -215,15 +215,24 @@ impl RaggedLayout {
     }
 
     /// [`cu_seqlens`](Self::cu_seqlens) of `dtype`'s elements as an `i32`
-    /// host array.
-    pub(crate) fn cu_seqlens_array(&self, dtype: DType) -> Result<HostArray, Error> {
+    /// host array of `len() + 1`.
+    ///
+    /// # Errors
+    ///
+    /// As [`cu_seqlens`](Self::cu_seqlens).
+    pub fn cu_seqlens_array(&self, dtype: DType) -> Result<HostArray, Error> {
         let cu = self.cu_seqlens(dtype.size())?;
         let n = cu.len();
         HostArray::from_slice(&cu, vec![n])
     }
 
-    /// [`shapes_u32`](Self::shapes_u32) as a `(len(), ndim)` host array.
-    pub(crate) fn shapes_array(&self) -> Result<HostArray, Error> {
+    /// [`shapes_u32`](Self::shapes_u32) as a `(len(), ndim)` `u32` host
+    /// array.
+    ///
+    /// # Errors
+    ///
+    /// As [`shapes_u32`](Self::shapes_u32).
+    pub fn shapes_array(&self) -> Result<HostArray, Error> {
         HostArray::from_slice(&self.shapes_u32()?, vec![self.len(), self.ndim])
     }
 
