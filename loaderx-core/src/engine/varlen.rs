@@ -194,16 +194,7 @@ impl StoreReader {
         #[cfg(not(feature = "remote"))]
         let copied = false;
         if !copied {
-            let staged = if plan.check_fetched {
-                let records: Vec<_> = jobs.iter().map(|j| (j.0, j.1)).collect();
-                let staged = self.stage(&records)?;
-                for &(i, loc) in &records {
-                    self.check_logical_length(i, loc, Some(&staged))?;
-                }
-                staged
-            } else {
-                Staged::Local
-            };
+            let staged = self.stage_plan(plan)?;
             self.read_jobs(jobs, &staged)?;
         }
         // SAFETY: the segments tile `dst` (the plan's length is the sum of
@@ -215,6 +206,25 @@ impl StoreReader {
 }
 
 impl StoreReader {
+    /// The stored bytes of `plan`'s records: at hand for a local store; for
+    /// a remote one fetched, and the lengths their frames declare checked.
+    fn stage_plan(&self, plan: &VarlenPlan) -> Result<Staged, Error> {
+        if !plan.check_fetched {
+            return Ok(Staged::Local);
+        }
+        let records: Vec<_> = plan
+            .indices
+            .iter()
+            .copied()
+            .zip(plan.locs.iter().copied())
+            .collect();
+        let staged = self.stage(&records)?;
+        for &(i, loc) in &records {
+            self.check_logical_length(i, loc, Some(&staged))?;
+        }
+        Ok(staged)
+    }
+
     /// Reads the records of `plan`, which this store made, packed: their
     /// elements end to end into the first
     /// [`plan.packed_len()`](VarlenPlan::packed_len) bytes of `dst`, and
@@ -270,16 +280,7 @@ impl StoreReader {
             jobs.push((index, loc, head, values));
         }
         debug_assert!(rest.is_empty());
-        let staged = if plan.check_fetched {
-            let records: Vec<_> = jobs.iter().map(|j| (j.0, j.1)).collect();
-            let staged = self.stage(&records)?;
-            for &(i, loc) in &records {
-                self.check_logical_length(i, loc, Some(&staged))?;
-            }
-            staged
-        } else {
-            Staged::Local
-        };
+        let staged = self.stage_plan(plan)?;
         let io_err = |e: std::io::Error| {
             Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
         };

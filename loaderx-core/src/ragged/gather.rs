@@ -233,7 +233,18 @@ impl DynRagged {
     /// As [`gather`](Self::gather).
     pub fn gather_packed(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let plan = self.plan_gather(indices)?;
-        let len = plan.packed_len();
+        self.gather_owned(plan.packed_len(), |dst| self.gather_packed_to(&plan, dst))
+    }
+
+    /// A batch in one allocation of `len` bytes (rounded up to whole
+    /// `u64` words, the rest zeroed) that `fill` writes whole, or fails.
+    /// Reserved fallibly, so a batch too large for this machine is an error
+    /// rather than an abort; never zeroed before `fill` writes it.
+    fn gather_owned(
+        &self,
+        len: usize,
+        fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> Result<RaggedLayout, Error>,
+    ) -> Result<DynRaggedBatch, Error> {
         let words = len.div_ceil(8);
         let mut storage = Vec::<u64>::new();
         storage
@@ -242,12 +253,13 @@ impl DynRagged {
                 detail: format!("cannot allocate {len} bytes for a ragged gather"),
             })?;
         let spare = &mut spare_bytes(&mut storage)[..words * 8];
-        let (values, tail) = spare.split_at_mut(len);
+        let (dst, tail) = spare.split_at_mut(len);
         tail.fill(std::mem::MaybeUninit::new(0));
-        let layout = self.gather_packed_to(&plan, values)?;
-        // SAFETY: `words` words were reserved above; the gather returned
-        // `Ok`, so it wrote the first `len` bytes, and the rest of the last
-        // word was zeroed; any bytes are a valid `u64`.
+        let layout = fill(dst)?;
+        // SAFETY: `words` words were reserved above; `fill` returned `Ok`,
+        // so it wrote the first `len` bytes (its contract, as the gathers'),
+        // and the rest of the last word was zeroed; any bytes are a valid
+        // `u64`.
         unsafe { storage.set_len(words) };
         Ok(DynRaggedBatch {
             storage,
@@ -342,27 +354,7 @@ impl DynRagged {
     /// be allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<DynRaggedBatch, Error> {
         let plan = self.plan_gather(indices)?;
-        // The plan's length is a whole number of 8-byte segments.
-        let (len, words) = (plan.len(), plan.len() / 8);
-        // Sized by logical lengths that the plan bounded by the stored bytes;
-        // still reserved fallibly, so a batch too large for this machine is
-        // an error rather than an abort. Never zeroed: the gather writes it.
-        let mut storage = Vec::<u64>::new();
-        storage
-            .try_reserve_exact(words)
-            .map_err(|_| ErrorKind::Buffer {
-                detail: format!("cannot allocate {len} bytes for a ragged gather"),
-            })?;
-        let layout = self.gather_planned_to(&plan, &mut spare_bytes(&mut storage)[..len])?;
-        // SAFETY: `words` words were reserved above, and the gather returned
-        // `Ok`, so it wrote all `len = 8 * words` bytes of them; any bytes
-        // are a valid `u64`.
-        unsafe { storage.set_len(words) };
-        Ok(DynRaggedBatch {
-            storage,
-            layout,
-            dtype: self.dtype,
-        })
+        self.gather_owned(plan.len(), |dst| self.gather_planned_to(&plan, dst))
     }
 }
 

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ndarray::ArrayD;
 
-use super::RaggedBatch;
+use super::{DynRaggedBatch, RaggedBatch};
 use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::StoreReader;
@@ -345,8 +345,12 @@ impl<T: Element> Ragged<T> {
     /// first such record in `indices`; [`ErrorKind::Buffer`] when the output cannot be
     /// allocated.
     pub fn gather(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
-        let batch = self.inner.gather(indices)?;
-        // Only `bool` can fail here: name the first record holding a bad byte.
+        self.typed(self.inner.gather(indices)?, indices)
+    }
+
+    /// `batch`, gathered from `indices`, typed. Only `bool` can fail here:
+    /// the error names the first record holding a bad byte.
+    fn typed(&self, batch: DynRaggedBatch, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
         let bad = (0..batch.len()).find(|&k| T::try_from_bytes(batch.bytes(k)).is_none());
         match bad {
             None => batch.typed(),
@@ -366,16 +370,7 @@ impl<T: Element> Ragged<T> {
     ///
     /// As [`gather`](Self::gather).
     pub fn gather_packed(&self, indices: &[u64]) -> Result<RaggedBatch<T>, Error> {
-        let batch = self.inner.gather_packed(indices)?;
-        let bad = (0..batch.len()).find(|&k| T::try_from_bytes(batch.bytes(k)).is_none());
-        match bad {
-            None => batch.typed(),
-            Some(k) => Err(Error::corrupt_record(
-                self.inner.path(),
-                indices[k],
-                "a bool record holds a byte other than 0 or 1",
-            )),
-        }
+        self.typed(self.inner.gather_packed(indices)?, indices)
     }
 
     /// One record as an owned array.
