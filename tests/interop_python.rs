@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 
 use loaderx_core::DigestBuilder;
 use loaderx_core::{
-    Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, ErrorKind, Store, StoreKind,
-    digest, train_dict,
+    Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, ErrorKind, Generation, Store,
+    StoreKind, digest, train_dict,
 };
 use loaderx_tests::{python, run_interop};
 use serde::Deserialize;
@@ -126,7 +126,11 @@ struct Written {
 }
 
 fn options(codec: Codec, shards: usize, dict: impl FnOnce() -> Vec<u8>) -> CreateOptions {
-    let o = CreateOptions::new(codec).data_shards(shards);
+    // The 2.4.6 generation: the reader here is Python loaderx 2.4.6 (the
+    // 2.8.19 generation, the default, is checked in `generations`).
+    let o = CreateOptions::new(codec)
+        .data_shards(shards)
+        .generation(Generation::V2_4_6);
     if codec == Codec::ZstdDict {
         o.dict_bytes(dict())
     } else {
@@ -338,7 +342,7 @@ fn unpublished_and_busy_stores_across_implementations() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
     let mut w =
-        DynDenseWriter::create(&path, DType::U8, &[4], &CreateOptions::new(Codec::Zstd)).unwrap();
+        DynDenseWriter::create(&path, DType::U8, &[4], &options(Codec::Zstd, 1, Vec::new)).unwrap();
     w.append_bytes(&[1; 40], 10).unwrap();
     // While our writer holds the exclusive lock, Python is refused.
     let busy = run_interop(&py, &[OsStr::new("check-empty-open"), path.as_os_str()]);
@@ -355,7 +359,7 @@ fn unpublished_and_busy_stores_across_implementations() {
     // Two processes read one store at once: Python holds a shared lock.
     let path = dir.path().join("t");
     let mut w =
-        DynRaggedWriter::create(&path, DType::U8, 1, &CreateOptions::new(Codec::Raw)).unwrap();
+        DynRaggedWriter::create(&path, DType::U8, 1, &options(Codec::Raw, 1, Vec::new)).unwrap();
     w.append_bytes([(&[3usize][..], &b"abc"[..])]).unwrap();
     w.close().unwrap();
     let mut child = Command::new(&py)

@@ -381,7 +381,10 @@ fn coalescing_without_a_cache_fetches_at_most_twice_the_wanted_bytes() {
             }
             wanted += unique
                 .iter()
-                .map(|&i| (b.bytes(idx.iter().position(|&x| x == i).unwrap()).len() + 8) as u64)
+                .map(|&i| {
+                    let k = idx.iter().position(|&x| x == i).unwrap();
+                    (b.bytes(k).len() + s.shape_header_len()) as u64
+                })
                 .sum::<u64>();
         }
         let st = s.remote_stats().unwrap();

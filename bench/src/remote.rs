@@ -27,7 +27,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 
 /// Writes `w` as a raw store at the new path `path`.
 fn write_raw(w: &Workload, path: &Path) -> Result<()> {
-    let opts = CreateOptions::new(Codec::Raw);
+    // The 2.4.6 generation, as the other bench stores (the Python peer's).
+    let opts = CreateOptions::new(Codec::Raw).generation(loaderx_core::Generation::V2_4_6);
     match &w.dense {
         Some(shape) => {
             let mut s = DynDenseWriter::create(path, w.dtype, shape, &opts)?;

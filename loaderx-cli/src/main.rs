@@ -15,8 +15,8 @@
 //!   re-headed only where their dims change width).
 //!
 //! `info` names the store's format generation and the Python loaderx
-//! releases that read it; `convert` and `push` take `--format` (2.4.6, the
-//! default, or 2.8.19).
+//! releases that read it; `convert` and `push` take `--format` (2.8.19, the
+//! default, or 2.4.6).
 //!
 //! Every STORE may be a URL (`s3://bucket/prefix/store`, …), and a convert's
 //! OUT too: the stores are written to a local staging directory, then pushed.
@@ -123,8 +123,8 @@ enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
-        /// Format generation of the stores: 2.4.6 (read by Python loaderx
-        /// 2.4.6 to 2.8.12) or 2.8.19.
+        /// Format generation of the stores: 2.8.19 (read by Python loaderx
+        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
         #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
         generation: Generation,
     },
@@ -162,8 +162,8 @@ enum Convert {
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
-        /// Format generation of the stores: 2.4.6 (read by Python loaderx
-        /// 2.4.6 to 2.8.12) or 2.8.19.
+        /// Format generation of the stores: 2.8.19 (read by Python loaderx
+        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
         #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
         generation: Generation,
         /// Convert only these columns, in this order (comma-separated).

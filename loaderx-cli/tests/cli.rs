@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use loaderx_core::DigestBuilder;
-use loaderx_core::{Codec, CreateOptions, DenseWriter, RaggedWriter};
+use loaderx_core::{Codec, CreateOptions, DenseWriter, Generation, RaggedWriter};
 
 fn loaderx(args: &[&str], store: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_loaderx"))
@@ -40,7 +40,7 @@ fn info_digest_verify() {
     for line in [
         "class: dense",
         "dtype: u16 (uint16)",
-        "format: 2.4.6 (written by Python loaderx 2.4.6 to 2.8.6; read by Python loaderx 2.4.6 to 2.8.12)",
+        "format: 2.8.19 (written by Python loaderx 2.8.19; read by Python loaderx 2.8.18 and 2.8.19)",
         "item_shape: [2, 3]",
         "codec: zstd",
         "data_shards: 3",
@@ -62,7 +62,13 @@ fn info_digest_verify() {
     assert!(stdout(&loaderx(&["verify"], &dense)).contains("100 records"));
 
     let ragged = dir.path().join("ragged");
-    let mut w = RaggedWriter::<i8>::create(&ragged, 1, Codec::Raw).unwrap();
+    // The 2.4.6 generation, to migrate to 2.8.19 below (the default is 2.8.19).
+    let mut w = RaggedWriter::<i8>::create_with(
+        &ragged,
+        1,
+        &CreateOptions::new(Codec::Raw).generation(Generation::V2_4_6),
+    )
+    .unwrap();
     w.append([vec![1i8, 2, 3], vec![4]]).unwrap();
     w.close().unwrap();
     let info = stdout(&loaderx(&["info"], &ragged));

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
 
 use loaderx_convert::hf::{ColumnSource, HfSource, HfSummary, convert_hf};
-use loaderx_core::{DynDense, Store, StoreKind, digest};
+use loaderx_core::{DynDense, Generation, Store, StoreKind, digest};
 use serde_json::Value;
 
 struct Fixtures {
@@ -685,9 +685,10 @@ fn revisions_resolve_to_pinned_commits() {
     assert!(!tmp.path().join("x").exists());
 }
 
-/// Every store under `out` (`split/column`) as Python loaderx 2.4.6 digests
-/// it must equal the Rust digest: the reference package reads what the
-/// converter wrote.
+/// Every store under `out` (`split/column`) as the Python loaderx of its
+/// generation digests it (2.8.19, the default, through
+/// `tests/python/generations.py`; 2.4.6 through `interop.py`) must equal the
+/// Rust digest: the reference package reads what the converter wrote.
 fn check_python_reads(out: &Path) {
     let mut stores = Vec::new();
     for split in names(out) {
@@ -695,26 +696,44 @@ fn check_python_reads(out: &Path) {
             stores.push(out.join(&split).join(column));
         }
     }
-    let py = Command::new(python().unwrap())
-        .arg(repo_root().join("tests/python/interop.py"))
-        .arg("digest")
-        .args(&stores)
-        .output()
-        .unwrap();
-    assert!(
-        py.status.success(),
-        "interop.py digest failed:\n{}",
-        String::from_utf8_lossy(&py.stderr)
-    );
-    let lines: Vec<String> = String::from_utf8(py.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(lines.len(), stores.len());
-    for (store, line) in stores.iter().zip(lines) {
-        let rust = digest(&Store::open(store).unwrap()).unwrap().to_string();
-        assert_eq!(line, rust, "{}", store.display());
+    for generation in [Generation::V2_4_6, Generation::V2_8_19] {
+        let ours: Vec<&PathBuf> = stores
+            .iter()
+            .filter(|s| Store::open(s).unwrap().generation() == generation)
+            .collect();
+        if ours.is_empty() {
+            continue;
+        }
+        let mut cmd = match generation {
+            Generation::V2_4_6 => {
+                let mut c = Command::new(python().unwrap());
+                c.arg(repo_root().join("tests/python/interop.py"));
+                c
+            }
+            _ => {
+                let Some(mut c) = loaderx_tests::python_release(generation.version()) else {
+                    return;
+                };
+                c.arg(loaderx_tests::generations_script());
+                c
+            }
+        };
+        let py = cmd.arg("digest").args(&ours).output().unwrap();
+        assert!(
+            py.status.success(),
+            "Python loaderx {generation} digest failed:\n{}",
+            String::from_utf8_lossy(&py.stderr)
+        );
+        let lines: Vec<String> = String::from_utf8(py.stdout)
+            .unwrap()
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(lines.len(), ours.len());
+        for (store, line) in ours.iter().zip(lines) {
+            let rust = digest(&Store::open(store).unwrap()).unwrap().to_string();
+            assert_eq!(line, rust, "{}", store.display());
+        }
     }
 }
 

@@ -58,10 +58,10 @@ impl CreateOptions {
         self
     }
 
-    /// The format generation to write ([`Generation::DEFAULT`], 2.4.6,
-    /// unless set): [`Generation::V2_4_6`] for Python loaderx 2.4.6 to
-    /// 2.8.12 readers, [`Generation::V2_8_19`] for 2.8.19 (and, for Dense
-    /// stores, 2.8.18). Creating a store refuses a generation this crate
+    /// The format generation to write ([`Generation::DEFAULT`], 2.8.19,
+    /// unless set): [`Generation::V2_8_19`] for Python loaderx 2.8.19 (and,
+    /// for Dense stores, 2.8.18), [`Generation::V2_4_6`] for 2.4.6 to
+    /// 2.8.12 readers. Creating a store refuses a generation this crate
     /// does not write, and an element type the generation cannot express
     /// (bfloat16 and float8 need 2.8.19).
     pub fn generation(mut self, generation: Generation) -> CreateOptions {

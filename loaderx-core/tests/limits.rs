@@ -253,7 +253,11 @@ fn forged_sizes_are_errors_under_an_address_space_limit() {
         ("r64m", 64 << 20),
     ] {
         let path = dir.path().join(name);
-        let opts = CreateOptions::new(Codec::Zstd).data_shards(1);
+        // 2.4.6: a 2.8.19 Ragged store's dims width is read from its first
+        // records at open, which here are all forged.
+        let opts = CreateOptions::new(Codec::Zstd)
+            .data_shards(1)
+            .generation(loaderx_core::Generation::V2_4_6);
         let mut w = RaggedWriter::<u8>::create_with(&path, 1, &opts).unwrap();
         w.append((0..256u32).map(|i| vec![i as u8; 10])).unwrap();
         w.close().unwrap();

@@ -307,7 +307,10 @@ fn failures_reach_the_consumer_then_the_iterator_ends() {
     // Gather error: damage a record's stored dims in the ragged stream.
     let damaged = tempfile::tempdir().unwrap();
     stores(damaged.path());
-    let mut w = RaggedWriter::<u16>::create(damaged.path().join("bad"), 1, Codec::Raw).unwrap();
+    // 2.4.6 (12-byte records, dims read at gather time, not at open).
+    let opts =
+        loaderx_core::CreateOptions::new(Codec::Raw).generation(loaderx_core::Generation::V2_4_6);
+    let mut w = RaggedWriter::<u16>::create_with(damaged.path().join("bad"), 1, &opts).unwrap();
     w.append((0..N).map(|i| vec![i as u16; 2])).unwrap();
     w.close().unwrap();
     std::fs::write(
@@ -662,14 +665,19 @@ fn a_synchronous_loader_reports_failures_at_their_step_then_ends() {
     assert!(results[2].is_err());
 }
 
-/// Records the shape each Ragged request asks for, staging in plain memory.
+/// Records the step and shape of each Ragged request, staging in plain
+/// memory.
 #[derive(Default, Clone)]
-struct RaggedShapes(Arc<std::sync::Mutex<Vec<Option<Vec<usize>>>>>);
+#[allow(clippy::type_complexity)]
+struct RaggedShapes(Arc<std::sync::Mutex<Vec<(u64, Option<Vec<usize>>)>>>);
 
 impl Staging for RaggedShapes {
     fn stage(&self, r: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
         if r.kind == loaderx_core::StoreKind::Ragged {
-            self.0.lock().unwrap().push(r.shape.map(<[usize]>::to_vec));
+            self.0
+                .lock()
+                .unwrap()
+                .push((r.step, r.shape.map(<[usize]>::to_vec)));
         }
         Ok(Box::new(loaderx_core::host::AlignedBuf::zeroed(r.bytes)?))
     }
@@ -712,12 +720,15 @@ fn a_packed_loader_delivers_the_same_records_end_to_end() {
             assert!(
                 staged
                     .iter()
-                    .all(|s| s.as_ref().is_some_and(|s| s.len() == 1))
+                    .all(|(_, s)| s.as_ref().is_some_and(|s| s.len() == 1))
             );
         }
+        // Step 0's request (workers stage steps in any order) asked for its
+        // values as one array.
         let staged = shapes.0.lock().unwrap();
-        let first = staged.first().cloned().flatten().unwrap();
-        assert_eq!(first, [packed[0].column("tok").unwrap().bytes().len() / 2]);
+        let first = staged.iter().find(|(step, _)| *step == 0).unwrap();
+        let want = packed[0].column("tok").unwrap().bytes().len() / 2;
+        assert_eq!(first.1.as_deref(), Some(&[want][..]));
     }
 }
 

@@ -486,7 +486,9 @@ fn stores_match_python_2_8_19_byte_for_byte() {
 fn json_ragged_stores_tell_2_8_18_from_2_8_19_by_their_dims() {
     let dir = tempfile::tempdir().unwrap();
     let old = dir.path().join("u64");
-    let mut w = RaggedWriter::<i16>::create(&old, 1, Codec::Zstd).unwrap();
+    let mut w =
+        RaggedWriter::<i16>::create_with(&old, 1, &options_in(Codec::Zstd, 1, Generation::V2_4_6))
+            .unwrap();
     w.append([vec![1i16, 2, 3], vec![4]]).unwrap();
     w.close().unwrap();
     // The same records under 2.8.18's JSON schema: u64 dims, as before.
@@ -584,12 +586,13 @@ fn migrate_round_trips_between_generations() {
     let mut stores = Vec::new();
     for codec in CODECS {
         let d = root.join(format!("dense_{codec}"));
-        let mut w = DenseWriter::<u16>::create_with(&d, &[3], &options(codec, 3)).unwrap();
+        let g = Generation::V2_4_6;
+        let mut w = DenseWriter::<u16>::create_with(&d, &[3], &options_in(codec, 3, g)).unwrap();
         w.append_slice(&(0..300u16).collect::<Vec<_>>(), 100)
             .unwrap();
         w.close().unwrap();
         let r = root.join(format!("ragged_{codec}"));
-        let mut w = RaggedWriter::<i32>::create_with(&r, 3, &options(codec, 4)).unwrap();
+        let mut w = RaggedWriter::<i32>::create_with(&r, 3, &options_in(codec, 4, g)).unwrap();
         let recs: Vec<ArrayD<i32>> = (0..50)
             .map(|n| {
                 ArrayD::from_shape_fn(IxDyn(&[1 + n % 3, 2, 1 + n % 5]), |ix| {
@@ -632,8 +635,12 @@ fn migrate_round_trips_between_generations() {
     let err = loaderx_core::migrate(&b, root.join("bf16.246"), Generation::V2_4_6).unwrap_err();
     assert!(err.to_string().contains("2.8.19"), "{err}");
     assert!(!root.join("bf16.246").exists());
-    let err = DenseWriter::<bf16>::create_with(root.join("x"), &[2], &options(Codec::Raw, 1))
-        .err()
-        .unwrap();
+    let err = DenseWriter::<bf16>::create_with(
+        root.join("x"),
+        &[2],
+        &options_in(Codec::Raw, 1, Generation::V2_4_6),
+    )
+    .err()
+    .unwrap();
     assert!(err.to_string().contains("2.8.19"), "{err}");
 }

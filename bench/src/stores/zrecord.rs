@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use loaderx_core::format::{self, RecordLoc};
-use loaderx_core::{Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter};
+use loaderx_core::{
+    Codec, CreateOptions, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter, Generation,
+};
 
 use super::{Backend, Gathered, Result, Strided, allocated};
 use crate::workload::Workload;
@@ -97,7 +99,11 @@ impl Backend for Zrecord {
 
     fn write(&mut self, w: &Workload, dir: &Path) -> Result<Duration> {
         self.path = dir.join(format!("zrecord_{}", self.codec));
-        let mut opts = CreateOptions::new(self.codec).sync_on_close(self.sync);
+        // The 2.4.6 generation: the Python peer (loaderx 2.4.6) reads these
+        // stores too.
+        let mut opts = CreateOptions::new(self.codec)
+            .sync_on_close(self.sync)
+            .generation(Generation::V2_4_6);
         if let Some(d) = &self.dict {
             opts = opts.dict_bytes(d.clone());
         }

@@ -68,9 +68,11 @@ impl Generation {
 
     /// The generation new stores are written in unless
     /// [`CreateOptions::generation`](crate::CreateOptions::generation)
-    /// says otherwise: 2.4.6, which every Python release from 2.4.6 to
-    /// 2.8.12 reads.
-    pub const DEFAULT: Generation = Generation::V2_4_6;
+    /// says otherwise: 2.8.19, which the current Python release (what
+    /// `pip install loaderx` installs) reads, and the only one that holds
+    /// every element type. [`V2_4_6`](Generation::V2_4_6) is for readers
+    /// pinned to Python 2.4.6–2.8.12.
+    pub const DEFAULT: Generation = Generation::V2_8_19;
 
     /// The Python release that names the generation: `"2.4.6"`, `"2.8.12"`,
     /// `"2.8.18"` or `"2.8.19"`.
@@ -204,7 +206,7 @@ mod tests {
             assert_eq!(g.to_string(), g.version());
         }
         assert!("2.8".parse::<Generation>().is_err());
-        assert_eq!(Generation::default(), Generation::V2_4_6);
+        assert_eq!(Generation::default(), Generation::V2_8_19);
     }
 
     #[test]

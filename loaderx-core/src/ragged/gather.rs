@@ -548,11 +548,12 @@ mod tests {
         // packed gather names it, as the segment gather does.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("r");
-        let mut w = RaggedWriter::<u8>::create(&path, 1, Codec::Raw).unwrap();
+        let opts = crate::CreateOptions::new(Codec::Raw).generation(crate::Generation::V2_4_6);
+        let mut w = RaggedWriter::<u8>::create_with(&path, 1, &opts).unwrap();
         w.append([vec![1u8, 2, 3], vec![4, 5], vec![6]]).unwrap();
         w.close().unwrap();
-        // A raw record is its header (8 bytes) then its elements, in
-        // whichever shard holds it.
+        // A raw record is its header (8 bytes in 2.4.6) then its elements,
+        // in whichever shard holds it.
         let mut found = 0;
         for entry in std::fs::read_dir(&path).unwrap() {
             let data = entry.unwrap().path();

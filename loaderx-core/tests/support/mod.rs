@@ -236,8 +236,13 @@ pub(crate) fn test_dict() -> Vec<u8> {
     (0..2048u32).map(|k| (k * 7 % 251) as u8).collect()
 }
 
+/// Options for the fixtures: the 2.4.6 generation, whose layout the
+/// constants above write out (`u64` Ragged dims, MsgPack schema), whatever
+/// the crate's default.
 pub(crate) fn options(codec: Codec, shards: usize) -> CreateOptions {
-    let o = CreateOptions::new(codec).data_shards(shards);
+    let o = CreateOptions::new(codec)
+        .data_shards(shards)
+        .generation(loaderx_core::Generation::V2_4_6);
     if codec == Codec::ZstdDict {
         o.dict_bytes(test_dict())
     } else {
