@@ -34,6 +34,12 @@ pub struct Args {
     /// the Python columns are left out.
     #[arg(long, env = "LOADERX_PYTHON")]
     pub python: Option<PathBuf>,
+    /// A folder of per-release Python loaderx installs (`2.8.19/loaderx`,
+    /// as the test command makes them; default: $LOADERX_PY_RELEASES): with
+    /// `--python`, the loader section also runs Python loaderx 2.8.19's
+    /// `Loader` over the same records in the 2.8.19 generation.
+    #[arg(long, env = "LOADERX_PY_RELEASES")]
+    pub py_releases: Option<PathBuf>,
     /// Sections to run.
     #[arg(
         long,

@@ -330,3 +330,50 @@ pub fn run_python(
     let out = crate::python::run(python, &args)?;
     parse(out.first().ok_or("peers.py loader printed nothing")?)
 }
+
+/// Runs Python loaderx `release`'s own `Loader` (`python/peer_2_8_19.py
+/// loader`, with `PYTHONPATH=releases/<release>`) over `store`, which must
+/// be of that release's format generation.
+pub fn run_python_release(
+    python: &Path,
+    releases: &Path,
+    release: &str,
+    store: &Path,
+    c: LoaderConfig,
+) -> Result<LoaderRun> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/peer_2_8_19.py");
+    let out = std::process::Command::new(python)
+        .env("PYTHONPATH", releases.join(release))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(script)
+        .arg("loader")
+        .arg("--stream")
+        .arg(format!("x={}", store.display()))
+        .args([
+            "--batch".to_string(),
+            c.batch.to_string(),
+            "--workers".into(),
+            c.workers.to_string(),
+            "--prefetch".into(),
+            c.prefetch.to_string(),
+            "--seed".into(),
+            "7".into(),
+            "--min-seconds".into(),
+            c.min.as_secs_f64().to_string(),
+        ])
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "peer_2_8_19.py loader failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let line = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.trim_start().starts_with('{'))
+        .map(str::to_owned)
+        .ok_or("peer_2_8_19.py loader printed nothing")?;
+    parse(&serde_json::from_str(&line)?)
+}

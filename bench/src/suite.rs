@@ -791,6 +791,27 @@ fn loader_section(
                 }
                 None => None,
             };
+            // Python loaderx 2.8.19's Loader over the same records in its
+            // generation (the Dense payload migrated as it is), threaded and
+            // synchronous.
+            let python_2819 = match (&args.python, &args.py_releases) {
+                (Some(py), Some(releases)) if releases.join("2.8.19/loaderx").is_dir() => {
+                    bar.set_message(format!("loader ({key}) {codec}: Python loaderx 2.8.19"));
+                    let migrated = dir.join("zrecord_2819");
+                    loaderx_core::migrate(&store, &migrated, loaderx_core::Generation::V2_8_19)?;
+                    let run =
+                        |c| crate::loader::run_python_release(py, releases, "2.8.19", &migrated, c);
+                    Some((
+                        run(c)?,
+                        run(LoaderConfig {
+                            workers: 0,
+                            prefetch: 0,
+                            ..c
+                        })?,
+                    ))
+                }
+                _ => None,
+            };
             drop(z);
             std::fs::remove_dir_all(&dir)?;
             let mut add = |name: &str, r: &LoaderRun, is_ours: bool| {
@@ -830,6 +851,15 @@ fn loader_section(
             }
             if let Some(p) = &python {
                 add("Python loaderx 2.4.6 DataLoader", p, false);
+            }
+            if let Some((threaded, sync)) = &python_2819 {
+                add("Python loaderx 2.8.19 Loader", threaded, false);
+                add("Python loaderx 2.8.19 Loader, workers=0", sync, false);
+                targets.push(Target {
+                    what: format!("loader ({key}) {codec} vs Python loaderx 2.8.19"),
+                    wanted: 3.0,
+                    measured: Some(ours.batches_per_s / threaded.batches_per_s),
+                });
             }
             targets.push(Target {
                 what: format!("loader ({key}) {codec} vs Python loaderx"),

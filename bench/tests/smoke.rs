@@ -48,6 +48,13 @@ fn quick_run_prints_every_table() {
         assert!(stdout.contains("Python loaderx 2.4.6 zstd"), "{stdout}");
         assert!(stdout.contains("NumPy mmap fancy index"), "{stdout}");
     }
+    // With LOADERX_PY_RELEASES too, Python loaderx 2.8.19's own Loader.
+    if python && std::env::var_os("LOADERX_PY_RELEASES").is_some() {
+        assert!(
+            stdout.contains("Python loaderx 2.8.19 Loader, workers=0"),
+            "{stdout}"
+        );
+    }
     // Everything it wrote is gone again.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap_or_else(|e| panic!("{e}"))
