@@ -14,45 +14,14 @@ import importlib.metadata
 import json
 import os
 import sys
-import threading
-import time
 
 from loaderx import Allocator, Loader
 from loaderx.sampler import Sampler
 from loaderx.zrecord import DenseStore, RaggedStore
-
-RSS_POLL_S = 0.005
-
+from peer_common import time_loader
 
 def log(message):
     print(f"[peer-2.8.19] {message}", file=sys.stderr, flush=True)
-
-
-def _proc_status_kb(field):
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(field + b":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field.decode()} line")
-
-
-class _RssAnonPeak(threading.Thread):
-    """Track the largest ``RssAnon`` seen while running."""
-
-    def __init__(self):
-        super().__init__(name="rss-anon-peak", daemon=True)
-        self.peak_kb = _proc_status_kb(b"RssAnon")
-        self._stop_event = threading.Event()
-
-    def run(self):
-        while not self._stop_event.wait(RSS_POLL_S):
-            self.peak_kb = max(self.peak_kb, _proc_status_kb(b"RssAnon"))
-
-    def stop(self):
-        self._stop_event.set()
-        self.join()
-        self.peak_kb = max(self.peak_kb, _proc_status_kb(b"RssAnon"))
-        return self.peak_kb
 
 
 def _open_store(path):
@@ -76,8 +45,6 @@ def cmd_loader(args):
         name, _, path = spec.partition("=")
         stores[name] = _open_store(path)
     batch = args.batch
-    monitor = _RssAnonPeak()
-    monitor.start()
     loader = None
     with Allocator("cpu") as allocator:
         try:
@@ -93,21 +60,8 @@ def cmd_loader(args):
                     if _rows(value) != batch:
                         raise RuntimeError(f"stream {name}: {_rows(value)} rows, want {batch}")
 
-            for _ in range(2):
-                check(next(loader))
-            batches = 0
-            t0 = time.perf_counter()
-            while True:
-                check(next(loader))
-                batches += 1
-                seconds = time.perf_counter() - t0
-                if seconds >= args.min_seconds:
-                    break
-            peak_kb = monitor.stop()
-            hwm_kb = _proc_status_kb(b"VmHWM")
+            timed = time_loader(lambda: next(loader), check, 2, args.min_seconds)
         finally:
-            if monitor.is_alive():
-                monitor.stop()
             if loader is not None:
                 loader.close()
             streams = None
@@ -119,12 +73,8 @@ def cmd_loader(args):
         "batch": batch,
         "workers": args.workers,
         "prefetch": args.prefetch,
-        "batches": batches,
-        "seconds": seconds,
-        "batches_per_s": batches / seconds,
-        "records_per_s": batches * batch / seconds,
-        "peak_rss_anon_bytes": peak_kb * 1024,
-        "vm_hwm_bytes": hwm_kb * 1024,
+        "records_per_s": timed["batches_per_s"] * batch,
+        **timed,
     }), flush=True)
 
 

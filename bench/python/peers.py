@@ -82,7 +82,6 @@ import math
 import os
 import stat
 import sys
-import threading
 import time
 import traceback
 from array import array
@@ -93,6 +92,7 @@ import numpy as np
 from loaderx.dataloader import DataLoader
 from loaderx.zrecord import Dense, Ragged
 from loaderx.zsampler import Sampler
+from peer_common import time_loader
 
 # Indices per call in the untimed full sweeps.
 SWEEP_CHUNK = 4096
@@ -105,7 +105,6 @@ MIN_GATHER_CALLS = 3
 # Sampler calls per timed chunk, to keep perf_counter overhead negligible.
 SAMPLER_CHUNK = 100
 # Interval between /proc/self/status samples in the loader, in seconds.
-RSS_POLL_S = 0.005
 
 CODECS = ("raw", "zstd", "zstd_dict")
 IID = Sampler.Mode.IID
@@ -445,33 +444,6 @@ def cmd_sampler(args):
 # loader
 
 
-def _proc_status_kb(field):
-    with open("/proc/self/status", "rb") as f:
-        for line in f:
-            if line.startswith(field + b":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field.decode()} line")
-
-
-class _RssAnonPeak(threading.Thread):
-    """Track the largest ``RssAnon`` seen while running."""
-
-    def __init__(self):
-        super().__init__(name="rss-anon-peak", daemon=True)
-        self.peak_kb = _proc_status_kb(b"RssAnon")
-        self._stop_event = threading.Event()
-
-    def run(self):
-        while not self._stop_event.wait(RSS_POLL_S):
-            self.peak_kb = max(self.peak_kb, _proc_status_kb(b"RssAnon"))
-
-    def stop(self):
-        self._stop_event.set()
-        self.join()
-        self.peak_kb = max(self.peak_kb, _proc_status_kb(b"RssAnon"))
-        return self.peak_kb
-
-
 def _open_stream(path):
     try:
         return Dense.open(path)
@@ -504,28 +476,13 @@ def cmd_loader(args):
             if len(values) != batch:
                 raise Mismatch(f"stream {name}: {len(values)} rows, want {batch}")
 
-    monitor = _RssAnonPeak()
-    monitor.start()
     loader = None
     try:
         loader = DataLoader(streams, transform_workers=args.workers,
                             batch_size=batch, prefetch_size=args.prefetch,
                             mode=IID, seed=args.seed)
-        for _ in range(args.warmup):
-            check(next(loader))
-        batches = 0
-        t0 = time.perf_counter()
-        while True:
-            check(next(loader))
-            batches += 1
-            seconds = time.perf_counter() - t0
-            if seconds >= args.min_seconds:
-                break
-        peak_kb = monitor.stop()
-        hwm_kb = _proc_status_kb(b"VmHWM")
+        timed = time_loader(lambda: next(loader), check, args.warmup, args.min_seconds)
     finally:
-        if monitor.is_alive():
-            monitor.stop()
         if loader is not None:
             loader.close()
         for ds in streams.values():
@@ -536,12 +493,8 @@ def cmd_loader(args):
         "batch": batch,
         "workers": args.workers,
         "prefetch": args.prefetch,
-        "batches": batches,
-        "seconds": seconds,
-        "batches_per_s": batches / seconds,
-        "records_per_s": batches * batch / seconds,
-        "peak_rss_anon_bytes": peak_kb * 1024,
-        "vm_hwm_bytes": hwm_kb * 1024,
+        "records_per_s": timed["batches_per_s"] * batch,
+        **timed,
     })
 
 

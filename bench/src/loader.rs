@@ -307,6 +307,13 @@ pub fn run_python(
     label: Option<&Path>,
     c: LoaderConfig,
 ) -> Result<LoaderRun> {
+    let out = crate::python::run(python, &loader_args(store, label, c))?;
+    parse(out.first().ok_or("peers.py loader printed nothing")?)
+}
+
+/// The `loader` command line of the Python peers: streams `x` (`store`)
+/// and `y` (`label`), batch, workers, prefetch, seed 7 and the time.
+fn loader_args(store: &Path, label: Option<&Path>, c: LoaderConfig) -> Vec<String> {
     let mut args = vec![
         "loader".to_string(),
         "--stream".into(),
@@ -327,8 +334,7 @@ pub fn run_python(
         "--min-seconds".into(),
         c.min.as_secs_f64().to_string(),
     ]);
-    let out = crate::python::run(python, &args)?;
-    parse(out.first().ok_or("peers.py loader printed nothing")?)
+    args
 }
 
 /// Runs Python loaderx `release`'s own `Loader` (`python/peer_2_8_19.py
@@ -346,21 +352,7 @@ pub fn run_python_release(
         .env("PYTHONPATH", releases.join(release))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg(script)
-        .arg("loader")
-        .arg("--stream")
-        .arg(format!("x={}", store.display()))
-        .args([
-            "--batch".to_string(),
-            c.batch.to_string(),
-            "--workers".into(),
-            c.workers.to_string(),
-            "--prefetch".into(),
-            c.prefetch.to_string(),
-            "--seed".into(),
-            "7".into(),
-            "--min-seconds".into(),
-            c.min.as_secs_f64().to_string(),
-        ])
+        .args(loader_args(store, None, c))
         .output()?;
     if !out.status.success() {
         return Err(format!(
