@@ -304,13 +304,9 @@ impl HostBatch {
         let (dtype, device) = (column.dtype(), &self.device);
         let cu = layout.cu_seqlens_array(dtype)?;
         let shapes = layout.shapes_array()?;
-        let values = if layout.is_packed() {
-            let bytes = &column.bytes()[..layout.packed_bytes()];
-            to_tensor::<1, K>(name, dtype, bytes, &[bytes.len() / dtype.size()], device)?
-        } else {
-            let v = column.packed()?.values;
-            to_tensor::<1, K>(name, dtype, v.bytes(), v.shape(), device)?
-        };
+        let values = column.packed_values()?;
+        let values =
+            to_tensor::<1, K>(name, dtype, &values, &[values.len() / dtype.size()], device)?;
         Ok(PackedRagged {
             values,
             cu_seqlens: to_tensor::<1, Int>(name, cu.dtype(), cu.bytes(), cu.shape(), device)?,

@@ -18,7 +18,7 @@ use parquet::basic::Compression;
 use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::reader::ChunkReader;
 
-use super::source_file::{DataPage, SourceFile};
+use super::source_file::{Compact, DataPage, SourceFile, ThriftError};
 
 /// `DELTA_LENGTH_BYTE_ARRAY` and `DELTA_BYTE_ARRAY` in parquet's `Encoding`.
 const DELTA_LENGTH_BYTE_ARRAY: i64 = 6;
@@ -55,7 +55,7 @@ pub(super) fn check(
     let most = u64::try_from(page.num_values)
         .map_err(|_| format!("{} values", page.num_values))?
         .min(VALUES_FLOOR.max((uncompressed as u64).saturating_mul(MAX_VALUES_PER_BYTE)));
-    let mut stream = Stream {
+    let mut stream = Compact {
         buf: &values,
         at: 0,
     };
@@ -65,7 +65,7 @@ pub(super) fn check(
         1
     };
     for k in 0..streams {
-        let n = stream.skip_delta_binary_packed(most)?;
+        let n = skip_delta_binary_packed(&mut stream, most)?;
         if n > most {
             return Err(format!(
                 "its delta stream {k} declares {n} values, the page {} (at most {most} \
@@ -181,64 +181,38 @@ fn lz4_hadoop(mut input: &[u8], size: usize) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// A reader of `DELTA_BINARY_PACKED` streams.
-struct Stream<'a> {
-    buf: &'a [u8],
-    at: usize,
-}
-
-impl Stream<'_> {
-    fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for shift in (0..64).step_by(7) {
-            let b = *self
-                .buf
-                .get(self.at)
-                .ok_or_else(|| "its delta stream ends early".to_owned())?;
-            self.at += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("a delta stream's varint is too long".to_owned())
+/// Reads a `DELTA_BINARY_PACKED` stream's header at `r` and, when it
+/// declares at most `most` values, skips its blocks as the parquet crate
+/// reads them (every miniblock of a block, by its bit width); returns the
+/// values it declares.
+fn skip_delta_binary_packed(r: &mut Compact<'_>, most: u64) -> Result<u64, String> {
+    let ended = |e: ThriftError| match e {
+        ThriftError::Short => "its delta stream ends early".to_owned(),
+        ThriftError::Bad(e) => format!("a delta stream's {e}"),
+    };
+    let block = r.varint().map_err(ended)?;
+    let minis = r.varint().map_err(ended)?;
+    let count = r.varint().map_err(ended)?;
+    r.varint().map_err(ended)?; // the first value
+    if count > most {
+        return Ok(count);
     }
-
-    /// Reads a stream's header and, when it declares at most `most`
-    /// values, skips its blocks as the parquet crate reads them (every
-    /// miniblock of a block, by its bit width); returns the values it
-    /// declares.
-    fn skip_delta_binary_packed(&mut self, most: u64) -> Result<u64, String> {
-        let block = self.varint()?;
-        let minis = self.varint()?;
-        let count = self.varint()?;
-        self.varint()?; // the first value
-        if count > most {
-            return Ok(count);
-        }
-        if block == 0 || minis == 0 || block % 128 != 0 || block % minis != 0 {
-            return Err(format!(
-                "a delta stream of blocks of {block} values in {minis} miniblocks"
-            ));
-        }
-        let per_mini = block / minis;
-        let mut left = count.saturating_sub(1);
-        while left > 0 {
-            self.varint()?; // the block's least delta
-            let widths = self
-                .buf
-                .get(self.at..)
-                .and_then(|b| b.get(..usize::try_from(minis).ok()?))
-                .ok_or_else(|| "its delta stream ends early".to_owned())?;
-            self.at += widths.len();
-            let data: u64 = widths.iter().map(|&w| u64::from(w) * per_mini / 8).sum();
-            self.at = usize::try_from(data)
-                .ok()
-                .and_then(|d| self.at.checked_add(d))
-                .filter(|&a| a <= self.buf.len())
-                .ok_or_else(|| "its delta stream ends early".to_owned())?;
-            left = left.saturating_sub(block);
-        }
-        Ok(count)
+    if block == 0 || minis == 0 || block % 128 != 0 || block % minis != 0 {
+        return Err(format!(
+            "a delta stream of blocks of {block} values in {minis} miniblocks"
+        ));
     }
+    let per_mini = block / minis;
+    let mut left = count.saturating_sub(1);
+    while left > 0 {
+        r.varint().map_err(ended)?; // the block's least delta
+        let mut data = 0u64;
+        for _ in 0..minis {
+            let width = r.byte().map_err(ended)?;
+            data = data.saturating_add(u64::from(width).saturating_mul(per_mini) / 8);
+        }
+        r.skip_bytes(data).map_err(ended)?;
+        left = left.saturating_sub(block);
+    }
+    Ok(count)
 }

@@ -313,7 +313,7 @@ fn read_header(file: &SourceFile, offset: u64, end: u64) -> Result<(u64, PageSiz
 
 /// Why a header did not parse: it needs more bytes than were read, or it
 /// is malformed.
-enum ThriftError {
+pub(super) enum ThriftError {
     Short,
     Bad(&'static str),
 }
@@ -322,19 +322,19 @@ use ThriftError::{Bad, Short};
 /// The few parts of Thrift's compact protocol a page header needs: its two
 /// sizes read, every other field skipped (bounded by the bytes given and a
 /// nesting depth).
-struct Compact<'a> {
-    buf: &'a [u8],
-    at: usize,
+pub(super) struct Compact<'a> {
+    pub(super) buf: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl Compact<'_> {
-    fn byte(&mut self) -> Result<u8, ThriftError> {
+    pub(super) fn byte(&mut self) -> Result<u8, ThriftError> {
         let b = *self.buf.get(self.at).ok_or(Short)?;
         self.at += 1;
         Ok(b)
     }
 
-    fn skip_bytes(&mut self, n: u64) -> Result<(), ThriftError> {
+    pub(super) fn skip_bytes(&mut self, n: u64) -> Result<(), ThriftError> {
         let n = usize::try_from(n).map_err(|_| Short)?;
         if self.buf.len() - self.at < n {
             return Err(Short);
@@ -343,7 +343,7 @@ impl Compact<'_> {
         Ok(())
     }
 
-    fn varint(&mut self) -> Result<u64, ThriftError> {
+    pub(super) fn varint(&mut self) -> Result<u64, ThriftError> {
         let mut v = 0u64;
         for shift in (0..70).step_by(7) {
             let b = self.byte()?;
@@ -391,6 +391,25 @@ impl Compact<'_> {
         }
     }
 
+    /// A list's or set's header: its elements' type code and count.
+    fn list_begin(&mut self) -> Result<(u8, u64), ThriftError> {
+        let h = self.byte()?;
+        let n = match h >> 4 {
+            15 => self.varint()?,
+            n => u64::from(n),
+        };
+        Ok((h & 0x0f, n))
+    }
+
+    /// Every element takes at least a byte: a count of `n` beyond the bytes
+    /// left is short (or malformed), never a long loop.
+    fn room_for(&self, n: u64) -> Result<(), ThriftError> {
+        if n > (self.buf.len() - self.at) as u64 {
+            return Err(Short);
+        }
+        Ok(())
+    }
+
     fn skip(&mut self, kind: u8, depth: u32) -> Result<(), ThriftError> {
         if depth == 0 {
             return Err(Bad("nested too deeply"));
@@ -405,12 +424,7 @@ impl Compact<'_> {
                 self.skip_bytes(n)
             }
             9 | 10 => {
-                let h = self.byte()?;
-                let n = match h >> 4 {
-                    15 => self.varint()?,
-                    n => u64::from(n),
-                };
-                let elem = h & 0x0f;
+                let (elem, n) = self.list_begin()?;
                 // The parquet crate skips a boolean element without reading
                 // its byte, so it reads such a list as other bytes than it
                 // is: it could then loop for ever on nested lists. No field
@@ -418,11 +432,7 @@ impl Compact<'_> {
                 if n > 0 && matches!(elem, 1 | 2) {
                     return Err(Bad("a list of booleans"));
                 }
-                // Every element takes at least a byte: a count beyond the
-                // bytes left is short (or malformed), never a long loop.
-                if n > (self.buf.len() - self.at) as u64 {
-                    return Err(Short);
-                }
+                self.room_for(n)?;
                 for _ in 0..n {
                     self.skip(elem, depth - 1)?;
                 }
@@ -438,9 +448,7 @@ impl Compact<'_> {
                 if matches!(kv >> 4, 1 | 2) || matches!(kv & 0x0f, 1 | 2) {
                     return Err(Bad("a map of booleans"));
                 }
-                if n > (self.buf.len() - self.at) as u64 {
-                    return Err(Short);
-                }
+                self.room_for(n)?;
                 for _ in 0..n {
                     for t in [kv >> 4, kv & 0x0f] {
                         self.skip(t, depth - 1)?;
@@ -464,8 +472,7 @@ impl Compact<'_> {
             // A struct field's boolean is in its type code: the field
             // walks it; a list's would be a byte (none in parquet's
             // metadata).
-            Ty::Bool => self.skip_bytes(1),
-            Ty::Byte => self.skip_bytes(1),
+            Ty::Bool | Ty::Byte => self.skip_bytes(1),
             Ty::I16 | Ty::I32 | Ty::I64 => self.varint().map(drop),
             Ty::Double => self.skip_bytes(8),
             Ty::Binary => {
@@ -473,17 +480,11 @@ impl Compact<'_> {
                 self.skip_bytes(n)
             }
             Ty::List(elem) => {
-                let h = self.byte()?;
-                let n = match h >> 4 {
-                    15 => self.varint()?,
-                    n => u64::from(n),
-                };
-                if n > 0 && !elem.accepts(h & 0x0f) {
+                let (code, n) = self.list_begin()?;
+                if n > 0 && !elem.accepts(code) {
                     return Err(Bad("a list of another type than parquet's"));
                 }
-                if n > (self.buf.len() - self.at) as u64 {
-                    return Err(Short);
-                }
+                self.room_for(n)?;
                 for _ in 0..n {
                     self.walk(*elem, depth - 1)?;
                 }

@@ -272,12 +272,7 @@ impl StoreReader {
         for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
             let (values, tail) = rest.split_at_mut(loc.logic_length as usize - header);
             rest = tail;
-            let head = if header == 0 {
-                &mut [][..]
-            } else {
-                heads.next().unwrap_or_default()
-            };
-            jobs.push((index, loc, head, values));
+            jobs.push((index, loc, heads.next().unwrap_or_default(), values));
         }
         debug_assert!(rest.is_empty());
         let staged = self.stage_plan(plan)?;

@@ -151,11 +151,11 @@ pub trait ColumnConverter: Send + Sync + 'static {
         let dtype = column.dtype();
         let cu_seqlens = self.array(&layout.cu_seqlens_array(dtype)?)?;
         let shapes = self.array(&layout.shapes_array()?)?;
+        let elements = layout.packed_bytes() / dtype.size().max(1);
         let values = if layout.is_packed() {
-            let elements = layout.packed_bytes() / dtype.size().max(1);
             self.buffer_tensor(column, &[elements])?
         } else {
-            self.array(&column.packed()?.values)?
+            self.tensor_from_bytes(dtype, &column.packed_values()?, &[elements])?
         };
         Ok(PackedRagged {
             values,

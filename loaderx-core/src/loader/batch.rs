@@ -419,6 +419,18 @@ impl Column {
         self.ragged_layout()?.packed(self.dtype, self.bytes())
     }
 
+    /// A Ragged column's elements end to end: its own bytes when it was
+    /// gathered [`packed`](crate::DataLoaderBuilder::packed), a copy
+    /// otherwise (see [`RaggedLayout::packed_values`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column.
+    pub fn packed_values(&self) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
+        self.ragged_layout()?.packed_values(self.bytes())
+    }
+
     /// The staged buffer, by reference (e.g. to check its type with
     /// [`StagedBuffer::as_any`]).
     pub fn buffer(&self) -> &dyn StagedBuffer {

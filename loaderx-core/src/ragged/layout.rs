@@ -1,6 +1,8 @@
 //! [`RaggedLayout`]: where each record of a gathered batch lies in its
 //! buffer, and its checked constructor.
 
+use std::borrow::Cow;
+
 use crate::dtype::DType;
 use crate::error::Error;
 use crate::host::{HostArray, PackedRagged, PadValue, Padded, pad_records};
@@ -194,6 +196,41 @@ impl RaggedLayout {
     pub fn packed(&self, dtype: DType, bytes: &[u8]) -> Result<PackedRagged, Error> {
         let total = self.packed_bytes();
         let mut values = crate::host::AlignedBuf::zeroed(total)?;
+        self.copy_packed(bytes, values.as_bytes_mut())?;
+        let elements = total / dtype.size().max(1);
+        Ok(PackedRagged {
+            values: HostArray::try_new(dtype, vec![elements], values)?,
+            cu_seqlens: self.cu_seqlens_array(dtype)?,
+            shapes: self.shapes_array()?,
+        })
+    }
+
+    /// The records' elements in `bytes` (the buffer this layout describes)
+    /// end to end: `bytes`' own first [`packed_bytes`](Self::packed_bytes)
+    /// when the layout [`is_packed`](Self::is_packed), a copy otherwise.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// for a `bytes` shorter than the layout's buffer.
+    pub fn packed_values<'a>(&self, bytes: &'a [u8]) -> Result<Cow<'a, [u8]>, Error> {
+        let total = self.packed_bytes();
+        if self.is_packed() {
+            return bytes.get(..total).map(Cow::Borrowed).ok_or_else(|| {
+                Error::invalid(format!(
+                    "the layout needs {total} bytes, the buffer has {}",
+                    bytes.len()
+                ))
+            });
+        }
+        let mut values = vec![0u8; total];
+        self.copy_packed(bytes, &mut values)?;
+        Ok(Cow::Owned(values))
+    }
+
+    /// Copies every record's elements in `bytes` end to end into `dst`
+    /// ([`packed_bytes`](Self::packed_bytes) long).
+    fn copy_packed(&self, bytes: &[u8], dst: &mut [u8]) -> Result<(), Error> {
         let mut at = 0;
         for i in 0..self.len() {
             let range = self.byte_range(i);
@@ -203,15 +240,10 @@ impl RaggedLayout {
                     bytes.len()
                 ))
             })?;
-            values.as_bytes_mut()[at..at + src.len()].copy_from_slice(src);
+            dst[at..at + src.len()].copy_from_slice(src);
             at += src.len();
         }
-        let elements = total / dtype.size().max(1);
-        Ok(PackedRagged {
-            values: HostArray::try_new(dtype, vec![elements], values)?,
-            cu_seqlens: self.cu_seqlens_array(dtype)?,
-            shapes: self.shapes_array()?,
-        })
+        Ok(())
     }
 
     /// [`cu_seqlens`](Self::cu_seqlens) of `dtype`'s elements as an `i32`
