@@ -67,7 +67,7 @@ pub enum Child {
     /// Internal: one loader contender in its own process.
     #[command(hide = true)]
     LoaderChild {
-        /// `ours` or `burn`.
+        /// `ours`, `ours-packed` (Ragged streams gathered packed) or `burn`.
         which: String,
         /// The Dense store to load.
         store: PathBuf,

@@ -18,8 +18,7 @@ use burn::data::dataloader::DataLoaderBuilder;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataset::InMemDataset;
 use burn::tensor::Device;
-use loaderx_core::SamplerMode;
-use loaderx_core::{DataLoader, DynDense};
+use loaderx_core::{DataLoader, SamplerMode, Store};
 use serde_json::json;
 
 use crate::stores::Result;
@@ -159,27 +158,41 @@ where
 /// Untimed batches before a loader's clock starts.
 const WARMUP: usize = 5;
 
-/// Every record of a Dense store, one `Vec` each (burn's in-memory items).
-fn records_of(store: &DynDense) -> Result<Vec<Vec<u8>>> {
-    let rb = store.record_bytes();
-    let all = store.gather_bytes(&(0..store.len()).collect::<Vec<_>>())?;
-    Ok(all.chunks_exact(rb).map(<[u8]>::to_vec).collect())
+/// Every record of a store, one `Vec` each (burn's in-memory items).
+fn records_of(store: &Store) -> Result<Vec<Vec<u8>>> {
+    let all: Vec<u64> = (0..store.len()).collect();
+    Ok(match store {
+        Store::Dense(d) => {
+            let rb = d.record_bytes();
+            let bytes = d.gather_bytes(&all)?;
+            bytes.chunks_exact(rb).map(<[u8]>::to_vec).collect()
+        }
+        Store::Ragged(r) => {
+            let batch = r.gather(&all)?;
+            (0..batch.len()).map(|k| batch.bytes(k).to_vec()).collect()
+        }
+    })
 }
 
-/// Runs in the child: contender `which` (`ours` or `burn`) over the Dense
-/// store at `store` (and `label`, a second stream); prints one JSON line.
+/// Runs in the child: contender `which` (`ours`, `ours-packed`: Ragged
+/// streams gathered packed, or `burn`) over the store at `store` (and
+/// `label`, a second stream); prints one JSON line.
 pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -> Result<()> {
     let rss = RssSampler::start();
     let mut gather_us = None;
     let (batches, seconds) = match which {
-        "ours" => {
-            let x = DynDense::open(store)?;
-            let expect = c.batch * x.record_bytes();
+        "ours" | "ours-packed" => {
+            let x = Store::open(store)?;
+            // A Dense batch's exact size; any Ragged batch holds more than 0.
+            let expect = match &x {
+                Store::Dense(d) => c.batch * d.record_bytes(),
+                Store::Ragged(_) => 0,
+            };
             let mut streams = vec![x];
             if let Some(label) = label {
-                streams.push(DynDense::open(label)?);
+                streams.push(Store::open(label)?);
             }
-            gather_us = Some(gather_only(&streams, c));
+            gather_us = Some(gather_only(&streams, which == "ours-packed", c));
             let mut builder = DataLoader::builder();
             for (k, s) in streams.into_iter().enumerate() {
                 builder = builder.stream(if k == 0 { "x" } else { "y" }, s);
@@ -190,6 +203,7 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
                 .seed(7)
                 .workers(c.workers)
                 .prefetch(c.prefetch)
+                .packed(which == "ours-packed")
                 .build()?;
             let mut take = || -> Result<usize> {
                 let batch = loader.next().ok_or("loader ended")??;
@@ -197,8 +211,9 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
                 Ok(std::hint::black_box(column.bytes()).len())
             };
             for _ in 0..WARMUP {
-                if take()? != expect {
-                    return Err("short batch".into());
+                let got = take()?;
+                if got == 0 || (expect > 0 && got != expect) {
+                    return Err(format!("a batch of {got} bytes, want {expect}").into());
                 }
             }
             let started = Instant::now();
@@ -210,11 +225,11 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
             (n, started.elapsed().as_secs_f64())
         }
         "burn" => {
-            let images = records_of(&DynDense::open(store)?)?;
+            let images = records_of(&Store::open(store)?)?;
             match label {
                 None => time_burn(images, Concat, c),
                 Some(label) => {
-                    let labels = records_of(&DynDense::open(label)?)?;
+                    let labels = records_of(&Store::open(label)?)?;
                     time_burn(images.into_iter().zip(labels).collect(), ConcatPairs, c)
                 }
             }
@@ -235,13 +250,11 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
 }
 
 /// Microseconds one thread takes to gather a batch of every stream at the
-/// same IID indices into buffers it reuses: the gathers alone, no loader.
-fn gather_only(streams: &[DynDense], c: LoaderConfig) -> f64 {
+/// same IID indices into buffers it reuses (Ragged ones in segments, or
+/// packed): the gathers alone, no loader.
+fn gather_only(streams: &[Store], packed: bool, c: LoaderConfig) -> f64 {
     let n = streams.first().map_or(0, |s| s.len() as usize);
-    let mut bufs: Vec<Vec<u8>> = streams
-        .iter()
-        .map(|s| vec![0u8; c.batch * s.record_bytes()])
-        .collect();
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); streams.len()];
     let stats = crate::timing::time_gather(
         n,
         c.batch,
@@ -249,7 +262,26 @@ fn gather_only(streams: &[DynDense], c: LoaderConfig) -> f64 {
         c.min / 4,
         |idx| {
             for (s, buf) in streams.iter().zip(bufs.iter_mut()) {
-                std::hint::black_box(s.gather_into(idx, buf).is_ok());
+                let ok = match s {
+                    Store::Dense(d) => {
+                        buf.resize(c.batch * d.record_bytes(), 0);
+                        d.gather_into(idx, buf).is_ok()
+                    }
+                    Store::Ragged(r) => r.plan_gather(idx).is_ok_and(|plan| {
+                        let len = if packed {
+                            plan.packed_len()
+                        } else {
+                            plan.len()
+                        };
+                        buf.resize(len, 0);
+                        if packed {
+                            r.gather_planned_packed(&plan, buf).is_ok()
+                        } else {
+                            r.gather_planned(&plan, buf).is_ok()
+                        }
+                    }),
+                };
+                std::hint::black_box(ok);
             }
         },
         |_| 0,
@@ -347,25 +379,6 @@ pub fn run_python_release(
     store: &Path,
     c: LoaderConfig,
 ) -> Result<LoaderRun> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/peer_2_8_19.py");
-    let out = std::process::Command::new(python)
-        .env("PYTHONPATH", releases.join(release))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .arg(script)
-        .args(loader_args(store, None, c))
-        .output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "peer_2_8_19.py loader failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let line = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .map(str::to_owned)
-        .ok_or("peer_2_8_19.py loader printed nothing")?;
-    parse(&serde_json::from_str(&line)?)
+    let out = crate::python::run_release(python, releases, release, &loader_args(store, None, c))?;
+    parse(out.first().ok_or("peer_2_8_19.py loader printed nothing")?)
 }

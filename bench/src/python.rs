@@ -1,6 +1,8 @@
-//! The Python loaderx 2.4.6 peer: `bench/python/peers.py`, run as a child
-//! process with the interpreter from `--python` / `LOADERX_PYTHON`; each
-//! result is one JSON object on its stdout.
+//! The Python loaderx peers: `bench/python/peers.py` (2.4.6, importable
+//! by the interpreter from `--python` / `LOADERX_PYTHON`) and
+//! `bench/python/peer_2_8_19.py` (2.8.19, from a release folder of
+//! `--py-releases` on `PYTHONPATH`), run as child processes; each result is
+//! one JSON object on its stdout.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,10 +18,35 @@ pub fn script() -> PathBuf {
 
 /// Runs `peers.py args...` with `python`; every JSON line it printed.
 pub fn run(python: &Path, args: &[String]) -> Result<Vec<Value>> {
-    let out = Command::new(python).arg(script()).args(args).output()?;
+    run_script(Command::new(python).arg(script()), "peers.py", args)
+}
+
+/// True when `releases` holds an install of Python loaderx `release`.
+pub fn has_release(releases: &Path, release: &str) -> bool {
+    releases.join(release).join("loaderx").is_dir()
+}
+
+/// Runs `peer_2_8_19.py args...` with `python` and loaderx `release` from
+/// `releases` first on `PYTHONPATH`; every JSON line it printed.
+pub fn run_release(
+    python: &Path,
+    releases: &Path,
+    release: &str,
+    args: &[String],
+) -> Result<Vec<Value>> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/peer_2_8_19.py");
+    let mut cmd = Command::new(python);
+    cmd.env("PYTHONPATH", releases.join(release))
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .arg(script);
+    run_script(&mut cmd, "peer_2_8_19.py", args)
+}
+
+fn run_script(cmd: &mut Command, name: &str, args: &[String]) -> Result<Vec<Value>> {
+    let out = cmd.args(args).output()?;
     if !out.status.success() {
         return Err(format!(
-            "peers.py {} failed ({}): {}",
+            "{name} {} failed ({}): {}",
             args.join(" "),
             out.status,
             String::from_utf8_lossy(&out.stderr)

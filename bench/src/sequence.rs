@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loaderx_core::SamplerMode;
-use loaderx_core::host::PadValue;
+use loaderx_core::adapter::PadValue;
 use loaderx_core::sequence::{LengthIndex, PackOptions};
 use loaderx_core::{DataLoader, DynRagged};
 use rayon::prelude::*;

@@ -41,6 +41,11 @@ enum RowKind {
     /// The flat file: the raw write reference and the mmap fancy index.
     Flat,
     Python,
+    /// Python loaderx 2.8.19 over a store of its generation.
+    Python2819,
+    /// Ours over a 2.8.19-generation store, Ragged records packed (2.8.19's
+    /// `RaggedBatch` layout).
+    OursPacked,
     NumpyMmap,
     Other,
 }
@@ -131,9 +136,12 @@ fn measure(
     })
 }
 
-/// Python loaderx on the same source (and NumPy mmap fancy indexing, raw Dense).
+/// Python loaderx on the same source (and NumPy mmap fancy indexing, raw
+/// Dense): 2.4.6, or with `releases` the 2.8.19 install there.
+#[allow(clippy::too_many_arguments)]
 fn python_rows(
     py: &Path,
+    releases: Option<&Path>,
     w: &Workload,
     src: &Path,
     codec: Codec,
@@ -162,7 +170,15 @@ fn python_rows(
         args.extend(["--dict".into(), dict.display().to_string()]);
     }
     settle_page_cache();
-    let results = crate::python::run(py, &args)?;
+    let results = match releases {
+        Some(releases) => crate::python::run_release(py, releases, "2.8.19", &args)?,
+        None => crate::python::run(py, &args)?,
+    };
+    let release = if releases.is_some() {
+        "2.8.19"
+    } else {
+        "2.4.6"
+    };
     let _ = std::fs::remove_dir_all(out);
     let mut rows = Vec::new();
     for v in results {
@@ -177,13 +193,15 @@ fn python_rows(
         rows.push(Row {
             name: if numpy {
                 "NumPy mmap fancy index (Python)".into()
+            } else if w.dense.is_none() && releases.is_some() {
+                format!("Python loaderx {release} {codec} (RaggedBatch)")
             } else {
-                format!("Python loaderx 2.4.6 {codec}")
+                format!("Python loaderx {release} {codec}")
             },
-            kind: if numpy {
-                RowKind::NumpyMmap
-            } else {
-                RowKind::Python
+            kind: match (numpy, releases) {
+                (true, _) => RowKind::NumpyMmap,
+                (false, None) => RowKind::Python,
+                (false, Some(_)) => RowKind::Python2819,
             },
             write_s: if numpy {
                 None
@@ -247,7 +265,12 @@ fn store_workload(
         "gather vs limit>",
         "write vs limit>",
         "gather vs Python>",
+        "gather vs Py 2.8.19>",
     ]);
+    let releases = match (&args.python, &args.py_releases) {
+        (Some(_), Some(r)) if crate::python::has_release(r, "2.8.19") => Some(r.as_path()),
+        _ => None,
+    };
     for codec in CODECS {
         let d = (codec == Codec::ZstdDict).then(|| dict.clone());
         let sub = |name: &str| dir.join(format!("{codec}_{name}"));
@@ -330,15 +353,42 @@ fn store_workload(
                 bar,
             )?);
         }
+        if w.dense.is_none() && releases.is_some() {
+            // Ragged records packed from a 2.8.19 store: what 2.8.19's
+            // gather returns, like for like.
+            rows.push(measure(
+                Box::new(Zrecord::new(codec, d.clone()).as_2_8_19_packed()),
+                RowKind::OursPacked,
+                w,
+                &sub("zrecord_2819"),
+                min,
+                true,
+                bar,
+            )?);
+        }
         if let Some(py) = &args.python {
             bar.set_message(format!("{}: Python loaderx {codec}", w.key));
             rows.extend(python_rows(
                 py,
+                None,
                 w,
                 &src,
                 codec,
                 &dict_file,
                 &sub("python"),
+                min,
+            )?);
+        }
+        if let (Some(py), Some(releases)) = (&args.python, releases) {
+            bar.set_message(format!("{}: Python loaderx 2.8.19 {codec}", w.key));
+            rows.extend(python_rows(
+                py,
+                Some(releases),
+                w,
+                &src,
+                codec,
+                &dict_file,
+                &sub("python_2819"),
                 min,
             )?);
         }
@@ -351,11 +401,15 @@ fn store_workload(
             limit
         };
         let python = find(&rows, RowKind::Python);
+        let python_2819 = find(&rows, RowKind::Python2819);
         for r in &rows {
             let g = r.gather;
             table.row(vec![
                 codec.to_string(),
-                if matches!(r.kind, RowKind::Ours | RowKind::OursSynced) {
+                if matches!(
+                    r.kind,
+                    RowKind::Ours | RowKind::OursSynced | RowKind::OursPacked
+                ) {
                     format!("**{}**", r.name)
                 } else {
                     r.name.clone()
@@ -372,6 +426,7 @@ fn store_workload(
                     write_ref.and_then(|x| x.write_mib_s(w.bytes())),
                 ),
                 ratio(g.map(|g| g.mib_s()), gather_mib(python)),
+                ratio(g.map(|g| g.mib_s()), gather_mib(python_2819)),
             ]);
         }
 
@@ -432,6 +487,21 @@ fn store_workload(
                 ),
             ],
         };
+        let mut checks = checks;
+        if python_2819.is_some() && codec == Codec::Raw {
+            checks.push((
+                format!("({key}) raw gather vs Python loaderx 2.8.19"),
+                1.0,
+                ratio_of(g, gather_mib(python_2819)),
+            ));
+            if let Some(packed) = find(&rows, RowKind::OursPacked) {
+                checks.push((
+                    format!("({key}) raw packed gather vs Python loaderx 2.8.19 RaggedBatch"),
+                    1.0,
+                    ratio_of(gather_mib(Some(packed)), gather_mib(python_2819)),
+                ));
+            }
+        }
         targets.extend(checks.into_iter().map(|(what, wanted, measured)| Target {
             what,
             wanted,
@@ -464,7 +534,12 @@ fn small_section(
         "vs NumPy mmap>",
         "vs flat-file loop>",
         "vs Python>",
+        "vs Py 2.8.19>",
     ]);
+    let releases = match (&args.python, &args.py_releases) {
+        (Some(_), Some(r)) if crate::python::has_release(r, "2.8.19") => Some(r.as_path()),
+        _ => None,
+    };
     let mut title = String::new();
     for width in workload::SMALL_WIDTHS {
         let w = workload::small(width, scale);
@@ -495,6 +570,7 @@ fn small_section(
             crate::python::write_source(&w, &src)?;
             rows.extend(python_rows(
                 py,
+                None,
                 &w,
                 &src,
                 Codec::Raw,
@@ -502,10 +578,24 @@ fn small_section(
                 &sub("python"),
                 min,
             )?);
+            if let Some(releases) = releases {
+                bar.set_message(format!("{}: Python loaderx 2.8.19", w.key));
+                rows.extend(python_rows(
+                    py,
+                    Some(releases),
+                    &w,
+                    &src,
+                    Codec::Raw,
+                    &src,
+                    &sub("python_2819"),
+                    min,
+                )?);
+            }
         }
         let numpy = gather_mib(find(&rows, RowKind::NumpyMmap));
         let flat = gather_mib(find(&rows, RowKind::Flat));
         let python = gather_mib(find(&rows, RowKind::Python));
+        let python_2819 = gather_mib(find(&rows, RowKind::Python2819));
         for r in &rows {
             let g = r.gather;
             let mib = g.map(|g| g.mib_s());
@@ -523,6 +613,7 @@ fn small_section(
                 ratio(mib, numpy),
                 ratio(mib, flat),
                 ratio(mib, python),
+                ratio(mib, python_2819),
             ]);
         }
         let g = gather_mib(rows.first());
@@ -538,6 +629,13 @@ fn small_section(
             wanted: 0.8,
             measured: ratio_of(g, flat),
         });
+        if python_2819.is_some() {
+            targets.push(Target {
+                what: format!("({key}) raw gather vs Python loaderx 2.8.19"),
+                wanted: 1.0,
+                measured: ratio_of(g, python_2819),
+            });
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     let open = open_costs(scale, root, bar)?;
@@ -748,7 +846,7 @@ fn loader_section(
         "vs Python>",
         "vs burn>",
     ]);
-    for key in ["a", "b"] {
+    for key in ["a", "b", "d"] {
         let w = workload::build(key, images, scale);
         let c = LoaderConfig {
             batch: w.batch,
@@ -756,7 +854,11 @@ fn loader_section(
             prefetch: 4,
             min,
         };
-        let batch_bytes = w.batch * w.range(0).len();
+        // The largest batch: a Ragged record's segment also holds its
+        // dimensions and up to 8 bytes of alignment.
+        let ragged_extra = if w.dense.is_some() { 0 } else { 8 * w.ndim + 8 };
+        let largest = (0..w.len()).map(|i| w.range(i).len()).max().unwrap_or(0);
+        let batch_bytes = w.batch * (largest + ragged_extra);
         let bound = ((c.workers + c.prefetch + 2) * batch_bytes + (64 << 20)) as f64 / MIB;
         let mut burn: Option<LoaderRun> = None;
         for codec in [Codec::Raw, Codec::Zstd] {
@@ -767,6 +869,13 @@ fn loader_section(
             let store = z.path().to_path_buf();
             bar.set_message(format!("loader ({key}) {codec}: loaderx-rs"));
             let ours = crate::loader::run_child("ours", &store, None, c)?;
+            // Ragged streams gathered packed, as 2.8.19's Loader delivers them.
+            let packed = if w.dense.is_none() {
+                bar.set_message(format!("loader ({key}) {codec}: loaderx-rs packed"));
+                Some(crate::loader::run_child("ours-packed", &store, None, c)?)
+            } else {
+                None
+            };
             // The same loader with no workers: every step made in the
             // consumer's `next` (no thread hand-over, nothing made ahead).
             bar.set_message(format!("loader ({key}) {codec}: loaderx-rs workers(0)"));
@@ -795,7 +904,7 @@ fn loader_section(
             // generation (the Dense payload migrated as it is), threaded and
             // synchronous.
             let python_2819 = match (&args.python, &args.py_releases) {
-                (Some(py), Some(releases)) if releases.join("2.8.19/loaderx").is_dir() => {
+                (Some(py), Some(releases)) if crate::python::has_release(releases, "2.8.19") => {
                     bar.set_message(format!("loader ({key}) {codec}: Python loaderx 2.8.19"));
                     let migrated = dir.join("zrecord_2819");
                     loaderx_core::migrate(&store, &migrated, loaderx_core::Generation::V2_8_19)?;
@@ -837,6 +946,9 @@ fn loader_section(
                 ]);
             };
             add("loaderx-rs DataLoader", &ours, true);
+            if let Some(p) = &packed {
+                add("loaderx-rs DataLoader, packed(true)", p, true);
+            }
             add(
                 "loaderx-rs DataLoader, workers(0): synchronous",
                 &sync,

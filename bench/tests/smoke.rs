@@ -50,10 +50,17 @@ fn quick_run_prints_every_table() {
     }
     // With LOADERX_PY_RELEASES too, Python loaderx 2.8.19's own Loader.
     if python && std::env::var_os("LOADERX_PY_RELEASES").is_some() {
-        assert!(
-            stdout.contains("Python loaderx 2.8.19 Loader, workers=0"),
-            "{stdout}"
-        );
+        for needle in [
+            "Python loaderx 2.8.19 Loader, workers=0",
+            "Python loaderx 2.8.19 zstd_dict",
+            "Python loaderx 2.8.19 raw (RaggedBatch)",
+            "loaderx-rs zrecord raw, 2.8.19 store, packed",
+            "loaderx-rs DataLoader, packed(true)",
+            "(d) raw gather vs Python loaderx 2.8.19",
+            "loader (d) zstd vs Python loaderx 2.8.19",
+        ] {
+            assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
+        }
     }
     // Everything it wrote is gone again.
     let left: Vec<_> = std::fs::read_dir(dir.path())

@@ -102,7 +102,7 @@ fn ragged(r: &DynRagged, indices: &[u64]) {
         let elements: usize = batch.shape(i).iter().product();
         assert_eq!(batch.bytes(i).len(), elements * size);
     }
-    if let Ok(padded) = batch.pad(loaderx_core::host::PadValue::ZERO) {
+    if let Ok(padded) = batch.pad(loaderx_core::adapter::PadValue::ZERO) {
         let elements: usize = padded.values.shape().iter().product();
         assert_eq!(padded.values.bytes().len(), elements * size);
         assert_eq!(padded.mask.bytes().len(), elements);

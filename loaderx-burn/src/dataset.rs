@@ -7,7 +7,7 @@ use std::sync::Arc;
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Device, Tensor};
-use loaderx_core::host::{AlignedBuf, HostArray};
+use loaderx_core::adapter::{AlignedBuf, HostArray};
 use loaderx_core::ndarray::ArrayViewD;
 use loaderx_core::{Column, DType, Element, Store, StoreKind, Stream};
 

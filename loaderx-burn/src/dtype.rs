@@ -1,6 +1,6 @@
 use burn::tensor::kind::{Basic, Kind, TensorKind};
 use burn::tensor::{BoolStore, DType as BurnDType, Device, IntDType, Tensor, TensorData};
-use loaderx_core::host::check_values;
+use loaderx_core::adapter::check_values;
 use loaderx_core::{DType, ErrorKind};
 
 use crate::error::{Error, Result};

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
-use loaderx_core::host::{PadValue, Padded as HostPadded};
+use loaderx_core::adapter::{PadValue, Padded as HostPadded};
 use loaderx_core::ndarray::ArrayViewD;
 use loaderx_core::{Batch, Column};
 use loaderx_core::{DType, Element, StoreKind};
@@ -287,7 +287,7 @@ impl HostBatch {
     /// and variable-length kernels take it: `values` 1-D of kind `K` (every
     /// record's elements end to end), `cu_seqlens` `Int` (records + 1
     /// offsets, in elements) and `shapes` `(B, ndim)` `Int`. A loader built
-    /// with [`packed`](crate::BurnDataLoaderBuilder::packed) gathers the
+    /// with [`packed`](loaderx_core::DataLoaderBuilder::packed) gathers the
     /// values that way, so they are copied into burn once, as a Dense
     /// stream is; otherwise they are packed first.
     ///
@@ -343,14 +343,14 @@ impl std::fmt::Debug for HostBatch {
 /// `values` 1-D of kind `K`, `cu_seqlens` `Int` (records + 1 offsets, in
 /// elements), `shapes` `(B, ndim)` `Int`.
 pub type PackedRagged<K = Float> =
-    loaderx_core::host::PackedRagged<Tensor<1, K>, Tensor<1, Int>, Tensor<2, Int>>;
+    loaderx_core::adapter::PackedRagged<Tensor<1, K>, Tensor<1, Int>, Tensor<2, Int>>;
 
 /// A padded stream as burn tensors: `values` `(B, max_0, ..., max_{ndim-1})`
 /// of kind `K`, zeros past each record's extent; `lengths` `(B, ndim)`, each
 /// record's own shape; `mask` of `values`' shape, true inside a record and
 /// false in padding.
 pub type Padded<const D: usize, K = Float> =
-    loaderx_core::host::Padded<Tensor<D, K>, Tensor<2, Int>, Tensor<D, Bool>>;
+    loaderx_core::adapter::Padded<Tensor<D, K>, Tensor<2, Int>, Tensor<D, Bool>>;
 
 fn stack_column(records: &[Record], k: usize) -> HostColumn {
     let first = &records[0].fields[k];

@@ -24,7 +24,7 @@
 //! ```
 //! use burn::data::dataloader::DataLoader;
 //! use burn::tensor::{Device, Int, Tensor};
-//! use loaderx_burn::{BurnDataLoader, ZrecordDataset};
+//! use loaderx_burn::{BurnDataLoader, BurnLoaderExt, ZrecordDataset};
 //! use loaderx_core::{Codec, DenseWriter, RaggedWriter};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -41,7 +41,7 @@
 //! let train = BurnDataLoader::builder()
 //!     .dataset(&ZrecordDataset::open_dir(dir.path())?)
 //!     .batch_size(4)
-//!     .build(&Device::flex(), |b| {
+//!     .build_burn(&Device::flex(), |b| {
 //!         let tokens = b.padded::<2, Int>("tokens")?;     // (4, max_len), lengths, mask
 //!         Ok::<_, loaderx_burn::Error>(Example {
 //!             image: b.float::<3>("image")? / 255.0,
@@ -80,6 +80,7 @@ pub use dataset::{Field, MappedDataset, Record, ZrecordDataset, ZrecordDatasetBu
 pub use dtype::{burn_dtype, holds, natural_kind};
 pub use error::{BoxError, Error, Result};
 pub use host::{HostBatch, PackedRagged, Padded};
-pub use loader::{BurnDataLoader, BurnDataLoaderBuilder, LoaderStats};
+pub use loader::{BurnDataLoader, BurnLoaderExt};
+pub use loaderx_core::adapter::EpochStats;
 pub use staging::{StagingStats, staging_stats};
 pub use tensors::TensorBatch;

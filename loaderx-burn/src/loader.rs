@@ -1,5 +1,6 @@
-//! burn's [`DataLoader`] trait implemented directly on the loaderx DataLoader:
-//! a wrapper of core's builder, burn's epochs mapped onto core's passes.
+//! burn's [`DataLoader`] trait implemented directly on the loaderx DataLoader,
+//! built from core's builder ([`BurnLoaderExt`]), burn's epochs mapped onto
+//! core's passes.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -8,118 +9,28 @@ use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::DatasetError;
 use burn::tensor::Device;
-use loaderx_core::{EpochIter, EpochLoader, Sampler, SamplerMode, Stream};
+use loaderx_core::Sampler;
+use loaderx_core::adapter::{EpochIter, EpochLoader};
 
 use crate::dataset::{MappedDataset, ZrecordDataset};
 use crate::error::{BoxError, Error, Result};
 use crate::host::HostBatch;
 use crate::tensors::TensorBatch;
 
-/// What a [`BurnDataLoader`] (and every loader derived from it by
-/// `to_device` or `slice`) delivered so far: core's
-/// [`EpochStats`](loaderx_core::EpochStats).
-pub use loaderx_core::EpochStats as LoaderStats;
+use loaderx_core::adapter::EpochStats;
 
-/// Configures a [`BurnDataLoader`]: core's
-/// [`DataLoaderBuilder`](loaderx_core::DataLoaderBuilder), whose settings and
-/// defaults it forwards to (batch 256, `Cyclic` sampling with seed 42, up to
-/// 4 workers, prefetch 2, every batch full), plus where the first epoch starts.
-#[must_use]
-#[derive(Default)]
-pub struct BurnDataLoaderBuilder {
-    core: loaderx_core::DataLoaderBuilder,
-    start_epoch: u64,
-}
-
-impl BurnDataLoaderBuilder {
-    fn with(
-        mut self,
-        f: impl FnOnce(loaderx_core::DataLoaderBuilder) -> loaderx_core::DataLoaderBuilder,
-    ) -> Self {
-        self.core = f(self.core);
-        self
-    }
-
-    /// Adds a named stream; every stream must hold the same number of records.
-    pub fn stream(self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
-        self.with(|c| c.stream(name, stream))
-    }
-
+/// burn's loaders built from core's
+/// [`DataLoaderBuilder`](loaderx_core::DataLoaderBuilder), the same shape as
+/// candle's `build_candle` and tch's `build_tch`: every core option
+/// (`pack`, `lengths`, `mode(TokenBudget)`, `sampler`, `staging`,
+/// `packed`, `epochs`, `drop_last`, `shard`, `start_step`...) applies to
+/// burn's loader as it is, with no forwarding. burn's own options are set
+/// on the built loader: [`BurnDataLoader::start_epoch`] and
+/// [`BurnDataLoader::split_batches`].
+pub trait BurnLoaderExt: Sized {
     /// Adds every stream of `dataset`.
-    pub fn dataset(mut self, dataset: &ZrecordDataset) -> Self {
-        for (name, stream) in dataset.streams() {
-            self.core = self.core.stream(name, stream.clone());
-        }
-        self
-    }
-
-    /// Gathers Ragged streams packed (default: false), their records'
-    /// elements end to end, so that [`HostBatch::packed`](crate::HostBatch::packed)
-    /// takes the values as they were gathered (see
-    /// [`DataLoaderBuilder::packed`](loaderx_core::DataLoaderBuilder::packed)).
-    pub fn packed(self, packed: bool) -> Self {
-        self.with(|c| c.packed(packed))
-    }
-
-    /// Records per batch (default 256).
-    pub fn batch_size(self, batch_size: usize) -> Self {
-        self.with(|c| c.batch_size(batch_size))
-    }
-
-    /// Sampling mode (default `Cyclic`: every epoch a fresh permutation, no
-    /// record twice; `Sequential` reads in store order, for evaluation).
-    pub fn mode(self, mode: SamplerMode) -> Self {
-        self.with(|c| c.mode(mode))
-    }
-
-    /// Sampler seed (default 42).
-    pub fn seed(self, seed: u64) -> Self {
-        self.with(|c| c.seed(seed))
-    }
-
-    /// Worker threads gathering and mapping batches (default: up to 4; 0:
-    /// synchronous, each batch made in the caller's thread, see
-    /// [`DataLoaderBuilder::workers`](loaderx_core::DataLoaderBuilder::workers)).
-    pub fn workers(self, workers: usize) -> Self {
-        self.with(|c| c.workers(workers))
-    }
-
-    /// Extra finished batches allowed to wait for the consumer (default 2).
-    pub fn prefetch(self, prefetch: usize) -> Self {
-        self.with(|c| c.prefetch(prefetch))
-    }
-
-    /// Reads only rank `rank`'s share of every step (multi-host training);
-    /// see core's [sharding rule](loaderx_core::Sampler#multi-host-sharding).
-    pub fn shard(self, rank: usize, world_size: usize) -> Self {
-        self.with(|c| c.shard(rank, world_size))
-    }
-
-    /// `true` (the default): every batch is full, and the records left over
-    /// at the end of a pass are not read in that epoch. `false`: every epoch
-    /// delivers **every record exactly once**, the last batch of the epoch
-    /// possibly partial; refused with `Iid` sampling. A validation loader
-    /// under burn's `Learner` is
-    /// `.mode(SamplerMode::Sequential).drop_last(false)`. See core's
-    /// [passes](loaderx_core::Sampler#passes-epochs-and-the-last-batch).
-    pub fn drop_last(self, drop_last: bool) -> Self {
-        self.with(|c| c.drop_last(drop_last))
-    }
-
-    /// The epoch (0-based) the first `iter()` delivers: to resume after `k`
-    /// finished epochs, e.g. with burn's `SupervisedTraining::checkpoint(k)`,
-    /// pass `k`. Adds to [`start_step`](Self::start_step).
-    pub fn start_epoch(mut self, epoch: u64) -> Self {
-        self.start_epoch = epoch;
-        self
-    }
-
-    /// The first step (counted from the start of training) the first
-    /// `iter()` delivers; that iterator ends with its epoch, so a run resumed
-    /// mid-epoch delivers exactly the batches the interrupted one had left.
-    pub fn start_step(self, step: u64) -> Self {
-        self.with(|c| c.start_step(step))
-    }
+    #[must_use]
+    fn dataset(self, dataset: &ZrecordDataset) -> Self;
 
     /// A loader whose batches `map` builds from each [`HostBatch`] on the
     /// loader's worker threads (and on the device burn asks for through
@@ -132,27 +43,19 @@ impl BurnDataLoaderBuilder {
     /// refuses (no stream, streams of different lengths, no worker, fewer
     /// records than one full batch, `drop_last(false)` with `Iid`, a start
     /// step past `u64::MAX`...).
-    pub fn build<O, E, F>(self, device: &Device, map: F) -> Result<BurnDataLoader<O>>
+    fn build_burn<O, E, F>(self, device: &Device, map: F) -> Result<BurnDataLoader<O>>
     where
         O: Send + 'static,
         E: Into<BoxError>,
-        F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static,
-    {
-        let inner = self
-            .core
-            .build_epochs(self.start_epoch, device.clone(), move |b, d| {
-                map(HostBatch::from_batch(b, d)).map_err(Into::into)
-            })?;
-        Ok(BurnDataLoader { inner })
-    }
+        F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static;
 
     /// A loader of [`TensorBatch`]es: every stream as tensors of its natural kind.
     ///
     /// # Errors
     ///
-    /// As [`build`](Self::build).
-    pub fn build_tensors(self, device: &Device) -> Result<BurnDataLoader<TensorBatch>> {
-        self.build(device, |b: HostBatch| Ok::<_, Error>(b.to_tensors()))
+    /// As [`build_burn`](Self::build_burn).
+    fn build_burn_tensors(self, device: &Device) -> Result<BurnDataLoader<TensorBatch>> {
+        self.build_burn(device, |b: HostBatch| Ok::<_, Error>(b.to_tensors()))
     }
 
     /// A loader that feeds your existing burn [`Batcher`]: each batch is
@@ -165,7 +68,7 @@ impl BurnDataLoaderBuilder {
     /// ```
     /// # use burn::data::dataloader::{DataLoader, DataLoaderBuilder, batcher::Batcher};
     /// # use burn::tensor::{Device, Int, Tensor, TensorData};
-    /// # use loaderx_burn::{BurnDataLoader, ZrecordDataset};
+    /// # use loaderx_burn::{BurnDataLoader, BurnLoaderExt, ZrecordDataset};
     /// # use loaderx_core::{Codec, DenseWriter};
     /// # let dir = tempfile::tempdir()?;
     /// # let mut w = DenseWriter::<u8>::create(dir.path().join("label"), &[], Codec::Raw)?;
@@ -188,21 +91,25 @@ impl BurnDataLoaderBuilder {
     ///     .batch_size(4)
     ///     .mode(loaderx_core::SamplerMode::Sequential)
     ///     .drop_last(false)
-    ///     .build_batcher(&Device::flex(), &items, Labels)?;
+    ///     .build_burn_batcher(&Device::flex(), &items, Labels)?;
     /// assert_eq!(after.num_items(), before.num_items());
     /// let sizes: Vec<usize> = after.iter().map(|b| b.map(|t| t.dims()[0])).collect::<Result<_, _>>()?;
     /// assert_eq!(sizes, [4, 4, 2]);
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     ///
-    /// The streams are `items`' own: add none with [`stream`](Self::stream)
-    /// or [`dataset`](Self::dataset). burn's `Batcher::batch` cannot fail;
-    /// a decoding error reaches burn as a [`DatasetError`] ([`Error::Map`]).
+    /// The streams are `items`' own: add none with `stream` or
+    /// [`dataset`](Self::dataset). burn's `Batcher::batch` cannot fail; a
+    /// decoding error reaches burn as a [`DatasetError`] ([`Error::Map`]).
+    /// The path costs what burn's own does: each batch is split into
+    /// per-record items and stacked again by the batcher; a
+    /// [`build_burn`](Self::build_burn) map over the [`HostBatch`] skips
+    /// both.
     ///
     /// # Errors
     ///
-    /// As [`build`](Self::build).
-    pub fn build_batcher<I, O, B>(
+    /// As [`build_burn`](Self::build_burn).
+    fn build_burn_batcher<I, O, B>(
         self,
         device: &Device,
         items: &MappedDataset<I>,
@@ -215,7 +122,7 @@ impl BurnDataLoaderBuilder {
     {
         let decode = items.decoder();
         self.dataset(items.records())
-            .build(device, move |b: HostBatch| -> Result<O> {
+            .build_burn(device, move |b: HostBatch| -> Result<O> {
                 let items = b
                     .to_records()?
                     .into_iter()
@@ -223,6 +130,27 @@ impl BurnDataLoaderBuilder {
                     .collect::<Result<Vec<I>>>()?;
                 Ok(batcher.batch(items, b.device()))
             })
+    }
+}
+
+impl BurnLoaderExt for loaderx_core::DataLoaderBuilder {
+    fn dataset(mut self, dataset: &ZrecordDataset) -> Self {
+        for (name, stream) in dataset.streams() {
+            self = self.stream(name, stream.clone());
+        }
+        self
+    }
+
+    fn build_burn<O, E, F>(self, device: &Device, map: F) -> Result<BurnDataLoader<O>>
+    where
+        O: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static,
+    {
+        let inner = self.build_epochs(0, device.clone(), move |b, d| {
+            map(HostBatch::from_batch(b, d)).map_err(Into::into)
+        })?;
+        Ok(BurnDataLoader { inner, devices: 0 })
     }
 }
 
@@ -236,13 +164,13 @@ impl BurnDataLoaderBuilder {
 ///   With `drop_last(true)` (the default) every batch is full and the
 ///   `len % batch_size` records left over are not read in that epoch (for
 ///   `Cyclic` sampling, which ones changes every epoch); with
-///   [`drop_last(false)`](BurnDataLoaderBuilder::drop_last) every record is
+///   [`drop_last(false)`](loaderx_core::DataLoaderBuilder::drop_last) every record is
 ///   read exactly once per epoch and the last batch may be partial. Each
 ///   `iter()` call delivers the next epoch: the `k`-th call (from 0) yields
 ///   steps `k * steps_per_epoch ..`, exactly what an uninterrupted run
 ///   yields, so a run is reproducible whatever the worker count and resumes
-///   exactly ([`BurnDataLoaderBuilder::start_epoch`],
-///   [`BurnDataLoaderBuilder::start_step`]).
+///   exactly ([`BurnDataLoader::start_epoch`],
+///   [`start_step`](loaderx_core::DataLoaderBuilder::start_step)).
 /// - **burn's contract.** [`num_items`](DataLoader::num_items) is the records
 ///   of the next epoch (the same for every epoch unless batch lengths vary)
 ///   and the iterator's `progress()` counts those of its own;
@@ -257,7 +185,10 @@ impl BurnDataLoaderBuilder {
 ///   each device gets whole batches, never one cut in two; a slice's
 ///   `num_items` counts the records of its batches, so it may differ from
 ///   `end - start` by less than a batch (a slice may even be empty, when
-///   there are more slices than batches).
+///   there are more slices than batches). With
+///   [`split_batches(n)`](BurnDataLoader::split_batches) burn's
+///   split gives each of the `n` devices its placement view of every batch
+///   instead: every device has every step, `batch_size / n` records each.
 /// - **Threads.** As core's: a loader starts its loaderx workers at its
 ///   first batch and keeps them between epochs (the next epoch is
 ///   prefetched while the model validates); errors end the epoch as a
@@ -267,7 +198,7 @@ impl BurnDataLoaderBuilder {
 /// ```
 /// use burn::data::dataloader::DataLoader;
 /// use burn::tensor::{Device, Int, Tensor};
-/// use loaderx_burn::BurnDataLoader;
+/// use loaderx_burn::{BurnDataLoader, BurnLoaderExt};
 /// use loaderx_core::{Codec, Dense, DenseWriter};
 ///
 /// let dir = tempfile::tempdir()?;
@@ -286,7 +217,7 @@ impl BurnDataLoaderBuilder {
 ///     .stream("label", Dense::<u8>::open(dir.path().join("label"))?)
 ///     .batch_size(4)
 ///     .seed(7)
-///     .build(&Device::flex(), |b| {
+///     .build_burn(&Device::flex(), |b| {
 ///         Ok::<_, loaderx_burn::Error>(Example {
 ///             x: b.float::<3>("image")? / 255.0,
 ///             y: b.int::<1>("label")?,
@@ -300,17 +231,64 @@ impl BurnDataLoaderBuilder {
 /// ```
 pub struct BurnDataLoader<O> {
     inner: EpochLoader<O, Device>,
+    /// [`BurnDataLoader::split_batches`]'s devices (0: whole batches).
+    devices: usize,
 }
 
 impl BurnDataLoader<()> {
-    /// A builder with the defaults: batch 256, `Cyclic` sampling with seed
-    /// 42, up to 4 workers, prefetch 2, every batch full, starting at epoch 0.
-    pub fn builder() -> BurnDataLoaderBuilder {
-        BurnDataLoaderBuilder::default()
+    /// Core's builder with its defaults (batch 256, `Cyclic` sampling with
+    /// seed 42, up to 4 workers, prefetch 2, every batch full), which
+    /// [`BurnLoaderExt`] builds burn loaders from.
+    pub fn builder() -> loaderx_core::DataLoaderBuilder {
+        loaderx_core::DataLoaderBuilder::default()
     }
 }
 
 impl<O: Send + 'static> BurnDataLoader<O> {
+    /// Starts at epoch `epoch` (0-based) of training instead of the first:
+    /// to resume after `k` finished epochs, e.g. with burn's
+    /// `SupervisedTraining::checkpoint(k)`, pass `k`. Adds to the builder's
+    /// [`start_step`](loaderx_core::DataLoaderBuilder::start_step), whose
+    /// first `iter()` ends with its epoch, so a run resumed mid-epoch
+    /// delivers exactly the batches the interrupted one had left.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] when the epoch lies past step `u64::MAX`.
+    pub fn start_epoch(self, epoch: u64) -> Result<Self> {
+        Ok(BurnDataLoader {
+            inner: self.inner.skip_epochs(epoch)?,
+            devices: self.devices,
+        })
+    }
+
+    /// Splits every batch over the `devices` devices of burn's multi-device
+    /// training (the `devices` given to burn's learner): when burn splits
+    /// the loader (`split_dataloader`, one [`slice`](DataLoader::slice)
+    /// of `num_items / devices` records per device), device `v`'s loader
+    /// delivers view `v` of every batch, its contiguous `batch_size /
+    /// devices` records ([`EpochLoader::view`], the placement rule candle's
+    /// and tch's `build_*_devices` follow), instead of whole batches. Every
+    /// device then has every step, so data-parallel devices stay in
+    /// lockstep and each step trains on one global batch, whatever the
+    /// record count; resume and `shard` compose with it. Without it burn's
+    /// split hands each device whole batches of one range of the epoch.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Core`] when the batch size (or with `drop_last(false)` the
+    /// last batch of a pass) does not divide by `devices`.
+    pub fn split_batches(self, devices: usize) -> Result<Self> {
+        if devices > 1 {
+            // Refused now rather than when burn splits the loader.
+            self.inner.view(0, devices)?;
+        }
+        Ok(BurnDataLoader {
+            inner: self.inner,
+            devices,
+        })
+    }
+
     /// Sampler steps per epoch (of the whole loader; a slice delivers
     /// [`steps`](Self::steps) of them).
     pub fn steps_per_epoch(&self) -> u64 {
@@ -345,7 +323,7 @@ impl<O: Send + 'static> BurnDataLoader<O> {
     }
 
     /// What this loader and every loader derived from it delivered so far.
-    pub fn stats(&self) -> LoaderStats {
+    pub fn stats(&self) -> EpochStats {
         self.inner.stats()
     }
 }
@@ -353,6 +331,20 @@ impl<O: Send + 'static> BurnDataLoader<O> {
 impl<O> std::fmt::Debug for BurnDataLoader<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("BurnDataLoader").field(&self.inner).finish()
+    }
+}
+
+impl<O: Send + 'static> BurnDataLoader<O> {
+    /// With `split_batches(n)`, the view for the device whose range of
+    /// burn's split starts at or holds position `start`.
+    fn device_view(&self, start: usize) -> Option<EpochLoader<O, Device>> {
+        let n = self.devices;
+        let share = to_usize(self.inner.num_items()) / n.max(1);
+        if n < 2 || share == 0 {
+            return None;
+        }
+        // Checked when built: every batch splits into `n` views.
+        self.inner.view((start / share).min(n - 1), n).ok()
     }
 }
 
@@ -392,13 +384,25 @@ impl<O: Send + 'static> DataLoader<O> for BurnDataLoader<O> {
 
     fn to_device(&self, device: &Device) -> Arc<dyn DataLoader<O>> {
         let inner = self.inner.with_context(device.clone());
-        Arc::new(BurnDataLoader { inner })
+        Arc::new(BurnDataLoader {
+            inner,
+            devices: self.devices,
+        })
     }
 
     /// The batches whose first record lies at positions `start..end` of this
-    /// loader's epoch (whole batches; see the [type docs](BurnDataLoader)).
+    /// loader's epoch (whole batches; see the [type docs](BurnDataLoader));
+    /// with [`split_batches(n)`](BurnDataLoader::split_batches), the
+    /// view of every batch for the device whose share of `0..num_items` in
+    /// `n` equal ranges (burn's split) `start` lies in.
     fn slice(&self, start: usize, end: usize) -> Arc<dyn DataLoader<O>> {
+        if let Some(inner) = self.device_view(start) {
+            return Arc::new(BurnDataLoader { inner, devices: 0 });
+        }
         let inner = self.inner.slice(start as u64, end as u64);
-        Arc::new(BurnDataLoader { inner })
+        Arc::new(BurnDataLoader {
+            inner,
+            devices: self.devices,
+        })
     }
 }

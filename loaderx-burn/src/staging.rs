@@ -16,8 +16,8 @@
 //! not a size, so it cannot hand out an empty pinned buffer to gather into).
 
 use burn::tensor::{AllocationProperty, Device, TensorData};
-use loaderx_core::StagingCounter;
-pub use loaderx_core::StagingStats;
+use loaderx_core::adapter::StagingCounter;
+pub use loaderx_core::adapter::StagingStats;
 
 static UPLOADS: StagingCounter = StagingCounter::new();
 

@@ -15,7 +15,8 @@ use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::kind::Kind;
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
 use loaderx_burn::{
-    BurnDataLoader, Error, HostBatch, RecordBatcher, TensorBatch, TensorBatcher, ZrecordDataset,
+    BurnDataLoader, BurnLoaderExt, Error, HostBatch, RecordBatcher, TensorBatch, TensorBatcher,
+    ZrecordDataset,
 };
 use loaderx_core::{Codec, DType, Dense, DenseWriter, DynDense, RaggedWriter};
 use loaderx_core::{Sampler, SamplerMode};
@@ -275,7 +276,7 @@ fn seen(b: HostBatch) -> Result<Seen, Error> {
     })
 }
 
-fn loader(dir: &Path, batch: usize, workers: usize) -> loaderx_burn::BurnDataLoaderBuilder {
+fn loader(dir: &Path, batch: usize, workers: usize) -> loaderx_core::DataLoaderBuilder {
     BurnDataLoader::builder()
         .stream("x", Dense::<f32>::open(dir.join("x")).unwrap())
         .stream("y", DynDense::open(dir.join("y")).unwrap())
@@ -297,7 +298,7 @@ fn an_epoch_is_one_cycle_of_the_sampler_in_step_order() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let l = loader(dir.path(), 8, 3)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     assert_eq!(l.steps_per_epoch(), 6);
     assert_eq!(l.num_items(), 48);
@@ -343,27 +344,27 @@ fn order_does_not_depend_on_workers_and_resume_is_exact() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let one = loader(dir.path(), 8, 1)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     let reference: Vec<Vec<u64>> = (0..3).map(|_| indices(&epoch(&one))).collect();
     let four = loader(dir.path(), 8, 4)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     for want in &reference {
         assert_eq!(&indices(&epoch(&four)), want);
     }
     // Resume after two epochs.
     let resumed = loader(dir.path(), 8, 2)
-        .start_epoch(2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
+        .and_then(|l| l.start_epoch(2))
         .unwrap();
     assert_eq!(resumed.next_epoch(), 2);
     assert_eq!(indices(&epoch(&resumed)), reference[2]);
     // Resume mid-epoch: the first iter() finishes epoch 1, the next is epoch 2.
     let mid = loader(dir.path(), 8, 2)
-        .start_epoch(1)
         .start_step(2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
+        .and_then(|l| l.start_epoch(1))
         .unwrap();
     let mut it = mid.iter();
     assert_eq!(it.progress().items_processed, 16);
@@ -374,7 +375,7 @@ fn order_does_not_depend_on_workers_and_resume_is_exact() {
     assert_eq!(indices(&epoch(&mid)), reference[2]);
     // An iterator dropped early does not shift the next epoch.
     let early = loader(dir.path(), 8, 2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     assert_eq!(early.iter().take(2).count(), 2);
     assert_eq!(indices(&epoch(&early)), reference[1]);
@@ -385,7 +386,7 @@ fn slices_split_every_epoch_into_whole_batches() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let whole = loader(dir.path(), 8, 2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     // A batch goes to the slice holding its first record.
     let a = whole.slice(0, 13);
@@ -425,7 +426,7 @@ fn burns_split_dataloader_and_to_device_work() {
     write_root(dir.path());
     let whole: Arc<dyn DataLoader<Seen>> = Arc::new(
         loader(dir.path(), 8, 2)
-            .build(&Device::flex(), seen)
+            .build_burn(&Device::flex(), seen)
             .unwrap(),
     );
     let reference = indices(&epoch(&*whole)); // epoch 0
@@ -451,7 +452,7 @@ fn to_device_keeps_the_epoch() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let l = loader(dir.path(), 8, 2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     let first = indices(&epoch(&l));
     let moved = l.to_device(&Device::flex().autodiff());
@@ -469,7 +470,7 @@ fn mapping_errors_reach_burn_and_the_next_epoch_recovers() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let l = loader(dir.path(), 8, 2)
-        .build(&Device::flex(), |b: HostBatch| {
+        .build_burn(&Device::flex(), |b: HostBatch| {
             if b.step() == Some(2) {
                 return Err(Error::Invalid("step two is bad".into()));
             }
@@ -485,7 +486,7 @@ fn mapping_errors_reach_burn_and_the_next_epoch_recovers() {
     assert_eq!(next[0].step, 6);
     // Kind and rank errors come back the same way.
     let l = loader(dir.path(), 8, 1)
-        .build(&Device::flex(), |b: HostBatch| b.int::<2>("x"))
+        .build_burn(&Device::flex(), |b: HostBatch| b.int::<2>("x"))
         .unwrap();
     let e = l.iter().next().unwrap().unwrap_err();
     assert!(e.to_string().contains("cannot hold"), "{e}");
@@ -500,7 +501,7 @@ fn tensor_loader_yields_every_kind_and_pads_ragged_streams() {
         .batch_size(10)
         .mode(SamplerMode::Sequential)
         .workers(2)
-        .build_tensors(&Device::flex())
+        .build_burn_tensors(&Device::flex())
         .unwrap();
     assert_eq!(l.num_items(), N);
     let batches: Vec<TensorBatch> = l.iter().map(|b| b.unwrap()).collect();
@@ -533,7 +534,7 @@ fn host_batch_views_and_padding_helpers() {
         .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
         .batch_size(5)
         .mode(SamplerMode::Sequential)
-        .build(&Device::flex(), |b: HostBatch| {
+        .build_burn(&Device::flex(), |b: HostBatch| {
             assert_eq!(b.kind("tok")?, loaderx_core::StoreKind::Ragged);
             assert_eq!(b.dtype("x")?, DType::F32);
             let x = b.dense::<f32>("x")?;
@@ -760,20 +761,20 @@ fn configuration_errors_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let e = BurnDataLoader::builder()
-        .build(&Device::flex(), |_: HostBatch| Ok::<_, Error>(()))
+        .build_burn(&Device::flex(), |_: HostBatch| Ok::<_, Error>(()))
         .unwrap_err();
     assert!(matches!(e, Error::Core(_)), "{e}");
     assert!(e.to_string().contains("stream"), "{e}");
     let e = loader(dir.path(), 64, 1)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap_err();
     assert!(matches!(e, Error::Core(_)), "{e}");
     // No workers: core's synchronous loader, the same batches as with workers.
     let sync = loader(dir.path(), 8, 0)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     let threaded = loader(dir.path(), 8, 2)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     let (a, b) = (epoch(&sync), epoch(&threaded));
     assert_eq!(indices(&a), indices(&b));
@@ -787,7 +788,7 @@ fn configuration_errors_are_reported() {
         .map(|r| {
             let l = loader(dir.path(), 8, 1)
                 .shard(r, 2)
-                .build(&Device::flex(), seen)
+                .build_burn(&Device::flex(), seen)
                 .unwrap();
             assert_eq!(l.steps_per_epoch(), 3);
             indices(&epoch(&l))
@@ -832,7 +833,7 @@ fn packed_ragged_streams_are_burn_tensors_gathered_or_packed_from_segments() {
             .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
             .batch_size(8)
             .packed(gathered_packed)
-            .build(&device, |b: HostBatch| {
+            .build_burn(&device, |b: HostBatch| {
                 let p = b.packed::<Int>("tok")?;
                 Ok::<_, Error>((b.indices().to_vec(), p))
             })
@@ -865,7 +866,7 @@ fn packed_ragged_streams_are_burn_tensors_gathered_or_packed_from_segments() {
         let loader = BurnDataLoader::builder()
             .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
             .batch_size(8)
-            .build(&device, |b: HostBatch| b.packed::<Float>("x").map(|_| ()))
+            .build_burn(&device, |b: HostBatch| b.packed::<Float>("x").map(|_| ()))
             .unwrap();
         let e = loader.iter().next().unwrap().unwrap_err();
         assert!(e.to_string().contains("column is dense"), "{e}");

@@ -12,7 +12,7 @@ use burn::data::dataloader::split::split_dataloader;
 use burn::data::dataloader::{DataLoader, DataLoaderBuilder};
 use burn::data::dataset::Dataset;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use loaderx_burn::{BurnDataLoader, BurnDataLoaderBuilder, Error, HostBatch, ZrecordDataset};
+use loaderx_burn::{BurnDataLoader, BurnLoaderExt, Error, HostBatch, ZrecordDataset};
 use loaderx_core::SamplerMode;
 use loaderx_core::{Codec, DenseWriter, RaggedWriter};
 
@@ -34,7 +34,7 @@ fn write_root(dir: &Path) {
     w.close().unwrap();
 }
 
-fn builder(dir: &Path, batch: usize, mode: SamplerMode) -> BurnDataLoaderBuilder {
+fn builder(dir: &Path, batch: usize, mode: SamplerMode) -> loaderx_core::DataLoaderBuilder {
     BurnDataLoader::builder()
         .dataset(&ZrecordDataset::open_dir(dir).unwrap())
         .batch_size(batch)
@@ -101,7 +101,7 @@ fn a_finite_epoch_reads_every_record_once_with_a_partial_last_batch() {
         for batch in [1usize, 3, 100, N] {
             let l = builder(dir.path(), batch, mode)
                 .drop_last(false)
-                .build(&Device::flex(), seen)
+                .build_burn(&Device::flex(), seen)
                 .unwrap();
             let steps = N.div_ceil(batch) as u64;
             assert_eq!(l.steps_per_epoch(), steps, "{mode:?} B={batch}");
@@ -126,7 +126,7 @@ fn a_finite_epoch_reads_every_record_once_with_a_partial_last_batch() {
     }
     // drop_last(true): full batches only, the remainder left out, no record twice.
     let l = builder(dir.path(), 100, SamplerMode::Cyclic)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap();
     assert_eq!((l.steps_per_epoch(), l.num_items()), (10, 1000));
     let batches = epoch(&l);
@@ -137,7 +137,7 @@ fn a_finite_epoch_reads_every_record_once_with_a_partial_last_batch() {
     // Iid has no passes.
     let e = builder(dir.path(), 100, SamplerMode::Iid)
         .drop_last(false)
-        .build(&Device::flex(), seen)
+        .build_burn(&Device::flex(), seen)
         .unwrap_err();
     assert!(matches!(e, Error::Core(_)), "{e}");
 }
@@ -153,7 +153,7 @@ fn sharded_finite_epochs_cover_every_record_once_across_ranks() {
             let l = builder(dir.path(), 100, SamplerMode::Cyclic)
                 .shard(rank, world)
                 .drop_last(false)
-                .build(&Device::flex(), seen)
+                .build_burn(&Device::flex(), seen)
                 .unwrap();
             let batches = epoch(&l);
             assert!(batches.iter().all(|b| !b.indices.is_empty()));
@@ -180,18 +180,21 @@ fn resume_mid_epoch_is_bit_identical() {
             .drop_last(false)
             .workers(2)
     };
-    let whole = build().build(&Device::flex(), seen).unwrap();
+    let whole = build().build_burn(&Device::flex(), seen).unwrap();
     let reference: Vec<Vec<Seen>> = (0..3).map(|_| epoch(&whole)).collect();
     // After one finished epoch.
-    let resumed = build().start_epoch(1).build(&Device::flex(), seen).unwrap();
+    let resumed = build()
+        .build_burn(&Device::flex(), seen)
+        .and_then(|l| l.start_epoch(1))
+        .unwrap();
     assert_eq!(epoch(&resumed), reference[1]);
     assert_eq!(epoch(&resumed), reference[2]);
     // Mid-epoch, at the last (partial) batch and just before it.
     for k in [4u64, 10] {
         let mid = build()
-            .start_epoch(1)
             .start_step(k)
-            .build(&Device::flex(), seen)
+            .build_burn(&Device::flex(), seen)
+            .and_then(|l| l.start_epoch(1))
             .unwrap();
         let mut it = mid.iter();
         assert_eq!(it.progress().items_processed, 100 * k as usize);
@@ -202,7 +205,10 @@ fn resume_mid_epoch_is_bit_identical() {
         assert_eq!(epoch(&mid), reference[2]);
     }
     // start_step counts from the start of training: 11 + 3 is epoch 1, step 3.
-    let by_step = build().start_step(14).build(&Device::flex(), seen).unwrap();
+    let by_step = build()
+        .start_step(14)
+        .build_burn(&Device::flex(), seen)
+        .unwrap();
     assert_eq!(by_step.next_epoch(), 1);
     let rest: Vec<Seen> = by_step.iter().map(|b| b.unwrap()).collect();
     assert_eq!(rest, reference[1][3..]);
@@ -220,7 +226,7 @@ fn slices_get_whole_batches_that_concatenate_to_the_epoch() {
         let build = || {
             builder(dir.path(), 100, mode)
                 .drop_last(drop_last)
-                .build(&Device::flex(), seen)
+                .build_burn(&Device::flex(), seen)
                 .unwrap()
         };
         let reference = epoch(&build());
@@ -252,6 +258,60 @@ fn slices_get_whole_batches_that_concatenate_to_the_epoch() {
 }
 
 #[test]
+fn split_batches_give_every_device_its_view_of_every_batch() {
+    // burn's split under the placement rule: each device has every step,
+    // with its contiguous part of the global batch.
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    for (mode, drop_last, batch, devices) in [
+        (SamplerMode::Cyclic, true, 120, 4),
+        (SamplerMode::Sequential, false, 100, 1),
+        (SamplerMode::Iid, true, 90, 3),
+    ] {
+        let build = |split: usize| {
+            builder(dir.path(), batch, mode)
+                .drop_last(drop_last)
+                .build_burn(&Device::flex(), seen)
+                .and_then(|l| l.split_batches(split))
+                .unwrap()
+        };
+        let reference = epoch(&build(0));
+        let whole: Arc<dyn DataLoader<Seen>> = Arc::new(build(devices));
+        let parts = split_dataloader(whole, &vec![Device::flex(); devices]);
+        let epochs: Vec<Vec<Seen>> = parts.iter().map(|p| epoch(&**p)).collect();
+        for (part, batches) in parts.iter().zip(&epochs) {
+            assert_eq!(batches.len(), reference.len(), "{mode:?}: every step");
+            assert_eq!(
+                part.num_items(),
+                reference.iter().map(|b| b.indices.len()).sum::<usize>() / devices
+            );
+        }
+        for (k, r) in reference.iter().enumerate() {
+            let mut joined = Seen {
+                step: r.step,
+                indices: vec![],
+                x: vec![],
+                y: vec![],
+            };
+            for e in &epochs {
+                assert_eq!(e[k].step, r.step);
+                assert_eq!(e[k].indices.len(), r.indices.len() / devices);
+                joined.indices.extend_from_slice(&e[k].indices);
+                joined.x.extend_from_slice(&e[k].x);
+                joined.y.extend_from_slice(&e[k].y);
+            }
+            assert_eq!(&joined, r, "{mode:?} step {}", r.step);
+        }
+    }
+    // A batch that does not split over the devices is refused when built.
+    let e = builder(dir.path(), 100, SamplerMode::Cyclic)
+        .build_burn(&Device::flex(), seen)
+        .and_then(|l| l.split_batches(3))
+        .unwrap_err();
+    assert!(e.to_string().contains("3 equal views"), "{e}");
+}
+
+#[test]
 fn token_budget_epochs_count_the_records_their_batches_hold() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
@@ -264,7 +324,7 @@ fn token_budget_epochs_count_the_records_their_batches_hold() {
     let build = || {
         builder(dir.path(), 24, mode)
             .drop_last(false)
-            .build(&Device::flex(), seen)
+            .build_burn(&Device::flex(), seen)
             .unwrap()
     };
     let l = build();
@@ -363,11 +423,11 @@ fn a_users_batcher_gives_the_native_paths_tensors() {
                 .workers(2)
         };
         let batcher = config()
-            .build_batcher(&device, &items, PairBatcher)
+            .build_burn_batcher(&device, &items, PairBatcher)
             .unwrap();
         let native = config()
             .dataset(items.records())
-            .build(&device, |b: HostBatch| {
+            .build_burn(&device, |b: HostBatch| {
                 Ok::<_, Error>(Pair {
                     x: b.float::<2>("x")?,
                     y: b.int::<1>("y")?,
@@ -392,7 +452,7 @@ fn a_users_batcher_gives_the_native_paths_tensors() {
         .batch_size(100)
         .mode(SamplerMode::Sequential)
         .drop_last(false)
-        .build_batcher(&device, &items, PairBatcher)
+        .build_burn_batcher(&device, &items, PairBatcher)
         .unwrap();
     assert_eq!(ours.num_items(), burns.num_items());
     let want: Vec<_> = burns.iter().map(|b| pair_data(b.unwrap())).collect();
@@ -404,7 +464,7 @@ fn a_users_batcher_gives_the_native_paths_tensors() {
         .map(|r| r.scalar::<u16>("y").map(|_| Item { x: [0.0; 2], y: 0 }));
     let l = BurnDataLoader::builder()
         .batch_size(100)
-        .build_batcher(&device, &failing, PairBatcher)
+        .build_burn_batcher(&device, &failing, PairBatcher)
         .unwrap();
     let e = l.iter().next().unwrap().unwrap_err();
     assert!(e.to_string().contains("mapping failed"), "{e}");
@@ -419,7 +479,7 @@ fn host_batch_records_match_the_datasets() {
         .dataset(&ds)
         .batch_size(7)
         .seed(3)
-        .build(&Device::flex(), |b: HostBatch| b.to_records())
+        .build_burn(&Device::flex(), |b: HostBatch| b.to_records())
         .unwrap();
     let records = l.iter().next().unwrap().unwrap();
     assert_eq!(records.len(), 7);
@@ -433,4 +493,49 @@ fn host_batch_records_match_the_datasets() {
             );
         }
     }
+}
+
+#[test]
+fn every_core_option_reaches_burn_packing_and_bucketing_included() {
+    // burn's loader is built from core's builder, so core's sequence
+    // options apply with no burn-side code.
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let packed = BurnDataLoader::builder()
+        .stream(
+            "tok",
+            loaderx_core::Ragged::<i32>::open(dir.path().join("tok")).unwrap(),
+        )
+        .batch_size(16)
+        .seed(3)
+        .pack("tok", loaderx_core::sequence::PackOptions::new(8))
+        .build_burn(&Device::flex(), |b: HostBatch| {
+            let rows = b.int::<2>("tok")?;
+            let segments = b.int::<2>("tok.segment_ids")?;
+            Ok::<_, Error>((rows.dims(), segments.dims(), b.len()))
+        })
+        .unwrap();
+    let mut it = packed.iter();
+    let (rows, segments, len) = it.next().unwrap().unwrap();
+    assert_eq!((rows[1], segments, len), (8, rows, 16));
+    // 16 records of 1 to 3 tokens fit in rows of 8: fewer rows than records.
+    assert!(rows[0] < 16, "{rows:?}");
+    drop(it);
+
+    let bucketed = BurnDataLoader::builder()
+        .stream(
+            "tok",
+            loaderx_core::Ragged::<i32>::open(dir.path().join("tok")).unwrap(),
+        )
+        .batch_size(24)
+        .mode(SamplerMode::Bucketed { window: 8 })
+        .build_burn(&Device::flex(), |b: HostBatch| {
+            let p = b.padded::<2, burn::tensor::Int>("tok")?;
+            Ok::<_, Error>(p.values.dims()[1])
+        })
+        .unwrap();
+    // Sorted windows: most batches hold records of one length.
+    let widths: Vec<usize> = bucketed.iter().map(Result::unwrap).collect();
+    assert_eq!(widths.len() as u64, bucketed.steps_per_epoch());
+    assert!(widths.iter().filter(|&&w| w == 1).count() >= widths.len() / 4);
 }

@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor};
 use loaderx_core::Stream;
-use loaderx_core::host::{Pairs, PairsBuilder};
+use loaderx_core::adapter::{Pairs, PairsBuilder};
 
 use crate::error::Result;
 use crate::loader::CandleConverter;

@@ -1,6 +1,6 @@
 //! CUDA staging (feature `cuda`): Dense batches for a CUDA device are gathered
 //! into page-locked (pinned) host buffers from core's
-//! [`PinnedPool`](loaderx_core::PinnedPool) and uploaded with an
+//! [`PinnedPool`](loaderx_core::adapter::PinnedPool) and uploaded with an
 //! asynchronous copy on a **dedicated transfer stream**, so the copy of batch
 //! `k + 1` overlaps the model's work on batch `k` on candle's compute stream.
 //!
@@ -30,12 +30,13 @@ use candle_core::op::BackpropOp;
 use candle_core::{Device, Storage, Tensor};
 use half::f16;
 use loaderx_core::DType;
-use loaderx_core::{
-    PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
-    StagedBuffer, downcast_staged,
+use loaderx_core::adapter::{
+    ColumnBuffer, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig,
+    PinnedPoolStats, StagedBuffer,
 };
 
 use crate::error::{Error, Result};
+use crate::host::CandleBuffer;
 
 fn driver(e: impl std::fmt::Display) -> Error {
     Error::Candle(candle_core::Error::Msg(format!("CUDA driver: {e}")))
@@ -238,17 +239,16 @@ pub(crate) fn uploads_natively(dtype: DType) -> bool {
 /// host-side conversion), for the copying path.
 pub(crate) fn upload_dense(
     dtype: DType,
-    buffer: Box<dyn StagedBuffer>,
+    buffer: ColumnBuffer<CandleBuffer>,
     shape: &[usize],
     device: &Device,
-) -> std::result::Result<Result<Tensor>, Box<dyn StagedBuffer>> {
+) -> std::result::Result<Result<Tensor>, ColumnBuffer<CandleBuffer>> {
     if !device.is_cuda() || !uploads_natively(dtype) {
         return Err(buffer);
     }
-    let pinned = match downcast_staged::<PinnedBuffer<CudaPinnedAlloc>>(buffer) {
-        Ok(Ok(pinned)) => *pinned,
-        Ok(Err(other)) => return Err(other),
-        Err(e) => return Ok(Err(e.into())),
+    let pinned = match buffer {
+        ColumnBuffer::Staged(CandleBuffer::Pinned(pinned)) => pinned,
+        other => return Err(other),
     };
     let uploader = match Uploader::for_device(device) {
         Ok(u) => u,

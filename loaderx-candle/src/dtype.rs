@@ -1,6 +1,6 @@
 use candle_core::DType as CDType;
 use loaderx_core::DType;
-use loaderx_core::host::DTypeTable;
+use loaderx_core::adapter::DTypeTable;
 
 use crate::error::Result;
 

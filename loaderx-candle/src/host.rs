@@ -3,8 +3,9 @@
 use candle_core::op::BackpropOp;
 use candle_core::{CpuStorage, Device, Storage, Tensor};
 use half::{bf16, f16};
-use loaderx_core::host::{TypedVec, VecBuffer};
-use loaderx_core::{DType, StageRequest, StagedBuffer, Staging, downcast_staged};
+use loaderx_core::DType;
+use loaderx_core::adapter::{ColumnBuffer, StageRequest, StagedBuffer, Staging, StagingCounter};
+use loaderx_core::adapter::{TypedVec, VecBuffer};
 
 use crate::dtype::{DTYPE_TABLE, candle_dtype};
 use crate::error::Result;
@@ -44,19 +45,65 @@ impl CandleStaging {
     }
 }
 
+/// A buffer of [`CandleStaging`]: a typed vector that becomes a CPU
+/// tensor's storage as it is, or (feature `cuda`) pinned host memory that
+/// is uploaded asynchronously.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum CandleBuffer {
+    /// Host memory in candle's element type.
+    Host(VecBuffer),
+    /// Pinned host memory for a CUDA device.
+    #[cfg(feature = "cuda")]
+    Pinned(loaderx_core::adapter::PinnedBuffer<crate::cuda::CudaPinnedAlloc>),
+}
+
+impl StagedBuffer for CandleBuffer {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            CandleBuffer::Host(b) => b.as_bytes(),
+            #[cfg(feature = "cuda")]
+            CandleBuffer::Pinned(b) => b.as_bytes(),
+        }
+    }
+
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            CandleBuffer::Host(b) => b.as_bytes_mut(),
+            #[cfg(feature = "cuda")]
+            CandleBuffer::Pinned(b) => b.as_bytes_mut(),
+        }
+    }
+}
+
 impl Staging for CandleStaging {
-    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
+    type Buffer = CandleBuffer;
+
+    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<CandleBuffer> {
         #[cfg(feature = "cuda")]
         // Dense batches and packed Ragged values: one array each.
         if let (Some(uploader), Some(_)) = (&self.pinned, r.shape)
             && crate::cuda::uploads_natively(r.dtype)
         {
-            return Ok(Box::new(uploader.pool.take(r.stream_index, r.bytes)?));
+            return Ok(CandleBuffer::Pinned(
+                uploader.pool.take(r.stream_index, r.bytes)?,
+            ));
         }
         // Reserved fallibly: a batch a damaged store makes huge is core's
         // `ErrorKind::Buffer`, as with core's own pool.
-        Ok(Box::new(VecBuffer::for_request(r)?))
+        Ok(CandleBuffer::Host(VecBuffer::for_request(r)?))
     }
+}
+
+static COPIES: StagingCounter = StagingCounter::new();
+
+/// The process-wide counts of this crate's staging: columns copied into a
+/// tensor because they were not in [`CandleStaging`]'s memory as the
+/// tensor needs it (a column core built, Ragged records in segments, a
+/// type candle widens). With the `cuda` feature, `pinned_stats` tells how
+/// pinned uploads went.
+pub fn staging_stats() -> loaderx_core::adapter::StagingStats {
+    COPIES.stats()
 }
 
 /// Owned CPU storage in candle's type for `vec` (no copy where the types
@@ -80,7 +127,11 @@ fn storage_from_vec(dtype: DType, vec: TypedVec) -> Result<CpuStorage> {
         // Both are one byte over the same bits (E4M3FN); moved, not copied.
         TypedVec::F8E4M3Fn(v) => CpuStorage::F8E4M3(bytemuck::allocation::cast_vec(v)),
         TypedVec::F8E8M0Fnu(v) => CpuStorage::F8E8M0(bytemuck::allocation::cast_vec(v)),
-        other => return storage_from_bytes(dtype, other.as_bytes()),
+        other => {
+            // Widened to a type candle has: a copy.
+            COPIES.record_copy();
+            return storage_from_bytes(dtype, other.as_bytes());
+        }
     })
 }
 
@@ -118,21 +169,28 @@ pub(crate) fn tensor_on(storage: CpuStorage, shape: &[usize], device: &Device) -
     })
 }
 
-/// CPU storage for a column's bytes: a [`VecBuffer`] holding exactly the
-/// batch moves into the tensor without a copy, any other buffer is copied.
+/// CPU storage for a column's first `len` bytes: a vector of candle's
+/// type holding exactly them moves into the tensor without a copy; any
+/// other buffer is copied (and counted in [`staging_stats`]).
 pub(crate) fn storage_from_buffer(
     dtype: DType,
-    buffer: Box<dyn StagedBuffer>,
+    buffer: ColumnBuffer<CandleBuffer>,
     len: usize,
 ) -> Result<CpuStorage> {
     candle_dtype(dtype)?;
-    let other: Box<dyn StagedBuffer> = match downcast_staged::<VecBuffer>(buffer)? {
-        Ok(host) if host.len() == len => match host.into_vec() {
-            Ok(vec) => return storage_from_vec(dtype, vec),
-            Err(host) => Box::new(host),
-        },
-        Ok(host) => host,
-        Err(other) => other,
-    };
-    storage_from_bytes(dtype, &other.as_bytes()[..len])
+    if let ColumnBuffer::Staged(CandleBuffer::Host(host)) = buffer {
+        if host.len() != len {
+            COPIES.record_copy();
+            return storage_from_bytes(dtype, &host.as_bytes()[..len]);
+        }
+        return match host.into_vec() {
+            Ok(vec) => storage_from_vec(dtype, vec),
+            Err(host) => {
+                COPIES.record_copy();
+                storage_from_bytes(dtype, &host.as_bytes()[..len])
+            }
+        };
+    }
+    COPIES.record_copy();
+    storage_from_bytes(dtype, &buffer.as_bytes()[..len])
 }

@@ -59,9 +59,9 @@ pub use batcher::Batcher;
 pub use cuda::{CudaPinnedAlloc, CudaPinnedBlock, pinned_stats};
 pub use dtype::{DTYPE_TABLE, candle_dtype};
 pub use error::{Error, Result};
-pub use host::CandleStaging;
+pub use host::{CandleBuffer, CandleStaging, staging_stats};
 pub use loader::{
     CandleConverter, CandleLoaderExt, PackedRagged, Padded, TensorBatch, TensorColumn,
 };
 #[doc(no_inline)]
-pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};
+pub use loaderx_core::adapter::{ColumnConverter, PadValue, RaggedMode};

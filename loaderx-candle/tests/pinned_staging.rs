@@ -13,10 +13,12 @@ use std::time::Duration;
 
 use candle_core::Device;
 use loaderx_candle::{CandleConverter, ColumnConverter};
+use loaderx_core::Batch;
 use loaderx_core::SamplerMode;
-use loaderx_core::host::AlignedBuf;
-use loaderx_core::{
-    Batch, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, StagedBuffer,
+use loaderx_core::adapter::AlignedBuf;
+use loaderx_core::adapter::{
+    ColumnBuffer, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig,
+    StagedBuffer,
 };
 use loaderx_core::{Codec, DataLoader, Dense, DenseWriter};
 
@@ -95,7 +97,7 @@ type Converted = (Vec<u64>, Vec<u8>, Vec<u8>);
 /// them into candle tensors (the copying path) or "upload" them: the block
 /// goes pending with a fence that the fake transfer queue completes later.
 fn convert(
-    batch: Batch,
+    batch: Batch<PinnedBuffer<Fake>>,
     pool: &PinnedPool<Fake>,
     queue: &Mutex<VecDeque<Fence>>,
 ) -> Result<Converted, loaderx_candle::Error> {
@@ -109,11 +111,9 @@ fn convert(
         } else {
             indices.len()
         };
-        let pinned = column
-            .buffer()
-            .as_any()
-            .downcast_ref::<PinnedBuffer<Fake>>()
-            .expect("staged in the pinned pool");
+        let ColumnBuffer::Staged(pinned) = column.buffer() else {
+            panic!("{name}: not staged in the pinned pool");
+        };
         // Exactly the batch's bytes, in a block of this stream's size.
         assert_eq!(pinned.as_bytes().len(), bytes, "{name}");
         assert!(
@@ -131,11 +131,9 @@ fn convert(
         );
         let values = if upload {
             let values = column.bytes().to_vec();
-            let pinned = column
-                .into_buffer()
-                .into_any()
-                .downcast::<PinnedBuffer<Fake>>()
-                .unwrap();
+            let ColumnBuffer::Staged(pinned) = column.into_buffer() else {
+                unreachable!("checked above");
+            };
             let fence = Fence {
                 id: pinned.block().id,
                 done: Arc::default(),
@@ -150,8 +148,9 @@ fn convert(
             }
             values
         } else {
+            let shape = column.dense_shape()?.to_vec();
             CandleConverter::new(&Device::Cpu)
-                .dense(column)?
+                .tensor_from_bytes(column.dtype(), column.bytes(), &shape)?
                 .flatten_all()?
                 .to_vec1::<u8>()?
         };

@@ -187,7 +187,7 @@ pub fn stores_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
     let mut stores = Vec::new();
     let mut dirs = vec![root.to_path_buf()];
     while let Some(d) = dirs.pop() {
-        if d.join(loaderx_core::format::META_FILE).is_file() {
+        if loaderx_core::Store::is_store_dir(&d) {
             let rel = d.strip_prefix(root).unwrap_or(&d);
             let rel = rel
                 .to_str()

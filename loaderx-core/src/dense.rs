@@ -286,6 +286,8 @@ pub struct DynDense {
 }
 
 impl DynDense {
+    crate::store::reader_accessors!();
+
     /// Opens the Dense store at `path`; with feature `remote`, `path` may
     /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
     // The type exists with feature `remote` only: link it only then.
@@ -318,12 +320,6 @@ impl DynDense {
         Self::from_engine(crate::remote::open(url, options)?)
     }
 
-    /// What a remote store fetched since it was opened; `None` for a local one.
-    #[cfg(feature = "remote")]
-    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
-        self.engine.remote().map(|r| r.stats())
-    }
-
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {
         match engine.schema().clone() {
             Schema::Dense { dtype, item_shape } => Ok(DynDense {
@@ -341,21 +337,6 @@ impl DynDense {
         }
     }
 
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.engine.len()
-    }
-
-    /// True when the store holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
     /// Shape of every record.
     pub fn item_shape(&self) -> &[usize] {
         &self.item_shape
@@ -364,16 +345,6 @@ impl DynDense {
     /// Bytes of one record.
     pub fn record_bytes(&self) -> usize {
         self.record_bytes
-    }
-
-    /// The codec.
-    pub fn codec(&self) -> Codec {
-        self.engine.codec()
-    }
-
-    /// Number of payload shards.
-    pub fn data_shards(&self) -> usize {
-        self.engine.data_shards()
     }
 
     /// The engine underneath.
@@ -386,21 +357,6 @@ impl DynDense {
     /// [`Generation::V2_8_19`](crate::Generation::V2_8_19).
     pub fn generation(&self) -> crate::Generation {
         self.engine.generation()
-    }
-
-    /// The store directory.
-    pub fn path(&self) -> &Path {
-        self.engine.path()
-    }
-
-    /// Bytes the store occupies (payloads, table, dictionary).
-    pub fn stored_bytes(&self) -> u64 {
-        self.engine.stored_bytes()
-    }
-
-    /// The `zstd_dict` dictionary, if any.
-    pub fn dict(&self) -> Option<&[u8]> {
-        self.engine.dict()
     }
 
     /// Gathers the records at `indices`, in that order, into `dst`, which
@@ -503,6 +459,8 @@ pub struct Dense<T: Element> {
 }
 
 impl<T: Element> Dense<T> {
+    crate::store::typed_accessors!(DynDense);
+
     /// Opens the store at `path`; its element type must be `T`.
     ///
     /// # Errors
@@ -518,29 +476,9 @@ impl<T: Element> Dense<T> {
         DynDense::open(path)?.typed()
     }
 
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    /// True when the store holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
-    }
-
     /// Shape of every record.
     pub fn item_shape(&self) -> &[usize] {
         self.inner.item_shape()
-    }
-
-    /// The untyped reader.
-    pub fn as_dyn(&self) -> &DynDense {
-        &self.inner
-    }
-
-    /// Unwraps the untyped reader.
-    pub fn into_dyn(self) -> DynDense {
-        self.inner
     }
 
     /// Gathers the records at `indices`, in order, as a `(B, *item_shape)` array.

@@ -304,8 +304,8 @@ pub enum ErrorKind {
         message: String,
     },
     /// A value does not fit the type it is converted to (see
-    /// [`host::widen`](crate::host::widen) and
-    /// [`host::check_values`](crate::host::check_values)): a `u64` above
+    /// [`host::widen`](crate::adapter::widen) and
+    /// [`host::check_values`](crate::adapter::check_values)): a `u64` above
     /// `i64::MAX` for `i64`, an integer outside a narrower integer type, or a
     /// `bool` byte other than 0 and 1.
     #[error("{dtype} value {value} does not fit {target}")]

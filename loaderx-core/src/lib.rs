@@ -39,7 +39,8 @@
 //!
 //! Every item has one path. The store, codec, sampler and loader types live
 //! at the crate root (their modules are private). Two layers on top keep
-//! their own namespace: [`host`], which adapter crates build on, and
+//! their own namespace: [`adapter`], everything a framework adapter builds
+//! on (staging, converters, the host-batch layer, epochs), and
 //! [`sequence`]; [`guide`] holds documentation only. In source order:
 //!
 //! - `dtype`: element types ([`DType`], [`Element`]) and their NumPy names.
@@ -58,10 +59,10 @@
 //! - [`sequence`]: record lengths, length-bucketed sampling, packing into
 //!   fixed-length rows.
 //! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
-//!   passes), the [`EpochLoader`] over it (one epoch per call, for
-//!   framework loops), its [`Batch`]es and the [`Staging`] hook.
-//! - [`host`]: the host-batch layer adapters build on: aligned buffers,
-//!   padding, the widening table, tensor batches.
+//!   passes) and its [`Batch`]es.
+//! - [`adapter`]: the adapter author's guide and everything it needs:
+//!   staging, converters, aligned buffers, padding, the widening table,
+//!   tensor batches, epochs.
 //!
 //! ## Concurrency and safety
 //!
@@ -77,6 +78,7 @@
 #[cfg(target_endian = "big")]
 compile_error!("loaderx-core supports little-endian targets only (Zrecord is little-endian)");
 
+pub mod adapter;
 mod codec;
 mod dense;
 mod digest;
@@ -87,7 +89,6 @@ mod float8;
 #[doc(hidden)]
 pub mod format;
 pub mod guide;
-pub mod host;
 mod loader;
 mod migrate;
 mod options;
@@ -109,12 +110,9 @@ pub use dtype::{
     Complex32, Complex64, DType, Element, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu,
 };
 pub use error::{Error, ErrorKind, Result, StoreKind};
-pub use format::Generation;
+pub use format::{Generation, MAX_RECORD_LEN};
 pub use loader::{
-    Batch, BufferPool, Column, ColumnLayout, DataLoader, DataLoaderBuilder, EpochIter, EpochLoader,
-    EpochStats, LoaderStats, PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig,
-    PinnedPoolStats, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter,
-    StagingStats, Stream, downcast_staged,
+    Batch, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats, Stream, view_range,
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;

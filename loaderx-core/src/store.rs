@@ -7,6 +7,88 @@ use crate::engine::StoreReader;
 use crate::error::{Error, StoreKind};
 use crate::ragged::DynRagged;
 
+/// The accessors every untyped store reader ([`DynDense`](crate::DynDense),
+/// [`DynRagged`](crate::DynRagged)) shares, written once: the reader has an
+/// `engine` field (the store engine) and a `dtype` field.
+macro_rules! reader_accessors {
+    () => {
+        /// What a remote store fetched since it was opened; `None` for a local one.
+        #[cfg(feature = "remote")]
+        pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+            self.engine.remote().map(|r| r.stats())
+        }
+
+        /// Number of records.
+        pub fn len(&self) -> u64 {
+            self.engine.len()
+        }
+
+        /// True when the store holds no record.
+        pub fn is_empty(&self) -> bool {
+            self.len() == 0
+        }
+
+        /// Element type.
+        pub fn dtype(&self) -> crate::DType {
+            self.dtype
+        }
+
+        /// The codec.
+        pub fn codec(&self) -> crate::Codec {
+            self.engine.codec()
+        }
+
+        /// Number of payload shards.
+        pub fn data_shards(&self) -> usize {
+            self.engine.data_shards()
+        }
+
+        /// The store directory.
+        pub fn path(&self) -> &std::path::Path {
+            self.engine.path()
+        }
+
+        /// Bytes the store occupies (payloads, table, dictionary).
+        pub fn stored_bytes(&self) -> u64 {
+            self.engine.stored_bytes()
+        }
+
+        /// The `zstd_dict` dictionary, if any.
+        pub fn dict(&self) -> Option<&[u8]> {
+            self.engine.dict()
+        }
+    };
+}
+pub(crate) use reader_accessors;
+
+/// The accessors the typed readers ([`Dense<T>`](crate::Dense),
+/// [`Ragged<T>`](crate::Ragged)) share, written once: the reader wraps its
+/// untyped reader `$dyn` in an `inner` field.
+macro_rules! typed_accessors {
+    ($dyn:ty) => {
+        /// Number of records.
+        pub fn len(&self) -> u64 {
+            self.inner.len()
+        }
+
+        /// True when the store holds no record.
+        pub fn is_empty(&self) -> bool {
+            self.inner.is_empty()
+        }
+
+        /// The untyped reader.
+        pub fn as_dyn(&self) -> &$dyn {
+            &self.inner
+        }
+
+        /// Unwraps the untyped reader.
+        pub fn into_dyn(self) -> $dyn {
+            self.inner
+        }
+    };
+}
+pub(crate) use typed_accessors;
+
 /// An open store of either contract.
 ///
 /// Opening a store whose contract is only known at run time.
@@ -18,6 +100,25 @@ pub enum Store {
 }
 
 impl Store {
+    /// True when the local directory `path` holds a store's metadata file
+    /// (published or not, valid or not: [`open`](Self::open) says): what a
+    /// tool walking a tree of stores looks for.
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, DenseWriter, Store};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// assert!(!Store::is_store_dir(dir.path()));
+    /// let mut w = DenseWriter::<u8>::create(dir.path().join("x"), &[], Codec::Raw)?;
+    /// w.append_slice(&[1, 2], 2)?;
+    /// w.close()?;
+    /// assert!(Store::is_store_dir(&dir.path().join("x")));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn is_store_dir(path: &std::path::Path) -> bool {
+        path.join(crate::format::META_FILE).is_file()
+    }
+
     /// Opens the store at `path`, whichever contract its schema declares;
     /// with feature `remote`, `path` may be a store URL (`s3://…`, `gs://…`,
     /// `az://…`, `http(s)://…`), opened with

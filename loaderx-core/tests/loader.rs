@@ -2,13 +2,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::any::Any;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use loaderx_core::{Batch, DataLoader, StageRequest, StagedBuffer, Staging};
+use loaderx_core::adapter::{StageRequest, StagedBuffer, Staging};
+use loaderx_core::{Batch, DataLoader};
 use loaderx_core::{
     Codec, Dense, DenseWriter, DigestBuilder, DynDense, Error, ErrorKind, Ragged, RaggedWriter,
 };
@@ -43,7 +43,7 @@ fn builder(dir: &Path) -> loaderx_core::DataLoaderBuilder {
 }
 
 /// A fingerprint of everything a batch holds.
-fn fingerprint(b: &Batch) -> (u64, Vec<u64>, String) {
+fn fingerprint<B: StagedBuffer>(b: &Batch<B>) -> (u64, Vec<u64>, String) {
     let mut d = DigestBuilder::new();
     for c in b.columns() {
         d.push(c.shape().unwrap_or(&[]), c.bytes());
@@ -51,7 +51,7 @@ fn fingerprint(b: &Batch) -> (u64, Vec<u64>, String) {
     (b.step(), b.indices().to_vec(), d.finish().sha256)
 }
 
-fn check_alignment(b: &Batch) {
+fn check_alignment<B: StagedBuffer>(b: &Batch<B>) {
     let x = b.dense::<u32>("x").unwrap();
     let y = b.dense::<u8>("y").unwrap();
     let tok = b.ragged::<u16>("tok").unwrap();
@@ -149,12 +149,6 @@ impl StagedBuffer for CountedBuf {
         let len = self.len;
         &mut bytemuck_bytes_mut(&mut self.bytes)[..len]
     }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
 }
 
 impl Drop for CountedBuf {
@@ -172,7 +166,9 @@ fn bytemuck_bytes_mut(v: &mut [u64]) -> &mut [u8] {
 }
 
 impl Staging for Counting {
-    fn stage(&self, r: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+    type Buffer = CountedBuf;
+
+    fn stage(&self, r: &StageRequest<'_>) -> Result<CountedBuf, Error> {
         if Some(r.step) == self.fail_at {
             return Err(Error::from(ErrorKind::InvalidArgument {
                 message: "staging refused".into(),
@@ -183,11 +179,11 @@ impl Staging for Counting {
         }
         let now = self.live.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_live.fetch_max(now, Ordering::SeqCst);
-        Ok(Box::new(CountedBuf {
+        Ok(CountedBuf {
             bytes: vec![0; r.bytes.div_ceil(8)],
             len: r.bytes,
             live: Arc::clone(&self.live),
-        }))
+        })
     }
 }
 
@@ -672,14 +668,16 @@ fn a_synchronous_loader_reports_failures_at_their_step_then_ends() {
 struct RaggedShapes(Arc<std::sync::Mutex<Vec<(u64, Option<Vec<usize>>)>>>);
 
 impl Staging for RaggedShapes {
-    fn stage(&self, r: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+    type Buffer = loaderx_core::adapter::AlignedBuf;
+
+    fn stage(&self, r: &StageRequest<'_>) -> Result<loaderx_core::adapter::AlignedBuf, Error> {
         if r.kind == loaderx_core::StoreKind::Ragged {
             self.0
                 .lock()
                 .unwrap()
                 .push((r.step, r.shape.map(<[usize]>::to_vec)));
         }
-        Ok(Box::new(loaderx_core::host::AlignedBuf::zeroed(r.bytes)?))
+        loaderx_core::adapter::AlignedBuf::zeroed(r.bytes)
     }
 }
 
@@ -690,7 +688,7 @@ fn a_packed_loader_delivers_the_same_records_end_to_end() {
     for workers in [0, 2] {
         let plain: Vec<Batch> = builder(dir.path()).workers(workers).take_steps(40);
         let shapes = RaggedShapes::default();
-        let packed: Vec<Batch> = builder(dir.path())
+        let packed = builder(dir.path())
             .workers(workers)
             .packed(true)
             .staging(shapes.clone())
@@ -708,8 +706,8 @@ fn a_packed_loader_delivers_the_same_records_end_to_end() {
             assert_eq!(p, ta.packed().unwrap());
             assert_eq!(p.values.bytes(), tb.bytes());
             assert_eq!(
-                tb.padded(loaderx_core::host::PadValue::ZERO).unwrap(),
-                ta.padded(loaderx_core::host::PadValue::ZERO).unwrap()
+                tb.padded(loaderx_core::adapter::PadValue::ZERO).unwrap(),
+                ta.padded(loaderx_core::adapter::PadValue::ZERO).unwrap()
             );
             // Dense streams are untouched.
             assert_eq!(
@@ -733,11 +731,13 @@ fn a_packed_loader_delivers_the_same_records_end_to_end() {
 }
 
 trait TakeSteps {
-    fn take_steps(self, n: usize) -> Vec<Batch>;
+    type Buffer;
+    fn take_steps(self, n: usize) -> Vec<Batch<Self::Buffer>>;
 }
 
-impl TakeSteps for loaderx_core::DataLoaderBuilder {
-    fn take_steps(self, n: usize) -> Vec<Batch> {
+impl<S: Staging> TakeSteps for loaderx_core::DataLoaderBuilder<S> {
+    type Buffer = S::Buffer;
+    fn take_steps(self, n: usize) -> Vec<Batch<S::Buffer>> {
         self.build().unwrap().take(n).map(Result::unwrap).collect()
     }
 }
@@ -753,9 +753,13 @@ enum Origin {
     Copied(Vec<usize>, Vec<u8>),
 }
 
-impl loaderx_core::host::ColumnConverter for Origins {
+impl loaderx_core::adapter::ColumnConverter for Origins {
     type Tensor = Origin;
     type Error = Error;
+    type Staging = loaderx_core::adapter::BufferPool;
+    fn staging(&self) -> loaderx_core::adapter::BufferPool {
+        loaderx_core::adapter::BufferPool::new(0)
+    }
     fn tensor_from_bytes(
         &self,
         _: loaderx_core::DType,
@@ -766,7 +770,7 @@ impl loaderx_core::host::ColumnConverter for Origins {
     }
     fn buffer_tensor(
         &self,
-        column: loaderx_core::Column,
+        column: loaderx_core::Column<loaderx_core::adapter::PooledBuffer>,
         shape: &[usize],
     ) -> Result<Origin, Error> {
         let n = shape.iter().product::<usize>() * column.dtype().size();
@@ -776,7 +780,7 @@ impl loaderx_core::host::ColumnConverter for Origins {
 
 #[test]
 fn packed_tensor_batches_take_the_gathered_buffer_as_their_values() {
-    use loaderx_core::host::{ColumnConverter, RaggedMode, TensorColumn};
+    use loaderx_core::adapter::{ColumnConverter, RaggedMode, TensorColumn};
     let dir = tempfile::tempdir().unwrap();
     stores(dir.path());
     for workers in [0, 2] {

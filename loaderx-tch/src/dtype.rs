@@ -1,5 +1,5 @@
 use loaderx_core::DType;
-use loaderx_core::host::DTypeTable;
+use loaderx_core::adapter::DTypeTable;
 use tch::Kind;
 
 use crate::error::Result;

@@ -2,7 +2,7 @@
 //! stores by the loaderx loader.
 
 use loaderx_core::Stream;
-use loaderx_core::host::{Pairs, PairsBuilder};
+use loaderx_core::adapter::{Pairs, PairsBuilder};
 use tch::{Device, Tensor};
 
 use crate::error::{Error, Result};

@@ -64,7 +64,7 @@ mod staging;
 pub use dtype::{DTYPE_TABLE, tch_kind};
 pub use error::{Error, Result};
 pub use iter::Iter2;
-pub use loader::{PackedRagged, Padded, TchColumn, TchConverter, TchLoaderExt, TensorBatch};
+pub use loader::{PackedRagged, Padded, TchConverter, TchLoaderExt, TensorBatch, TensorColumn};
 #[doc(no_inline)]
-pub use loaderx_core::host::{ColumnConverter, PadValue, RaggedMode};
-pub use staging::{StagingStats, TchStaging, TensorBuffer, staging_stats};
+pub use loaderx_core::adapter::{ColumnConverter, PadValue, RaggedMode};
+pub use staging::{StagingStats, TchBuffer, TchStaging, TensorBuffer, staging_stats};

@@ -1,33 +1,31 @@
 //! A loaderx DataLoader whose batches are tch tensors, converted on the
 //! loader's worker threads.
 
-use std::sync::Arc;
-
-use loaderx_core::downcast_staged;
-use loaderx_core::host::{ColumnConverter, RaggedMode};
-use loaderx_core::{Column, DType, DataLoader, DataLoaderBuilder, StagedBuffer, Staging};
+use loaderx_core::adapter::{ColumnBuffer, StagedBuffer};
+use loaderx_core::adapter::{ColumnConverter, RaggedMode};
+use loaderx_core::{Column, DType, DataLoader, DataLoaderBuilder};
 use tch::{Device, Tensor};
 
 use crate::dtype::{DTYPE_TABLE, tch_kind};
 use crate::error::{Error, Result};
-use crate::staging::{TchStaging, TensorBuffer};
+use crate::staging::{TchBuffer, TchStaging, record_copy};
 
 /// A padded Ragged stream as tch tensors: `values` `(B, max_0, ..)` of the
 /// [mapped kind](crate::DTYPE_TABLE), `lengths` `(B, ndim)` `Int64`, `mask` of
 /// `values`' shape, `Bool` (true inside a record).
-pub type Padded = loaderx_core::host::Padded<Tensor>;
+pub type Padded = loaderx_core::adapter::Padded<Tensor>;
 
 /// A packed Ragged stream as tch tensors: `values` 1-D of the [mapped
 /// kind](crate::DTYPE_TABLE), `cu_seqlens` `Int` (records + 1 offsets, in
 /// elements) and `shapes` `(B, ndim)` `Int64` (libtorch has no `u32`).
-pub type PackedRagged = loaderx_core::host::PackedRagged<Tensor>;
+pub type PackedRagged = loaderx_core::adapter::PackedRagged<Tensor>;
 
 /// One stream of a [`TensorBatch`]: Dense, padded, per-record or packed.
-pub type TchColumn = loaderx_core::host::TensorColumn<Tensor>;
+pub type TensorColumn = loaderx_core::adapter::TensorColumn<Tensor>;
 
 /// A loader step as tch tensors, streams in the loader's order (core's
-/// [`TensorBatch`](loaderx_core::host::TensorBatch) with tch's types).
-pub type TensorBatch = loaderx_core::host::TensorBatch<Tensor>;
+/// [`TensorBatch`](loaderx_core::adapter::TensorBatch) with tch's types).
+pub type TensorBatch = loaderx_core::adapter::TensorBatch<Tensor>;
 
 /// tch's [`ColumnConverter`]: loader columns to tensors on one device,
 /// gathered by [`TchStaging`]. Dense columns are handed over without a copy
@@ -62,6 +60,7 @@ impl TchConverter {
 impl ColumnConverter for TchConverter {
     type Tensor = Tensor;
     type Error = Error;
+    type Staging = TchStaging;
 
     fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> Result<Tensor> {
         let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -77,14 +76,17 @@ impl ColumnConverter for TchConverter {
 
     /// Hands the gathered tensor itself over when the column was staged by
     /// [`TchStaging`]: no copy on the CPU, a non-blocking copy from pinned
-    /// memory to CUDA; copies otherwise. Dense columns and packed Ragged
-    /// values come this way.
-    fn buffer_tensor(&self, column: Column, shape: &[usize]) -> Result<Tensor> {
+    /// memory to CUDA; copies otherwise (counted in
+    /// [`staging_stats`](crate::staging_stats)). Dense columns and packed
+    /// Ragged values come this way.
+    fn buffer_tensor(&self, column: Column<TchBuffer>, shape: &[usize]) -> Result<Tensor> {
         let (dtype, len) = (column.dtype(), column.array_len(shape)?);
-        let buffer = match downcast_staged::<TensorBuffer>(column.into_buffer())? {
-            Ok(buffer) if buffer.as_bytes().len() == len => buffer,
-            Ok(buffer) => return self.tensor_from_bytes(dtype, &buffer.as_bytes()[..len], shape),
-            Err(other) => return self.tensor_from_bytes(dtype, &other.as_bytes()[..len], shape),
+        let buffer = match column.into_buffer() {
+            ColumnBuffer::Staged(TchBuffer::Tensor(b)) if b.as_bytes().len() == len => b,
+            other => {
+                record_copy();
+                return self.tensor_from_bytes(dtype, &other.as_bytes()[..len], shape);
+            }
         };
         // Range-checks the values a kind holds as the same bytes but not every
         // bit pattern of (`u64` above `i64::MAX`, `bool` bytes above 1).
@@ -97,8 +99,8 @@ impl ColumnConverter for TchConverter {
         })
     }
 
-    fn staging(&self) -> Option<Arc<dyn Staging>> {
-        Some(Arc::new(TchStaging::new(self.device)))
+    fn staging(&self) -> TchStaging {
+        TchStaging::new(self.device)
     }
 }
 
@@ -119,9 +121,44 @@ pub trait TchLoaderExt {
     where
         T: Send + 'static,
         F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static;
+
+    /// A loader whose steps are placement views of one global batch, one
+    /// per device in `devices`: the sampler draws the step's batch, it is
+    /// split into `devices.len()` contiguous equal parts
+    /// ([`view_range`](loaderx_core::view_range)), and part `v` is gathered
+    /// by a [`TchStaging`] for `devices[v]` (pinned for CUDA) and converted
+    /// to tensors on it, Ragged streams as `ragged` says. The batch size
+    /// must divide by the number of devices; resuming
+    /// ([`start_step`](DataLoaderBuilder::start_step)) and host sharding
+    /// ([`shard`](DataLoaderBuilder::shard)) compose with it.
+    ///
+    /// ```
+    /// use loaderx_core::adapter::RaggedMode;
+    /// use loaderx_core::{Codec, DataLoader, Dense, DenseWriter};
+    /// use loaderx_tch::TchLoaderExt;
+    /// use tch::Device;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[2], Codec::Raw)?;
+    /// w.append_slice(&(0..16).map(|v| v as f32).collect::<Vec<_>>(), 8)?;
+    /// w.close()?;
+    /// let mut loader = DataLoader::builder()
+    ///     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
+    ///     .batch_size(4)
+    ///     .build_tch_devices(&[Device::Cpu, Device::Cpu], RaggedMode::Packed)?;
+    /// let shards = loader.next().unwrap()?;
+    /// assert_eq!(shards.len(), 2);
+    /// assert_eq!(shards[1].dense("x")?.size(), [2, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    fn build_tch_devices(
+        self,
+        devices: &[Device],
+        ragged: RaggedMode,
+    ) -> loaderx_core::Result<DataLoader<Vec<TensorBatch>>>;
 }
 
-impl TchLoaderExt for DataLoaderBuilder {
+impl<S: loaderx_core::adapter::Staging> TchLoaderExt for DataLoaderBuilder<S> {
     fn build_tch(self, device: Device) -> loaderx_core::Result<DataLoader<TensorBatch>> {
         self.build_tch_ragged(device, RaggedMode::Padded)
     }
@@ -140,5 +177,14 @@ impl TchLoaderExt for DataLoaderBuilder {
         F: Fn(TensorBatch) -> Result<T> + Send + Sync + 'static,
     {
         self.build_tensors(TchConverter::new(device), RaggedMode::Padded, map)
+    }
+
+    fn build_tch_devices(
+        self,
+        devices: &[Device],
+        ragged: RaggedMode,
+    ) -> loaderx_core::Result<DataLoader<Vec<TensorBatch>>> {
+        let converters = devices.iter().map(|&d| TchConverter::new(d)).collect();
+        self.build_tensor_views(converters, ragged, Ok)
     }
 }

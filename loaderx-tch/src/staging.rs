@@ -1,12 +1,10 @@
 //! Gathering straight into tch tensors: CPU storage, or pinned host memory
 //! for a CUDA device.
 
-use std::any::Any;
-
 use loaderx_core::ErrorKind;
-pub use loaderx_core::StagingStats;
-use loaderx_core::host::AlignedBuf;
-use loaderx_core::{StageRequest, StagedBuffer, Staging, StagingCounter};
+use loaderx_core::adapter::AlignedBuf;
+pub use loaderx_core::adapter::StagingStats;
+use loaderx_core::adapter::{StageRequest, StagedBuffer, Staging, StagingCounter};
 use tch::{Device, Tensor};
 
 use crate::dtype::same_bytes_kind;
@@ -50,23 +48,49 @@ impl StagedBuffer for TensorBuffer {
         // SAFETY: as in `as_bytes`; `&mut self` makes this the only borrow.
         unsafe { std::slice::from_raw_parts_mut(self.tensor.data_ptr() as *mut u8, self.len) }
     }
+}
 
-    fn as_any(&self) -> &dyn Any {
-        self
+/// A buffer of [`TchStaging`]: a libtorch tensor's memory, or core's
+/// aligned host buffer for what has no tensor of its own (Ragged batches in
+/// segments, element types libtorch lacks).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum TchBuffer {
+    /// A CPU (or pinned) tensor that owns the bytes.
+    Tensor(TensorBuffer),
+    /// Host memory, copied into a tensor when converted.
+    Host(AlignedBuf),
+}
+
+impl StagedBuffer for TchBuffer {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            TchBuffer::Tensor(b) => b.as_bytes(),
+            TchBuffer::Host(b) => b.as_bytes(),
+        }
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
+    fn as_bytes_mut(&mut self) -> &mut [u8] {
+        match self {
+            TchBuffer::Tensor(b) => b.as_bytes_mut(),
+            TchBuffer::Host(b) => b.as_bytes_mut(),
+        }
     }
 }
 
 static UPLOADS: StagingCounter = StagingCounter::new();
 
-/// The process-wide counts of [`TchStaging`] for CUDA devices: batches
-/// gathered into pinned host tensors (libtorch says so), and batches left
-/// in pageable memory because pinning failed.
+/// The process-wide counts of [`TchStaging`]: for CUDA devices, batches
+/// gathered into pinned host tensors (libtorch says so) and batches left in
+/// pageable memory because pinning failed; for every device, columns copied
+/// into a tensor because they were not in a tensor's own memory.
 pub fn staging_stats() -> StagingStats {
     UPLOADS.stats()
+}
+
+/// Counts one column copied into a tensor.
+pub(crate) fn record_copy() {
+    UPLOADS.record_copy();
 }
 
 /// The loader staging of this crate.
@@ -90,7 +114,9 @@ impl TchStaging {
 }
 
 impl Staging for TchStaging {
-    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<Box<dyn StagedBuffer>> {
+    type Buffer = TchBuffer;
+
+    fn stage(&self, r: &StageRequest<'_>) -> loaderx_core::Result<TchBuffer> {
         // Dense batches and packed Ragged values: one array each.
         if let (Some(kind), Some(shape)) = (same_bytes_kind(r.dtype), r.shape) {
             let size: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
@@ -112,11 +138,11 @@ impl Staging for TchStaging {
                 UPLOADS.record(tensor.f_is_pinned(self.device).unwrap_or(false));
             }
             if let Some(buffer) = TensorBuffer::new(tensor, r.bytes) {
-                return Ok(Box::new(buffer));
+                return Ok(TchBuffer::Tensor(buffer));
             }
         }
         // What has no tensor of its own (ragged batches in segments, u16/u32): core's
         // aligned host buffer.
-        Ok(Box::new(AlignedBuf::zeroed(r.bytes)?))
+        Ok(TchBuffer::Host(AlignedBuf::zeroed(r.bytes)?))
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use burn::data::dataloader::DataLoader as _;
 use burn::tensor::{Device as BurnDevice, Int};
-use loaderx_burn::{BurnDataLoader, HostBatch};
+use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch};
 use loaderx_candle::CandleLoaderExt;
 use loaderx_core::{
     Codec, CreateOptions, DataLoader, DataLoaderBuilder, DenseWriter, DynDense, DynRagged,
@@ -187,7 +187,7 @@ fn via_burn(streams: [(&'static str, Stream); 3]) -> Vec<Seen> {
                 .unwrap(),
         })
     };
-    // burn's builder forwards to core's; one burn epoch is one pass.
+    // burn's loader is built from core's builder; one burn epoch is one pass.
     let loader = streams
         .into_iter()
         .fold(BurnDataLoader::builder(), |b, (n, s)| b.stream(n, s))
@@ -196,7 +196,7 @@ fn via_burn(streams: [(&'static str, Stream); 3]) -> Vec<Seen> {
         .seed(11)
         .workers(2)
         .drop_last(false)
-        .build(&BurnDevice::flex(), seen)
+        .build_burn(&BurnDevice::flex(), seen)
         .unwrap();
     let out: Vec<Seen> = loader.iter().map(|s| s.unwrap()).collect();
     out

@@ -11,7 +11,7 @@
 
 use burn::tensor::{Bool, Device as BurnDevice, Int, Tensor as BurnTensor};
 use loaderx_core::SamplerMode;
-use loaderx_core::host::{ColumnConverter, PadValue};
+use loaderx_core::adapter::{ColumnConverter, PadValue};
 use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter};
 use ndarray::ArrayD;
 use proptest::prelude::*;

@@ -20,6 +20,10 @@ pub struct Zrecord {
     dict: Option<Vec<u8>>,
     /// Rewrite a raw Dense store's shards in reversed runs of this many records.
     runs: Option<usize>,
+    /// The format generation written.
+    generation: Generation,
+    /// Ragged gathers packed (values end to end) rather than in segments.
+    packed: bool,
     path: PathBuf,
     reader: Option<Reader>,
 }
@@ -50,6 +54,8 @@ impl Zrecord {
             sync: false,
             dict,
             runs: None,
+            generation: Generation::V2_4_6,
+            packed: false,
             path: PathBuf::new(),
             reader: None,
         }
@@ -62,6 +68,15 @@ impl Zrecord {
     /// behind a table too fragmented for one, read per record).
     pub fn relaid(mut self, run: usize) -> Zrecord {
         self.runs = Some(run.max(1));
+        self
+    }
+
+    /// Writes the 2.8.19 generation (the one Python loaderx 2.8.19 reads)
+    /// instead of the 2.4.6 one, and gathers Ragged records packed: the
+    /// layout of 2.8.19's `RaggedBatch`.
+    pub fn as_2_8_19_packed(mut self) -> Zrecord {
+        self.generation = Generation::V2_8_19;
+        self.packed = true;
         self
     }
 
@@ -87,6 +102,8 @@ impl Backend for Zrecord {
                 format!("reversed runs of {run}: run table")
             };
             format!("loaderx-rs zrecord {}, {how}", self.codec)
+        } else if self.packed {
+            format!("loaderx-rs zrecord {}, 2.8.19 store, packed", self.codec)
         } else if self.sync {
             format!(
                 "loaderx-rs zrecord {}, synced close (the default)",
@@ -99,11 +116,11 @@ impl Backend for Zrecord {
 
     fn write(&mut self, w: &Workload, dir: &Path) -> Result<Duration> {
         self.path = dir.join(format!("zrecord_{}", self.codec));
-        // The 2.4.6 generation: the Python peer (loaderx 2.4.6) reads these
-        // stores too.
+        // The 2.4.6 generation unless asked: the Python peer (loaderx
+        // 2.4.6) reads these stores too.
         let mut opts = CreateOptions::new(self.codec)
             .sync_on_close(self.sync)
-            .generation(Generation::V2_4_6);
+            .generation(self.generation);
         if let Some(d) = &self.dict {
             opts = opts.dict_bytes(d.clone());
         }
@@ -143,6 +160,9 @@ impl Backend for Zrecord {
                 buf: d.gather_bytes(idx)?,
                 stride: d.record_bytes(),
             })),
+            Some(Reader::Ragged(r)) if self.packed => {
+                Ok(Box::new(RaggedOut(r.gather_packed(idx)?)))
+            }
             Some(Reader::Ragged(r)) => Ok(Box::new(RaggedOut(r.gather(idx)?))),
             None => Err("gather before write".into()),
         }

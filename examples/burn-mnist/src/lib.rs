@@ -36,9 +36,7 @@ use burn::train::renderer::{
 use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
-use loaderx_burn::{
-    BurnDataLoader, BurnDataLoaderBuilder, HostBatch, TensorBatcher, ZrecordDataset,
-};
+use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch, TensorBatcher, ZrecordDataset};
 use loaderx_core::SamplerMode;
 
 /// Any error of the example.
@@ -148,13 +146,13 @@ impl MnistBatch {
 }
 
 /// A loader builder over every store of `ROOT/<split>` (`image`, `label`);
-/// finish it with `.build(device, MnistBatch::from_host)`.
-pub fn split(root: &Path, split: &str) -> Result<BurnDataLoaderBuilder, Error> {
+/// finish it with `.build_burn(device, MnistBatch::from_host)`.
+pub fn split(root: &Path, split: &str) -> Result<loaderx_core::DataLoaderBuilder, Error> {
     Ok(BurnDataLoader::builder().dataset(&ZrecordDataset::open_dir(root.join(split))?))
 }
 
 /// A finite, in-order pass over `ROOT/<split>`: every record exactly once,
-/// the last batch partial ([`BurnDataLoaderBuilder::drop_last`]`(false)`).
+/// the last batch partial ([`drop_last`](loaderx_core::DataLoaderBuilder::drop_last)`(false)`).
 pub fn eval_loader(
     root: &Path,
     split_name: &str,
@@ -167,7 +165,7 @@ pub fn eval_loader(
         .mode(SamplerMode::Sequential)
         .drop_last(false)
         .workers(workers)
-        .build(device, MnistBatch::from_host)?)
+        .build_burn(device, MnistBatch::from_host)?)
 }
 
 /// Test-set accuracy of a model, counted exactly.
@@ -382,7 +380,7 @@ pub fn compare_loaders(config: &Config, device: &Device) -> Result<(f64, f64), E
         .batch_size(config.batch_size)
         .seed(config.seed)
         .workers(config.workers)
-        .build_tensors(device)?;
+        .build_burn_tensors(device)?;
     let burns = DataLoaderBuilder::new(TensorBatcher)
         .batch_size(config.batch_size)
         .shuffle(config.seed)
@@ -411,8 +409,8 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
         .mode(SamplerMode::Cyclic)
         .seed(config.seed)
         .workers(config.workers)
-        .start_epoch(start_epoch)
-        .build(device, MnistBatch::from_host)?;
+        .build_burn(device, MnistBatch::from_host)?
+        .start_epoch(start_epoch)?;
     // The loader alone, on a copy (its own pipeline, same data order), so the
     // training loader still starts at `start_epoch`.
     let loader_records_per_s = loader_throughput(&*train_loader.to_device(device))?;

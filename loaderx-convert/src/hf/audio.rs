@@ -23,7 +23,7 @@ use symphonia::core::formats::{FormatOptions, FormatReader, TrackType};
 use symphonia::core::io::MediaSourceStream;
 use symphonia::core::meta::MetadataOptions;
 
-use loaderx_core::format::MAX_RECORD_LEN;
+use loaderx_core::MAX_RECORD_LEN;
 
 use super::decode::{DecodeError, RecordBuffer};
 

@@ -14,7 +14,7 @@ use arrow_schema::DataType;
 use image::{ColorType, ImageDecoder, ImageReader, Limits};
 
 use loaderx_core::DType;
-use loaderx_core::format::MAX_RECORD_LEN;
+use loaderx_core::MAX_RECORD_LEN;
 
 use super::decode::{DecodeError, RecordBuffer};
 

@@ -100,10 +100,10 @@
 //! ```
 //!
 //! A training framework that asks for one epoch at a time gets an
-//! [`EpochLoader`](crate::EpochLoader) from
+//! [`EpochLoader`](crate::adapter::EpochLoader) from
 //! [`build_epochs`](crate::DataLoaderBuilder::build_epochs): each `iter()`
 //! is the next pass, a `start_step` inside an epoch resumes it exactly, and
-//! [`slice`](crate::EpochLoader::slice) cuts an epoch at whole batches (for
+//! [`slice`](crate::adapter::EpochLoader::slice) cuts an epoch at whole batches (for
 //! multi-device training); `loaderx-burn`'s `BurnDataLoader` wraps it.
 //!
 //! ## Ragged streams
@@ -113,7 +113,7 @@
 //! adapters hand them over:
 //!
 //! ```
-//! use loaderx_core::host::PadValue;
+//! use loaderx_core::adapter::PadValue;
 //! use loaderx_core::{Codec, DataLoader, Ragged, RaggedWriter, SamplerMode};
 //!
 //! let dir = tempfile::tempdir()?;
@@ -136,7 +136,17 @@
 //! ```
 //!
 //! Where each stream's batch is gathered (pinned host memory, a framework
-//! tensor's storage) is decided by a [`Staging`](crate::loader::Staging)
-//! hook; by default a recycling [`BufferPool`](crate::loader::BufferPool) is
-//! used, so the steady state allocates nothing. Dropping the loader stops and
-//! joins its threads.
+//! tensor's storage) is decided by a [`Staging`](crate::adapter::Staging),
+//! whose buffer type the batches then hold
+//! ([`DataLoaderBuilder::staging`](crate::DataLoaderBuilder::staging); the
+//! adapters choose theirs); by default a recycling
+//! [`BufferPool`](crate::adapter::BufferPool) is used, so the steady state
+//! allocates nothing. Dropping the loader stops and joins its threads.
+//!
+//! Several devices in one process take placement views of each step's
+//! batch: [`build_views`](crate::DataLoaderBuilder::build_views) splits the
+//! global batch into contiguous equal parts
+//! ([`view_range`](crate::view_range)), each gathered into its own buffers,
+//! and [`view(i, n)`](crate::DataLoaderBuilder::view) makes a loader of one
+//! part; resuming and [`shard`](crate::DataLoaderBuilder::shard) compose
+//! with both.

@@ -4,23 +4,25 @@ use std::sync::Arc;
 
 use ndarray::{ArrayViewD, IxDyn};
 
-use super::staging::StagedBuffer;
+use super::staging::{ColumnBuffer, PooledBuffer, StagedBuffer};
+use crate::adapter::{AlignedBuf, PadValue, Padded};
 use crate::dtype::{DType, Element};
 use crate::error::{Error, ErrorKind, StoreKind};
-use crate::host::{AlignedBuf, PadValue, Padded};
 use crate::ragged::RaggedLayout;
 
-/// One loader step: the sampler's indices and every stream gathered at them.
-pub struct Batch {
+/// One loader step: the sampler's indices and every stream gathered at
+/// them, in buffers of type `B` (the loader's [staging](super::Staging)'s;
+/// by default the pooled host buffers of [`BufferPool`](super::BufferPool)).
+pub struct Batch<B = PooledBuffer> {
     pub(crate) step: u64,
     pub(crate) epoch: u64,
     pub(crate) step_in_epoch: u64,
     pub(crate) indices: Vec<u64>,
     pub(crate) names: Arc<[String]>,
-    pub(crate) columns: Vec<Column>,
+    pub(crate) columns: Vec<Column<B>>,
 }
 
-impl Batch {
+impl<B: StagedBuffer> Batch<B> {
     /// The sampler step this batch is.
     pub fn step(&self) -> u64 {
         self.step
@@ -60,18 +62,18 @@ impl Batch {
     }
 
     /// The column of stream `name`.
-    pub fn column(&self, name: &str) -> Option<&Column> {
+    pub fn column(&self, name: &str) -> Option<&Column<B>> {
         let i = self.names.iter().position(|n| n == name)?;
         self.columns.get(i)
     }
 
     /// Every column, in stream order.
-    pub fn columns(&self) -> &[Column] {
+    pub fn columns(&self) -> &[Column<B>] {
         &self.columns
     }
 
     /// Takes the columns out, in stream order, paired with their names.
-    pub fn into_columns(self) -> Vec<(String, Column)> {
+    pub fn into_columns(self) -> Vec<(String, Column<B>)> {
         self.names.iter().cloned().zip(self.columns).collect()
     }
 
@@ -85,7 +87,7 @@ impl Batch {
         self.require(name)?.dense()
     }
 
-    fn require(&self, name: &str) -> Result<&Column, Error> {
+    fn require(&self, name: &str) -> Result<&Column<B>, Error> {
         self.column(name)
             .ok_or_else(|| Error::invalid(format!("the batch has no stream {name:?}")))
     }
@@ -101,7 +103,7 @@ impl Batch {
     }
 }
 
-impl std::fmt::Debug for Batch {
+impl<B> std::fmt::Debug for Batch<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Batch")
             .field("step", &self.step)
@@ -124,15 +126,16 @@ pub enum ColumnLayout {
     Ragged(RaggedLayout),
 }
 
-/// One stream's part of a batch, in the buffer its staging provided.
-pub struct Column {
+/// One stream's part of a batch, in the buffer its staging provided (of
+/// type `B`), or in host memory core made.
+pub struct Column<B = PooledBuffer> {
     pub(crate) dtype: DType,
     pub(crate) layout: ColumnLayout,
     pub(crate) len: usize,
-    pub(crate) buffer: Box<dyn StagedBuffer>,
+    pub(crate) buffer: ColumnBuffer<B>,
 }
 
-impl Column {
+impl<B: StagedBuffer> Column<B> {
     /// Element type.
     pub fn dtype(&self) -> DType {
         self.dtype
@@ -253,6 +256,112 @@ impl Column {
             .collect()
     }
 
+    /// Each record's `(shape, bytes)`: a Dense column's rows, or a Ragged
+    /// column's records.
+    pub fn records(&self) -> impl ExactSizeIterator<Item = (&[usize], &[u8])> + Clone + '_ {
+        let bytes = self.bytes();
+        let (item_shape, row, layout): (&[usize], usize, Option<&RaggedLayout>) = match &self.layout
+        {
+            ColumnLayout::Dense { shape } => {
+                let item = shape.get(1..).unwrap_or_default();
+                (
+                    item,
+                    item.iter().product::<usize>() * self.dtype.size(),
+                    None,
+                )
+            }
+            ColumnLayout::Ragged(l) => (&[], 0, Some(l)),
+        };
+        let n = match (&self.layout, layout) {
+            (_, Some(l)) => l.len(),
+            (ColumnLayout::Dense { shape }, None) => shape.first().copied().unwrap_or(0),
+            _ => 0,
+        };
+        (0..n).map(move |i| match layout {
+            Some(l) => (l.shape(i), &bytes[l.byte_range(i)]),
+            None => (item_shape, &bytes[i * row..(i + 1) * row]),
+        })
+    }
+
+    /// The column padded to the largest extent of every axis, with `i64`
+    /// lengths and a `bool` mask (see [`host::pad_records`](crate::adapter::pad_records));
+    /// a Dense column pads to itself, with full lengths and an all-true mask.
+    ///
+    /// # Errors
+    ///
+    /// As [`host::pad_records`](crate::adapter::pad_records).
+    pub fn padded(&self, pad: PadValue) -> Result<Padded, Error> {
+        let ndim = match &self.layout {
+            ColumnLayout::Dense { shape } => shape.len().saturating_sub(1),
+            ColumnLayout::Ragged(l) => l.ndim(),
+        };
+        crate::adapter::pad_records(self.dtype, ndim, self.records(), pad)
+    }
+
+    /// Bytes of an array of `shape` in the column's element type, the
+    /// first bytes of its buffer that
+    /// [`ColumnConverter::buffer_tensor`](crate::adapter::ColumnConverter::buffer_tensor)
+    /// hands over.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the column holds fewer bytes.
+    pub fn array_len(&self, shape: &[usize]) -> Result<usize, Error> {
+        shape
+            .iter()
+            .try_fold(self.dtype.size(), |a, &d| a.checked_mul(d))
+            .filter(|&n| n <= self.len)
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "a {}-byte column cannot hold a {} array of shape {shape:?}",
+                    self.len, self.dtype
+                ))
+            })
+    }
+
+    /// A Ragged column as `values`, `cu_seqlens` and `shapes` in host
+    /// memory (see [`PackedRagged`](crate::adapter::PackedRagged)); the values
+    /// are copied. To hand a batch gathered
+    /// [`packed`](crate::DataLoaderBuilder::packed) to a framework without
+    /// a copy, an adapter takes the column's buffer as the values
+    /// ([`ColumnConverter::packed`](crate::adapter::ColumnConverter::packed)).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column; as [`RaggedLayout::packed`] (more than `i32::MAX` elements, a
+    /// dimension above `u32::MAX`).
+    pub fn packed(&self) -> Result<crate::adapter::PackedRagged, Error> {
+        self.ragged_layout()?.packed(self.dtype, self.bytes())
+    }
+
+    /// A Ragged column's elements end to end: its own bytes when it was
+    /// gathered [`packed`](crate::DataLoaderBuilder::packed), a copy
+    /// otherwise (see [`RaggedLayout::packed_values`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
+    /// column.
+    pub fn packed_values(&self) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
+        self.ragged_layout()?.packed_values(self.bytes())
+    }
+
+    /// Where the column's bytes live: its staging's buffer, or host memory
+    /// core made.
+    pub fn buffer(&self) -> &ColumnBuffer<B> {
+        &self.buffer
+    }
+
+    /// The buffer, e.g. for an adapter to take back its own staged memory
+    /// (a tensor's storage, a pinned block) without a copy.
+    pub fn into_buffer(self) -> ColumnBuffer<B> {
+        self.buffer
+    }
+}
+
+impl Column {
     /// A column of `dtype` and contract `kind` holding `records`, each a
     /// `(shape, bytes)` pair, copied into one new aligned buffer: the inverse
     /// of [`records`](Self::records). Dense records lie contiguous and must
@@ -335,112 +444,8 @@ impl Column {
             dtype,
             layout,
             len: end,
-            buffer: Box::new(buffer),
+            buffer: ColumnBuffer::Host(buffer),
         })
-    }
-
-    /// Each record's `(shape, bytes)`: a Dense column's rows, or a Ragged
-    /// column's records.
-    pub fn records(&self) -> impl ExactSizeIterator<Item = (&[usize], &[u8])> + Clone + '_ {
-        let bytes = self.bytes();
-        let (item_shape, row, layout): (&[usize], usize, Option<&RaggedLayout>) = match &self.layout
-        {
-            ColumnLayout::Dense { shape } => {
-                let item = shape.get(1..).unwrap_or_default();
-                (
-                    item,
-                    item.iter().product::<usize>() * self.dtype.size(),
-                    None,
-                )
-            }
-            ColumnLayout::Ragged(l) => (&[], 0, Some(l)),
-        };
-        let n = match (&self.layout, layout) {
-            (_, Some(l)) => l.len(),
-            (ColumnLayout::Dense { shape }, None) => shape.first().copied().unwrap_or(0),
-            _ => 0,
-        };
-        (0..n).map(move |i| match layout {
-            Some(l) => (l.shape(i), &bytes[l.byte_range(i)]),
-            None => (item_shape, &bytes[i * row..(i + 1) * row]),
-        })
-    }
-
-    /// The column padded to the largest extent of every axis, with `i64`
-    /// lengths and a `bool` mask (see [`host::pad_records`](crate::host::pad_records));
-    /// a Dense column pads to itself, with full lengths and an all-true mask.
-    ///
-    /// # Errors
-    ///
-    /// As [`host::pad_records`](crate::host::pad_records).
-    pub fn padded(&self, pad: PadValue) -> Result<Padded, Error> {
-        let ndim = match &self.layout {
-            ColumnLayout::Dense { shape } => shape.len().saturating_sub(1),
-            ColumnLayout::Ragged(l) => l.ndim(),
-        };
-        crate::host::pad_records(self.dtype, ndim, self.records(), pad)
-    }
-
-    /// Bytes of an array of `shape` in the column's element type, the
-    /// first bytes of its buffer that
-    /// [`ColumnConverter::buffer_tensor`](crate::host::ColumnConverter::buffer_tensor)
-    /// hands over.
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
-    /// when the column holds fewer bytes.
-    pub fn array_len(&self, shape: &[usize]) -> Result<usize, Error> {
-        shape
-            .iter()
-            .try_fold(self.dtype.size(), |a, &d| a.checked_mul(d))
-            .filter(|&n| n <= self.len)
-            .ok_or_else(|| {
-                Error::invalid(format!(
-                    "a {}-byte column cannot hold a {} array of shape {shape:?}",
-                    self.len, self.dtype
-                ))
-            })
-    }
-
-    /// A Ragged column as `values`, `cu_seqlens` and `shapes` in host
-    /// memory (see [`PackedRagged`](crate::host::PackedRagged)); the values
-    /// are copied. To hand a batch gathered
-    /// [`packed`](crate::DataLoaderBuilder::packed) to a framework without
-    /// a copy, an adapter takes the column's buffer as the values
-    /// ([`ColumnConverter::packed`](crate::host::ColumnConverter::packed)).
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
-    /// column; as [`RaggedLayout::packed`] (more than `i32::MAX` elements, a
-    /// dimension above `u32::MAX`).
-    pub fn packed(&self) -> Result<crate::host::PackedRagged, Error> {
-        self.ragged_layout()?.packed(self.dtype, self.bytes())
-    }
-
-    /// A Ragged column's elements end to end: its own bytes when it was
-    /// gathered [`packed`](crate::DataLoaderBuilder::packed), a copy
-    /// otherwise (see [`RaggedLayout::packed_values`]).
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
-    /// column.
-    pub fn packed_values(&self) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
-        self.ragged_layout()?.packed_values(self.bytes())
-    }
-
-    /// The staged buffer, by reference (e.g. to check its type with
-    /// [`StagedBuffer::as_any`]).
-    pub fn buffer(&self) -> &dyn StagedBuffer {
-        &*self.buffer
-    }
-
-    /// The staged buffer, e.g. for an adapter to take back its own tensor
-    /// with [`StagedBuffer::into_any`].
-    pub fn into_buffer(self) -> Box<dyn StagedBuffer> {
-        self.buffer
     }
 }
 
@@ -448,7 +453,7 @@ fn kind_error(expected: StoreKind, found: StoreKind) -> Error {
     ErrorKind::ColumnKind { expected, found }.into()
 }
 
-impl std::fmt::Debug for Column {
+impl<B> std::fmt::Debug for Column<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Column")
             .field("dtype", &self.dtype)

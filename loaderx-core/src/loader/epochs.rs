@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{BoxError, DataLoader, DataLoaderBuilder};
+use super::{BoxError, BufferPool, DataLoader, DataLoaderBuilder, Staging};
 use crate::error::Error;
 use crate::loader::Batch;
 use crate::sampler::Sampler;
 
-type MapFn<T, C> = Arc<dyn Fn(Batch, &C) -> Result<T, BoxError> + Send + Sync>;
+type MapFn<T, C, B> = Arc<dyn Fn(Batch<B>, &C) -> Result<T, BoxError> + Send + Sync>;
 
 #[derive(Debug, Default)]
 struct Counters {
@@ -40,16 +40,16 @@ pub struct EpochStats {
     pub pipelines: u64,
 }
 
-struct Shared<T, C> {
+struct Shared<T, C, S: Staging> {
     /// The configuration every pipeline is a clone of, with the resolved
     /// sampler (at step 0) in place of the sampling settings.
-    builder: DataLoaderBuilder,
+    builder: DataLoaderBuilder<S>,
     /// The sampler the pipelines draw with (at step 0): passes and batch lengths.
     sampler: Sampler,
     /// The builder's [`epochs`](DataLoaderBuilder::epochs): epochs from this
     /// one on are empty.
     end_epoch: Option<u64>,
-    map: MapFn<T, C>,
+    map: MapFn<T, C, S::Buffer>,
     counters: Counters,
 }
 
@@ -109,18 +109,21 @@ struct Shared<T, C> {
 /// assert_eq!(loader.stats().batches, 6);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct EpochLoader<T, C = ()> {
-    shared: Arc<Shared<T, C>>,
+pub struct EpochLoader<T, C = (), S: Staging = BufferPool> {
+    shared: Arc<Shared<T, C, S>>,
     context: C,
     /// Steps within an epoch this loader delivers (all of them, or a slice's).
     steps: Range<u64>,
+    /// The placement view of every batch this loader delivers, `(index,
+    /// count)`; `(0, 1)`: whole batches.
+    view: (usize, usize),
     next_epoch: AtomicU64,
     /// Steps into `next_epoch` the next `iter()` starts at (mid-epoch resume).
     resume_offset: AtomicU64,
     pipeline: Mutex<Option<DataLoader<T>>>,
 }
 
-impl DataLoaderBuilder {
+impl<S: Staging> DataLoaderBuilder<S> {
     /// An [`EpochLoader`] over this configuration whose batches `map`
     /// builds from each [`Batch`] and `context`, on the workers. Its first
     /// [`iter`](EpochLoader::iter) starts `start_epoch` epochs after
@@ -138,17 +141,22 @@ impl DataLoaderBuilder {
         start_epoch: u64,
         context: C,
         map: F,
-    ) -> Result<EpochLoader<T, C>, Error>
+    ) -> Result<EpochLoader<T, C, S>, Error>
     where
         T: Send + 'static,
         C: Clone + Send + Sync + 'static,
         E: Into<BoxError>,
-        F: Fn(Batch, &C) -> Result<T, E> + Send + Sync + 'static,
+        F: Fn(Batch<S::Buffer>, &C) -> Result<T, E> + Send + Sync + 'static,
     {
         let mut sampler = self.resolved_sampler()?;
         let (start, _) = self.bounds(&sampler, start_epoch)?;
         sampler.seek(0);
         let steps_per_epoch = sampler.steps_per_epoch();
+        self.placement.check(&sampler)?;
+        let view = self.placement.single().ok_or_else(|| {
+            Error::invalid("an EpochLoader delivers one view: use view(index, count)")
+        })?;
+        self.placement = super::views::Placement::whole();
         // Every pipeline draws with this sampler, started at its own step.
         self.sampler = Some(sampler.clone());
         self.explicit_shard = false;
@@ -164,6 +172,7 @@ impl DataLoaderBuilder {
             }),
             context,
             steps: 0..steps_per_epoch,
+            view,
             next_epoch: AtomicU64::new(start / steps_per_epoch),
             resume_offset: AtomicU64::new(start % steps_per_epoch),
             pipeline: Mutex::new(None),
@@ -171,12 +180,12 @@ impl DataLoaderBuilder {
     }
 }
 
-impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoader<T, C, S> {
     /// The next epoch: its batches from the resume point (the first call
     /// after a mid-epoch start) or the start of this loader's
     /// [`steps`](Self::steps), to their end; `None` after the last, or after
     /// an error.
-    pub fn iter(&self) -> EpochIter<'_, T, C> {
+    pub fn iter(&self) -> EpochIter<'_, T, C, S> {
         let epoch = self.next_epoch.fetch_add(1, Ordering::SeqCst);
         let offset = self.resume_offset.swap(0, Ordering::SeqCst);
         let steps = self.steps_of(epoch);
@@ -223,9 +232,67 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
             let k = s.step_at_record(base, p).saturating_sub(base);
             steps.start + k.min(len)
         };
-        let lo = at(start);
-        let hi = at(end).max(lo);
+        // Positions count this loader's records: a view holds 1/count of each batch.
+        let count = self.view.1 as u64;
+        let lo = at(start.saturating_mul(count));
+        let hi = at(end.saturating_mul(count)).max(lo);
         self.derive(self.context.clone(), lo..hi)
+    }
+
+    /// A loader that delivers view `index` of `count` of every batch this
+    /// one delivers (its contiguous part
+    /// [`view_range`](crate::view_range)`(B, count, index)`, the rule of
+    /// [`DataLoaderBuilder::view`]): the same steps, so `count` such
+    /// loaders, one per device, step in lockstep and together deliver each
+    /// batch once. Shares the context, map and counters, with a pipeline of
+    /// its own. A view of a view splits the part again.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when the batches do not split into `count` (see
+    /// [`DataLoaderBuilder::view`]) or `index` is not below `count`.
+    pub fn view(&self, index: usize, count: usize) -> Result<Self, Error> {
+        let (outer, outer_count) = self.view;
+        let total = outer_count
+            .checked_mul(count)
+            .ok_or_else(|| Error::invalid(format!("{outer_count} views of {count} views each")))?;
+        let view = (outer * count + index, total);
+        super::views::Placement::<S>::one(view.0, view.1).check(&self.shared.sampler)?;
+        let mut derived = self.derive(self.context.clone(), self.steps.clone());
+        derived.view = view;
+        Ok(derived)
+    }
+
+    /// This loader starting `epochs` epochs later: its next `iter()`
+    /// delivers what it would have delivered `epochs` calls later (a
+    /// mid-epoch resume point is kept), as if built with `start_epoch`
+    /// larger by `epochs` ([`DataLoaderBuilder::build_epochs`]).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
+    /// when that epoch lies past step `u64::MAX`.
+    pub fn skip_epochs(self, epochs: u64) -> Result<Self, Error> {
+        let next = self.next_epoch().checked_add(epochs);
+        let spe = self.steps_per_epoch();
+        match next.and_then(|n| n.checked_mul(spe)) {
+            Some(_) => {}
+            None => {
+                return Err(Error::invalid(format!(
+                    "epoch {} + {epochs} of {spe} steps each is past step 2^64",
+                    self.next_epoch()
+                )));
+            }
+        }
+        self.next_epoch.store(next.unwrap_or(0), Ordering::SeqCst);
+        Ok(self)
+    }
+
+    /// The placement view of every batch this loader delivers, `(index,
+    /// count)`: `(0, 1)` unless made by [`view`](Self::view).
+    pub fn view_of(&self) -> (usize, usize) {
+        self.view
     }
 
     /// Records the next `iter()` delivers in full (the same every epoch
@@ -293,7 +360,10 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
     fn items_in(&self, epoch: u64, steps: Range<u64>) -> u64 {
         let s = &self.shared.sampler;
         let base = s.step_at(epoch, 0).unwrap_or(0);
-        s.records_in(base.saturating_add(steps.start)..base.saturating_add(steps.end))
+        let records =
+            s.records_in(base.saturating_add(steps.start)..base.saturating_add(steps.end));
+        // Every batch splits evenly (checked when the view was made).
+        records / self.view.1 as u64
     }
 
     fn derive(&self, context: C, steps: Range<u64>) -> Self {
@@ -301,6 +371,7 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
             shared: Arc::clone(&self.shared),
             context,
             steps,
+            view: self.view,
             next_epoch: AtomicU64::new(self.next_epoch.load(Ordering::SeqCst)),
             resume_offset: AtomicU64::new(self.resume_offset.load(Ordering::SeqCst)),
             pipeline: Mutex::new(None),
@@ -314,10 +385,12 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
     fn start_pipeline(&self, step: u64) -> Result<DataLoader<T>, Error> {
         let map = Arc::clone(&self.shared.map);
         let context = self.context.clone();
+        let (index, count) = self.view;
         let pipeline = self
             .shared
             .builder
             .clone()
+            .view(index, count)
             .start_step(step)
             .build_with(move |batch| map(batch, &context))?;
         let pipelines = &self.shared.counters.pipelines;
@@ -346,7 +419,7 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochLoader<T, C> {
     }
 }
 
-impl<T, C: fmt::Debug> fmt::Debug for EpochLoader<T, C> {
+impl<T, C: fmt::Debug, S: Staging> fmt::Debug for EpochLoader<T, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = &self.shared.sampler;
         f.debug_struct("EpochLoader")
@@ -363,8 +436,8 @@ impl<T, C: fmt::Debug> fmt::Debug for EpochLoader<T, C> {
 
 /// One epoch of an [`EpochLoader`] ([`EpochLoader::iter`]): the mapped
 /// batches in step order, and how far through the epoch it is.
-pub struct EpochIter<'a, T, C> {
-    loader: &'a EpochLoader<T, C>,
+pub struct EpochIter<'a, T, C, S: Staging = BufferPool> {
+    loader: &'a EpochLoader<T, C, S>,
     epoch: u64,
     /// The loader's steps of this epoch.
     steps: Range<u64>,
@@ -374,7 +447,7 @@ pub struct EpochIter<'a, T, C> {
     failed: bool,
 }
 
-impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochIter<'_, T, C> {
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochIter<'_, T, C, S> {
     /// The epoch delivered (0-based).
     pub fn epoch(&self) -> u64 {
         self.epoch
@@ -394,7 +467,9 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> EpochIter<'_, T, C> {
     }
 }
 
-impl<T: Send + 'static, C: Clone + Send + Sync + 'static> Iterator for EpochIter<'_, T, C> {
+impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> Iterator
+    for EpochIter<'_, T, C, S>
+{
     type Item = Result<T, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -415,8 +490,8 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> Iterator for EpochIter
         c.wait_ns.fetch_add(waited, Ordering::Relaxed);
         if result.is_ok() {
             c.batches.fetch_add(1, Ordering::Relaxed);
-            c.items
-                .fetch_add(sampler.batch_len(step) as u64, Ordering::Relaxed);
+            let items = sampler.batch_len(step) / self.loader.view.1;
+            c.items.fetch_add(items as u64, Ordering::Relaxed);
         } else {
             self.failed = true;
         }
@@ -430,7 +505,7 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static> Iterator for EpochIter
     }
 }
 
-impl<T, C> fmt::Debug for EpochIter<'_, T, C> {
+impl<T, C, S: Staging> fmt::Debug for EpochIter<'_, T, C, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EpochIter")
             .field("epoch", &self.epoch)
@@ -606,6 +681,58 @@ mod tests {
         assert!(empty.iter().next().is_none());
         // A slice's next epoch is the next one of the whole loader.
         assert_eq!(epoch(&parts[0]).first().unwrap().0, 6);
+    }
+
+    #[test]
+    fn views_step_in_lockstep_and_concatenate_to_each_batch() {
+        // burn's multi-device split through the placement rule: every
+        // device's loader has every step, with its part of each batch.
+        let dir = tempfile::tempdir().unwrap();
+        let l = builder(dir.path(), 24, 6)
+            .drop_last(false)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        let reference = epoch(&l);
+        let views: Vec<_> = (0..3).map(|v| l.view(v, 3).unwrap()).collect();
+        for v in &views {
+            assert_eq!((v.steps(), v.num_items(), v.next_epoch()), (0..4, 8, 1));
+        }
+        let parts: Vec<Vec<Seen>> = views.iter().map(epoch).collect();
+        let whole = epoch(&l);
+        assert_ne!(whole, reference, "epoch 1 is another permutation");
+        for (k, (step, indices, x)) in whole.iter().enumerate() {
+            let (mut i, mut y) = (Vec::new(), Vec::new());
+            for part in &parts {
+                assert_eq!(part[k].0, *step);
+                assert_eq!(part[k].1.len(), 2);
+                i.extend_from_slice(&part[k].1);
+                y.extend_from_slice(&part[k].2);
+            }
+            assert_eq!((&i, &y), (indices, x), "step {step}");
+        }
+        // A view of a view splits the part again; a slice of a view counts
+        // its records.
+        let quarter = l.view(1, 2).unwrap().view(1, 3).unwrap();
+        assert_eq!(quarter.view_of(), (4, 6));
+        assert_eq!(quarter.num_items(), 4);
+        let tail = views[0].slice(4, 8);
+        assert_eq!((tail.steps(), tail.num_items()), (2..4, 4));
+        // Parts that do not split evenly are refused.
+        assert!(l.view(0, 4).is_err());
+        assert!(l.view(3, 3).is_err());
+        let e = builder(dir.path(), 24, 6)
+            .view(0, 4)
+            .build_epochs(0, (), seen)
+            .unwrap_err();
+        assert!(e.to_string().contains("batch_size 6"), "{e}");
+        // A builder's view becomes the loader's.
+        let second = builder(dir.path(), 24, 6)
+            .view(1, 3)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        assert_eq!(second.view_of(), (1, 3));
+        let got = epoch(&second);
+        assert_eq!(got[0].1, reference[0].1[2..4]);
     }
 
     #[test]

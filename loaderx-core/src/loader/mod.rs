@@ -3,6 +3,7 @@ mod epochs;
 mod pinned;
 mod pipeline;
 mod staging;
+mod views;
 
 use std::sync::Arc;
 
@@ -13,14 +14,15 @@ pub use pinned::{
 };
 pub use pipeline::{DataLoader, LoaderStats};
 pub use staging::{
-    BufferPool, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter, StagingStats,
-    downcast_staged,
+    BufferPool, ColumnBuffer, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter,
+    StagingStats,
 };
+pub use views::view_range;
 
+use crate::adapter::AlignedBuf;
 use crate::dense::{Dense, DynDense};
 use crate::dtype::Element;
 use crate::error::Error;
-use crate::host::AlignedBuf;
 use crate::ragged::{DynRagged, Ragged};
 use crate::sampler::{Sampler, SamplerBuilder, SamplerMode};
 use crate::sequence::{LengthIndex, PackOptions};
@@ -89,7 +91,7 @@ impl Stream {
             dtype,
             layout,
             len: buffer.len(),
-            buffer: Box::new(buffer),
+            buffer: ColumnBuffer::Host(buffer),
         })
     }
 
@@ -171,7 +173,10 @@ impl From<Store> for Stream {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
-pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send + Sync>;
+/// What the workers run on a step's batches (buffers of type `B`): one per
+/// view the loader delivers (one, unless built with
+/// [`build_views`](DataLoaderBuilder::build_views)).
+pub(crate) type Transform<T, B> = Arc<dyn Fn(Vec<Batch<B>>) -> Result<T, BoxError> + Send + Sync>;
 
 /// Configures a [`DataLoader`]. Cloning it is
 /// cheap (streams and staging are shared), so one configuration can start
@@ -227,8 +232,7 @@ pub(crate) type Transform<T> = Arc<dyn Fn(Batch) -> Result<T, BoxError> + Send +
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Clone)]
-pub struct DataLoaderBuilder {
+pub struct DataLoaderBuilder<S = BufferPool> {
     streams: Vec<(String, Stream)>,
     /// Batch size, mode, seed, shard, `drop_last` and lengths, with the
     /// sampler's own defaults; the record count comes from the streams
@@ -243,9 +247,32 @@ pub struct DataLoaderBuilder {
     prefetch: usize,
     start_step: Option<u64>,
     epochs: Option<u64>,
-    staging: Option<Arc<dyn Staging>>,
+    /// Where batches are gathered; shared by the loaders this builder starts.
+    staging: Arc<S>,
     pack: Option<(String, PackOptions)>,
     packed: bool,
+    /// How each global batch is split, and which views are delivered.
+    placement: views::Placement<S>,
+}
+
+impl<S> Clone for DataLoaderBuilder<S> {
+    fn clone(&self) -> Self {
+        DataLoaderBuilder {
+            streams: self.streams.clone(),
+            sampling: self.sampling.clone(),
+            explicit_drop_last: self.explicit_drop_last,
+            explicit_shard: self.explicit_shard,
+            sampler: self.sampler.clone(),
+            workers: self.workers,
+            prefetch: self.prefetch,
+            start_step: self.start_step,
+            epochs: self.epochs,
+            staging: Arc::clone(&self.staging),
+            pack: self.pack.clone(),
+            packed: self.packed,
+            placement: self.placement.clone(),
+        }
+    }
 }
 
 impl Default for DataLoaderBuilder {
@@ -260,9 +287,10 @@ impl Default for DataLoaderBuilder {
             prefetch: 2,
             start_step: None,
             epochs: None,
-            staging: None,
+            staging: Arc::new(BufferPool::new(0)),
             pack: None,
             packed: false,
+            placement: views::Placement::whole(),
         }
     }
 }
@@ -275,7 +303,7 @@ impl DataLoader<Batch> {
     }
 }
 
-impl DataLoaderBuilder {
+impl<S: Staging> DataLoaderBuilder<S> {
     /// Adds a named stream; every stream must hold the same number of records.
     pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
         self.streams.push((name.into(), stream.into()));
@@ -373,10 +401,31 @@ impl DataLoaderBuilder {
         self
     }
 
-    /// Where batches are gathered (default: a [`BufferPool`]).
-    pub fn staging(mut self, staging: impl Staging) -> Self {
-        self.staging = Some(Arc::new(staging));
-        self
+    /// Where batches are gathered (default: a [`BufferPool`]); the batches
+    /// then hold its [`Buffer`](Staging::Buffer)s. Placement views are
+    /// reset to the whole batch.
+    pub fn staging<S2: Staging>(self, staging: S2) -> DataLoaderBuilder<S2> {
+        self.with_staging(Arc::new(staging))
+    }
+
+    /// This configuration with `staging` (shared).
+    pub(crate) fn with_staging<S2: Staging>(self, staging: Arc<S2>) -> DataLoaderBuilder<S2> {
+        let placement = views::Placement::one_of(&self.placement);
+        DataLoaderBuilder {
+            streams: self.streams,
+            sampling: self.sampling,
+            explicit_drop_last: self.explicit_drop_last,
+            explicit_shard: self.explicit_shard,
+            sampler: self.sampler,
+            workers: self.workers,
+            prefetch: self.prefetch,
+            start_step: self.start_step,
+            epochs: self.epochs,
+            staging,
+            pack: self.pack,
+            packed: self.packed,
+            placement,
+        }
     }
 
     /// Record lengths for the length-aware sampler modes
@@ -427,8 +476,8 @@ impl DataLoaderBuilder {
     /// [`ErrorKind::WorkerSpawn`](crate::ErrorKind::WorkerSpawn) when a
     /// worker thread cannot be started (the threads already started are
     /// stopped and joined first).
-    pub fn build(self) -> Result<DataLoader<Batch>, Error> {
-        self.start(Arc::new(Ok))
+    pub fn build(self) -> Result<DataLoader<Batch<S::Buffer>>, Error> {
+        self.start_one(Ok::<_, Error>)
     }
 
     /// Starts a loader that runs `transform` on every batch, on the workers.
@@ -442,16 +491,16 @@ impl DataLoaderBuilder {
     where
         T: Send + 'static,
         E: Into<BoxError>,
-        F: Fn(Batch) -> Result<T, E> + Send + Sync + 'static,
+        F: Fn(Batch<S::Buffer>) -> Result<T, E> + Send + Sync + 'static,
     {
-        self.start(Arc::new(move |b| transform(b).map_err(Into::into)))
+        self.start_one(transform)
     }
 
     /// Starts a loader that converts every batch to framework tensors with
     /// `converter` (Ragged streams as `mode` says) and then applies `map`,
     /// all on the workers: the loader glue every adapter shares. The batches
     /// are gathered where the converter's
-    /// [`staging`](crate::host::ColumnConverter::staging) says, when it has
+    /// [`staging`](crate::adapter::ColumnConverter::staging) says, when it has
     /// one, or else by this builder's [`staging`](Self::staging).
     ///
     /// # Errors
@@ -460,24 +509,26 @@ impl DataLoaderBuilder {
     pub fn build_tensors<C, T, F>(
         self,
         converter: C,
-        mode: crate::host::RaggedMode,
+        mode: crate::adapter::RaggedMode,
         map: F,
     ) -> Result<DataLoader<T>, Error>
     where
-        C: crate::host::ColumnConverter,
+        C: crate::adapter::ColumnConverter,
         C::Error: std::error::Error + Sync,
         T: Send + 'static,
-        F: Fn(crate::host::TensorBatch<C::Tensor>) -> Result<T, C::Error> + Send + Sync + 'static,
+        F: Fn(crate::adapter::TensorBatch<C::Tensor>) -> Result<T, C::Error>
+            + Send
+            + Sync
+            + 'static,
     {
-        let mut builder = self;
-        if let Some(staging) = converter.staging() {
-            builder.staging = Some(staging);
-        }
-        if mode == crate::host::RaggedMode::Packed {
+        let mut builder = self.staging(converter.staging());
+        if mode == crate::adapter::RaggedMode::Packed {
             builder.packed = true;
         }
         builder.build_with(move |batch| {
-            map(crate::host::TensorBatch::convert(batch, &converter, mode)?)
+            map(crate::adapter::TensorBatch::convert(
+                batch, &converter, mode,
+            )?)
         })
     }
 
@@ -594,14 +645,47 @@ impl DataLoaderBuilder {
         Ok((start_step, end_step))
     }
 
-    fn start<T: Send + 'static>(self, transform: Transform<T>) -> Result<DataLoader<T>, Error> {
+    /// Starts a loader of one view per step (the whole batch, or the
+    /// [`view`](Self::view) asked for) transformed by `transform`.
+    fn start_one<T, E, F>(self, transform: F) -> Result<DataLoader<T>, Error>
+    where
+        T: Send + 'static,
+        E: Into<BoxError>,
+        F: Fn(Batch<S::Buffer>) -> Result<T, E> + Send + Sync + 'static,
+    {
+        self.start_placed(Arc::new(move |views: Vec<Batch<S::Buffer>>| {
+            let batch = views
+                .into_iter()
+                .next()
+                .ok_or_else(|| Error::invalid("a step with no view"))?;
+            transform(batch).map_err(Into::into)
+        }))
+    }
+
+    /// Starts the pipeline: each step's views, packed if asked, to `transform`.
+    fn start_placed<T: Send + 'static>(
+        self,
+        transform: Transform<T, S::Buffer>,
+    ) -> Result<DataLoader<T>, Error> {
         let sampler = self.resolved_sampler()?;
+        self.placement.check(&sampler)?;
         let (start_step, end_step) = self.bounds(&sampler, 0)?;
-        let pool = BufferPool::new((self.workers + self.prefetch + 2) * self.streams.len());
-        let transform: Transform<T> = match self.pack {
+        let views = self.placement.slots.len();
+        let live = (self.workers + self.prefetch + 2) * self.streams.len() * views;
+        self.staging.expect_buffers(live);
+        for slot in &self.placement.slots {
+            if let Some(s) = &slot.staging {
+                s.expect_buffers(live);
+            }
+        }
+        let transform: Transform<T, S::Buffer> = match self.pack {
             None => transform,
-            Some((name, options)) => Arc::new(move |batch| {
-                transform(crate::sequence::pack_batch(batch, &name, &options)?)
+            Some((name, options)) => Arc::new(move |views: Vec<Batch<S::Buffer>>| {
+                let packed = views
+                    .into_iter()
+                    .map(|b| crate::sequence::pack_batch(b, &name, &options))
+                    .collect::<Result<Vec<_>, Error>>()?;
+                transform(packed)
             }),
         };
         pipeline::start(pipeline::Config {
@@ -613,7 +697,7 @@ impl DataLoaderBuilder {
             end_step,
             staging: self.staging,
             packed: self.packed,
-            pool,
+            placement: self.placement,
             transform,
         })
     }

@@ -1,4 +1,3 @@
-use std::any::Any;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -216,8 +215,8 @@ impl<A: PinnedAlloc> Drop for Shared<A> {
 ///   error instead of hanging.
 ///
 /// ```
-/// use loaderx_core::{PinnedAlloc, PinnedBlock, PinnedPool, PinnedPoolConfig, StagedBuffer};
-/// use loaderx_core::host::AlignedBuf;
+/// use loaderx_core::adapter::{PinnedAlloc, PinnedBlock, PinnedPool, PinnedPoolConfig, StagedBuffer};
+/// use loaderx_core::adapter::AlignedBuf;
 ///
 /// /// Host memory standing in for pinned memory; copies complete at once.
 /// struct Plain;
@@ -500,15 +499,13 @@ impl<A: PinnedAlloc> PinnedPool<A> {
 }
 
 impl<A: PinnedAlloc> Staging for PinnedPool<A> {
+    type Buffer = PinnedBuffer<A>;
+
     /// Every stream is staged in pinned memory (Ragged streams with an
     /// eighth of headroom, since their batches vary in size).
-    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+    fn stage(&self, request: &StageRequest<'_>) -> Result<PinnedBuffer<A>, Error> {
         let varying = request.kind == StoreKind::Ragged;
-        Ok(Box::new(self.take_sized(
-            request.stream_index,
-            request.bytes,
-            varying,
-        )?))
+        self.take_sized(request.stream_index, request.bytes, varying)
     }
 }
 
@@ -581,14 +578,6 @@ impl<A: PinnedAlloc> StagedBuffer for PinnedBuffer<A> {
             None => &mut [],
         }
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
 }
 
 impl<A: PinnedAlloc> Drop for PinnedBuffer<A> {
@@ -602,7 +591,7 @@ impl<A: PinnedAlloc> Drop for PinnedBuffer<A> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::AlignedBuf;
+    use crate::adapter::AlignedBuf;
     use std::collections::HashSet;
     use std::sync::atomic::AtomicBool;
 
@@ -917,6 +906,7 @@ mod tests {
             step: 0,
             stream: "x",
             stream_index: 1,
+            view: 0,
             kind: StoreKind::Dense,
             dtype: DType::F32,
             bytes: 24,
@@ -924,8 +914,7 @@ mod tests {
         };
         let buf = pool.stage(&request).unwrap();
         assert_eq!(buf.as_bytes().len(), 24);
-        let pinned = buf.as_any().downcast_ref::<PinnedBuffer<FakeAlloc>>();
-        assert_eq!(pinned.map(PinnedBuffer::stream), Some(1));
+        assert_eq!(buf.stream(), 1);
     }
 
     /// 8 workers, four streams of very different sizes, uploads completed

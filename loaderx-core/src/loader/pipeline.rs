@@ -7,7 +7,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use super::batch::{Batch, Column, ColumnLayout};
-use super::staging::{BufferPool, StageRequest, StagedBuffer, Staging};
+use super::staging::{ColumnBuffer, StageRequest, StagedBuffer, Staging};
+use super::views::{Placement, ViewSlot, view_range};
 use super::{Stream, Transform};
 use crate::codec::Sink;
 use crate::dense::DynDense;
@@ -15,7 +16,7 @@ use crate::error::{Error, ErrorKind, StoreKind};
 use crate::ragged::{DynRagged, RaggedGatherPlan, RaggedLayout};
 use crate::sampler::Sampler;
 
-pub(super) struct Config<T> {
+pub(super) struct Config<T, S: Staging> {
     pub(super) streams: Vec<(String, Stream)>,
     pub(super) sampler: Sampler,
     pub(super) workers: usize,
@@ -23,24 +24,38 @@ pub(super) struct Config<T> {
     pub(super) start_step: u64,
     /// One past the last step, for a finite loader.
     pub(super) end_step: Option<u64>,
-    /// The staging hook; `None`: the default pool, `pool`.
-    pub(super) staging: Option<Arc<dyn Staging>>,
+    /// Where batches are gathered (views may have their own).
+    pub(super) staging: Arc<S>,
     /// Ragged streams gathered packed.
     pub(super) packed: bool,
-    pub(super) pool: BufferPool,
-    pub(super) transform: Transform<T>,
+    /// How each global batch is split into views, and which are delivered.
+    pub(super) placement: Placement<S>,
+    pub(super) transform: Transform<T, S::Buffer>,
 }
 
-struct Producer<T> {
+struct Producer<T, S: Staging> {
     names: Arc<[String]>,
     streams: Vec<Stream>,
     sampler: Sampler,
-    /// The staging hook; `None`: the default pool, `pool`.
-    staging: Option<Arc<dyn Staging>>,
+    /// Where batches are gathered (views may have their own).
+    staging: Arc<S>,
     /// Ragged streams gathered packed.
     packed: bool,
-    pool: BufferPool,
-    transform: Transform<T>,
+    /// How each global batch is split into views, and which are delivered.
+    placement: Placement<S>,
+    transform: Transform<T, S::Buffer>,
+}
+
+/// A producer whatever its staging: what the loader keeps for synchronous
+/// delivery.
+trait Produce<T>: Send + Sync {
+    fn produce_caught(&self, step: u64) -> Result<T, Error>;
+}
+
+impl<T, S: Staging> Produce<T> for Producer<T, S> {
+    fn produce_caught(&self, step: u64) -> Result<T, Error> {
+        Producer::produce_caught(self, step)
+    }
 }
 
 struct State<T> {
@@ -85,7 +100,9 @@ pub struct LoaderStats {
     /// and always 0 for a synchronous loader (`workers(0)`), which makes
     /// each batch only when it is asked for.
     pub max_in_flight: usize,
-    /// Buffers the default pool allocated or grew (0 with a custom staging).
+    /// Buffers the staging allocated or grew
+    /// ([`Staging::allocations`]: the default pool counts them, other
+    /// stagings may not).
     pub pool_allocations: u64,
 }
 
@@ -96,11 +113,12 @@ pub struct DataLoader<T> {
     threads: Vec<JoinHandle<()>>,
     /// The producer, for a synchronous loader (no workers): `next` makes
     /// each batch itself. `None` when workers do.
-    inline: Option<Arc<Producer<T>>>,
+    inline: Option<Arc<dyn Produce<T>>>,
     next_step: u64,
     end_step: Option<u64>,
     failed: bool,
-    pool: BufferPool,
+    /// The staging's allocation count.
+    allocations: Box<dyn Fn() -> u64 + Send + Sync>,
     sampler: Sampler,
 }
 
@@ -125,7 +143,9 @@ fn spawn_worker(i: usize, body: impl FnOnce() + Send + 'static) -> std::io::Resu
 /// threads already started are stopped and joined before it is returned, so
 /// a loader never waits on workers that do not exist. With no workers, no
 /// thread is started: the consumer's `next` makes each batch.
-pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T>, Error> {
+pub(super) fn start<T: Send + 'static, S: Staging>(
+    config: Config<T, S>,
+) -> Result<DataLoader<T>, Error> {
     let (names, streams): (Vec<String>, Vec<Stream>) = config.streams.into_iter().unzip();
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
@@ -146,19 +166,20 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
         names: names.into(),
         streams,
         sampler: config.sampler.clone(),
-        staging: config.staging,
+        staging: Arc::clone(&config.staging),
         packed: config.packed,
-        pool: config.pool.clone(),
+        placement: config.placement,
         transform: config.transform,
     });
+    let staging = config.staging;
     let mut loader = DataLoader {
         shared,
         threads: Vec::with_capacity(config.workers),
-        inline: (config.workers == 0).then(|| Arc::clone(&producer)),
+        inline: (config.workers == 0).then(|| Arc::clone(&producer) as Arc<dyn Produce<T>>),
         next_step: config.start_step,
         end_step: config.end_step,
         failed: false,
-        pool: config.pool,
+        allocations: Box::new(move || staging.allocations()),
         sampler: config.sampler,
     };
     for i in 0..config.workers {
@@ -173,7 +194,7 @@ pub(super) fn start<T: Send + 'static>(config: Config<T>) -> Result<DataLoader<T
     Ok(loader)
 }
 
-fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
+fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
     loop {
         let step = {
             let mut st = shared.lock();
@@ -203,7 +224,7 @@ fn work<T>(shared: &Shared<T>, producer: &Producer<T>) {
     }
 }
 
-impl<T> Producer<T> {
+impl<T, S: Staging> Producer<T, S> {
     /// [`produce`](Self::produce), with a panic (in a gather, or in the
     /// caller's transform) turned into the step's error.
     fn produce_caught(&self, step: u64) -> Result<T, Error> {
@@ -230,6 +251,36 @@ impl<T> Producer<T> {
         indices.resize(want, 0u64);
         self.sampler.fill(step, &mut indices)?;
         let (epoch, step_in_epoch) = self.sampler.epoch_of(step);
+        let placement = &self.placement;
+        let batches = if let [slot] = &placement.slots[..]
+            && placement.count == 1
+        {
+            vec![self.gather_view(step, epoch, step_in_epoch, indices, slot)?]
+        } else {
+            placement
+                .slots
+                .iter()
+                .map(|slot| {
+                    let range = view_range(indices.len(), placement.count, slot.index)
+                        .map_err(|e| Error::invalid(format!("step {step}: {e}")))?;
+                    let view = indices[range].to_vec();
+                    self.gather_view(step, epoch, step_in_epoch, view, slot)
+                })
+                .collect::<Result<Vec<_>, Error>>()?
+        };
+        (self.transform)(batches).map_err(|error| ErrorKind::Transform { step, error }.into())
+    }
+
+    /// Gathers every stream at `indices` (one view of the step's batch)
+    /// into the view's staging.
+    fn gather_view(
+        &self,
+        step: u64,
+        epoch: u64,
+        step_in_epoch: u64,
+        indices: Vec<u64>,
+        slot: &ViewSlot<S>,
+    ) -> Result<Batch<S::Buffer>, Error> {
         let mut columns = Vec::with_capacity(self.streams.len());
         for (k, (name, stream)) in self.names.iter().zip(&self.streams).enumerate() {
             let gather_err = |error: Error| -> Error {
@@ -258,6 +309,7 @@ impl<T> Producer<T> {
                         step,
                         stream: name,
                         stream_index: k,
+                        view: slot.index,
                         kind: StoreKind::Dense,
                         dtype: s.dtype(),
                         bytes: len,
@@ -267,7 +319,7 @@ impl<T> Producer<T> {
                         store: s,
                         indices: &indices,
                     };
-                    let (buffer, ()) = self.gather(&request, fill, gather_err)?;
+                    let (buffer, ()) = self.gather(slot, &request, fill, gather_err)?;
                     Column {
                         dtype: s.dtype(),
                         layout: ColumnLayout::Dense { shape },
@@ -289,6 +341,7 @@ impl<T> Producer<T> {
                         step,
                         stream: name,
                         stream_index: k,
+                        view: slot.index,
                         kind: StoreKind::Ragged,
                         dtype: s.dtype(),
                         bytes: len,
@@ -299,7 +352,7 @@ impl<T> Producer<T> {
                         plan,
                         packed: self.packed,
                     };
-                    let (buffer, layout) = self.gather(&request, fill, gather_err)?;
+                    let (buffer, layout) = self.gather(slot, &request, fill, gather_err)?;
                     Column {
                         dtype: s.dtype(),
                         layout: ColumnLayout::Ragged(layout),
@@ -310,50 +363,49 @@ impl<T> Producer<T> {
             };
             columns.push(column);
         }
-        let batch = Batch {
+        Ok(Batch {
             step,
             epoch,
             step_in_epoch,
             indices,
             names: Arc::clone(&self.names),
             columns,
-        };
-        (self.transform)(batch).map_err(|error| ErrorKind::Transform { step, error }.into())
+        })
     }
 }
 
-impl<T> Producer<T> {
-    /// Stages `request.bytes` bytes for one stream's batch and lets `fill`
-    /// gather into them. The default pool's buffer is handed over without
-    /// being zeroed (not even where it grows), as `fill` writes every byte;
-    /// a staging hook's buffer is written as bytes.
+impl<T, S: Staging> Producer<T, S> {
+    /// Stages `request.bytes` bytes for one stream's batch (the view's
+    /// staging, or the loader's) and lets `fill` gather into them: into
+    /// uninitialised room when the buffer offers it (the default pool's,
+    /// grown without zeroing), else into its bytes.
     fn gather<F: Fill>(
         &self,
+        slot: &ViewSlot<S>,
         request: &StageRequest<'_>,
         fill: F,
         gather_err: impl Fn(Error) -> Error,
-    ) -> Result<(Box<dyn StagedBuffer>, F::Out), Error> {
+    ) -> Result<(ColumnBuffer<S::Buffer>, F::Out), Error> {
         let len = request.bytes;
-        let Some(hook) = &self.staging else {
-            let varying = request.kind == StoreKind::Ragged;
-            let mut buffer = self.pool.take_empty(request.stream_index, len, varying);
-            let out = fill.fill(buffer.uninit_mut(len)?).map_err(gather_err)?;
-            // SAFETY: `uninit_mut(len)` was the buffer's last call, and
-            // `fill` returned `Ok`, so it wrote every byte of the slice it
-            // was given (`Fill`'s contract). After an error the buffer went
-            // back to the pool empty, its bytes unread.
+        let staging = slot.staging.as_ref().unwrap_or(&self.staging);
+        let mut buffer = staging.stage(request)?;
+        if let Some(room) = buffer.uninit_mut(len) {
+            let out = fill.fill(room?).map_err(gather_err)?;
+            // SAFETY: `uninit_mut(len)` was the buffer's last call and gave
+            // room, and `fill` returned `Ok`, so it wrote every byte of it
+            // (`Fill`'s contract). After an error the buffer is dropped
+            // unread.
             unsafe { buffer.assume_init(len) };
-            return Ok((Box::new(buffer), out));
-        };
-        let mut buffer = hook.stage(request)?;
+            return Ok((ColumnBuffer::Staged(buffer), out));
+        }
         let got = buffer.as_bytes().len();
         let dst = buffer.as_bytes_mut().get_mut(..len).ok_or_else(|| {
             gather_err(Error::invalid(format!(
-                "the staging hook returned {got} bytes for a {len}-byte batch"
+                "the staging returned {got} bytes for a {len}-byte batch"
             )))
         })?;
         let out = fill.fill(dst).map_err(gather_err)?;
-        Ok((buffer, out))
+        Ok((ColumnBuffer::Staged(buffer), out))
     }
 }
 
@@ -458,7 +510,7 @@ impl<T> DataLoader<T> {
     pub fn stats(&self) -> LoaderStats {
         LoaderStats {
             max_in_flight: self.shared.lock().max_in_flight,
-            pool_allocations: self.pool.allocations(),
+            pool_allocations: (self.allocations)(),
         }
     }
 

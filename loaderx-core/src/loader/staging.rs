@@ -1,13 +1,12 @@
 //! Where a batch is gathered: the staging hook and the default buffer pool.
 
-use std::any::Any;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::adapter::AlignedBuf;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind, StoreKind};
-use crate::host::AlignedBuf;
 
 /// What a [`Staging`] hook is asked for: room for one stream's batch.
 #[derive(Debug, Clone)]
@@ -19,6 +18,9 @@ pub struct StageRequest<'a> {
     pub stream: &'a str,
     /// The stream's position among the loader's streams.
     pub stream_index: usize,
+    /// The placement view the batch is for (`0` unless the loader splits
+    /// its batches into [views](crate::DataLoaderBuilder::build_views)).
+    pub view: usize,
     /// The stream's contract.
     pub kind: StoreKind,
     /// The stream's element type.
@@ -35,57 +37,101 @@ pub struct StageRequest<'a> {
 
 /// A buffer one stream's batch is gathered into.
 ///
-/// It must be at least the requested size and start 8-byte aligned, so that
-/// typed views of the batch are possible.
+/// It must start 8-byte aligned, so that typed views of the batch are
+/// possible, and either be at least the requested size
+/// ([`as_bytes_mut`](Self::as_bytes_mut)) or give the loader that much
+/// uninitialised room ([`uninit_mut`](Self::uninit_mut)).
 ///
 /// A buffer fresh from [`Staging::stage`] may hold anything: uninitialised
 /// from the framework's point of view (a recycled block, an `empty` tensor),
 /// so it is write-only until the loader has gathered into it; the loader
-/// writes every byte of the requested size before any read. An adapter gets its own buffer
-/// type back from a [`Column`](super::Column) with
-/// [`into_buffer`](super::Column::into_buffer) and [`into_any`](Self::into_any).
+/// writes every byte of the requested size before any read. An adapter gets
+/// its own buffer type back from a [`Column`](super::Column) with
+/// [`into_buffer`](super::Column::into_buffer): the staging's
+/// [`Buffer`](Staging::Buffer) type, no cast involved.
 pub trait StagedBuffer: Send + 'static {
     /// The buffer's bytes.
     fn as_bytes(&self) -> &[u8];
     /// The buffer's bytes, writable.
     fn as_bytes_mut(&mut self) -> &mut [u8];
-    /// The concrete buffer, for downcasting by reference.
-    fn as_any(&self) -> &dyn Any;
-    /// The concrete buffer, for downcasting.
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send>;
+    /// Room for exactly `len` bytes that the loader fills without zeroing
+    /// them first, or `None` (the default) for a buffer the loader writes
+    /// through [`as_bytes_mut`](Self::as_bytes_mut). After filling every
+    /// byte the loader calls [`assume_init`](Self::assume_init).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Buffer`] when the room cannot be had.
+    fn uninit_mut(&mut self, len: usize) -> Option<Result<&mut [MaybeUninit<u8>], Error>> {
+        let _ = len;
+        None
+    }
+    /// Marks the `len` bytes of [`uninit_mut`](Self::uninit_mut)'s room as
+    /// the buffer's contents.
+    ///
+    /// # Safety
+    ///
+    /// `uninit_mut(len)` was the buffer's last call and returned room, and
+    /// every byte of that room has been written since.
+    unsafe fn assume_init(&mut self, len: usize) {
+        let _ = len;
+    }
 }
 
-/// Takes back an adapter's own buffer type `B` from a staged buffer (e.g. a
-/// [`Column::into_buffer`](super::Column::into_buffer)) without a copy:
-/// `Ok(Ok(b))` when it is a `B`, `Ok(Err(buffer))` with the buffer unchanged
-/// when it is another type (another staging's, for the copying path).
-///
-/// # Errors
-///
-/// [`ErrorKind::InvalidArgument`] when the buffer's
-/// [`as_any`](StagedBuffer::as_any) says it is a `B` but its
-/// [`into_any`](StagedBuffer::into_any) gives something else (a
-/// [`StagedBuffer`] implementation whose two methods disagree); the buffer is
-/// lost then.
-pub fn downcast_staged<B: StagedBuffer>(
-    buffer: Box<dyn StagedBuffer>,
-) -> Result<Result<Box<B>, Box<dyn StagedBuffer>>, Error> {
-    if !buffer.as_any().is::<B>() {
-        return Ok(Err(buffer));
+/// Where a column's bytes live: the buffer its staging gathered them into,
+/// or host memory core made itself (a column built by
+/// [`Column::stack`](super::Column::stack), packing, a
+/// one-off [`Stream::gather`](super::Stream::gather)), which an adapter
+/// can only copy.
+#[derive(Debug)]
+pub enum ColumnBuffer<B> {
+    /// The staging's own buffer.
+    Staged(B),
+    /// Host memory core allocated.
+    Host(AlignedBuf),
+}
+
+impl<B: StagedBuffer> ColumnBuffer<B> {
+    /// The buffer's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            ColumnBuffer::Staged(b) => b.as_bytes(),
+            ColumnBuffer::Host(b) => b.as_bytes(),
+        }
     }
-    buffer.into_any().downcast::<B>().map(Ok).map_err(|_| {
-        Error::invalid(format!(
-            "a staged buffer said it was a {} and changed type when taken",
-            std::any::type_name::<B>()
-        ))
-    })
 }
 
 /// Decides where each stream's batch is gathered: pinned host memory, a
 /// framework tensor's storage, or (by default) a reusable [`BufferPool`].
+/// Its [`Buffer`](Self::Buffer) type is what the batches hold and what an
+/// adapter gets back from them.
 pub trait Staging: Send + Sync + 'static {
-    /// A buffer of at least `request.bytes` bytes.
-    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error>;
+    /// The buffers batches are gathered into.
+    type Buffer: StagedBuffer;
+
+    /// A buffer for `request.bytes` bytes (see [`StagedBuffer`]).
+    ///
+    /// # Errors
+    ///
+    /// When the memory cannot be had
+    /// ([`ErrorKind::Buffer`](crate::ErrorKind::Buffer)), or the
+    /// framework's own errors.
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Self::Buffer, Error>;
+
+    /// Called once when a loader starts with this staging: at most
+    /// `buffers` of its buffers are alive at once (every stream of every
+    /// batch in flight). A pool sizes its idle list by it; the default does
+    /// nothing.
+    fn expect_buffers(&self, buffers: usize) {
+        let _ = buffers;
+    }
+
+    /// Buffers allocated or grown so far, for
+    /// [`LoaderStats::pool_allocations`](crate::LoaderStats::pool_allocations)
+    /// (0 when the staging does not count them).
+    fn allocations(&self) -> u64 {
+        0
+    }
 }
 
 /// How the uploads an adapter staged were held: pinned or pageable.
@@ -100,13 +146,17 @@ pub struct StagingStats {
     /// Uploads from pageable host memory (host devices, or pinning that
     /// was declined or failed).
     pub pageable: u64,
+    /// Columns that were not in the adapter's own staged memory (a column
+    /// core built on the host, a buffer of a size the tensor cannot take)
+    /// and were copied into a tensor.
+    pub copied: u64,
 }
 
 /// Process-wide counters behind an adapter's `staging_stats()`: one
 /// `static` per adapter, one [`record`](Self::record) per staged upload.
 ///
 /// ```
-/// use loaderx_core::StagingCounter;
+/// use loaderx_core::adapter::StagingCounter;
 ///
 /// static UPLOADS: StagingCounter = StagingCounter::new();
 /// UPLOADS.record(true);
@@ -119,6 +169,7 @@ pub struct StagingStats {
 pub struct StagingCounter {
     pinned: AtomicU64,
     pageable: AtomicU64,
+    copied: AtomicU64,
 }
 
 impl StagingCounter {
@@ -127,6 +178,7 @@ impl StagingCounter {
         StagingCounter {
             pinned: AtomicU64::new(0),
             pageable: AtomicU64::new(0),
+            copied: AtomicU64::new(0),
         }
     }
 
@@ -136,11 +188,17 @@ impl StagingCounter {
         c.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one column copied into a tensor (see [`StagingStats::copied`]).
+    pub fn record_copy(&self) {
+        self.copied.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The counts so far.
     pub fn stats(&self) -> StagingStats {
         StagingStats {
             pinned: self.pinned.load(Ordering::Relaxed),
             pageable: self.pageable.load(Ordering::Relaxed),
+            copied: self.copied.load(Ordering::Relaxed),
         }
     }
 }
@@ -149,18 +207,22 @@ impl StagingCounter {
 struct PoolInner {
     /// Idle buffers with the stream they last served.
     free: Mutex<Vec<(usize, AlignedBuf)>>,
-    max_free: usize,
+    max_free: AtomicUsize,
     allocations: AtomicU64,
 }
 
 /// The default staging: [`AlignedBuf`]s that return to the pool
 /// when their batch is dropped, so a steady-state loader allocates nothing.
 ///
-/// As a loader's default staging, the pool hands each batch's buffer to the
-/// gather without zeroing it first, even when it grows: the gather writes
-/// every byte (records, and zeros in a Ragged batch's alignment padding)
-/// before anything reads it. [`take`](Self::take), and a pool given to
-/// [`staging`](crate::DataLoaderBuilder::staging), zero what they grow.
+/// As a loader's staging (the default, or given to
+/// [`staging`](crate::DataLoaderBuilder::staging)), the pool hands each
+/// batch's buffer to the gather empty, through
+/// [`uninit_mut`](StagedBuffer::uninit_mut), without zeroing it first, even
+/// when it grows: the gather writes every byte (records, and zeros in a
+/// Ragged batch's alignment padding) before anything reads it.
+/// [`take`](Self::take) zeroes what it grows. A loader raises the number of
+/// idle buffers kept to what it can have alive at once
+/// ([`Staging::expect_buffers`]).
 #[derive(Debug, Clone)]
 pub struct BufferPool {
     inner: Arc<PoolInner>,
@@ -172,7 +234,7 @@ impl BufferPool {
         BufferPool {
             inner: Arc::new(PoolInner {
                 free: Mutex::new(Vec::new()),
-                max_free,
+                max_free: AtomicUsize::new(max_free),
                 allocations: AtomicU64::new(0),
             }),
         }
@@ -265,20 +327,45 @@ impl BufferPool {
     }
 }
 
-impl<S: Staging + ?Sized> Staging for Arc<S> {
-    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+impl<S: Staging> Staging for Arc<S> {
+    type Buffer = S::Buffer;
+
+    fn stage(&self, request: &StageRequest<'_>) -> Result<S::Buffer, Error> {
         (**self).stage(request)
+    }
+
+    fn expect_buffers(&self, buffers: usize) {
+        (**self).expect_buffers(buffers);
+    }
+
+    fn allocations(&self) -> u64 {
+        (**self).allocations()
     }
 }
 
+/// The loader's default staging. A staged buffer is empty, with room
+/// reserved: the gather writes its bytes through
+/// [`uninit_mut`](StagedBuffer::uninit_mut) without zeroing them first,
+/// even where the buffer grows.
 impl Staging for BufferPool {
-    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
+    type Buffer = PooledBuffer;
+
+    fn stage(&self, request: &StageRequest<'_>) -> Result<PooledBuffer, Error> {
         let varying = request.kind == StoreKind::Ragged;
-        Ok(Box::new(self.take_for(
-            request.stream_index,
-            request.bytes,
-            varying,
-        )?))
+        // Buffers are recycled per stream and view.
+        let key = request
+            .stream_index
+            .wrapping_mul(64)
+            .wrapping_add(request.view);
+        Ok(self.take_empty(key, request.bytes, varying))
+    }
+
+    fn expect_buffers(&self, buffers: usize) {
+        self.inner.max_free.fetch_max(buffers, Ordering::Relaxed);
+    }
+
+    fn allocations(&self) -> u64 {
+        BufferPool::allocations(self)
     }
 }
 
@@ -295,26 +382,6 @@ impl PooledBuffer {
     pub fn buf(&self) -> &AlignedBuf {
         &self.storage
     }
-
-    /// See [`AlignedBuf::uninit_mut`].
-    pub(crate) fn uninit_mut(&mut self, len: usize) -> Result<&mut [MaybeUninit<u8>], Error> {
-        self.storage.uninit_mut(len).map_err(|_| {
-            ErrorKind::Buffer {
-                detail: format!("cannot allocate a {len}-byte staging buffer"),
-            }
-            .into()
-        })
-    }
-
-    /// See [`AlignedBuf::assume_init`].
-    ///
-    /// # Safety
-    ///
-    /// As [`AlignedBuf::assume_init`].
-    pub(crate) unsafe fn assume_init(&mut self, len: usize) {
-        // SAFETY: the caller upholds `AlignedBuf::assume_init`'s contract.
-        unsafe { self.storage.assume_init(len) }
-    }
 }
 
 impl StagedBuffer for PooledBuffer {
@@ -326,19 +393,28 @@ impl StagedBuffer for PooledBuffer {
         self.storage.as_bytes_mut()
     }
 
-    fn as_any(&self) -> &dyn Any {
-        self
+    /// Empties the buffer and reserves the room, once (growing it zeroes
+    /// nothing).
+    fn uninit_mut(&mut self, len: usize) -> Option<Result<&mut [MaybeUninit<u8>], Error>> {
+        Some(self.storage.uninit_mut(len).map_err(|_| {
+            ErrorKind::Buffer {
+                detail: format!("cannot allocate a {len}-byte staging buffer"),
+            }
+            .into()
+        }))
     }
 
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
+    unsafe fn assume_init(&mut self, len: usize) {
+        // SAFETY: the caller upholds `AlignedBuf::assume_init`'s contract,
+        // which `StagedBuffer::assume_init`'s is.
+        unsafe { self.storage.assume_init(len) }
     }
 }
 
 impl Drop for PooledBuffer {
     fn drop(&mut self) {
         let mut free = self.pool.free.lock().unwrap_or_else(|p| p.into_inner());
-        if free.len() < self.pool.max_free {
+        if free.len() < self.pool.max_free.load(Ordering::Relaxed) {
             free.push((self.stream, std::mem::take(&mut self.storage)));
         }
     }
@@ -347,43 +423,6 @@ impl Drop for PooledBuffer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn staged_buffers_downcast_to_their_own_type_only() {
-        let aligned: Box<dyn StagedBuffer> = Box::new(AlignedBuf::from_bytes(&[1, 2]).unwrap());
-        let Ok(back) = downcast_staged::<AlignedBuf>(aligned).unwrap() else {
-            panic!("an AlignedBuf is an AlignedBuf");
-        };
-        assert_eq!(back.as_bytes(), &[1, 2]);
-        let pooled: Box<dyn StagedBuffer> = Box::new(AlignedBuf::from_bytes(&[3]).unwrap());
-        let Err(other) = downcast_staged::<Liar>(pooled).unwrap() else {
-            panic!("an AlignedBuf is not a Liar");
-        };
-        assert_eq!(other.as_bytes(), &[3]);
-        let e = downcast_staged::<Liar>(Box::new(Liar(Liar2)))
-            .map(drop)
-            .unwrap_err();
-        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
-    }
-
-    /// A buffer whose `as_any` and `into_any` disagree.
-    struct Liar(Liar2);
-    struct Liar2;
-
-    impl StagedBuffer for Liar {
-        fn as_bytes(&self) -> &[u8] {
-            &[]
-        }
-        fn as_bytes_mut(&mut self) -> &mut [u8] {
-            &mut []
-        }
-        fn as_any(&self) -> &dyn Any {
-            self
-        }
-        fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-            Box::new(self.0)
-        }
-    }
 
     #[test]
     fn pool_reuses_buffers() {

@@ -5,9 +5,9 @@ use std::marker::PhantomData;
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 
 use super::RaggedLayout;
+use crate::adapter::{PackedRagged, PadValue, Padded};
 use crate::dtype::{DType, Element};
 use crate::error::Error;
-use crate::host::{PackedRagged, PadValue, Padded};
 
 /// A gathered ragged batch, element type known at run time: one allocation
 /// plus a [`RaggedLayout`].
@@ -71,11 +71,11 @@ impl DynRaggedBatch {
     }
 
     /// The batch padded to the largest extent of every axis, with lengths
-    /// and a mask (see [`pad_records`](crate::host::pad_records)).
+    /// and a mask (see [`pad_records`](crate::adapter::pad_records)).
     ///
     /// # Errors
     ///
-    /// As [`pad_records`](crate::host::pad_records).
+    /// As [`pad_records`](crate::adapter::pad_records).
     pub fn pad(&self, pad: PadValue) -> Result<Padded, Error> {
         self.layout
             .pad(self.dtype, bytemuck::cast_slice(&self.storage), pad)

@@ -4,10 +4,10 @@
 //! engine hands back and turns them into a [`RaggedLayout`].
 
 use super::{DynRagged, DynRaggedBatch, RaggedLayout};
+use crate::adapter::spare_bytes;
 use crate::codec::Sink;
 use crate::engine::VarlenPlan;
 use crate::error::{Error, ErrorKind};
-use crate::host::spare_bytes;
 
 /// A Ragged gather planned by [`DynRagged::plan_gather`]: every record's
 /// location looked up and checked once, and the bytes the batch needs.

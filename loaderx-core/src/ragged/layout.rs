@@ -3,9 +3,9 @@
 
 use std::borrow::Cow;
 
+use crate::adapter::{HostArray, PackedRagged, PadValue, Padded, pad_records};
 use crate::dtype::DType;
 use crate::error::Error;
-use crate::host::{HostArray, PackedRagged, PadValue, Padded, pad_records};
 
 /// Where each record of a gathered ragged batch lies in its buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,7 +195,7 @@ impl RaggedLayout {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument).
     pub fn packed(&self, dtype: DType, bytes: &[u8]) -> Result<PackedRagged, Error> {
         let total = self.packed_bytes();
-        let mut values = crate::host::AlignedBuf::zeroed(total)?;
+        let mut values = crate::adapter::AlignedBuf::zeroed(total)?;
         self.copy_packed(bytes, values.as_bytes_mut())?;
         let elements = total / dtype.size().max(1);
         Ok(PackedRagged {

@@ -6,7 +6,7 @@ use std::path::Path;
 use ndarray::ArrayD;
 
 use super::{DynRaggedBatch, RaggedBatch};
-use crate::codec::{Codec, DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
+use crate::codec::{DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::StoreReader;
 use crate::error::{Error, ErrorKind, StoreKind};
@@ -25,6 +25,8 @@ pub struct DynRagged {
 }
 
 impl DynRagged {
+    crate::store::reader_accessors!();
+
     /// Opens the Ragged store at `path`; with feature `remote`, `path` may
     /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
     // The type exists with feature `remote` only: link it only then.
@@ -80,12 +82,6 @@ impl DynRagged {
         Self::from_engine(crate::remote::open(url, options)?)
     }
 
-    /// What a remote store fetched since it was opened; `None` for a local one.
-    #[cfg(feature = "remote")]
-    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
-        self.engine.remote().map(|r| r.stats())
-    }
-
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
         let generation = match *engine.schema() {
             Schema::Ragged { ndim, .. } if engine.generation().json_schema() => {
@@ -118,21 +114,6 @@ impl DynRagged {
         }
     }
 
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.engine.len()
-    }
-
-    /// True when the store holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Element type.
-    pub fn dtype(&self) -> DType {
-        self.dtype
-    }
-
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.ndim
@@ -152,31 +133,6 @@ impl DynRagged {
     /// bytes, or 4 in the 2.8.19 generation.
     pub fn shape_header_len(&self) -> usize {
         self.dim_width * self.ndim
-    }
-
-    /// The codec.
-    pub fn codec(&self) -> Codec {
-        self.engine.codec()
-    }
-
-    /// Number of payload shards.
-    pub fn data_shards(&self) -> usize {
-        self.engine.data_shards()
-    }
-
-    /// The store directory.
-    pub fn path(&self) -> &Path {
-        self.engine.path()
-    }
-
-    /// Bytes the store occupies (payloads, table, dictionary).
-    pub fn stored_bytes(&self) -> u64 {
-        self.engine.stored_bytes()
-    }
-
-    /// The `zstd_dict` dictionary, if any.
-    pub fn dict(&self) -> Option<&[u8]> {
-        self.engine.dict()
     }
 
     /// Every record's length along its first axis (1 for scalar records),
@@ -295,6 +251,8 @@ pub struct Ragged<T: Element> {
 }
 
 impl<T: Element> Ragged<T> {
+    crate::store::typed_accessors!(DynRagged);
+
     /// Opens the store at `path`; its element type must be `T`.
     ///
     /// # Errors
@@ -310,29 +268,9 @@ impl<T: Element> Ragged<T> {
         DynRagged::open(path)?.typed()
     }
 
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        self.inner.len()
-    }
-
-    /// True when the store holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.inner.is_empty()
-    }
-
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.inner.ndim()
-    }
-
-    /// The untyped reader.
-    pub fn as_dyn(&self) -> &DynRagged {
-        &self.inner
-    }
-
-    /// Unwraps the untyped reader.
-    pub fn into_dyn(self) -> DynRagged {
-        self.inner
     }
 
     /// Gathers the records at `indices`, in order.

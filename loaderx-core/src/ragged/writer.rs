@@ -194,7 +194,7 @@ impl DynRaggedWriter {
 
     /// Appends a packed batch, as Python loaderx 2.8.19's
     /// `RaggedWriter.append(RaggedBatch(values, cu_seqlens, shapes))`
-    /// takes it (see [`PackedRagged`](crate::host::PackedRagged)): `values`
+    /// takes it (see [`PackedRagged`](crate::adapter::PackedRagged)): `values`
     /// the records' element bytes end to end, `cu_seqlens` their offsets in
     /// elements (one more than the records, from 0, strictly increasing, the
     /// last one the element count) and `shapes` their shapes (`ndim` per

@@ -280,6 +280,25 @@ impl SamplerBuilder {
 ///
 /// `Iid` gives each rank an independent stream.
 ///
+/// ## Elastic resume
+///
+/// In `Sequential` and `Cyclic` mode the global batch of a step — every
+/// rank's batch, in rank order — depends on `batch_size × world_size`, not
+/// on the two apart: it is the batch a single rank with that batch size
+/// draws at that step. A run stopped at step `k` can therefore resume at
+/// step `k` on another number of ranks (`batch_size` scaled so that the
+/// global batch is unchanged, any number of workers) and deliver exactly
+/// the global batches the uninterrupted run would have, step for step.
+/// This holds with `drop_last(true)`, and with `drop_last(false)` when the
+/// last step of a pass gives every rank at least one record (otherwise a
+/// rank's pass is one step shorter and the ranks' steps no longer line
+/// up). Placement views split each rank's batch further and keep the
+/// property. `Iid` (an independent stream per rank) and the length-aware
+/// modes (whole batches of the pass's shuffled list per rank) are not
+/// elastic: resume them on the world size they started with.
+/// (`loaderx-core/tests/elastic.rs` checks the property, and a run
+/// resumed on 2, 4 and 3 ranks.)
+///
 /// ## Length-aware modes
 ///
 /// For Ragged sequence stores, two modes form batches of records of

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
+use crate::adapter::{AlignedBuf, HostArray, PadValue};
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::host::{AlignedBuf, HostArray, PadValue};
-use crate::loader::{Batch, Column, ColumnLayout};
+use crate::loader::{Batch, Column, ColumnBuffer, ColumnLayout, StagedBuffer};
 
 /// What packing does with a record longer than a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -293,7 +293,10 @@ fn zeroed_i32(cells: usize) -> Option<Vec<i32>> {
 /// # Errors
 ///
 /// As [`pack_records`]; a Dense column is refused.
-pub fn pack_column(column: &Column, options: &PackOptions) -> Result<Packed, Error> {
+pub fn pack_column<B: StagedBuffer>(
+    column: &Column<B>,
+    options: &PackOptions,
+) -> Result<Packed, Error> {
     if !matches!(column.layout(), ColumnLayout::Ragged(_)) {
         return Err(Error::invalid(
             "packing takes a Ragged column, got a Dense one",
@@ -322,7 +325,11 @@ pub const SEGMENTS: &str = ".segments";
 ///
 /// As [`pack_column`]; a missing stream, or a name the added streams
 /// would take twice.
-pub fn pack_batch(mut batch: Batch, stream: &str, options: &PackOptions) -> Result<Batch, Error> {
+pub fn pack_batch<B: StagedBuffer>(
+    mut batch: Batch<B>,
+    stream: &str,
+    options: &PackOptions,
+) -> Result<Batch<B>, Error> {
     let i = batch
         .names
         .iter()
@@ -342,7 +349,7 @@ pub fn pack_batch(mut batch: Batch, stream: &str, options: &PackOptions) -> Resu
             dtype,
             len: buf.len(),
             layout: ColumnLayout::Dense { shape },
-            buffer: Box::new(buf),
+            buffer: ColumnBuffer::Host(buf),
         }
     };
     batch.columns[i] = dense(packed.tokens);

@@ -110,7 +110,7 @@ fn for_each_row(shape: &[usize], max: &[usize], mut row: impl FnMut(usize, usize
 ///
 /// ```
 /// use loaderx_core::DType;
-/// use loaderx_core::host::{PadValue, pad_records};
+/// use loaderx_core::adapter::{PadValue, pad_records};
 ///
 /// let a = [1u16, 2, 3];
 /// let b = [4u16];

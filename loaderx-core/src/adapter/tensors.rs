@@ -1,12 +1,13 @@
 //! Batches of framework tensors: the column conversion an adapter supplies,
 //! and everything around it that is the same in every framework.
 
-use std::sync::Arc;
-
 use super::{HostArray, PackedRagged, PadValue, Padded};
 use crate::dtype::DType;
 use crate::error::{Error, StoreKind};
-use crate::loader::{Batch, Column, Staging};
+use crate::loader::{Batch, Column, StagedBuffer, Staging};
+
+/// The buffers a converter's staging gathers into.
+pub type BufferOf<C> = <<C as ColumnConverter>::Staging as Staging>::Buffer;
 
 /// How Ragged streams become tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -26,20 +27,27 @@ pub enum RaggedMode {
 }
 
 /// The framework-specific last step of a batch's path: host bytes to the
-/// framework's tensor. An adapter implements [`tensor_from_bytes`](Self::tensor_from_bytes)
-/// (and, to hand its own staged buffers over without a copy,
-/// [`dense`](Self::dense)); Dense, per-record and padded conversion of whole
-/// columns are built on it here, the same for every framework.
+/// framework's tensor. An adapter names its [`Staging`] (where batches are
+/// gathered, e.g. its tensors' own storage, and so the buffer type the
+/// columns hold), implements [`tensor_from_bytes`](Self::tensor_from_bytes)
+/// and, to hand its staged buffers over without a copy,
+/// [`buffer_tensor`](Self::buffer_tensor), which gets the staging's own
+/// buffer type back; Dense, packed, per-record and padded conversion of
+/// whole columns are built on it here, the same for every framework.
 ///
 /// ```
-/// use loaderx_core::host::{ColumnConverter, PadValue};
+/// use loaderx_core::adapter::{ColumnConverter, PadValue};
 /// use loaderx_core::{Codec, DType, DataLoader, Ragged, RaggedWriter};
 ///
-/// /// "Tensors" that are `(shape, element count)`.
+/// /// "Tensors" that are `(shape, element count)`, from core's pooled buffers.
 /// struct Shapes;
 /// impl ColumnConverter for Shapes {
 ///     type Tensor = (Vec<usize>, usize);
 ///     type Error = loaderx_core::Error;
+///     type Staging = loaderx_core::adapter::BufferPool;
+///     fn staging(&self) -> loaderx_core::adapter::BufferPool {
+///         loaderx_core::adapter::BufferPool::new(0)
+///     }
 ///     fn tensor_from_bytes(&self, dtype: DType, bytes: &[u8], shape: &[usize]) -> loaderx_core::Result<Self::Tensor> {
 ///         Ok((shape.to_vec(), bytes.len() / dtype.size()))
 ///     }
@@ -68,6 +76,15 @@ pub trait ColumnConverter: Send + Sync + 'static {
     type Tensor: Send + 'static;
     /// The adapter's error; core errors convert into it.
     type Error: From<Error> + Send + 'static;
+    /// Where the batches this converter takes are gathered.
+    type Staging: Staging;
+
+    /// The staging for a loader built with this converter
+    /// ([`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors),
+    /// and [`PairsBuilder::build`](super::PairsBuilder::build) through it):
+    /// the framework's own tensor storage or pinned memory, or a
+    /// [`BufferPool`](crate::adapter::BufferPool) for a converter that copies.
+    fn staging(&self) -> Self::Staging;
 
     /// A tensor of `shape` from elements of `dtype` in `bytes` (any
     /// alignment, C order), copied and widened as the framework needs (see
@@ -99,7 +116,7 @@ pub trait ColumnConverter: Send + Sync + 'static {
     ///
     /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Ragged
     /// column, and as [`tensor_from_bytes`](Self::tensor_from_bytes).
-    fn copy_dense(&self, column: &Column) -> Result<Self::Tensor, Self::Error> {
+    fn copy_dense<B: StagedBuffer>(&self, column: &Column<B>) -> Result<Self::Tensor, Self::Error> {
         let shape = column.dense_shape()?;
         self.tensor_from_bytes(column.dtype(), column.bytes(), shape)
     }
@@ -107,16 +124,20 @@ pub trait ColumnConverter: Send + Sync + 'static {
     /// The first `product(shape)` elements of `column`'s staged buffer as
     /// one tensor of `shape` (a Dense column's batch, or the values of a
     /// Ragged column gathered [packed](crate::DataLoaderBuilder::packed));
-    /// the column is the converter's, to take its staged buffer back without
-    /// a copy. This is the method an adapter overrides for its own staging;
-    /// the default copies.
+    /// the column is the converter's, to take its staged buffer (of its
+    /// staging's type) back without a copy. This is the method an adapter
+    /// overrides for its own staging; the default copies.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument)
     /// when the column holds fewer bytes than `shape` needs, and as
     /// [`tensor_from_bytes`](Self::tensor_from_bytes).
-    fn buffer_tensor(&self, column: Column, shape: &[usize]) -> Result<Self::Tensor, Self::Error> {
+    fn buffer_tensor(
+        &self,
+        column: Column<BufferOf<Self>>,
+        shape: &[usize],
+    ) -> Result<Self::Tensor, Self::Error> {
         let len = column.array_len(shape)?;
         self.tensor_from_bytes(column.dtype(), &column.bytes()[..len], shape)
     }
@@ -128,7 +149,7 @@ pub trait ColumnConverter: Send + Sync + 'static {
     /// # Errors
     ///
     /// As [`copy_dense`](Self::copy_dense).
-    fn dense(&self, column: Column) -> Result<Self::Tensor, Self::Error> {
+    fn dense(&self, column: Column<BufferOf<Self>>) -> Result<Self::Tensor, Self::Error> {
         let shape = column.dense_shape()?.to_vec();
         self.buffer_tensor(column, &shape)
     }
@@ -146,7 +167,10 @@ pub trait ColumnConverter: Send + Sync + 'static {
     /// column, as [`Column::packed`] (more than `i32::MAX` elements, a
     /// dimension above `u32::MAX`), and as
     /// [`tensor_from_bytes`](Self::tensor_from_bytes).
-    fn packed(&self, column: Column) -> Result<PackedRagged<Self::Tensor>, Self::Error> {
+    fn packed(
+        &self,
+        column: Column<BufferOf<Self>>,
+    ) -> Result<PackedRagged<Self::Tensor>, Self::Error> {
         let layout = column.ragged_layout()?;
         let dtype = column.dtype();
         let cu_seqlens = self.array(&layout.cu_seqlens_array(dtype)?)?;
@@ -173,7 +197,11 @@ pub trait ColumnConverter: Send + Sync + 'static {
     /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
     /// column, as [`Column::padded`] (a `pad` of another element type), and as
     /// [`tensor_from_bytes`](Self::tensor_from_bytes).
-    fn padded(&self, column: &Column, pad: PadValue) -> Result<Padded<Self::Tensor>, Self::Error> {
+    fn padded<B: StagedBuffer>(
+        &self,
+        column: &Column<B>,
+        pad: PadValue,
+    ) -> Result<Padded<Self::Tensor>, Self::Error> {
         column.ragged_layout()?;
         column.padded(pad)?.try_map(|array| self.array(&array))
     }
@@ -184,22 +212,15 @@ pub trait ColumnConverter: Send + Sync + 'static {
     ///
     /// [`ErrorKind::ColumnKind`](crate::ErrorKind::ColumnKind) for a Dense
     /// column, and as [`tensor_from_bytes`](Self::tensor_from_bytes).
-    fn records(&self, column: &Column) -> Result<Vec<Self::Tensor>, Self::Error> {
+    fn records<B: StagedBuffer>(
+        &self,
+        column: &Column<B>,
+    ) -> Result<Vec<Self::Tensor>, Self::Error> {
         column.ragged_layout()?;
         column
             .records()
             .map(|(shape, bytes)| self.tensor_from_bytes(column.dtype(), bytes, shape))
             .collect()
-    }
-
-    /// Where the loader gathers the batches this converter takes (e.g. the
-    /// framework's own tensor storage or pinned memory), or `None` (the
-    /// default) for the builder's staging.
-    /// [`DataLoaderBuilder::build_tensors`](crate::DataLoaderBuilder::build_tensors),
-    /// and [`PairsBuilder::build`](super::PairsBuilder::build) through it, use
-    /// it in place of the builder's.
-    fn staging(&self) -> Option<Arc<dyn Staging>> {
-        None
     }
 }
 
@@ -239,7 +260,11 @@ impl<T> TensorBatch<T> {
     /// # Errors
     ///
     /// The converter's first error.
-    pub fn convert<C>(batch: Batch, converter: &C, mode: RaggedMode) -> Result<Self, C::Error>
+    pub fn convert<C>(
+        batch: Batch<BufferOf<C>>,
+        converter: &C,
+        mode: RaggedMode,
+    ) -> Result<Self, C::Error>
     where
         C: ColumnConverter<Tensor = T>,
     {

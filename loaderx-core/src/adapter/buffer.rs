@@ -1,6 +1,5 @@
 //! The aligned host buffer and the typed host array built on it.
 
-use std::any::Any;
 use std::mem::MaybeUninit;
 
 use ndarray::{ArrayViewD, IxDyn};
@@ -205,14 +204,6 @@ impl StagedBuffer for AlignedBuf {
 
     fn as_bytes_mut(&mut self) -> &mut [u8] {
         AlignedBuf::as_bytes_mut(self)
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
     }
 }
 

@@ -2,11 +2,10 @@
 //! adapters' `Iter2`-style iterators (tch's `Iter2`, candle's `Batcher`).
 
 use std::marker::PhantomData;
-use std::sync::Arc;
 
 use super::tensors::{ColumnConverter, RaggedMode, TensorColumn};
 use crate::error::Error;
-use crate::loader::{DataLoader, Staging, Stream};
+use crate::loader::{DataLoader, Stream};
 use crate::sampler::SamplerMode;
 
 /// Configures [`Pairs`]: features `x` and targets `y` (Dense streams, or
@@ -19,7 +18,6 @@ pub struct PairsBuilder {
     shuffle: Option<u64>,
     keep_last: bool,
     workers: Option<usize>,
-    staging: Option<Arc<dyn Staging>>,
 }
 
 impl std::fmt::Debug for PairsBuilder {
@@ -44,7 +42,6 @@ impl PairsBuilder {
             shuffle: None,
             keep_last: false,
             workers: None,
-            staging: None,
         }
     }
 
@@ -71,13 +68,6 @@ impl PairsBuilder {
     /// caller's thread).
     pub fn workers(&mut self, workers: usize) -> &mut Self {
         self.workers = Some(workers);
-        self
-    }
-
-    /// Where batches are gathered when the converter has no
-    /// [`staging`](ColumnConverter::staging) of its own.
-    pub fn staging(&mut self, staging: impl Staging) -> &mut Self {
-        self.staging = Some(Arc::new(staging));
         self
     }
 
@@ -116,9 +106,6 @@ impl PairsBuilder {
             .epochs(1);
         if let Some(w) = self.workers {
             builder = builder.workers(w);
-        }
-        if let Some(s) = &self.staging {
-            builder = builder.staging(Arc::clone(s));
         }
         let loader = builder.build_tensors(converter, RaggedMode::Padded, |mut batch| {
             let one = |c: TensorColumn<C::Tensor>| match c {

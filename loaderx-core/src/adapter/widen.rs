@@ -45,7 +45,7 @@ fn wider(from: DType) -> &'static [DType] {
 ///
 /// ```
 /// use loaderx_core::DType;
-/// use loaderx_core::host::DTypeTable;
+/// use loaderx_core::adapter::DTypeTable;
 ///
 /// // A framework without bool, i8, u16 and u64.
 /// const TABLE: DTypeTable = DTypeTable::new(&[

@@ -1,8 +1,6 @@
 //! Batches gathered straight into typed vectors, for frameworks whose CPU
 //! tensors own a `Vec<T>` (candle's `CpuStorage`, ndarray's `Array`).
 
-use std::any::Any;
-
 use half::{bf16, f16};
 
 use crate::dtype::{Complex32, Complex64, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu};
@@ -217,14 +215,6 @@ impl StagedBuffer for VecBuffer {
         let len = self.len;
         &mut self.vec.as_bytes_mut()[..len]
     }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn into_any(self: Box<Self>) -> Box<dyn Any + Send> {
-        self
-    }
 }
 
 /// The [`Staging`] that gathers every batch into a fresh [`VecBuffer`],
@@ -234,8 +224,10 @@ impl StagedBuffer for VecBuffer {
 pub struct VecStaging;
 
 impl Staging for VecStaging {
-    fn stage(&self, request: &StageRequest<'_>) -> Result<Box<dyn StagedBuffer>, Error> {
-        Ok(Box::new(VecBuffer::for_request(request)?))
+    type Buffer = VecBuffer;
+
+    fn stage(&self, request: &StageRequest<'_>) -> Result<VecBuffer, Error> {
+        VecBuffer::for_request(request)
     }
 }
 
@@ -299,6 +291,7 @@ mod tests {
             step: 3,
             stream: "tok",
             stream_index: 0,
+            view: 0,
             kind: StoreKind::Ragged,
             dtype: DType::U32,
             bytes: usize::MAX - 7,

@@ -1,0 +1,466 @@
+//! The block cache: fixed-size payload blocks in memory and in a shared
+//! directory, keyed by the store's identity, checksummed on every read.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// The block cache of one open store: memory, then directory.
+pub(super) struct BlockCache {
+    pub(super) geometry: Geometry,
+    /// Read-locked by lookups (gathers run side by side), write-locked by puts.
+    pub(super) memory: Option<RwLock<MemoryCache>>,
+    pub(super) disk: Option<DiskCache>,
+}
+
+impl BlockCache {
+    pub(super) fn new(o: &RemoteOptions, identity: &str) -> Result<Option<BlockCache>, Error> {
+        let memory = (o.memory_cache_bytes > 0).then(|| {
+            RwLock::new(MemoryCache {
+                limit: o.memory_cache_bytes,
+                ..MemoryCache::default()
+            })
+        });
+        let disk = match &o.cache_dir {
+            Some(root) => Some(DiskCache::new(root, identity, o.cache_bytes)?),
+            None => None,
+        };
+        if memory.is_none() && disk.is_none() {
+            return Ok(None);
+        }
+        Ok(Some(BlockCache {
+            geometry: Geometry::new(o.block_bytes),
+            memory,
+            disk,
+        }))
+    }
+
+    /// Blocks `(s, b, len)` (block `b` of shard `s`, `len` bytes long), in
+    /// order, `None` where not cached. The memory tier is read-locked once
+    /// for the whole list. From the directory a block is read whole and kept
+    /// in memory when there is a memory tier; without one, only its open
+    /// file is returned, and a gather reads just the bytes it needs from it.
+    pub(super) fn get_many(&self, keys: &[(usize, u64, u64)]) -> Vec<Option<Hit>> {
+        let mut hits: Vec<Option<Hit>> = match self.memory.as_ref().and_then(|m| m.read().ok()) {
+            Some(m) => {
+                let tick = m.next_tick();
+                keys.iter()
+                    .map(|&(s, b, _)| {
+                        m.touch(block_key(s, b), tick)
+                            .map(|(bytes, _)| Hit::Memory(bytes.clone()))
+                    })
+                    .collect()
+            }
+            None => keys.iter().map(|_| None).collect(),
+        };
+        let Some(disk) = &self.disk else {
+            return hits;
+        };
+        for (hit, &(s, b, len)) in hits.iter_mut().zip(keys) {
+            if hit.is_some() {
+                continue;
+            }
+            *hit = disk.get(s, b, len).map(|bytes| {
+                if let Some(m) = &self.memory
+                    && let Ok(mut m) = m.write()
+                {
+                    m.put(s, b, bytes.clone());
+                }
+                Hit::Disk(bytes)
+            });
+        }
+        hits
+    }
+
+    /// The memory tier's blocks holding every `(record, shard, offset,
+    /// length)` of `wanted`, with how many blocks that is (the memory hits);
+    /// `None` when one is not in memory (the general path then fetches what
+    /// is missing). The tier is read-locked while the blocks are looked up
+    /// (each once, however many records it holds), not while the gather
+    /// decodes. The stored bytes of a record straddling blocks are copied
+    /// into a piece of their own (a fraction of a percent of records with
+    /// the default 256 KiB blocks).
+    pub(super) fn resident(&self, wanted: &[(u64, usize, u64, u32)]) -> Option<(Fetched, u64)> {
+        let g = self.geometry;
+        let m = self.memory.as_ref()?.read().ok()?;
+        let tick = m.next_tick();
+        let mut blocks: HashMap<u64, Bytes, FastKeys> = HashMap::with_capacity_and_hasher(
+            wanted.len().min(m.blocks.len()),
+            FastKeys::default(),
+        );
+        let mut straddling: Vec<(usize, u64, u32)> = Vec::new();
+        for &(_, s, offset, len) in wanted {
+            let (b0, _) = g.split(offset);
+            let (b1, last) = g.split(offset.checked_add(u64::from(len).max(1) - 1)?);
+            for b in b0..=b1 {
+                let key = block_key(s, b);
+                let block = match blocks.entry(key) {
+                    Entry::Occupied(o) => o.into_mut(),
+                    Entry::Vacant(v) => v.insert(m.touch(key, tick)?.0.clone()),
+                };
+                // Past the end of a shard's last block: the general path's.
+                if b == b1 && block.len() <= last {
+                    return None;
+                }
+            }
+            if b1 != b0 {
+                straddling.push((s, offset, len));
+            }
+        }
+        drop(m);
+        // Sorted by shard, start and length, as `pieces_get` finds them: of
+        // aliased records at one offset, the longest comes last.
+        straddling.sort_unstable();
+        straddling.dedup();
+        let mut stitched = Vec::with_capacity(straddling.len());
+        for (s, offset, len) in straddling {
+            let len = len as usize;
+            let mut buf = BytesMut::with_capacity(len);
+            let (mut b, mut at) = g.split(offset);
+            while buf.len() < len {
+                let block = blocks.get(&block_key(s, b))?;
+                let n = block.len().saturating_sub(at).min(len - buf.len());
+                // A block short of the record: the general path decides.
+                let src = block.get(at..at + n).filter(|src| !src.is_empty())?;
+                buf.extend_from_slice(src);
+                b += 1;
+                at = 0;
+            }
+            stitched.push((s, offset, buf.freeze()));
+        }
+        let hits = blocks.len() as u64;
+        Some((
+            Fetched::Blocks {
+                geometry: g,
+                blocks,
+                stitched,
+            },
+            hits,
+        ))
+    }
+
+    pub(super) fn put(&self, s: usize, b: u64, bytes: &Bytes) {
+        if let Some(m) = &self.memory
+            && let Ok(mut m) = m.write()
+        {
+            m.put(s, b, bytes.clone());
+        }
+        if let Some(d) = &self.disk {
+            d.put(s, b, bytes);
+        }
+    }
+}
+
+/// A cached block.
+pub(super) enum Hit {
+    /// From the memory tier.
+    Memory(Bytes),
+    /// Read whole from the directory, its checksum verified.
+    Disk(Bytes),
+}
+
+impl Hit {
+    pub(super) fn bytes(&self) -> &Bytes {
+        match self {
+            Hit::Memory(b) | Hit::Disk(b) => b,
+        }
+    }
+}
+
+/// A block in the memory tier.
+pub(super) struct Cached {
+    /// The tick of its last use: stored under the shared lock, so atomic.
+    pub(super) stamp: AtomicU64,
+    pub(super) bytes: Bytes,
+}
+
+/// Blocks in memory, least recently used evicted first.
+///
+/// A hit only stamps its block with its gather's tick (O(1), once per block
+/// and gather, under the shared lock: an atomic store, done only when the
+/// stamp changes); eviction, which is rare, sorts the blocks by their stamps
+/// and drops the oldest until an eighth of the limit is free, so its cost is
+/// spread over the puts that filled that eighth.
+#[derive(Default)]
+pub(super) struct MemoryCache {
+    pub(super) limit: u64,
+    pub(super) used: u64,
+    /// The last tick handed out: one per gather and one per put.
+    pub(super) tick: AtomicU64,
+    /// Block (by [`block_key`]) → last use and bytes.
+    pub(super) blocks: HashMap<u64, Cached, FastKeys>,
+}
+
+impl MemoryCache {
+    /// A new tick, for one gather's lookups.
+    pub(super) fn next_tick(&self) -> u64 {
+        self.tick.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
+    }
+
+    /// Block `key`, if in memory, stamped with `tick`; `true` when this is
+    /// its first use at `tick` (so that a gather counts each block once).
+    #[inline(always)]
+    pub(super) fn touch(&self, key: u64, tick: u64) -> Option<(&Bytes, bool)> {
+        let c = self.blocks.get(&key)?;
+        let first = c.stamp.load(Ordering::Relaxed) != tick;
+        if first {
+            c.stamp.store(tick, Ordering::Relaxed);
+        }
+        Some((&c.bytes, first))
+    }
+
+    pub(super) fn put(&mut self, s: usize, b: u64, bytes: Bytes) {
+        let len = bytes.len() as u64;
+        if len > self.limit {
+            return;
+        }
+        let stamp = AtomicU64::new(self.next_tick());
+        if let Some(old) = self.blocks.insert(block_key(s, b), Cached { stamp, bytes }) {
+            self.used -= old.bytes.len() as u64;
+        }
+        self.used += len;
+        if self.used > self.limit {
+            let low = self.limit - self.limit / 8;
+            let mut by_age: Vec<(u64, u64)> = self
+                .blocks
+                .iter()
+                .map(|(&k, c)| (c.stamp.load(Ordering::Relaxed), k))
+                .collect();
+            by_age.sort_unstable();
+            for (_, key) in by_age {
+                if self.used <= low {
+                    break;
+                }
+                if let Some(old) = self.blocks.remove(&key) {
+                    self.used -= old.bytes.len() as u64;
+                }
+            }
+        }
+    }
+}
+
+/// The subdirectory of a cache directory that loaderx owns: eviction
+/// deletes only in it.
+pub const CACHE_SUBDIR: &str = "loaderx-blocks-v1";
+
+/// The marker file in [`CACHE_SUBDIR`] that says whose it is.
+pub(super) const CACHE_MARKER: &str = "LOADERX-BLOCK-CACHE";
+
+/// Bytes of the checksum that follows each block in its file.
+pub(super) const CHECKSUM_LEN: usize = 32;
+
+/// Blocks in a directory shared by processes:
+/// `ROOT/loaderx-blocks-v1/IDENTITY/S-B.blk`, each a block's bytes and
+/// their checksum.
+pub(super) struct DiskCache {
+    /// `ROOT/loaderx-blocks-v1`.
+    pub(super) root: PathBuf,
+    pub(super) dir: PathBuf,
+    /// The store's identity, part of every block's checksum.
+    pub(super) identity: String,
+    pub(super) limit: u64,
+    /// This process's estimate of the directory's size, all stores.
+    pub(super) used: AtomicU64,
+    pub(super) evicting: Mutex<()>,
+}
+
+/// Creates directory `dir` if absent and checks that it is a directory, not
+/// a symbolic link to one.
+pub(super) fn own_dir(dir: &Path) -> Result<(), Error> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    let m = std::fs::symlink_metadata(dir).map_err(|e| Error::io(dir, e))?;
+    if !m.file_type().is_dir() {
+        return Err(Error::io(
+            dir,
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "the block cache needs a directory here, and this is not one (a link?)",
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Opens `path` for reading without following a symbolic link.
+pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+impl DiskCache {
+    pub(super) fn new(base: &Path, identity: &str, limit: u64) -> Result<DiskCache, Error> {
+        std::fs::create_dir_all(base).map_err(|e| Error::io(base, e))?;
+        let root = base.join(CACHE_SUBDIR);
+        own_dir(&root)?;
+        let marker = root.join(CACHE_MARKER);
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&marker)
+            {
+                Ok(mut f) => {
+                    let _ = f.write_all(
+                        b"loaderx block cache: blocks of remote stores, evicted by loaderx; \
+                          safe to delete when no loaderx process runs\n",
+                    );
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io(&marker, e)),
+            }
+        }
+        let dir = root.join(identity);
+        own_dir(&dir)?;
+        let used = scan(&root).iter().map(|f| f.1).sum();
+        Ok(DiskCache {
+            root,
+            dir,
+            identity: identity.to_string(),
+            limit,
+            used: AtomicU64::new(used),
+            evicting: Mutex::new(()),
+        })
+    }
+
+    pub(super) fn file(&self, s: usize, b: u64) -> PathBuf {
+        self.dir.join(format!("{s}-{b}.blk"))
+    }
+
+    /// The checksum of block `b` of shard `s` holding `bytes`: bound to the
+    /// store's identity and the block's place, so that a damaged block, or
+    /// one of another store or block size, is a miss.
+    pub(super) fn checksum(&self, s: usize, b: u64, bytes: &[u8]) -> [u8; CHECKSUM_LEN] {
+        let mut h = Sha256::new();
+        h.update(self.identity.as_bytes());
+        h.update((s as u64).to_le_bytes());
+        h.update(b.to_le_bytes());
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+        h.finalize().into()
+    }
+
+    /// Block `b` of shard `s` if its file holds `len` bytes and their
+    /// checksum (else the file is removed, to be fetched again); marks it
+    /// recently used.
+    pub(super) fn get(&self, s: usize, b: u64, len: u64) -> Option<Bytes> {
+        let p = self.file(s, b);
+        let mut f = open_nofollow(&p).ok()?;
+        let want = len + CHECKSUM_LEN as u64;
+        let mut buf = Vec::with_capacity(usize::try_from(want).ok()?);
+        // One byte more than expected tells a block of the wrong length.
+        (&mut f).take(want + 1).read_to_end(&mut buf).ok()?;
+        let ok = buf.len() as u64 == want && {
+            let (block, sum) = buf.split_at(len as usize);
+            self.checksum(s, b, block)[..] == *sum
+        };
+        if !ok {
+            let _ = std::fs::remove_file(&p);
+            return None;
+        }
+        // Recently used: eviction goes by modification time.
+        let _ = f.set_modified(SystemTime::now());
+        buf.truncate(len as usize);
+        Some(Bytes::from(buf))
+    }
+
+    pub(super) fn put(&self, s: usize, b: u64, bytes: &[u8]) {
+        // A fresh name, created with O_EXCL (never an existing file or link).
+        let written = tempfile::Builder::new()
+            .prefix(".blk-")
+            .suffix(".tmp")
+            .tempfile_in(&self.dir)
+            .and_then(|mut tmp| {
+                tmp.write_all(bytes)?;
+                tmp.write_all(&self.checksum(s, b, bytes))?;
+                tmp.persist(self.file(s, b)).map_err(|e| e.error)?;
+                Ok(())
+            });
+        if written.is_err() {
+            // A full or read-only disk makes the cache a no-op, never an
+            // error (the temporary file is removed when dropped).
+            return;
+        }
+        let n = (bytes.len() + CHECKSUM_LEN) as u64;
+        let used = self.used.fetch_add(n, Ordering::Relaxed) + n;
+        if used > self.limit {
+            self.evict();
+        }
+    }
+
+    /// Deletes the least recently used blocks of every store in the
+    /// directory until it is under 90% of its limit.
+    pub(super) fn evict(&self) {
+        let Ok(_guard) = self.evicting.try_lock() else {
+            return;
+        };
+        let mut files = scan(&self.root);
+        files.sort_unstable_by_key(|f| f.2);
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        let target = self.limit / 10 * 9;
+        for (p, len, _) in files {
+            if total <= target {
+                break;
+            }
+            // Another process may have removed it first.
+            let _ = std::fs::remove_file(&p);
+            total = total.saturating_sub(len);
+        }
+        self.used.store(total, Ordering::Relaxed);
+    }
+}
+
+/// True for a name that loaderx gives a store's directory in the cache
+/// (32 lowercase hex digits).
+pub(super) fn is_identity_name(name: &str) -> bool {
+    name.len() == 32 && name.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+/// True for a name that loaderx gives a block file (`S-B.blk`).
+pub(super) fn is_block_name(name: &str) -> bool {
+    name.strip_suffix(".blk")
+        .and_then(|n| n.split_once('-'))
+        .is_some_and(|(s, b)| {
+            !s.is_empty() && !b.is_empty() && s.bytes().chain(b.bytes()).all(|c| c.is_ascii_digit())
+        })
+}
+
+/// Every block file that loaderx wrote under `root` (its own
+/// [`CACHE_SUBDIR`]): regular files named as blocks, in directories named
+/// as identities, links never followed. Path, size, modification time.
+pub(super) fn scan(root: &Path) -> Vec<(PathBuf, u64, SystemTime)> {
+    let mut out = Vec::new();
+    let Ok(stores) = std::fs::read_dir(root) else {
+        return out;
+    };
+    for store in stores.flatten() {
+        if !store.file_type().is_ok_and(|t| t.is_dir())
+            || !store.file_name().to_str().is_some_and(is_identity_name)
+        {
+            continue;
+        }
+        let Ok(blocks) = std::fs::read_dir(store.path()) else {
+            continue;
+        };
+        for block in blocks.flatten() {
+            if block.file_type().is_ok_and(|t| t.is_file())
+                && block.file_name().to_str().is_some_and(is_block_name)
+                && let Ok(m) = block.metadata()
+            {
+                out.push((
+                    block.path(),
+                    m.len(),
+                    m.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+                ));
+            }
+        }
+    }
+    out
+}

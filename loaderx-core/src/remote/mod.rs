@@ -1,0 +1,126 @@
+//! Stores on object storage: S3, GCS, Azure and plain HTTP(S), through the
+//! [`object_store`] crate (feature `remote`).
+//!
+//! A store URL is the store directory's address: `s3://bucket/prefix/store`
+//! holds `s3://bucket/prefix/store/meta.zr`, `…/data_0.zr` and so on, the
+//! same files as a local store. [`Store::open`](crate::Store::open),
+//! [`DynDense::open`](crate::DynDense::open),
+//! [`DynRagged::open`](crate::DynRagged::open) and the typed opens accept a
+//! URL in place of a path and use [`RemoteOptions::from_env`];
+//! the `open_url` siblings take explicit [`RemoteOptions`].
+//!
+//! - **Credentials, region, endpoint** come from each service's standard
+//!   environment, exactly as `object_store`'s `from_env` builders read it
+//!   (S3: `AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+//!   `AWS_REGION`, `AWS_ALLOW_HTTP`, …; GCS: `GOOGLE_*`; Azure: `AZURE_*`),
+//!   then from [`RemoteOptions::config`] pairs, which win.
+//! - **Open** reads `meta.zr`'s static page and location table once (the
+//!   table in parallel ranged reads) and the sizes of the other objects, and
+//!   validates them exactly as for a local store: same typed errors, same
+//!   limits, nothing sized by an untrusted field.
+//! - **Gathers** turn their records into byte ranges, coalesce neighbours
+//!   (a gap of at most [`RemoteOptions::gap_bytes`] is bridged while the
+//!   bridged bytes stay below the wanted ones, so no request fetches more than
+//!   twice what it delivers; no request exceeds
+//!   [`RemoteOptions::max_request_bytes`]), fetch them concurrently (at most
+//!   [`RemoteOptions::concurrency`] at a time) and decode into the caller's
+//!   buffer as locally.
+//! - **Open** bounds the location table by
+//!   [`RemoteOptions::max_table_bytes`] before allocating or listing a
+//!   request for it (a server may claim any size), reads it in chunks listed
+//!   lazily and appends each as it arrives, so the table is held once.
+//! - **The block cache** holds fixed-size aligned blocks of the payload
+//!   shards, in memory ([`RemoteOptions::memory_cache_bytes`]) and in a
+//!   directory ([`RemoteOptions::cache_dir`], `LOADERX_CACHE_DIR`), each with
+//!   a size limit and least-recently-used eviction. A published store is
+//!   immutable, so blocks are keyed by the store's identity and are never
+//!   stale: a hash of its URL (redacted), the block size, the static page,
+//!   every validator `open` fetched (size, ETag, last-modified and version
+//!   of `meta.zr`, `dict.zr` and every shard) and the store id that
+//!   [`push`] writes beside the store ([`STORE_ID_FILE`]), so a store
+//!   deleted and re-published with the same shape, even on a plain HTTP
+//!   server without validators, is a new identity. Several processes may
+//!   share one directory: blocks are written to a fresh temporary file
+//!   (created exclusively, never through a link) and renamed into place;
+//!   every block file ends in a SHA-256 of the identity, the block's place
+//!   and its bytes, checked on every read, so a damaged, truncated or
+//!   foreign block is a miss and is fetched again, as is a block evicted by
+//!   another process.
+//! - **The cache directory** is shared: loaderx owns only its subdirectory
+//!   `loaderx-blocks-v1` ([`CACHE_SUBDIR`], with a marker file) and deletes
+//!   only block files it named there, so a cache root pointed at a data
+//!   directory loses nothing. *Trust model*: whoever can write the cache
+//!   directory can serve data to every process that uses it (the checksum
+//!   detects damage and mix-ups, not a forger, who can compute it); give it
+//!   the permissions of the data itself (the default `0700`-style private
+//!   directory, or a group that is trusted with the stores).
+//! - **Errors**: every request is retried with exponential backoff
+//!   ([`RemoteOptions::retries`], [`RemoteOptions::backoff`],
+//!   [`RemoteOptions::retry_timeout`]); what still fails is an
+//!   [`ErrorKind::Remote`] naming the object's URL and the record read.
+//!   A missing `meta.zr` is [`ErrorKind::NotAStore`], an unpublished one
+//!   [`ErrorKind::NotPublished`], as locally. URLs in messages and in a
+//!   store's path never carry user information or a query string
+//!   ([`crate::redact_url`]), and [`RemoteOptions`]'s `Debug` redacts
+//!   secret-bearing configuration values.
+//!
+//! [`push`] uploads a published local store, [`push_stores`] a set of them
+//! as one publication: every target is checked first, then `dict.zr` (a
+//! stale one of an earlier aborted push is removed from a store without
+//! one), the payload shards (multipart above [`RemoteOptions::part_bytes`],
+//! a failed multipart upload aborted) and the store id of every store, and
+//! only then every `meta.zr`, each created only if absent (`PutMode::Create`,
+//! so two concurrent pushes cannot both publish), so a store whose upload
+//! stopped half way never opens. When a `meta.zr` fails, those already
+//! written are deleted again, and the error ([`ErrorKind::PushFailed`])
+//! names what remains.
+//!
+//! The sync API drives one internal multi-thread tokio runtime, created on
+//! first use (exactly once, whatever threads race); callers never see async.
+
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjPath;
+use object_store::{
+    BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme,
+    PutMode, PutPayload, RetryConfig,
+};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::codec::Sink;
+use crate::engine::StoreReader;
+use crate::engine::reader::{
+    Region, Shard, check_dict_len, check_meta_len, check_page, check_shard_len, codec_state,
+};
+use crate::error::{Error, ErrorKind};
+use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN, STATIC_PAGE_LEN};
+
+mod cache;
+mod client;
+mod open;
+mod options;
+mod push;
+mod shards;
+#[cfg(test)]
+mod tests;
+
+pub use self::cache::CACHE_SUBDIR;
+pub(crate) use self::open::open;
+pub use self::options::{RemoteOptions, RemoteStats, STORE_ID_FILE};
+pub use self::push::{PushReport, push, push_stores};
+pub(crate) use self::shards::{Copied, Fetched, RemoteShards, Resident};
+// The sibling modules see each other's items through these.
+#[allow(clippy::wildcard_imports, unused_imports)]
+use self::{cache::*, client::*, open::*, options::*, push::*, shards::*};

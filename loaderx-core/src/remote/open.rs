@@ -1,0 +1,221 @@
+//! Opening a store by URL: its metadata fetched and checked as a local
+//! store's, and its identity for the block cache.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+/// The location table is read in ranged requests of this many bytes.
+pub(super) const TABLE_CHUNK: u64 = 8 << 20;
+
+/// Opens and validates the store at `url`.
+pub(crate) fn open(url: &str, o: &RemoteOptions) -> Result<StoreReader, Error> {
+    open_target(target(url, o)?, o)
+}
+
+/// Opens and validates the store that `t` addresses.
+pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, Error> {
+    let path = PathBuf::from(&t.url);
+    let meta_obj = t.object(META_FILE);
+    let (meta_head, page) = block_on(async {
+        let head = match t.store.head(&meta_obj).await {
+            Ok(h) => h,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(ErrorKind::NotAStore { path: path.clone() }.into());
+            }
+            Err(e) => return Err(t.err(META_FILE, None, e)),
+        };
+        check_meta_len(&path, head.size)?;
+        let raw = t
+            .store
+            .get_range(&meta_obj, 0..STATIC_PAGE_LEN as u64)
+            .await
+            .map_err(|e| t.err(META_FILE, None, e))?;
+        Ok::<_, Error>((head, raw))
+    })??;
+    let meta_len = meta_head.size;
+    let mut raw = [0u8; STATIC_PAGE_LEN];
+    if page.len() != STATIC_PAGE_LEN {
+        return Err(Error::corrupt(
+            path.join(META_FILE),
+            format!("a read of the static page returned {} bytes", page.len()),
+        ));
+    }
+    raw.copy_from_slice(&page);
+    let checked = check_page(&path, meta_len, &raw)?;
+    let shard_count = checked.shard_count;
+    let table_end = checked.table_end;
+    // The table is sized by the page's record count, which `check_page`
+    // bounded by the size the server claims: bound it by the option too
+    // before anything is allocated or a request is listed.
+    let table_len = table_end - STATIC_PAGE_LEN as u64;
+    if table_len > o.max_table_bytes {
+        return Err(Error::corrupt(
+            path.join(META_FILE),
+            format!(
+                "meta.zr claims a location table of {table_len} bytes ({} records), more than \
+                 the {}-byte limit (RemoteOptions::max_table_bytes)",
+                checked.page.header.length, o.max_table_bytes
+            ),
+        ));
+    }
+    let mut bytes: Vec<u8> = Vec::new();
+    let capacity = usize::try_from(table_end)
+        .ok()
+        .filter(|&n| bytes.try_reserve_exact(n).is_ok());
+    if capacity.is_none() {
+        return Err(Error::corrupt(
+            path.join(META_FILE),
+            format!("cannot allocate its {table_end}-byte location table"),
+        ));
+    }
+    bytes.extend_from_slice(&raw);
+    // Everything else at once: the table in chunks (listed lazily, each
+    // appended as it arrives, so the table is held once), the validators of
+    // the dictionary and the shards, and the store id.
+    let (bytes, dict_head, shard_heads, store_id) = block_on(async {
+        let chunks = (0..table_len.div_ceil(TABLE_CHUNK)).map(|i| {
+            let a = STATIC_PAGE_LEN as u64 + i * TABLE_CHUNK;
+            a..table_end.min(a + TABLE_CHUNK)
+        });
+        let table = futures::stream::iter(chunks)
+            .map(|r| {
+                let meta_obj = &meta_obj;
+                let t = &t;
+                async move {
+                    let want = r.end - r.start;
+                    let b = t
+                        .store
+                        .get_range(meta_obj, r)
+                        .await
+                        .map_err(|e| t.err(META_FILE, None, e))?;
+                    if b.len() as u64 != want {
+                        return Err(Error::corrupt(
+                            t.url_of(META_FILE),
+                            format!("a read of {want} table bytes returned {}", b.len()),
+                        ));
+                    }
+                    Ok::<_, Error>(b)
+                }
+            })
+            .buffered(o.concurrency)
+            .try_fold(bytes, |mut acc, b| async move {
+                acc.extend_from_slice(&b);
+                Ok(acc)
+            });
+        let head = |name: String| {
+            let t = &t;
+            async move {
+                match t.store.head(&t.object(&name)).await {
+                    Ok(h) => Ok(Some(h)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(t.err(&name, None, e)),
+                }
+            }
+        };
+        let dict = head(DICT_FILE.to_string());
+        let shards = futures::stream::iter(0..shard_count)
+            .map(|s| head(format::data_file(s)))
+            .buffered(o.concurrency)
+            .try_collect::<Vec<Option<ObjectMeta>>>();
+        let id = read_store_id(&t);
+        futures::try_join!(table, dict, shards, id)
+    })??;
+    let dict_len = dict_head.as_ref().map(|h| h.size);
+    check_dict_len(&path, checked.codec, dict_len)?;
+    let dict = match dict_len {
+        None => None,
+        Some(len) => {
+            let d = block_on(t.store.get_range(&t.object(DICT_FILE), 0..len))?
+                .map_err(|e| t.err(DICT_FILE, None, e))?;
+            if d.len() as u64 != len {
+                return Err(Error::corrupt(
+                    path.join(DICT_FILE),
+                    format!("dict.zr is {len} bytes but a read returned {}", d.len()),
+                ));
+            }
+            Some(d.to_vec())
+        }
+    };
+    let codec = codec_state(&path, checked.codec, dict.as_deref())?;
+    let mut shards = Vec::with_capacity(shard_count);
+    let mut tails = Vec::with_capacity(shard_count);
+    for (s, head) in shard_heads.iter().enumerate() {
+        let p = path.join(format::data_file(s));
+        let tail = checked.page.tails[s];
+        let Some(head) = head else {
+            return Err(Error::corrupt(&p, "payload shard is missing"));
+        };
+        check_shard_len(&p, head.size, tail)?;
+        shards.push(Shard::remote(tail));
+        tails.push(tail);
+    }
+    // The cache identity: every validator `open` fetched (a re-published
+    // store of the same shape has a `meta.zr` of the same bytes, and over
+    // plain HTTP perhaps no validator at all, hence the store id), and the
+    // block size (blocks of two sizes never share a directory).
+    let identity = {
+        let mut h = Sha256::new();
+        h.update(b"loaderx-blocks-v1\0");
+        h.update(t.url.as_bytes());
+        h.update([0]);
+        h.update(o.block_bytes.to_le_bytes());
+        h.update(raw);
+        validators(&mut h, Some(&meta_head));
+        validators(&mut h, dict_head.as_ref());
+        for head in &shard_heads {
+            validators(&mut h, head.as_ref());
+        }
+        h.update(store_id.as_deref().unwrap_or_default());
+        let d = h.finalize();
+        d[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    let cache = BlockCache::new(o, &identity)?;
+    let remote = RemoteShards {
+        inner: Arc::new(Inner {
+            target: t,
+            tails,
+            cache,
+            opts: o.clone(),
+            stats: Counters::default(),
+        }),
+    };
+    let table = Some(Region::Heap(bytes));
+    Ok(StoreReader::assemble(&path, None, table, checked, shards, codec, dict).with_remote(remote))
+}
+
+/// Hashes an object's validators (size, ETag, last modified, version; a
+/// missing object hashes as such) into a cache identity.
+pub(super) fn validators(h: &mut Sha256, m: Option<&ObjectMeta>) {
+    let Some(m) = m else {
+        h.update([0]);
+        return;
+    };
+    h.update([1]);
+    h.update(m.size.to_le_bytes());
+    for v in [&m.e_tag, &m.version] {
+        h.update(v.as_deref().unwrap_or_default().as_bytes());
+        h.update([0]);
+    }
+    h.update(
+        m.last_modified
+            .timestamp_nanos_opt()
+            .unwrap_or_default()
+            .to_le_bytes(),
+    );
+}
+
+/// The random id that [`push`] writes beside a store ([`STORE_ID_FILE`]),
+/// if there is one of a plausible size.
+pub(super) async fn read_store_id(t: &Target) -> Result<Option<Vec<u8>>, Error> {
+    match t.store.get(&t.object(STORE_ID_FILE)).await {
+        Ok(r) if r.meta.size <= 256 => {
+            let b = r.bytes().await.map_err(|e| t.err(STORE_ID_FILE, None, e))?;
+            Ok(Some(b.to_vec()))
+        }
+        Ok(_) | Err(object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(t.err(STORE_ID_FILE, None, e)),
+    }
+}

@@ -1,0 +1,488 @@
+//! The payload shards of a remote store: records to coalesced ranged
+//! requests, fetched concurrently through the block cache, decoded into the
+//! caller's buffer.
+
+#[allow(clippy::wildcard_imports)]
+use super::*;
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) requests: AtomicU64,
+    pub(super) bytes: AtomicU64,
+    pub(super) memory_hits: AtomicU64,
+    pub(super) disk_hits: AtomicU64,
+    pub(super) misses: AtomicU64,
+}
+
+pub(super) struct Inner {
+    pub(super) target: Target,
+    pub(super) tails: Vec<u64>,
+    pub(super) cache: Option<BlockCache>,
+    pub(super) opts: RemoteOptions,
+    pub(super) stats: Counters,
+}
+
+/// The payload shards of a remote store, with their block cache.
+#[derive(Clone)]
+pub(crate) struct RemoteShards {
+    pub(super) inner: Arc<Inner>,
+}
+
+/// Stored bytes fetched for one gather.
+pub(crate) enum Fetched {
+    /// Contiguous pieces of the shards, `(shard, start, bytes)`, sorted by
+    /// shard and start, disjoint: what the general path assembles.
+    Pieces(Vec<(usize, u64, Bytes)>),
+    /// Every block the gather touches, each from the memory tier (no copy),
+    /// by [`block_key`]; each record that straddles blocks has a piece of
+    /// its own in `stitched`, `(shard, start, bytes)` sorted by shard,
+    /// start and length (pieces of different records may overlap).
+    Blocks {
+        /// How offsets map to blocks.
+        geometry: Geometry,
+        /// The blocks, by [`block_key`].
+        blocks: HashMap<u64, Bytes, FastKeys>,
+        /// The straddling records' stored bytes.
+        stitched: Vec<(usize, u64, Bytes)>,
+    },
+}
+
+/// The `len` bytes at `offset` of shard `s` from `pieces`, sorted by shard
+/// and start, if the last piece starting at or before `offset` holds them.
+pub(super) fn pieces_get(
+    pieces: &[(usize, u64, Bytes)],
+    s: usize,
+    offset: u64,
+    len: u32,
+) -> Option<&[u8]> {
+    let k = pieces
+        .partition_point(|p| (p.0, p.1) <= (s, offset))
+        .checked_sub(1)?;
+    let (ps, start, bytes) = &pieces[k];
+    if *ps != s {
+        return None;
+    }
+    // Same shard and sorted: `start <= offset`.
+    let at = usize::try_from(offset - start).ok()?;
+    bytes.get(at..at.checked_add(len as usize)?)
+}
+
+impl Fetched {
+    /// The `len` bytes at `offset` of shard `s`, if fetched.
+    pub(crate) fn get(&self, s: usize, offset: u64, len: u32) -> Option<&[u8]> {
+        match self {
+            Fetched::Pieces(pieces) => pieces_get(pieces, s, offset, len),
+            Fetched::Blocks {
+                geometry,
+                blocks,
+                stitched,
+            } => {
+                let (b, at) = geometry.split(offset);
+                blocks
+                    .get(&block_key(s, b))
+                    .and_then(|block| block.get(at..at.checked_add(len as usize)?))
+                    .or_else(|| pieces_get(stitched, s, offset, len))
+            }
+        }
+    }
+}
+
+/// How shard offsets map to cache blocks: block `b` of a shard holds its
+/// bytes `[b * bytes, (b + 1) * bytes)` (the last block up to the tail).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    /// Block size, at least 4096.
+    pub(super) bytes: u64,
+    /// `log2(bytes)` when it is a power of two (the default is), so that
+    /// [`Geometry::split`] is a shift and a mask instead of a division.
+    pub(super) shift: Option<u32>,
+}
+
+impl Geometry {
+    pub(super) fn new(bytes: u64) -> Geometry {
+        let bytes = bytes.max(1);
+        Geometry {
+            bytes,
+            shift: bytes.is_power_of_two().then(|| bytes.trailing_zeros()),
+        }
+    }
+
+    /// The block holding shard offset `offset`, and where in it.
+    #[inline(always)]
+    pub(super) fn split(self, offset: u64) -> (u64, usize) {
+        match self.shift {
+            Some(shift) => (offset >> shift, (offset & (self.bytes - 1)) as usize),
+            None => (offset / self.bytes, (offset % self.bytes) as usize),
+        }
+    }
+}
+
+/// The key of block `b` of shard `s` in the memory tier. Shards number at
+/// most [`MAX_DATA_SHARDS`] (255, a `u8` in the header) and a block number
+/// is below 2^52 (offsets are `u64`, blocks at least 4096 bytes), so the
+/// key is unique.
+#[inline(always)]
+pub(super) fn block_key(s: usize, b: u64) -> u64 {
+    debug_assert!(s < 256);
+    (b << 8) | (s as u64 & 0xff)
+}
+
+/// Hashes the memory tier's `u64` block keys: one multiply by the 64-bit
+/// golden ratio (Fibonacci hashing), whose high bits depend on every bit of
+/// the key, folded into the low bits that pick a bucket. std's SipHash costs
+/// several times more, to resist keys chosen to collide; these are block
+/// numbers of the store's own shards (consecutive integers, which this
+/// spreads evenly), and a collision costs a probe, never a wrong block.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    #[inline(always)]
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// Builds [`KeyHasher`]s.
+pub(crate) type FastKeys = BuildHasherDefault<KeyHasher>;
+
+/// The memory tier read-locked for one gather (or one part of a parallel
+/// one), with that gather's tick: [`Resident::copy`] copies records straight
+/// out of its blocks.
+///
+/// The lock is shared: other gathers read on, and a put (of a block another
+/// gather fetched) waits until this one is dropped. Drop it before taking
+/// the general path, whose puts lock the tier for writing.
+pub(crate) struct Resident<'a> {
+    pub(super) memory: RwLockReadGuard<'a, MemoryCache>,
+    pub(super) tick: u64,
+    pub(super) geometry: Geometry,
+}
+
+/// What [`Resident::copy`] did.
+pub(crate) enum Copied {
+    /// Every byte of the destination was written.
+    Done,
+    /// A block is not in memory (some bytes may have been written).
+    Miss,
+    /// The bytes run past the end of their shard's last block.
+    Outside,
+}
+
+impl Resident<'_> {
+    /// The gather's tick, for the other parts of a parallel gather.
+    pub(crate) fn tick(&self) -> u64 {
+        self.tick
+    }
+
+    /// Copies the `dst.len()` stored bytes at `offset` of shard `s` into
+    /// `dst`, a record straddling blocks piece by piece; adds to `hits` each
+    /// block this gather touches for the first time.
+    #[inline(always)]
+    pub(crate) fn copy<D: Sink>(
+        &self,
+        s: usize,
+        offset: u64,
+        dst: &mut [D],
+        hits: &mut u64,
+    ) -> Copied {
+        let (mut b, mut at) = self.geometry.split(offset);
+        let Some((mut block, first)) = self.memory.touch(block_key(s, b), self.tick) else {
+            return Copied::Miss;
+        };
+        *hits += u64::from(first);
+        if let Some(src) = block.get(at..at.wrapping_add(dst.len())) {
+            D::put(dst, src);
+            return Copied::Done;
+        }
+        // Straddles blocks (or runs past the last one): piece by piece.
+        let mut done = 0;
+        loop {
+            let n = block.len().saturating_sub(at).min(dst.len() - done);
+            let (Some(src), Some(d)) = (block.get(at..at + n), dst.get_mut(done..done + n)) else {
+                return Copied::Outside;
+            };
+            if n == 0 {
+                return Copied::Outside;
+            }
+            D::put(d, src);
+            done += n;
+            if done == dst.len() {
+                return Copied::Done;
+            }
+            b += 1;
+            at = 0;
+            let Some((next, first)) = self.memory.touch(block_key(s, b), self.tick) else {
+                return Copied::Miss;
+            };
+            *hits += u64::from(first);
+            block = next;
+        }
+    }
+}
+
+/// A coalesced run of wanted bytes of one shard.
+pub(super) struct Segment {
+    pub(super) shard: usize,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    /// The first record it holds, for error messages.
+    pub(super) record: u64,
+}
+
+impl RemoteShards {
+    /// What was fetched so far.
+    pub(crate) fn stats(&self) -> RemoteStats {
+        let c = &self.inner.stats;
+        RemoteStats {
+            requests: c.requests.load(Ordering::Relaxed),
+            bytes_fetched: c.bytes.load(Ordering::Relaxed),
+            memory_hits: c.memory_hits.load(Ordering::Relaxed),
+            disk_hits: c.disk_hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Fetches the stored bytes of `(record, shard, offset, length)`, every
+    /// one within its shard's committed tail.
+    pub(crate) fn fetch(&self, mut wanted: Vec<(u64, usize, u64, u32)>) -> Result<Fetched, Error> {
+        let inner = &*self.inner;
+        let o = &inner.opts;
+        // Warm: every block in the memory tier. The blocks themselves are
+        // what was fetched; no ranges, no copies but of straddling records.
+        if let Some(cache) = &inner.cache
+            && let Some((fetched, hits)) = cache.resident(&wanted)
+        {
+            self.count_memory_hits(hits);
+            return Ok(fetched);
+        }
+        wanted.sort_unstable_by_key(|w| (w.1, w.2));
+        // With a cache, requests are made of blocks: cap segments only then.
+        let cap = match inner.cache {
+            Some(_) => u64::MAX,
+            None => o.max_request_bytes,
+        };
+        let mut segments: Vec<Segment> = Vec::new();
+        let mut useful = 0u64;
+        for &(record, shard, offset, len) in &wanted {
+            let end = offset + u64::from(len);
+            if let Some(seg) = segments.last_mut()
+                && seg.shard == shard
+            {
+                if offset <= seg.end {
+                    // Overlapping or adjacent (aliased records share bytes).
+                    useful += end.saturating_sub(seg.end);
+                    seg.end = seg.end.max(end);
+                    continue;
+                }
+                let gap = offset - seg.end;
+                let waste = (seg.end - seg.start) - useful;
+                if gap <= o.gap_bytes
+                    && waste + gap <= useful + u64::from(len)
+                    && end - seg.start <= cap
+                {
+                    useful += u64::from(len);
+                    seg.end = end;
+                    continue;
+                }
+            }
+            useful = u64::from(len);
+            segments.push(Segment {
+                shard,
+                start: offset,
+                end,
+                record,
+            });
+        }
+        let pieces = match &inner.cache {
+            None => self.fetch_segments(&segments)?,
+            Some(cache) => self.fetch_blocks(cache, &segments)?,
+        };
+        Ok(Fetched::Pieces(pieces))
+    }
+
+    /// The memory tier read-locked, for a gather that copies straight out of
+    /// it; `tick` is the gather's when this is one part of a parallel one,
+    /// `None` to start a new gather. `None` without a memory tier.
+    pub(crate) fn resident(&self, tick: Option<u64>) -> Option<Resident<'_>> {
+        let cache = self.inner.cache.as_ref()?;
+        let memory = cache.memory.as_ref()?.read().ok()?;
+        let tick = tick.unwrap_or_else(|| memory.next_tick());
+        Some(Resident {
+            memory,
+            tick,
+            geometry: cache.geometry,
+        })
+    }
+
+    /// Counts `n` blocks served from memory.
+    pub(crate) fn count_memory_hits(&self, n: u64) {
+        self.inner.stats.memory_hits.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// One request per segment.
+    pub(super) fn fetch_segments(
+        &self,
+        segments: &[Segment],
+    ) -> Result<Vec<(usize, u64, Bytes)>, Error> {
+        let requests = segments
+            .iter()
+            .map(|s| (s.shard, s.start..s.end, s.record))
+            .collect();
+        self.get_ranges(requests)
+    }
+
+    /// Ranged GETs of `(shard, range, record)`, concurrently; each result
+    /// has exactly the range's length.
+    pub(super) fn get_ranges(
+        &self,
+        requests: Vec<(usize, std::ops::Range<u64>, u64)>,
+    ) -> Result<Vec<(usize, u64, Bytes)>, Error> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = &*self.inner;
+        let t = &inner.target;
+        let fut = futures::stream::iter(requests)
+            .map(|(s, r, record)| async move {
+                let name = format::data_file(s);
+                let want = r.end - r.start;
+                let start = r.start;
+                let b = t
+                    .store
+                    .get_range(&t.object(&name), r)
+                    .await
+                    .map_err(|e| t.err(&name, Some(record), e))?;
+                inner.stats.requests.fetch_add(1, Ordering::Relaxed);
+                inner
+                    .stats
+                    .bytes
+                    .fetch_add(b.len() as u64, Ordering::Relaxed);
+                if b.len() as u64 != want {
+                    return Err(t.err(
+                        &name,
+                        Some(record),
+                        format!("a read of {want} bytes returned {}", b.len()),
+                    ));
+                }
+                Ok::<_, Error>((s, start, b))
+            })
+            .buffer_unordered(inner.opts.concurrency)
+            .try_collect::<Vec<_>>();
+        let mut out = block_on(fut)??;
+        out.sort_unstable_by_key(|p| (p.0, p.1));
+        Ok(out)
+    }
+
+    /// Segments assembled from cache blocks, fetching the missing ones.
+    pub(super) fn fetch_blocks(
+        &self,
+        cache: &BlockCache,
+        segments: &[Segment],
+    ) -> Result<Vec<(usize, u64, Bytes)>, Error> {
+        let inner = &*self.inner;
+        let bs = cache.geometry.bytes;
+        let block_len = |s: usize, b: u64| bs.min(inner.tails[s] - b * bs);
+        // Every block the segments touch, with a record for messages.
+        let mut blocks: BTreeMap<(usize, u64), u64> = BTreeMap::new();
+        for seg in segments {
+            for b in seg.start / bs..seg.end.div_ceil(bs) {
+                blocks.entry((seg.shard, b)).or_insert(seg.record);
+            }
+        }
+        let mut have: HashMap<(usize, u64), Hit> = HashMap::with_capacity(blocks.len());
+        let mut missing: Vec<(usize, u64, u64)> = Vec::new();
+        let keys: Vec<(usize, u64, u64)> = blocks
+            .keys()
+            .map(|&(s, b)| (s, b, block_len(s, b)))
+            .collect();
+        for ((&(s, b), &record), hit) in blocks.iter().zip(cache.get_many(&keys)) {
+            match hit {
+                Some(hit) => {
+                    let c = match hit {
+                        Hit::Memory(_) => &inner.stats.memory_hits,
+                        Hit::Disk(_) => &inner.stats.disk_hits,
+                    };
+                    c.fetch_add(1, Ordering::Relaxed);
+                    have.insert((s, b), hit);
+                }
+                None => missing.push((s, b, record)),
+            }
+        }
+        inner
+            .stats
+            .misses
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        // Runs of consecutive missing blocks, one request each (capped).
+        let per_request = (inner.opts.max_request_bytes / bs).max(1);
+        let mut requests: Vec<(usize, std::ops::Range<u64>, u64)> = Vec::new();
+        // (shard, first block, last block, record)
+        let mut run: Option<(usize, u64, u64, u64)> = None;
+        for &(s, b, record) in &missing {
+            if let Some((rs, first, last, _)) = &mut run
+                && *rs == s
+                && *last + 1 == b
+                && b - *first < per_request
+            {
+                *last = b;
+                continue;
+            }
+            if let Some((rs, first, last, rec)) = run.take() {
+                requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
+            }
+            run = Some((s, b, b, record));
+        }
+        if let Some((rs, first, last, rec)) = run {
+            requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
+        }
+        for (s, start, bytes) in self.get_ranges(requests)? {
+            let mut at = 0u64;
+            while at < bytes.len() as u64 {
+                let b = (start + at) / bs;
+                let len = block_len(s, b);
+                let block = bytes.slice(at as usize..(at + len) as usize);
+                cache.put(s, b, &block);
+                have.insert((s, b), Hit::Memory(block));
+                at += len;
+            }
+        }
+        let mut pieces = Vec::with_capacity(segments.len());
+        for seg in segments {
+            let (b0, b1) = (seg.start / bs, (seg.end - 1) / bs);
+            let block = |b: u64| {
+                have.get(&(seg.shard, b)).ok_or_else(|| {
+                    let name = format::data_file(seg.shard);
+                    inner.target.err(&name, Some(seg.record), "block missing")
+                })
+            };
+            let piece = if b0 == b1 {
+                let off = seg.start - b0 * bs;
+                block(b0)?
+                    .bytes()
+                    .slice(off as usize..(off + seg.end - seg.start) as usize)
+            } else {
+                let mut buf = BytesMut::with_capacity((seg.end - seg.start) as usize);
+                for b in b0..=b1 {
+                    let len = block_len(seg.shard, b);
+                    let lo = seg.start.max(b * bs) - b * bs;
+                    let hi = seg.end.min(b * bs + len) - b * bs;
+                    buf.extend_from_slice(&block(b)?.bytes()[lo as usize..hi as usize]);
+                }
+                buf.freeze()
+            };
+            pieces.push((seg.shard, seg.start, piece));
+        }
+        Ok(pieces)
+    }
+}
