@@ -6,7 +6,7 @@ use ndarray::{ArrayBase, ArrayD, Data, Dimension, IxDyn};
 
 use crate::codec::{Codec, Sink, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
-use crate::engine::{RecordSource, StoreReader, StoreWriter};
+use crate::engine::{Engine, RecordSource, StoreReader, StoreWriter};
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::Schema;
 use crate::options::CreateOptions;
@@ -279,7 +279,7 @@ impl<T: Element> DenseWriter<T> {
 
 /// An open Dense store, element type known at run time.
 pub struct DynDense {
-    engine: StoreReader,
+    engine: Engine,
     dtype: DType,
     item_shape: Vec<usize>,
     record_bytes: usize,
@@ -324,7 +324,7 @@ impl DynDense {
         match engine.schema().clone() {
             Schema::Dense { dtype, item_shape } => Ok(DynDense {
                 record_bytes: engine.schema().record_bytes().unwrap_or(0),
-                engine,
+                engine: engine.into(),
                 dtype,
                 item_shape,
             }),
@@ -348,8 +348,80 @@ impl DynDense {
     }
 
     /// The engine underneath.
-    pub(crate) fn engine(&self) -> &crate::engine::StoreReader {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Reads `parts`, Dense stores of one element type and record shape,
+    /// as one store: their records end to end, record `i` of part `p`
+    /// being record `parts[0].len() + … + parts[p - 1].len() + i` of the
+    /// whole. `path` names the whole (a dataset's directory) in errors and
+    /// [`path`](Self::path). A gather that spans parts reads each part's
+    /// records in parallel, straight into the destination. A part that is
+    /// itself a concatenation contributes its parts. [`codec`](Self::codec),
+    /// [`dict`](Self::dict) and [`generation`](Self::generation) are the
+    /// first part's (parts may differ in them);
+    /// [`data_shards`](Self::data_shards) and
+    /// [`stored_bytes`](Self::stored_bytes) add up.
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, Dense, DenseWriter, DynDense};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut parts = Vec::new();
+    /// for (p, codec) in [Codec::Raw, Codec::Zstd].into_iter().enumerate() {
+    ///     let path = dir.path().join(format!("part{p}"));
+    ///     let mut w = DenseWriter::<u32>::create(&path, &[], codec)?;
+    ///     w.append_slice(&[10 * p as u32, 10 * p as u32 + 1], 2)?;
+    ///     w.close()?;
+    ///     parts.push(DynDense::open(&path)?);
+    /// }
+    /// let whole = DynDense::concat(dir.path(), parts)?.typed::<u32>()?;
+    /// assert_eq!(whole.len(), 4);
+    /// assert_eq!(whole.gather(&[3, 0, 2])?.into_raw_vec_and_offset().0, [11, 0, 10]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for no part, parts of different
+    /// element types or record shapes, or more than `2^64` records in all.
+    pub fn concat(path: impl AsRef<Path>, parts: Vec<DynDense>) -> Result<DynDense, Error> {
+        let path = path.as_ref();
+        let Some(first) = parts.first() else {
+            return Err(Error::invalid(format!(
+                "{}: a concatenation needs at least one part",
+                path.display()
+            )));
+        };
+        let (dtype, item_shape, record_bytes) =
+            (first.dtype, first.item_shape.clone(), first.record_bytes);
+        let mut readers = Vec::new();
+        for part in parts {
+            if part.dtype != dtype || part.item_shape != item_shape {
+                return Err(Error::invalid(format!(
+                    "{}: part {} holds {} records of shape {:?}, the first part {dtype} of {item_shape:?}",
+                    path.display(),
+                    part.path().display(),
+                    part.dtype,
+                    part.item_shape,
+                )));
+            }
+            readers.extend(part.engine.into_stores());
+        }
+        Ok(DynDense {
+            engine: Engine::Parts(crate::engine::parts::Parts::new(path, readers)?),
+            dtype,
+            item_shape,
+            record_bytes,
+        })
+    }
+
+    /// The first record index of every part of a
+    /// [concatenation](Self::concat), then the total (`[0, len]` for a
+    /// store).
+    pub fn part_starts(&self) -> Vec<u64> {
+        self.engine.starts()
     }
 
     /// The format generation the store is in (see [`Generation`](crate::Generation));

@@ -112,7 +112,8 @@ pub use dtype::{
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use format::{Generation, MAX_RECORD_LEN};
 pub use loader::{
-    Batch, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats, Stream, view_range,
+    Batch, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats, MixtureSource,
+    MixtureStreams, Stream, view_range,
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;
@@ -125,7 +126,9 @@ pub use remote::{
     CACHE_SUBDIR, PushReport, RemoteOptions, RemoteStats, STORE_ID_FILE, push, push_stores,
 };
 pub use remote_url::{is_url, redact_url};
-pub use sampler::{FeistelPermutation, Sampler, SamplerBuilder, SamplerMode};
+pub use sampler::{
+    FeistelPermutation, Mixture, MixtureStop, RecordPosition, Sampler, SamplerBuilder, SamplerMode,
+};
 pub use store::Store;
 
 #[doc(no_inline)]

@@ -78,14 +78,21 @@ pub fn migrate(src: impl AsRef<Path>, dst: impl AsRef<Path>, to: Generation) -> 
     match &store {
         Store::Dense(s) => {
             let schema = Schema::dense(s.dtype(), s.item_shape())?;
-            copy(s.engine(), dst, &schema, &options)
+            copy(one_store(s.engine())?, dst, &schema, &options)
         }
         Store::Ragged(s) if s.generation().dim_width() == to.dim_width() => {
             let schema = Schema::ragged(s.dtype(), s.ndim())?;
-            copy(s.engine(), dst, &schema, &options)
+            copy(one_store(s.engine())?, dst, &schema, &options)
         }
         Store::Ragged(s) => rewrite_ragged(s, dst, &options),
     }
+}
+
+/// The one store `engine` reads (`Store::open` opens one).
+fn one_store(engine: &crate::engine::Engine) -> Result<&crate::engine::StoreReader, Error> {
+    engine
+        .store()
+        .ok_or_else(|| Error::invalid("migrate copies one store, not a concatenation"))
 }
 
 /// A new store at `dst` holding `src`'s stored bytes under `schema`.

@@ -15,7 +15,7 @@ macro_rules! reader_accessors {
         /// What a remote store fetched since it was opened; `None` for a local one.
         #[cfg(feature = "remote")]
         pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
-            self.engine.remote().map(|r| r.stats())
+            self.engine.remote_stats()
         }
 
         /// Number of records.
@@ -97,6 +97,30 @@ pub enum Store {
     Dense(DynDense),
     /// A Ragged store.
     Ragged(DynRagged),
+}
+
+impl From<DynDense> for Store {
+    fn from(s: DynDense) -> Store {
+        Store::Dense(s)
+    }
+}
+
+impl From<DynRagged> for Store {
+    fn from(s: DynRagged) -> Store {
+        Store::Ragged(s)
+    }
+}
+
+impl<T: crate::Element> From<crate::Dense<T>> for Store {
+    fn from(s: crate::Dense<T>) -> Store {
+        Store::Dense(s.into_dyn())
+    }
+}
+
+impl<T: crate::Element> From<crate::Ragged<T>> for Store {
+    fn from(s: crate::Ragged<T>) -> Store {
+        Store::Ragged(s.into_dyn())
+    }
 }
 
 impl Store {

@@ -249,6 +249,8 @@ pub struct TensorBatch<T, P = Padded<T>> {
     pub step_in_epoch: u64,
     /// The record indices (the same for every stream).
     pub indices: Vec<u64>,
+    /// Each record's mixture source ([`Batch::sources`](crate::Batch::sources)).
+    pub sources: Option<Vec<u32>>,
     /// `(name, column)` per stream.
     pub columns: Vec<(String, TensorColumn<T, P>)>,
 }
@@ -270,6 +272,7 @@ impl<T> TensorBatch<T> {
     {
         let (step, epoch, step_in_epoch) = (batch.step(), batch.epoch(), batch.step_in_epoch());
         let indices = batch.indices().to_vec();
+        let sources = batch.sources().map(<[u32]>::to_vec);
         let columns = batch
             .into_columns()
             .into_iter()
@@ -292,6 +295,7 @@ impl<T> TensorBatch<T> {
             epoch,
             step_in_epoch,
             indices,
+            sources,
             columns,
         })
     }

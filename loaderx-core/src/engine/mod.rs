@@ -18,6 +18,9 @@
 //!   plan checks every record's location and logical length once and places
 //!   the records in 8-byte-aligned segments of one buffer; the gather reads
 //!   them there. The Ragged layer reads only the shape headers it gets back.
+//! - [`parts`] reads several stores of one schema end to end as one
+//!   ([`Engine::Parts`]): a record's part by a binary search, a gather
+//!   split by part and run in parallel, straight into the caller's buffer.
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
@@ -25,6 +28,7 @@
 pub(crate) mod durable;
 pub(crate) mod files;
 pub(crate) mod layout;
+pub(crate) mod parts;
 pub(crate) mod reader;
 pub(crate) mod varlen;
 pub(crate) mod writer;
@@ -32,3 +36,197 @@ pub(crate) mod writer;
 pub(crate) use reader::StoreReader;
 pub(crate) use varlen::VarlenPlan;
 pub(crate) use writer::{RecordSource, StoreWriter};
+
+use std::path::Path;
+
+use crate::codec::{Codec, Sink};
+use crate::error::{Error, ErrorKind};
+use crate::format::{Generation, RecordLoc};
+
+/// What a Dense or Ragged reader reads: one store, or stores of one schema
+/// end to end.
+pub(crate) enum Engine {
+    /// One store.
+    Store(StoreReader),
+    /// Stores end to end (their schemas checked by the typed layer).
+    Parts(parts::Parts),
+}
+
+impl From<StoreReader> for Engine {
+    fn from(r: StoreReader) -> Engine {
+        Engine::Store(r)
+    }
+}
+
+impl Engine {
+    /// The store, or the first part (there is one): what describes the whole.
+    fn first(&self) -> &StoreReader {
+        &self.stores()[0]
+    }
+
+    /// Every store read, in order.
+    pub(crate) fn stores(&self) -> &[StoreReader] {
+        match self {
+            Engine::Store(r) => std::slice::from_ref(r),
+            Engine::Parts(p) => p.readers(),
+        }
+    }
+
+    /// The stores read, in order, unwrapped.
+    pub(crate) fn into_stores(self) -> Vec<StoreReader> {
+        match self {
+            Engine::Store(r) => vec![r],
+            Engine::Parts(p) => p.into_readers(),
+        }
+    }
+
+    /// The one store read, unless this reads several.
+    pub(crate) fn store(&self) -> Option<&StoreReader> {
+        match self {
+            Engine::Store(r) => Some(r),
+            Engine::Parts(_) => None,
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        match self {
+            Engine::Store(r) => r.path(),
+            Engine::Parts(p) => p.path(),
+        }
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        match self {
+            Engine::Store(r) => r.len(),
+            Engine::Parts(p) => p.len(),
+        }
+    }
+
+    /// The first index of every store read, and the total.
+    pub(crate) fn starts(&self) -> Vec<u64> {
+        match self {
+            Engine::Store(r) => vec![0, r.len()],
+            Engine::Parts(p) => p.starts().to_vec(),
+        }
+    }
+
+    pub(crate) fn generation(&self) -> Generation {
+        self.first().generation()
+    }
+
+    pub(crate) fn codec(&self) -> Codec {
+        self.first().codec()
+    }
+
+    pub(crate) fn data_shards(&self) -> usize {
+        self.stores().iter().map(StoreReader::data_shards).sum()
+    }
+
+    pub(crate) fn dict(&self) -> Option<&[u8]> {
+        self.first().dict()
+    }
+
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stores().iter().map(StoreReader::stored_bytes).sum()
+    }
+
+    /// What the remote stores read fetched, added up; `None` when none is
+    /// remote.
+    #[cfg(feature = "remote")]
+    pub(crate) fn remote_stats(&self) -> Option<crate::RemoteStats> {
+        self.stores()
+            .iter()
+            .filter_map(|r| r.remote().map(|r| r.stats()))
+            .reduce(|a, b| crate::RemoteStats {
+                requests: a.requests + b.requests,
+                bytes_fetched: a.bytes_fetched + b.bytes_fetched,
+                memory_hits: a.memory_hits + b.memory_hits,
+                disk_hits: a.disk_hits + b.disk_hits,
+                misses: a.misses + b.misses,
+            })
+    }
+
+    pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
+        match self {
+            Engine::Store(r) => r.check_indices(indices),
+            Engine::Parts(p) => p.check_indices(indices),
+        }
+    }
+
+    pub(crate) fn loc(&self, index: u64) -> Result<RecordLoc, Error> {
+        match self {
+            Engine::Store(r) => r.loc(index),
+            Engine::Parts(p) => p.loc(index),
+        }
+    }
+
+    pub(crate) fn gather_fixed<D: Sink>(
+        &self,
+        indices: &[u64],
+        width: usize,
+        dst: &mut [D],
+    ) -> Result<(), Error> {
+        match self {
+            Engine::Store(r) => r.gather_fixed(indices, width, dst),
+            Engine::Parts(p) => p.gather_fixed(indices, width, dst),
+        }
+    }
+
+    pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
+        match self {
+            Engine::Store(r) => r.gather_fixed_vec(indices, width),
+            Engine::Parts(p) => {
+                let total = indices
+                    .len()
+                    .checked_mul(width)
+                    .ok_or_else(|| ErrorKind::Buffer {
+                        detail: format!(
+                            "{} records of {width} bytes overflow memory",
+                            indices.len()
+                        ),
+                    })?;
+                let mut out = Vec::new();
+                out.try_reserve_exact(total)
+                    .map_err(|_| ErrorKind::Buffer {
+                        detail: format!("cannot allocate {total} bytes for the gather"),
+                    })?;
+                p.gather_fixed(indices, width, &mut out.spare_capacity_mut()[..total])?;
+                // SAFETY: the capacity was reserved above and `gather_fixed`,
+                // which returned without error, wrote all `total` bytes;
+                // `u8` has no invalid values.
+                unsafe { out.set_len(total) };
+                Ok(out)
+            }
+        }
+    }
+
+    pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
+        match self {
+            Engine::Store(r) => r.plan_varlen(indices, header),
+            Engine::Parts(p) => p.plan_varlen(indices, header),
+        }
+    }
+
+    pub(crate) fn gather_varlen<'d, D: Sink>(
+        &self,
+        plan: &VarlenPlan,
+        dst: &'d mut [D],
+    ) -> Result<&'d mut [u8], Error> {
+        match self {
+            Engine::Store(r) => r.gather_varlen(plan, dst),
+            Engine::Parts(p) => p.gather_varlen(plan, dst),
+        }
+    }
+
+    pub(crate) fn gather_varlen_packed<'d, D: Sink>(
+        &self,
+        plan: &VarlenPlan,
+        dst: &'d mut [D],
+        headers: &mut [u8],
+    ) -> Result<&'d mut [u8], Error> {
+        match self {
+            Engine::Store(r) => r.gather_varlen_packed(plan, dst, headers),
+            Engine::Parts(p) => p.gather_varlen_packed(plan, dst, headers),
+        }
+    }
+}

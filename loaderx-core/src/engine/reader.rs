@@ -730,6 +730,58 @@ impl StoreReader {
         self.read_jobs(jobs, &staged)
     }
 
+    /// Gathers fixed-width records into scattered destinations: each job is
+    /// a record index and its `width`-byte destination. What a gather over
+    /// concatenated stores ([`super::parts`]) hands each part. On `Ok`
+    /// every destination was written whole.
+    pub(crate) fn gather_fixed_jobs<D: Sink>(
+        &self,
+        jobs: Vec<(u64, &mut [D])>,
+        width: usize,
+    ) -> Result<(), Error> {
+        if let Some((index, d)) = jobs
+            .iter()
+            .find(|(i, d)| *i >= self.length || d.len() != width)
+        {
+            if *index >= self.length {
+                return Err(ErrorKind::IndexOutOfRange {
+                    path: self.path.clone(),
+                    index: *index,
+                    len: self.length,
+                }
+                .into());
+            }
+            return Err(ErrorKind::Buffer {
+                detail: format!("a {}-byte destination for a {width}-byte record", d.len()),
+            }
+            .into());
+        }
+        if self.codec() == Codec::Raw && !self.is_remote() {
+            let copy = |(i, d): (u64, &mut [D])| -> Result<(), Error> {
+                D::put(d, self.raw_record(i, width)?);
+                Ok(())
+            };
+            let total = jobs.len().saturating_mul(width);
+            if total < PARALLEL_MIN_BYTES
+                || jobs.len() < PARALLEL_MIN_RECORDS
+                || rayon::current_num_threads() < 2
+            {
+                return jobs.into_iter().try_for_each(copy);
+            }
+            let per_job = jobs.len().div_ceil(2 * rayon::current_num_threads());
+            return jobs
+                .into_par_iter()
+                .with_min_len(per_job)
+                .try_for_each(copy);
+        }
+        let mut located = Vec::with_capacity(jobs.len());
+        for (i, d) in jobs {
+            located.push((i, self.loc(i)?, d));
+        }
+        let staged = self.stage(&located.iter().map(|j| (j.0, j.1)).collect::<Vec<_>>())?;
+        self.read_jobs(located, &staged)
+    }
+
     /// [`Self::copy_raw`] for a remote raw store of the uniform layout whose
     /// blocks are all in the memory tier: copies straight out of the cached
     /// blocks (a record straddling two piece by piece), on the calling

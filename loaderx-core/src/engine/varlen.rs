@@ -25,6 +25,10 @@ use crate::engine::reader::{Staged, StoreReader};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
 
+/// A record of a packed gather: its index and location, and where its
+/// header and its elements go.
+pub(super) type PackedJob<'h, 'd, D> = (u64, RecordLoc, &'h mut [u8], &'d mut [D]);
+
 /// Alignment of every record's segment in a variable-length gather.
 pub(crate) const SEGMENT_ALIGN: usize = 8;
 
@@ -32,20 +36,20 @@ pub(crate) const SEGMENT_ALIGN: usize = 8;
 /// and the buffer they fill, each record in its own segment.
 #[derive(Debug, Clone)]
 pub(crate) struct VarlenPlan {
-    indices: Vec<u64>,
-    locs: Vec<RecordLoc>,
+    pub(super) indices: Vec<u64>,
+    pub(super) locs: Vec<RecordLoc>,
     /// Zero bytes before each record in its segment, so that its elements
     /// (after the header) start aligned.
-    lead: usize,
+    pub(super) lead: usize,
     /// Bytes of the buffer: the segments end to end.
-    len: usize,
+    pub(super) len: usize,
     /// Bytes of every record's header.
-    header: usize,
+    pub(super) header: usize,
     /// Bytes of a packed gather: every record's elements, end to end.
-    packed_len: usize,
+    pub(super) packed_len: usize,
     /// The logical lengths still have to be checked against the lengths the
     /// stored frames declare, once fetched (a remote store's records).
-    check_fetched: bool,
+    pub(super) check_fetched: bool,
 }
 
 impl VarlenPlan {
@@ -67,6 +71,70 @@ impl VarlenPlan {
     /// The record indices, in gather order.
     pub(crate) fn indices(&self) -> &[u64] {
         &self.indices
+    }
+
+    /// The first `len` elements of `dst`, or the `Buffer` error of a
+    /// gather of this plan into a shorter one.
+    pub(super) fn dst<'d, D>(
+        &self,
+        dst: &'d mut [D],
+        len: usize,
+        what: &str,
+    ) -> Result<&'d mut [D], Error> {
+        let dst_len = dst.len();
+        dst.get_mut(..len).ok_or_else(|| {
+            ErrorKind::Buffer {
+                detail: format!(
+                    "a {what}gather of {} records needs {len} bytes, got {dst_len}",
+                    self.indices.len(),
+                ),
+            }
+            .into()
+        })
+    }
+
+    /// Cuts `dst` (exactly [`len`](Self::len) bytes) into the records'
+    /// segments: each is its lead, its record, then its padding; the leads
+    /// and paddings are zeroed, and the records returned as
+    /// `(index, location, destination)` jobs, in plan order.
+    pub(super) fn tile<'d, D: Sink>(&self, dst: &'d mut [D]) -> Vec<(u64, RecordLoc, &'d mut [D])> {
+        let mut jobs = Vec::with_capacity(self.indices.len());
+        let mut rest = dst;
+        for (&index, &loc) in self.indices.iter().zip(&self.locs) {
+            let logic = loc.logic_length as usize;
+            let (segment, tail) =
+                rest.split_at_mut((self.lead + logic).next_multiple_of(SEGMENT_ALIGN));
+            rest = tail;
+            let (lead, segment) = segment.split_at_mut(self.lead);
+            let (record, padding) = segment.split_at_mut(logic);
+            // Deterministic bytes, whatever the buffer held.
+            D::zero(lead);
+            D::zero(padding);
+            jobs.push((index, loc, record));
+        }
+        debug_assert!(rest.is_empty());
+        jobs
+    }
+
+    /// Cuts `dst` (exactly [`packed_len`](Self::packed_len) bytes) into the
+    /// records' element ranges and `headers` (a header per record) into
+    /// their headers: `(index, location, header, elements)` jobs, in plan
+    /// order.
+    pub(super) fn tile_packed<'d, 'h, D>(
+        &self,
+        dst: &'d mut [D],
+        headers: &'h mut [u8],
+    ) -> Vec<PackedJob<'h, 'd, D>> {
+        let mut jobs = Vec::with_capacity(self.indices.len());
+        let mut rest = dst;
+        let mut heads = headers.chunks_exact_mut(self.header.max(1));
+        for (&index, &loc) in self.indices.iter().zip(&self.locs) {
+            let (values, tail) = rest.split_at_mut(loc.logic_length as usize - self.header);
+            rest = tail;
+            jobs.push((index, loc, heads.next().unwrap_or_default(), values));
+        }
+        debug_assert!(rest.is_empty());
+        jobs
     }
 
     /// `(index, record start, record length)` of every record, in order.
@@ -159,34 +227,8 @@ impl StoreReader {
         plan: &VarlenPlan,
         dst: &'d mut [D],
     ) -> Result<&'d mut [u8], Error> {
-        let dst_len = dst.len();
-        let Some(dst) = dst.get_mut(..plan.len) else {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "a gather of {} records needs {} bytes, got {dst_len}",
-                    plan.indices.len(),
-                    plan.len,
-                ),
-            }
-            .into());
-        };
-        // The segments tile `dst`: each is its lead, its record, then its
-        // padding.
-        let mut jobs = Vec::with_capacity(plan.indices.len());
-        let mut rest = &mut *dst;
-        for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
-            let logic = loc.logic_length as usize;
-            let (segment, tail) =
-                rest.split_at_mut((plan.lead + logic).next_multiple_of(SEGMENT_ALIGN));
-            rest = tail;
-            let (lead, segment) = segment.split_at_mut(plan.lead);
-            let (record, padding) = segment.split_at_mut(logic);
-            // Deterministic bytes, whatever the buffer held.
-            D::zero(lead);
-            D::zero(padding);
-            jobs.push((index, loc, record));
-        }
-        debug_assert!(rest.is_empty());
+        let dst = plan.dst(dst, plan.len, "")?;
+        let mut jobs = plan.tile(&mut *dst);
         // Warm raw records: straight out of the memory tier. (A raw record's
         // logical length was checked by the plan: it stores exactly it.)
         #[cfg(feature = "remote")]
@@ -218,8 +260,17 @@ impl StoreReader {
             .copied()
             .zip(plan.locs.iter().copied())
             .collect();
-        let staged = self.stage(&records)?;
-        for &(i, loc) in &records {
+        self.stage_checked(&records)
+    }
+
+    /// Fetches the stored bytes of a remote store's `records` (nothing for
+    /// a local one) and checks the lengths their frames declare.
+    pub(super) fn stage_checked(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
+        if !self.is_remote() {
+            return Ok(Staged::Local);
+        }
+        let staged = self.stage(records)?;
+        for &(i, loc) in records {
             self.check_logical_length(i, loc, Some(&staged))?;
         }
         Ok(staged)
@@ -247,16 +298,7 @@ impl StoreReader {
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
         let (n, header) = (plan.indices.len(), plan.header);
-        let dst_len = dst.len();
-        let Some(dst) = dst.get_mut(..plan.packed_len) else {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "a packed gather of {n} records needs {} bytes, got {dst_len}",
-                    plan.packed_len,
-                ),
-            }
-            .into());
-        };
+        let dst = plan.dst(dst, plan.packed_len, "packed ")?;
         if Some(headers.len()) != n.checked_mul(header) {
             return Err(ErrorKind::Buffer {
                 detail: format!(
@@ -266,16 +308,33 @@ impl StoreReader {
             }
             .into());
         }
-        let mut jobs = Vec::with_capacity(n);
-        let mut rest = &mut *dst;
-        let mut heads = headers.chunks_exact_mut(header.max(1));
-        for (&index, &loc) in plan.indices.iter().zip(&plan.locs) {
-            let (values, tail) = rest.split_at_mut(loc.logic_length as usize - header);
-            rest = tail;
-            jobs.push((index, loc, heads.next().unwrap_or_default(), values));
-        }
-        debug_assert!(rest.is_empty());
+        let jobs = plan.tile_packed(&mut *dst, headers);
         let staged = self.stage_plan(plan)?;
+        self.read_packed_jobs(jobs, header, plan.packed_len, &staged)?;
+        // SAFETY: the records' element ranges tile `dst` (the plan's packed
+        // length is the sum of their sizes), and every job returned `Ok`,
+        // having written its whole range with `D::put`.
+        Ok(unsafe { D::assume_init(dst) })
+    }
+}
+
+impl StoreReader {
+    /// Reads packed jobs of this store's records (`total` element bytes in
+    /// all) from `staged`: a raw record straight from its stored bytes, a
+    /// compressed one through a worker's scratch; on the calling thread or
+    /// in parallel as [`StoreReader::read_jobs`] decides. On `Ok` every
+    /// header and element byte was written.
+    pub(super) fn read_packed_jobs<D: Sink>(
+        &self,
+        jobs: Vec<PackedJob<'_, '_, D>>,
+        header: usize,
+        total: usize,
+        staged: &Staged,
+    ) -> Result<(), Error> {
+        let n = jobs.len();
+        if n == 0 {
+            return Ok(());
+        }
         let io_err = |e: std::io::Error| {
             Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
         };
@@ -286,7 +345,7 @@ impl StoreReader {
                     dec: &mut crate::codec::Decoder<'_>,
                     (index, loc, head, values): (u64, RecordLoc, &mut [u8], &mut [D])|
          -> Result<(), Error> {
-            let stored = self.stored(&staged, index, loc)?;
+            let stored = self.stored(staged, index, loc)?;
             let logic = loc.logic_length as usize;
             let record = if raw {
                 if stored.len() != logic {
@@ -312,14 +371,14 @@ impl StoreReader {
             D::put(values, elements);
             Ok(())
         };
-        if self.reads_serially(plan.packed_len, n) {
+        if self.reads_serially(total, n) {
             let mut dec = self.decoder().map_err(io_err)?;
             let mut scratch = Vec::new();
             for job in jobs {
                 read(&mut scratch, &mut dec, job)?;
             }
         } else {
-            let per_job = (self.parallel_min_bytes() / 4 / (plan.packed_len / n).max(1)).max(1);
+            let per_job = (self.parallel_min_bytes() / 4 / (total / n).max(1)).max(1);
             jobs.into_par_iter()
                 .with_min_len(per_job)
                 .try_for_each_init(
@@ -332,9 +391,6 @@ impl StoreReader {
                     },
                 )?;
         }
-        // SAFETY: the records' element ranges tile `dst` (the plan's packed
-        // length is the sum of their sizes), and every job returned `Ok`,
-        // having written its whole range with `D::put`.
-        Ok(unsafe { D::assume_init(dst) })
+        Ok(())
     }
 }

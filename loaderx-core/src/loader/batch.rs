@@ -18,6 +18,8 @@ pub struct Batch<B = PooledBuffer> {
     pub(crate) epoch: u64,
     pub(crate) step_in_epoch: u64,
     pub(crate) indices: Vec<u64>,
+    /// Each record's mixture source, when the loader draws a mixture.
+    pub(crate) sources: Option<Vec<u32>>,
     pub(crate) names: Arc<[String]>,
     pub(crate) columns: Vec<Column<B>>,
 }
@@ -44,6 +46,13 @@ impl<B: StagedBuffer> Batch<B> {
     /// `batch_size`.
     pub fn indices(&self) -> &[u64] {
         &self.indices
+    }
+
+    /// For a loader drawing a [mixture](crate::DataLoaderBuilder::mixture):
+    /// the source of every record (its position among the mixture's
+    /// sources), in batch order; `None` otherwise.
+    pub fn sources(&self) -> Option<&[u32]> {
+        self.sources.as_deref()
     }
 
     /// Number of records.

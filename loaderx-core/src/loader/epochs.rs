@@ -149,6 +149,12 @@ impl<S: Staging> DataLoaderBuilder<S> {
         F: Fn(Batch<S::Buffer>, &C) -> Result<T, E> + Send + Sync + 'static,
     {
         let mut sampler = self.resolved_sampler()?;
+        if let Some(p) = sampler.resumed_from() {
+            return Err(Error::invalid(format!(
+                "an EpochLoader's epochs are whole passes: it cannot resume at {p}; \
+                 resume at a record position with the step-based DataLoader"
+            )));
+        }
         let (start, _) = self.bounds(&sampler, start_epoch)?;
         sampler.seek(0);
         let steps_per_epoch = sampler.steps_per_epoch();

@@ -1,5 +1,6 @@
 mod batch;
 mod epochs;
+mod mixture;
 mod pinned;
 mod pipeline;
 mod staging;
@@ -9,6 +10,7 @@ use std::sync::Arc;
 
 pub use batch::{Batch, Column, ColumnLayout};
 pub use epochs::{EpochIter, EpochLoader, EpochStats};
+pub use mixture::{MixtureSource, MixtureStreams};
 pub use pinned::{
     PinnedAlloc, PinnedBlock, PinnedBuffer, PinnedPool, PinnedPoolConfig, PinnedPoolStats,
 };
@@ -370,6 +372,35 @@ impl<S: Staging> DataLoaderBuilder<S> {
         self
     }
 
+    /// Reads the streams of a weighted mixture in place of
+    /// [`stream`](Self::stream)s: every source's stores of one name as one
+    /// stream, each step's records allocated among the sources by
+    /// `mixture`'s [`Mixture`](crate::Mixture) (see the
+    /// [`Sampler` docs](crate::Sampler#weighted-mixtures)); each
+    /// [`Batch::sources`] says which source each record came from. The
+    /// mode must stay `Cyclic` or `Sequential` (a source's own mode is set
+    /// on its [`MixtureSource`]); sharding, resume, placement views,
+    /// packing and every adapter work as for one set of streams.
+    pub fn mixture(mut self, mixture: MixtureStreams) -> Self {
+        self.streams = mixture.streams().to_vec();
+        self.sampling.mixture = Some(Arc::new(mixture.mixture().clone()));
+        self
+    }
+
+    /// Continues a run from the record position it stopped at (its
+    /// sampler's [`position`](Sampler::position) of the step it would have
+    /// drawn next), with this loader's batch size and world size, which may
+    /// differ from the run's: step 0 is the first batch after `position`,
+    /// every record the run had not yet drawn in its pass comes once and
+    /// none it drew comes again (see the
+    /// [`Sampler` docs](crate::Sampler#resuming-at-a-record-position)).
+    /// `Sequential` and `Cyclic` only. [`epochs(n)`](Self::epochs) still
+    /// ends before pass `n` of the run.
+    pub fn resume(mut self, position: crate::RecordPosition) -> Self {
+        self.sampling = self.sampling.resume(position);
+        self
+    }
+
     /// Reads only rank `rank`'s share of every step (multi-host training).
     pub fn shard(mut self, rank: usize, world_size: usize) -> Self {
         self.sampling = self.sampling.shard(rank, world_size);
@@ -392,7 +423,8 @@ impl<S: Staging> DataLoaderBuilder<S> {
     /// Ends the loader after `epochs` passes over the data:
     /// `epochs * steps_per_epoch` steps counted from step 0 (so a loader
     /// resumed with [`start_step`](Self::start_step) ends where the
-    /// uninterrupted one does). Without it the loader is endless. With `Iid`
+    /// uninterrupted one does; one [`resume`](Self::resume)d at a record
+    /// position ends before pass `epochs` of the run it continues). Without it the loader is endless. With `Iid`
     /// sampling a pass is `ceil(len / (batch_size * world_size))` steps.
     ///
     /// A validation loop is `.mode(SamplerMode::Sequential).drop_last(false).epochs(1)`.
@@ -595,6 +627,19 @@ impl<S: Staging> DataLoaderBuilder<S> {
                     s.drop_last()
                 )));
             }
+            Some(s)
+                if self
+                    .sampling
+                    .resume
+                    .is_some_and(|p| s.resumed_from() != Some(p)) =>
+            {
+                return Err(Error::invalid(format!(
+                    "resume({}) conflicts with the given sampler, which resumes from {}",
+                    self.sampling.resume.unwrap_or_default(),
+                    s.resumed_from()
+                        .map_or_else(|| "the first record".to_owned(), |p| p.to_string())
+                )));
+            }
             Some(s) if self.explicit_shard => s.shard(rank, world)?,
             Some(s) => s,
             None => {
@@ -620,15 +665,21 @@ impl<S: Staging> DataLoaderBuilder<S> {
             (Some(k), _) => k,
             (None, s) => s,
         };
-        let start_step = sampler.step_at(start_epoch, start_step).ok_or_else(|| {
-            Error::invalid(format!(
-                "step {start_step} of epoch {start_epoch} is past step 2^64"
-            ))
-        })?;
+        // Epochs counted from the pass the sampler starts in (a resumed
+        // run's, or pass 0).
+        let first = sampler.epoch_of(0).0;
+        let start_step = first
+            .checked_add(start_epoch)
+            .and_then(|e| sampler.step_at(e, start_step))
+            .ok_or_else(|| {
+                Error::invalid(format!(
+                    "step {start_step} of epoch {start_epoch} is past step 2^64"
+                ))
+            })?;
         let end_step = match self.epochs {
             None => None,
             Some(n) => {
-                let end = n.checked_mul(sampler.steps_per_epoch()).ok_or_else(|| {
+                let end = sampler.first_step_of(n).ok_or_else(|| {
                     Error::invalid(format!(
                         "epochs({n}) of {} steps each is more than 2^64 steps",
                         sampler.steps_per_epoch()

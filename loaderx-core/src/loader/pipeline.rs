@@ -363,11 +363,18 @@ impl<T, S: Staging> Producer<T, S> {
             };
             columns.push(column);
         }
+        let sources = self.sampler.mixture().map(|m| {
+            indices
+                .iter()
+                .map(|&i| m.source_of(i).unwrap_or(0) as u32)
+                .collect()
+        });
         Ok(Batch {
             step,
             epoch,
             step_in_epoch,
             indices,
+            sources,
             names: Arc::clone(&self.names),
             columns,
         })

@@ -8,13 +8,13 @@ use ndarray::ArrayD;
 use super::{DynRaggedBatch, RaggedBatch};
 use crate::codec::{DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
-use crate::engine::StoreReader;
+use crate::engine::{Engine, StoreReader};
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::format::{Generation, Schema};
 
 /// An open Ragged store, element type known at run time.
 pub struct DynRagged {
-    pub(super) engine: StoreReader,
+    pub(super) engine: Engine,
     pub(super) dtype: DType,
     pub(super) ndim: usize,
     /// Bytes of each dimension length in a record's shape header: 8, or 4
@@ -99,7 +99,7 @@ impl DynRagged {
         engine.set_generation(generation);
         match *engine.schema() {
             Schema::Ragged { dtype, ndim } => Ok(DynRagged {
-                engine,
+                engine: engine.into(),
                 dtype,
                 ndim,
                 dim_width: generation.dim_width(),
@@ -120,8 +120,59 @@ impl DynRagged {
     }
 
     /// The engine underneath.
-    pub(crate) fn engine(&self) -> &crate::engine::StoreReader {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
+    }
+
+    /// Reads `parts`, Ragged stores of one element type, rank and shape
+    /// header width (generation family), as one store: their records end
+    /// to end, as [`DynDense::concat`](crate::DynDense::concat) does for
+    /// Dense stores (see there).
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for no part, parts of different
+    /// element types, ranks or shape header widths (a 2.8.19 store's `u32`
+    /// dims beside an older one's `u64`: [`migrate`](crate::migrate) one),
+    /// or more than `2^64` records in all.
+    pub fn concat(path: impl AsRef<Path>, parts: Vec<DynRagged>) -> Result<DynRagged, Error> {
+        let path = path.as_ref();
+        let Some(first) = parts.first() else {
+            return Err(Error::invalid(format!(
+                "{}: a concatenation needs at least one part",
+                path.display()
+            )));
+        };
+        let (dtype, ndim, dim_width) = (first.dtype, first.ndim, first.dim_width);
+        let mut readers = Vec::new();
+        for part in parts {
+            if (part.dtype, part.ndim, part.dim_width) != (dtype, ndim, dim_width) {
+                return Err(Error::invalid(format!(
+                    "{}: part {} holds {} records of rank {} with {}-byte dims, \
+                     the first part {dtype} of rank {ndim} with {dim_width}-byte dims",
+                    path.display(),
+                    part.path().display(),
+                    part.dtype,
+                    part.ndim,
+                    part.dim_width,
+                )));
+            }
+            readers.extend(part.engine.into_stores());
+        }
+        Ok(DynRagged {
+            engine: Engine::Parts(crate::engine::parts::Parts::new(path, readers)?),
+            dtype,
+            ndim,
+            dim_width,
+            lengths: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// The first record index of every part of a
+    /// [concatenation](Self::concat), then the total (`[0, len]` for a
+    /// store).
+    pub fn part_starts(&self) -> Vec<u64> {
+        self.engine.starts()
     }
 
     /// The format generation the store is in (see [`Generation`]).

@@ -1,5 +1,6 @@
 mod bucket;
 mod feistel;
+mod mixture;
 mod rng;
 
 use std::sync::Arc;
@@ -8,6 +9,7 @@ use crate::error::Error;
 use crate::sequence::LengthIndex;
 
 pub use feistel::FeistelPermutation;
+pub use mixture::{Mixture, MixtureStop};
 
 /// `window` of [`SamplerMode::Bucketed`] when parsed from plain `"bucketed"`.
 pub(crate) const DEFAULT_WINDOW: u32 = 32;
@@ -111,6 +113,8 @@ pub struct SamplerBuilder {
     pub(crate) world_size: usize,
     pub(crate) drop_last: bool,
     pub(crate) lengths: Option<LengthIndex>,
+    pub(crate) resume: Option<RecordPosition>,
+    pub(crate) mixture: Option<Arc<Mixture>>,
 }
 
 impl SamplerBuilder {
@@ -150,6 +154,27 @@ impl SamplerBuilder {
         self
     }
 
+    /// Draw through `mixture`: the records are its sources' (laid end to
+    /// end, so `len` must be its [`total`](Mixture::total)), position `t`
+    /// of the run taking the record the mixture allocates it, and a pass is
+    /// the mixture's [`pass_len`](Mixture::pass_len) positions. The mode
+    /// must be `Sequential` or `Cyclic` (each source's own mode is the
+    /// mixture's). See the [`Sampler` docs](Sampler#weighted-mixtures).
+    pub fn mixture(mut self, mixture: Mixture) -> Self {
+        self.mixture = Some(Arc::new(mixture));
+        self
+    }
+
+    /// Continue a run from `position` (what its sampler's
+    /// [`position`](Sampler::position) reported at the step it stopped),
+    /// with this builder's batch size and world size, which may differ
+    /// from the run's: step 0 is the first batch after `position`. See the
+    /// [`Sampler` docs](Sampler#resuming-at-a-record-position).
+    pub fn resume(mut self, position: RecordPosition) -> Self {
+        self.resume = Some(position);
+        self
+    }
+
     /// The sampler, at step 0.
     ///
     /// # Errors
@@ -161,7 +186,9 @@ impl SamplerBuilder {
     /// one global batch of `batch_size * world_size`; for the length-aware
     /// modes, no or mismatched lengths, a zero window, budget or bucket
     /// count, a record longer than the token budget, or fewer token-budget
-    /// batches per pass than ranks.
+    /// batches per pass than ranks; a [`resume`](Self::resume) position in
+    /// a mode other than `Sequential` and `Cyclic`, or past the end of its
+    /// pass.
     pub fn build(self) -> Result<Sampler, Error> {
         if self.world_size == 0 || self.rank >= self.world_size {
             return Err(Error::invalid(format!(
@@ -187,8 +214,26 @@ impl SamplerBuilder {
         } else {
             None
         };
+        let mut pass_len = self.len;
+        if let Some(m) = &self.mixture {
+            if m.total() != self.len {
+                return Err(Error::invalid(format!(
+                    "the mixture's sources hold {} records, the sampler {}",
+                    m.total(),
+                    self.len
+                )));
+            }
+            if !matches!(self.mode, SamplerMode::Sequential | SamplerMode::Cyclic) {
+                return Err(Error::invalid(format!(
+                    "{:?} sampling cannot draw through a mixture: its order is the \
+                     mixture's allocation (each source's mode is the mixture's)",
+                    self.mode
+                )));
+            }
+            pass_len = m.pass_len();
+        }
         let mut s = Sampler {
-            len: self.len,
+            len: pass_len,
             batch_size: self.batch_size,
             mode: self.mode,
             seed: self.seed,
@@ -201,6 +246,8 @@ impl SamplerBuilder {
             plan: None,
             windows: Arc::default(),
             prefixes: Arc::default(),
+            origin: self.resume,
+            mix: self.mixture,
         };
         s.validate()?;
         if let (
@@ -299,6 +346,87 @@ impl SamplerBuilder {
 /// (`loaderx-core/tests/elastic.rs` checks the property, and a run
 /// resumed on 2, 4 and 3 ranks.)
 ///
+/// ## Resuming at a record position
+///
+/// A run that changes its global batch size cannot resume at a step (step
+/// `k` of another batch size is another place in the pass); it resumes at
+/// the records it has drawn. [`Sampler::position`]`(k)` is where a run
+/// stands before step `k`: the pass and how many of its records all ranks
+/// together drew. A sampler built with [`SamplerBuilder::resume`] from that
+/// position, with any batch size and world size, starts its step 0 at the
+/// next record of the same pass order:
+///
+/// - `Cyclic`, and `Sequential` with `drop_last(false)`: the rest of the
+///   pass (its positions `records..len` of the same permutation) is cut
+///   into batches of the new global size, the last one partial with
+///   `drop_last(false)` — so every record the run had not drawn in that
+///   pass comes exactly once and none it drew comes again; with
+///   `drop_last(true)` fewer than one global batch of it is left out, as
+///   at the end of any pass. Then whole passes follow, as an
+///   uninterrupted run with the new batch size has them.
+/// - `Sequential` with `drop_last(true)` (the sliding window): the window
+///   slides on from the next record.
+///
+/// [`epoch_of`](Sampler::epoch_of) then counts the passes of the original
+/// run, and the steps of the first one from the resume point;
+/// [`position`](Sampler::position) of a resumed sampler is again a position
+/// in the same order, so a run can change its batch size any number of
+/// times. `Iid` (no passes) and the length-aware modes (whole batches of a
+/// shuffled list) refuse a resume position.
+///
+/// ```
+/// use loaderx_core::{Sampler, SamplerMode};
+///
+/// // 100 records, batches of 8, stopped before step 5: 40 records drawn.
+/// let run = Sampler::builder(100, 8).drop_last(false).build()?;
+/// let at = run.position(5);
+/// assert_eq!((at.epoch, at.records), (0, 40));
+/// // Resumed with batches of 16 on 2 ranks (a global batch of 32).
+/// let ranks: Vec<Sampler> = (0..2)
+///     .map(|r| Sampler::builder(100, 16).drop_last(false).shard(r, 2).resume(at).build())
+///     .collect::<Result<_, _>>()?;
+/// let mut seen: Vec<u64> = (0..5).flat_map(|k| run.indices(k)).collect();
+/// for step in 0..ranks[0].steps_per_epoch() {
+///     if ranks[0].epoch_of(step).0 > 0 {
+///         break;
+///     }
+///     seen.extend(ranks.iter().flat_map(|s| s.indices(step)));
+/// }
+/// seen.sort();
+/// assert_eq!(seen, (0..100).collect::<Vec<u64>>()); // the pass, each record once
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+///
+/// ## Weighted mixtures
+///
+/// With [`SamplerBuilder::mixture`] the records are several sources laid
+/// end to end (a [`Mixture`]), and position `t` of the run — step `k`'s
+/// positions are `k × B × world_size …`, split across ranks as usual —
+/// draws the record the mixture allocates to `t`: which source is a fixed,
+/// periodic low-discrepancy order (after any `t` positions a source of
+/// weight `p` has drawn `floor(t·p)` or `ceil(t·p)` records, so any window
+/// of positions holds within two records of its share, and every batch
+/// within two of `B·p`), and which of its records is the next of that
+/// source's own pass order (a fresh permutation per pass for `Cyclic`
+/// sources). Nothing is random about the composition, and nothing is
+/// state: resume (at a step, or at a [record
+/// position](#resuming-at-a-record-position)), sharding and elastic resume
+/// hold exactly as for `Sequential` passes, of the mixture's
+/// [`pass_len`](Mixture::pass_len) positions ([`MixtureStop`]). Every
+/// source's passes go on across the mixture's passes.
+///
+/// ```
+/// use loaderx_core::{Mixture, MixtureStop, Sampler, SamplerMode};
+///
+/// // Two sources: 0..100 (weight 3) and 100..150 (weight 1).
+/// let mix = Mixture::new(&[(100, 3.0), (50, 1.0)], &[SamplerMode::Cyclic; 2], MixtureStop::FirstExhausted)?;
+/// let s = Sampler::builder(150, 8).mixture(mix).seed(1).build()?;
+/// let batch = s.indices(0);
+/// assert_eq!(batch.iter().filter(|&&i| i >= 100).count(), 2); // a quarter
+/// assert_eq!(s.pass_len(), 133); // until the first source is used up
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+///
 /// ## Length-aware modes
 ///
 /// For Ragged sequence stores, two modes form batches of records of
@@ -389,6 +517,32 @@ pub struct Sampler {
     windows: Arc<bucket::WindowMemo>,
     /// `TokenBudget` passes' batch-length prefix sums, shared likewise.
     prefixes: Arc<bucket::PassPrefixes>,
+    /// Where a resumed run's step 0 starts ([`SamplerBuilder::resume`]).
+    origin: Option<RecordPosition>,
+    /// The mixture drawn through ([`SamplerBuilder::mixture`]); `len` is
+    /// then its pass length.
+    mix: Option<Arc<Mixture>>,
+}
+
+/// A point in a run's order of records: the pass, and how many of its
+/// records every rank together has drawn. [`Sampler::position`] says where
+/// a run stands before a step; [`SamplerBuilder::resume`] (or the loader's
+/// [`resume`](crate::DataLoaderBuilder::resume)) continues from it with
+/// another batch size or world size. See the
+/// [`Sampler` docs](Sampler#resuming-at-a-record-position).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct RecordPosition {
+    /// The pass (epoch).
+    pub epoch: u64,
+    /// Records of the pass drawn before this point by all ranks together:
+    /// the pass's positions `0..records`.
+    pub records: u64,
+}
+
+impl std::fmt::Display for RecordPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "record {} of pass {}", self.records, self.epoch)
+    }
 }
 
 /// Where a step's positions lie in its pass.
@@ -397,6 +551,18 @@ struct Slot {
     /// First position in the pass's order.
     base: u64,
     len: u64,
+}
+
+/// The pass of a step and where the step lies in it.
+struct Placed {
+    pass: u64,
+    /// The step's index among this sampler's steps of the pass.
+    s: u64,
+    /// The first position of the pass this sampler draws (non-zero only in
+    /// a resumed run's first pass).
+    start: u64,
+    /// Positions of the pass this sampler draws, from `start`.
+    span: u64,
 }
 
 impl Sampler {
@@ -412,6 +578,8 @@ impl Sampler {
             world_size: 1,
             drop_last: true,
             lengths: None,
+            resume: None,
+            mixture: None,
         }
     }
 
@@ -440,12 +608,14 @@ impl Sampler {
     ///
     /// As [`SamplerBuilder::build`].
     pub fn shard(self, rank: usize, world_size: usize) -> Result<Sampler, Error> {
-        let mut b = Sampler::builder(self.len, self.batch_size)
+        let mut b = Sampler::builder(self.len(), self.batch_size)
             .mode(self.mode)
             .seed(self.seed)
             .drop_last(self.drop_last)
             .shard(rank, world_size);
         b.lengths = self.lengths;
+        b.resume = self.origin;
+        b.mixture = self.mix;
         b.build().map(|mut s| {
             s.step = self.step;
             s
@@ -455,6 +625,22 @@ impl Sampler {
     fn validate(&self) -> Result<(), Error> {
         if self.len == 0 {
             return Err(Error::invalid("cannot sample from zero records"));
+        }
+        if let Some(origin) = self.origin {
+            if !matches!(self.mode, SamplerMode::Sequential | SamplerMode::Cyclic) {
+                return Err(Error::invalid(format!(
+                    "{:?} sampling cannot resume at a record position ({origin}): \
+                     only Sequential and Cyclic passes have one; resume it with \
+                     start_step on the batch size and world size it started with",
+                    self.mode
+                )));
+            }
+            if origin.records > self.len {
+                return Err(Error::invalid(format!(
+                    "cannot resume at {origin}: a pass has {} records",
+                    self.len
+                )));
+            }
         }
         if self.batch_size == 0 {
             return Err(Error::invalid("batch_size must be at least 1"));
@@ -497,9 +683,20 @@ impl Sampler {
         Ok(())
     }
 
-    /// Number of records sampled from.
+    /// Number of records sampled from (a mixture's sources' together).
     pub fn len(&self) -> u64 {
+        self.mix.as_ref().map_or(self.len, |m| m.total())
+    }
+
+    /// Records per pass: [`len`](Self::len), or a mixture's
+    /// [`pass_len`](Mixture::pass_len).
+    pub fn pass_len(&self) -> u64 {
         self.len
+    }
+
+    /// The mixture drawn through, if any.
+    pub fn mixture(&self) -> Option<&Mixture> {
+        self.mix.as_deref()
     }
 
     /// Always false: a sampler has at least one record.
@@ -552,9 +749,10 @@ impl Sampler {
         self.batch_size as u128 * self.world_size as u128
     }
 
-    /// This rank's share of the positions left for a pass's last step.
-    fn last_share(&self) -> (u64, u64) {
-        let rem = (self.len as u128 % self.global()) as u64;
+    /// This rank's share of the positions left for the last step of a pass
+    /// of `span` positions.
+    fn last_share(&self, span: u64) -> (u64, u64) {
+        let rem = (span as u128 % self.global()) as u64;
         let (each, extra) = (rem / self.world_size, rem % self.world_size);
         let len = each + u64::from(self.rank < extra);
         let offset = self.rank * each + self.rank.min(extra);
@@ -581,22 +779,134 @@ impl Sampler {
         match (self.mode, self.drop_last) {
             (SamplerMode::Iid, _) => (self.len as u128).div_ceil(g) as u64,
             (_, true) => full.max(1),
-            (_, false) => full + u64::from(self.last_share().1 > 0),
+            (_, false) => full + u64::from(self.last_share(self.len).1 > 0),
         }
     }
 
-    /// `(epoch, step_in_epoch)` of `step`.
-    pub fn epoch_of(&self, step: u64) -> (u64, u64) {
+    /// Steps this rank takes from the `len - records` positions a resumed
+    /// run's first pass has left (0 when none or too few for a full batch
+    /// with `drop_last(true)`); 0 unless the pass is split (a resumed
+    /// `Cyclic` or `drop_last(false)` `Sequential` run).
+    fn partial_steps(&self) -> u64 {
+        let Some(origin) = self.origin.filter(|_| !self.slides()) else {
+            return 0;
+        };
+        let span = self.len - origin.records;
+        let full = (span as u128 / self.global()) as u64;
+        if self.drop_last {
+            full
+        } else {
+            full + u64::from(self.last_share(span).1 > 0)
+        }
+    }
+
+    /// True for the circular sliding window (`Sequential`, `drop_last(true)`),
+    /// whose steps do not restart at a pass's first record.
+    fn slides(&self) -> bool {
+        self.mode == SamplerMode::Sequential && self.drop_last && self.mix.is_none()
+    }
+
+    /// The pass of `step` and where it lies in it.
+    fn placed(&self, step: u64) -> Placed {
         let spe = self.steps_per_epoch();
-        (step / spe, step % spe)
+        let whole = |first: u64, step: u64| Placed {
+            pass: first.saturating_add(step / spe),
+            s: step % spe,
+            start: 0,
+            span: self.len,
+        };
+        match self.origin {
+            None => whole(0, step),
+            // The window slides on from the resume point: its passes are
+            // counted from there.
+            Some(o) if self.slides() => whole(o.epoch, step),
+            Some(o) => {
+                let partial = self.partial_steps();
+                if step < partial {
+                    Placed {
+                        pass: o.epoch,
+                        s: step,
+                        start: o.records,
+                        span: self.len - o.records,
+                    }
+                } else {
+                    whole(o.epoch.saturating_add(1), step - partial)
+                }
+            }
+        }
+    }
+
+    /// `(epoch, step_in_epoch)` of `step`. In a [resumed](SamplerBuilder::resume)
+    /// run the epochs are the passes of the run it resumes, and the steps
+    /// of the pass it resumed in are counted from the resume point.
+    pub fn epoch_of(&self, step: u64) -> (u64, u64) {
+        let p = self.placed(step);
+        (p.pass, p.s)
     }
 
     /// Step `step_in_epoch` of pass `epoch`, counted from step 0: the
-    /// inverse of [`epoch_of`](Self::epoch_of); `None` past step `u64::MAX`.
+    /// inverse of [`epoch_of`](Self::epoch_of); `None` past step `u64::MAX`,
+    /// and in a [resumed](SamplerBuilder::resume) run for a pass before
+    /// the one it resumed in.
     pub fn step_at(&self, epoch: u64, step_in_epoch: u64) -> Option<u64> {
-        epoch
-            .checked_mul(self.steps_per_epoch())?
-            .checked_add(step_in_epoch)
+        let spe = self.steps_per_epoch();
+        let (first, partial) = match self.origin {
+            None => (0, None),
+            Some(o) if self.slides() => (o.epoch, None),
+            Some(o) => (o.epoch, Some(self.partial_steps())),
+        };
+        let after = epoch.checked_sub(first)?;
+        match partial {
+            Some(_) if after == 0 => Some(step_in_epoch),
+            Some(p) => (after - 1)
+                .checked_mul(spe)?
+                .checked_add(p)?
+                .checked_add(step_in_epoch),
+            None => after.checked_mul(spe)?.checked_add(step_in_epoch),
+        }
+    }
+
+    /// The first step of pass `epoch`: [`step_at(epoch, 0)`](Self::step_at),
+    /// or step 0 for a pass before the one a resumed run starts in;
+    /// `None` past step `u64::MAX`.
+    pub fn first_step_of(&self, epoch: u64) -> Option<u64> {
+        match self.origin {
+            Some(o) if epoch <= o.epoch => Some(0),
+            _ => self.step_at(epoch, 0),
+        }
+    }
+
+    /// Where the run stands before `step`: its pass and the records of the
+    /// pass all ranks together drew in the steps before (with
+    /// `Sequential` and `drop_last(true)`, the records the sliding window
+    /// passed over, counted in passes of `len`). What a run stopping at
+    /// `step` saves, to [`resume`](SamplerBuilder::resume) with another
+    /// batch size or world size. Defined for `Sequential` and `Cyclic`;
+    /// for the other modes it is the pass and the records of the steps
+    /// before `step` in it, which cannot be resumed from.
+    pub fn position(&self, step: u64) -> RecordPosition {
+        let global = self.global();
+        if self.slides() {
+            let o = self.origin.unwrap_or_default();
+            let total =
+                o.epoch as u128 * self.len as u128 + o.records as u128 + step as u128 * global;
+            return RecordPosition {
+                epoch: u64::try_from(total / self.len as u128).unwrap_or(u64::MAX),
+                records: (total % self.len as u128) as u64,
+            };
+        }
+        let p = self.placed(step);
+        let drawn = (p.s as u128 * global).min(p.span as u128) as u64;
+        RecordPosition {
+            epoch: p.pass,
+            records: p.start + drawn,
+        }
+    }
+
+    /// The position a [resumed](SamplerBuilder::resume) sampler started
+    /// from; `None` for one that starts at the first record.
+    pub fn resumed_from(&self) -> Option<RecordPosition> {
+        self.origin
     }
 
     /// Records the steps `steps` draw together: the sum of their
@@ -619,12 +929,26 @@ impl Sampler {
         if self.mode == SamplerMode::Iid {
             return u64::try_from(full).unwrap_or(u64::MAX);
         }
-        // Only the last step of a pass can be short: the steps `k` with
-        // `(k + 1) % spe == 0`, one per multiple of `spe` in `start+1..=end`.
-        let spe = self.steps_per_epoch();
-        let lasts = (steps.end / spe - steps.start / spe) as u128;
-        let short = b - self.batch_len(spe - 1) as u128;
-        u64::try_from(full - lasts * short).unwrap_or(u64::MAX)
+        // Only the last step of a pass can be short. A resumed run's first
+        // pass (steps `0..partial`) has its own last step; the whole passes
+        // after it are counted from step `partial`.
+        let partial = self.partial_steps();
+        let mut short_steps = 0u128;
+        if partial > 0 && steps.start < partial && partial <= steps.end {
+            short_steps += b - self.batch_len(partial - 1) as u128;
+        }
+        let (start, end) = (
+            steps.start.max(partial) - partial,
+            steps.end.max(partial) - partial,
+        );
+        if start < end {
+            // The steps `k` with `(k + 1) % spe == 0`, one per multiple of
+            // `spe` in `start+1..=end`.
+            let spe = self.steps_per_epoch();
+            let lasts = (end / spe - start / spe) as u128;
+            short_steps += lasts * (b - self.batch_len(partial + spe - 1) as u128);
+        }
+        u64::try_from(full - short_steps).unwrap_or(u64::MAX)
     }
 
     /// The first step `k` at or after `from` such that steps `from..k` draw at
@@ -764,21 +1088,26 @@ impl Sampler {
 
     fn slot(&self, step: u64) -> Slot {
         let b = self.batch_size as u128;
-        let (pass, s) = self.epoch_of(step);
-        let full = self.len as u128 / self.global();
-        // Every base below is under `len`: s * global + rank * b < full *
-        // global <= len, and the last share ends at len.
+        let Placed {
+            pass,
+            s,
+            start,
+            span,
+        } = self.placed(step);
+        let full = span as u128 / self.global();
+        // Every base below is under `start + span <= len`: s * global +
+        // rank * b < full * global <= span, and the last share ends at span.
         if (s as u128) < full || self.drop_last {
             Slot {
                 pass,
-                base: (s as u128 * self.global() + self.rank as u128 * b) as u64,
+                base: start + (s as u128 * self.global() + self.rank as u128 * b) as u64,
                 len: self.batch_size as u64,
             }
         } else {
-            let (offset, len) = self.last_share();
+            let (offset, len) = self.last_share(span);
             Slot {
                 pass,
-                base: (full * self.global()) as u64 + offset,
+                base: start + (full * self.global()) as u64 + offset,
                 len,
             }
         }
@@ -845,12 +1174,23 @@ impl Sampler {
                 self.batch_size
             )));
         }
+        if let Some(m) = &self.mix {
+            // Positions of the run, through the mixture's allocation.
+            let slot = self.slot(step);
+            let first = u128::from(slot.pass) * u128::from(self.len) + u128::from(slot.base);
+            let mut cache = m.cache();
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = m.index_at(first + j as u128, self.seed, &mut cache).1;
+            }
+            return Ok(());
+        }
         match self.mode {
             SamplerMode::Sequential if self.drop_last => {
                 // Global window of B*W positions starting at step*B*W (mod len).
                 let b = self.batch_size as u128;
-                let start =
-                    (step as u128 * self.global() + self.rank as u128 * b) % self.len as u128;
+                let from = self.origin.map_or(0, |o| o.records as u128);
+                let start = (from + step as u128 * self.global() + self.rank as u128 * b)
+                    % self.len as u128;
                 for (j, o) in out.iter_mut().enumerate() {
                     *o = ((start + j as u128) % self.len as u128) as u64;
                 }
