@@ -38,8 +38,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
-use loaderx_convert::idx::convert_idx_dir_as;
-use loaderx_core::{Codec, Generation, RemoteOptions, Store, redact_url};
+use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
+use loaderx_core::{Codec, Dataset, Generation, RemoteOptions, Store, redact_url};
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -103,6 +103,43 @@ enum Command {
     /// Convert a dataset to Zrecord stores under OUT/<split>/<column>.
     #[command(subcommand)]
     Convert(Convert),
+    /// Multi-part datasets: parts written by many writers
+    /// (DIR/part-<index>/<stream>), joined by a manifest.
+    #[command(subcommand)]
+    Dataset(DatasetCommand),
+}
+
+/// A `loaderx dataset` subcommand.
+#[derive(Debug, Subcommand)]
+enum DatasetCommand {
+    /// Check every part under DIR (published, same streams, consistent
+    /// lengths, indices from 0 without a gap) and write DIR/dataset.json,
+    /// last and atomically; merging again after adding parts extends the
+    /// dataset.
+    Merge {
+        /// Dataset directory.
+        dir: PathBuf,
+        /// The number of parts the writers were told (refuse any other).
+        #[arg(long)]
+        parts: Option<u64>,
+    },
+    /// Print the dataset's records, parts and streams.
+    Info {
+        /// Dataset directory.
+        dir: PathBuf,
+    },
+    /// Print every stream's canonical digest `<sha256-hex>  <length>  <stream>`:
+    /// equal to the digest of one store holding the same records.
+    Digest {
+        /// Dataset directory.
+        dir: PathBuf,
+    },
+    /// Read and decode every record of every stream; exit non-zero on the
+    /// first problem.
+    Verify {
+        /// Dataset directory.
+        dir: PathBuf,
+    },
 }
 
 /// A `loaderx convert` source.
@@ -127,6 +164,14 @@ enum Convert {
         /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
         #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
         generation: Generation,
+        /// Write only this writer's share, as part PART of a multi-part
+        /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist);
+        /// needs --parts. Merge each split with `loaderx dataset merge`.
+        #[arg(long, requires = "parts")]
+        part: Option<u64>,
+        /// The number of writers sharing the conversion (with --part).
+        #[arg(long, requires = "part")]
+        parts: Option<u64>,
     },
     /// A Hugging Face Hub dataset (its parquet files): writes
     /// OUT/SPLIT/COLUMN stores and prints the commit sha it was read at.
@@ -253,7 +298,7 @@ impl Command {
                 store.to_str().into_iter().collect()
             }
             Command::Push { url, .. } => vec![url.as_str()],
-            Command::Migrate { .. } => Vec::new(),
+            Command::Migrate { .. } | Command::Dataset(_) => Vec::new(),
             Command::Convert(Convert::Idx { out, .. } | Convert::Hf { out, .. }) => {
                 out.to_str().into_iter().collect()
             }
@@ -350,6 +395,7 @@ fn run(command: &Command) -> Result<String, Error> {
                 r.bytes
             ))
         }
+        Command::Dataset(d) => dataset(d),
         Command::Convert(c) => {
             let out = match c {
                 Convert::Idx { out, .. } | Convert::Hf { out, .. } => out,
@@ -427,8 +473,16 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             codec,
             shards,
             generation,
+            part,
+            parts,
         } => {
-            let summary = convert_idx_dir_as(dir, out, *codec, *shards, *generation)?;
+            let summary = match (part, parts) {
+                (Some(part), Some(parts)) => {
+                    let options = IdxOptions::new(*codec, *shards).generation(*generation);
+                    convert_idx_part(dir, out, &options, *part, *parts)?
+                }
+                _ => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
+            };
             let splits: Vec<String> = summary
                 .splits
                 .iter()
@@ -503,6 +557,64 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             Ok(convert_hf(&source, out)?.to_string())
         }
     }
+}
+
+/// Runs a `loaderx dataset` command.
+fn dataset(command: &DatasetCommand) -> Result<String, Error> {
+    Ok(match command {
+        DatasetCommand::Merge { dir, parts } => {
+            let d = Dataset::merge(dir, *parts)?;
+            format!(
+                "merged {}: {} records in {} parts, streams {}",
+                dir.display(),
+                d.len(),
+                d.parts().len(),
+                d.stream_names().join(", ")
+            )
+        }
+        DatasetCommand::Info { dir } => {
+            let d = Dataset::open(dir)?;
+            let mut lines = vec![
+                format!("path: {}", dir.display()),
+                format!("length: {}", d.len()),
+                format!("parts: {}", d.parts().len()),
+            ];
+            for (name, s) in d.streams() {
+                let shape = match s {
+                    Store::Dense(s) => format!("item_shape {:?}", s.item_shape()),
+                    Store::Ragged(s) => format!("ndim {}", s.ndim()),
+                };
+                lines.push(format!(
+                    "stream {name}: {} {} ({}), {shape}, stored_bytes {}",
+                    s.kind(),
+                    s.dtype(),
+                    s.dtype().numpy_name(),
+                    s.stored_bytes()
+                ));
+            }
+            lines.join("\n")
+        }
+        DatasetCommand::Digest { dir } => {
+            let d = Dataset::open(dir)?;
+            let mut lines = Vec::new();
+            for (name, s) in d.streams() {
+                lines.push(format!("{}  {name}", loaderx_core::digest(s)?));
+            }
+            lines.join("\n")
+        }
+        DatasetCommand::Verify { dir } => {
+            let d = Dataset::open(dir)?;
+            for (_, s) in d.streams() {
+                s.for_each_record(|_, _, _| Ok(()))?;
+            }
+            format!(
+                "ok: {} records of {} streams in {} parts verified",
+                d.len(),
+                d.streams().len(),
+                d.parts().len()
+            )
+        }
+    })
 }
 
 fn info(store: &Store) -> Result<String, Error> {

@@ -158,6 +158,38 @@ pub struct IdxSummary {
 
 const SPLITS: [(&str, &str); 2] = [("train", "train"), ("test", "t10k")];
 
+/// Every split's images and labels in `dir`, checked: `(split, images,
+/// labels)`, train first.
+fn read_splits(dir: &Path) -> Result<Vec<(&'static str, IdxArray, IdxArray)>, Error> {
+    let mut out = Vec::new();
+    for (split, prefix) in SPLITS {
+        let images_path = find(dir, &format!("{prefix}-images-idx3-ubyte"))?;
+        let labels_path = find(dir, &format!("{prefix}-labels-idx1-ubyte"))?;
+        let images = read_idx(&images_path)?;
+        let labels = read_idx(&labels_path)?;
+        if images.dims.len() < 2 {
+            return Err(idx_error(&images_path, "images need at least 2 dimensions"));
+        }
+        if labels.dims.len() != 1 {
+            return Err(idx_error(
+                &labels_path,
+                format!("labels must be 1-dimensional, got {:?}", labels.dims),
+            ));
+        }
+        if images.dims[0] != labels.dims[0] {
+            return Err(idx_error(
+                dir,
+                format!(
+                    "{split}: {} images but {} labels",
+                    images.dims[0], labels.dims[0]
+                ),
+            ));
+        }
+        out.push((split, images, labels));
+    }
+    Ok(out)
+}
+
 fn find(dir: &Path, stem: &str) -> Result<PathBuf, Error> {
     let plain = dir.join(stem);
     let gz = dir.join(format!("{stem}.gz"));
@@ -237,29 +269,7 @@ pub fn convert_idx_dir_as(
     let dir = dir.as_ref();
     let root = StagedRoot::new(out)?;
     let mut splits = Vec::new();
-    for (split, prefix) in SPLITS {
-        let images_path = find(dir, &format!("{prefix}-images-idx3-ubyte"))?;
-        let labels_path = find(dir, &format!("{prefix}-labels-idx1-ubyte"))?;
-        let images = read_idx(&images_path)?;
-        let labels = read_idx(&labels_path)?;
-        if images.dims.len() < 2 {
-            return Err(idx_error(&images_path, "images need at least 2 dimensions"));
-        }
-        if labels.dims.len() != 1 {
-            return Err(idx_error(
-                &labels_path,
-                format!("labels must be 1-dimensional, got {:?}", labels.dims),
-            ));
-        }
-        if images.dims[0] != labels.dims[0] {
-            return Err(idx_error(
-                dir,
-                format!(
-                    "{split}: {} images but {} labels",
-                    images.dims[0], labels.dims[0]
-                ),
-            ));
-        }
+    for (split, images, labels) in read_splits(dir)? {
         let image_shape = images.dims[1..].to_vec();
         write_store(
             &root.store_path(split, "image")?,
@@ -287,6 +297,105 @@ pub fn convert_idx_dir_as(
         root: root.publish()?,
         splits,
     })
+}
+
+/// Converts writer `part`'s share of the MNIST-format files in `dir` (see
+/// [`convert_idx_dir`]) into part `part` of a multi-part dataset per split:
+/// `out/{train,test}/part-<part>/{image,label}`, holding records
+/// [`Dataset::part_range`](loaderx_core::Dataset::part_range)`(n, part,
+/// parts)` of each split. Writers `0..parts` may run at once, on any
+/// machines sharing `out` (or pushing it); `loaderx dataset merge
+/// out/<split>` ([`Dataset::merge`](loaderx_core::Dataset::merge)) then
+/// joins each split, whose digest equals a single conversion's. Each
+/// split's part is staged aside and renamed into place whole.
+///
+/// # Errors
+///
+/// As [`convert_idx_dir`]; [`Error::InvalidOption`] for `part >= parts`;
+/// [`Error::AlreadyExists`] when the part exists (the splits published
+/// before stay).
+pub fn convert_idx_part(
+    dir: impl AsRef<Path>,
+    out: impl AsRef<Path>,
+    options: &IdxOptions,
+    part: u64,
+    parts: u64,
+) -> Result<IdxSummary, Error> {
+    if part >= parts {
+        return Err(Error::invalid(format!(
+            "part {part} of {parts}: a part index runs from 0 to {}",
+            parts.saturating_sub(1)
+        )));
+    }
+    let (dir, out) = (dir.as_ref(), out.as_ref());
+    let mut splits = Vec::new();
+    for (split, images, labels) in read_splits(dir)? {
+        let n = images.dims[0] as u64;
+        let range = loaderx_core::Dataset::part_range(n, part, parts);
+        let root = StagedRoot::new(out.join(split).join(loaderx_core::Dataset::part_name(part)))?;
+        let image_shape = images.dims[1..].to_vec();
+        for (column, array, shape) in [
+            ("image", &images, &image_shape[..]),
+            ("label", &labels, &[][..]),
+        ] {
+            let width = array.data.len() / array.dims[0].max(1);
+            let (start, end) = (range.start as usize * width, range.end as usize * width);
+            let mut dims = array.dims.clone();
+            dims[0] = (range.end - range.start) as usize;
+            let slice = IdxArray {
+                dtype: array.dtype,
+                dims,
+                data: array.data[start..end].to_vec(),
+            };
+            write_store(
+                &root.temp_path().join(column),
+                &slice,
+                shape,
+                options.codec,
+                options.shards,
+                options.generation,
+            )?;
+        }
+        root.publish()?;
+        splits.push(IdxSplit {
+            name: split.to_owned(),
+            records: range.end - range.start,
+            image_shape,
+        });
+    }
+    Ok(IdxSummary {
+        root: out.to_path_buf(),
+        splits,
+    })
+}
+
+/// How [`convert_idx_part`] writes its stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IdxOptions {
+    /// The codec.
+    pub codec: Codec,
+    /// Payload shards per store.
+    pub shards: usize,
+    /// The format generation.
+    pub generation: Generation,
+}
+
+impl IdxOptions {
+    /// `codec`, `shards` payload shards, the default generation.
+    pub fn new(codec: Codec, shards: usize) -> IdxOptions {
+        IdxOptions {
+            codec,
+            shards,
+            generation: Generation::DEFAULT,
+        }
+    }
+
+    /// The format generation of the stores.
+    pub fn generation(mut self, generation: Generation) -> IdxOptions {
+        self.generation = generation;
+        self
+    }
 }
 
 #[cfg(test)]

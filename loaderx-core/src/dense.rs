@@ -352,6 +352,11 @@ impl DynDense {
         &self.engine
     }
 
+    /// The engine underneath, to release its locks.
+    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     /// Reads `parts`, Dense stores of one element type and record shape,
     /// as one store: their records end to end, record `i` of part `p`
     /// being record `parts[0].len() + … + parts[p - 1].len() + i` of the

@@ -52,7 +52,8 @@
 //! - `dense` and `ragged`: the two typed record contracts ([`Dense`],
 //!   [`Ragged`], their writers and batches).
 //! - `store`: [`Store`], opening a store of either contract; `digest`: the
-//!   canonical [`digest`].
+//!   canonical [`digest`]; `dataset`: [`Dataset`], parts written by many
+//!   writers joined by a manifest into one sequence of records.
 //! - `remote` (feature `remote`): stores on object storage (S3, GCS, Azure,
 //!   HTTP) behind the same `open` calls, with a block cache, and `push`.
 //! - `sampler`: [`Sampler`], batch indices as a pure function of `(seed, step)`.
@@ -80,6 +81,7 @@ compile_error!("loaderx-core supports little-endian targets only (Zrecord is lit
 
 pub mod adapter;
 mod codec;
+mod dataset;
 mod dense;
 mod digest;
 mod dtype;
@@ -104,6 +106,7 @@ pub use codec::{
     AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, ZSTD_LEVEL, train_dict,
     train_dict_from_array,
 };
+pub use dataset::{Dataset, MANIFEST_FILE};
 pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{

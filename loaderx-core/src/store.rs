@@ -208,6 +208,32 @@ impl Store {
         Self::from_engine(crate::remote::open(url, options)?)
     }
 
+    /// The Dense store, if this is one.
+    pub fn as_dense(&self) -> Option<&DynDense> {
+        match self {
+            Store::Dense(s) => Some(s),
+            Store::Ragged(_) => None,
+        }
+    }
+
+    /// The Ragged store, if this is one.
+    pub fn as_ragged(&self) -> Option<&DynRagged> {
+        match self {
+            Store::Ragged(s) => Some(s),
+            Store::Dense(_) => None,
+        }
+    }
+
+    /// Drops the shared locks the store's files are held with (a
+    /// published store is never written again; a dataset's many parts
+    /// then hold no descriptor each).
+    pub(crate) fn release_locks(&mut self) {
+        match self {
+            Store::Dense(s) => s.engine_mut().release_locks(),
+            Store::Ragged(s) => s.engine_mut().release_locks(),
+        }
+    }
+
     fn from_engine(engine: StoreReader) -> Result<Store, Error> {
         Ok(match engine.schema().kind() {
             StoreKind::Dense => Store::Dense(DynDense::from_engine(engine)?),

@@ -80,6 +80,14 @@ impl Engine {
         }
     }
 
+    /// Drops the shared lock of every store read.
+    pub(crate) fn release_locks(&mut self) {
+        match self {
+            Engine::Store(r) => r.release_lock(),
+            Engine::Parts(p) => p.release_locks(),
+        }
+    }
+
     /// The one store read, unless this reads several.
     pub(crate) fn store(&self) -> Option<&StoreReader> {
         match self {

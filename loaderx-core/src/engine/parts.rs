@@ -62,6 +62,11 @@ impl Parts {
         &self.readers
     }
 
+    /// Drops every part's shared lock.
+    pub(crate) fn release_locks(&mut self) {
+        self.readers.iter_mut().for_each(StoreReader::release_lock);
+    }
+
     /// Unwraps the parts' readers.
     pub(crate) fn into_readers(self) -> Vec<StoreReader> {
         self.readers

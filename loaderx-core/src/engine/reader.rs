@@ -348,6 +348,13 @@ impl StoreReader {
         }
     }
 
+    /// Closes `meta.zr`, dropping the shared lock held on it; the mapped
+    /// table and shards stay readable. For stores known published, which
+    /// loaderx never writes again.
+    pub(crate) fn release_lock(&mut self) {
+        self._meta = None;
+    }
+
     /// Attaches the fetcher of a remote store's payload shards.
     #[cfg(feature = "remote")]
     pub(crate) fn with_remote(mut self, remote: crate::remote::RemoteShards) -> StoreReader {

@@ -62,6 +62,13 @@ impl MixtureSource {
         Ok(source)
     }
 
+    /// A source of a multi-part [`Dataset`](crate::Dataset)'s streams.
+    pub fn dataset(name: impl Into<String>, weight: f64, dataset: crate::Dataset) -> MixtureSource {
+        let mut source = MixtureSource::new(name, weight);
+        source.streams = dataset.into_streams();
+        source
+    }
+
     /// Adds the stream `name`, read from `store`.
     pub fn stream(mut self, name: impl Into<String>, store: impl Into<Store>) -> MixtureSource {
         self.streams.push((name.into(), store.into()));

@@ -124,6 +124,11 @@ impl DynRagged {
         &self.engine
     }
 
+    /// The engine underneath, to release its locks.
+    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
     /// Reads `parts`, Ragged stores of one element type, rank and shape
     /// header width (generation family), as one store: their records end
     /// to end, as [`DynDense::concat`](crate::DynDense::concat) does for

@@ -1,0 +1,639 @@
+//! Multi-part datasets: parts written by many writers at once, each an
+//! ordinary set of stores, joined by a manifest into one sequence of
+//! records.
+//!
+//! ```text
+//! DIR/
+//!   dataset.json          the manifest (written by `merge`, last)
+//!   part-00000/           part 0: one store per stream
+//!     image/  label/
+//!   part-00001/
+//!   …
+//! ```
+//!
+//! The format of `dataset.json` is in `docs/format.md` ("Multi-part
+//! datasets").
+
+use std::fs;
+use std::io::Write;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::dense::DynDense;
+use crate::dtype::DType;
+use crate::error::{Error, ErrorKind};
+use crate::ragged::DynRagged;
+use crate::store::Store;
+
+/// The manifest's file name in a dataset directory.
+pub const MANIFEST_FILE: &str = "dataset.json";
+/// The lock file a merge holds while it writes the manifest.
+const LOCK_FILE: &str = ".dataset.lock";
+/// The manifest format's version.
+const VERSION: u32 = 1;
+/// The largest manifest read (a million parts fit in well under this).
+const MAX_MANIFEST_LEN: u64 = 256 << 20;
+/// The prefix of a part directory's name.
+const PART_PREFIX: &str = "part-";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    loaderx_dataset: u32,
+    records: u64,
+    streams: Vec<StreamSchema>,
+    parts: Vec<PartEntry>,
+}
+
+/// One stream's schema, as every part holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamSchema {
+    name: String,
+    kind: String,
+    dtype: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    item_shape: Option<Vec<usize>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ndim: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dim_bytes: Option<usize>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartEntry {
+    name: String,
+    records: u64,
+}
+
+impl StreamSchema {
+    fn of(name: &str, store: &Store) -> StreamSchema {
+        match store {
+            Store::Dense(d) => StreamSchema {
+                name: name.to_owned(),
+                kind: "dense".to_owned(),
+                dtype: d.dtype().numpy_name().to_owned(),
+                item_shape: Some(d.item_shape().to_vec()),
+                ndim: None,
+                dim_bytes: None,
+            },
+            Store::Ragged(r) => StreamSchema {
+                name: name.to_owned(),
+                kind: "ragged".to_owned(),
+                dtype: r.dtype().numpy_name().to_owned(),
+                item_shape: None,
+                ndim: Some(r.ndim()),
+                dim_bytes: Some(r.shape_header_len() / r.ndim().max(1)),
+            },
+        }
+    }
+
+    /// Checks the schema's fields are those of its kind and name a known
+    /// element type.
+    fn check(&self, manifest: &Path) -> Result<(), Error> {
+        let bad =
+            |detail: String| Error::corrupt(manifest, format!("stream {:?}: {detail}", self.name));
+        check_name("stream", &self.name).map_err(|e| Error::corrupt(manifest, e.to_string()))?;
+        DType::from_numpy_name(&self.dtype)
+            .map_err(|_| bad(format!("unknown dtype {:?}", self.dtype)))?;
+        match (
+            self.kind.as_str(),
+            &self.item_shape,
+            self.ndim,
+            self.dim_bytes,
+        ) {
+            ("dense", Some(_), None, None) => Ok(()),
+            ("ragged", None, Some(n), Some(4 | 8)) if n >= 1 => Ok(()),
+            _ => Err(bad(format!(
+                "kind {:?} with item_shape {:?}, ndim {:?}, dim_bytes {:?}",
+                self.kind, self.item_shape, self.ndim, self.dim_bytes
+            ))),
+        }
+    }
+}
+
+/// Refuses a stream or part name that is not one plain path component.
+fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if plain {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{what} name {name:?} is not one plain path component"
+        )))
+    }
+}
+
+/// The index of a part directory's name (`part-` and decimal digits).
+fn part_index(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix(PART_PREFIX)?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// A multi-part dataset, open: every stream is its parts' stores of that
+/// name read end to end ([`DynDense::concat`], [`DynRagged::concat`]), so
+/// record `i` of part `p` is record `part_starts()[p] + i` of the dataset,
+/// and every stream is usable wherever a store is (loaders, samplers,
+/// adapters, length indices, digests).
+///
+/// A dataset is built by many writers at once: writer `I` of `N` writes
+/// its share of the source ([`Dataset::part_range`]) as ordinary stores,
+/// one per stream, under `DIR/`[`Dataset::part_name`]`(I)/` (each is a
+/// store Python loaderx reads on its own); then [`Dataset::merge`] checks
+/// every part and writes the manifest. Adding parts and merging again
+/// extends the dataset: the records it had keep their ids.
+///
+/// ```
+/// use loaderx_core::{Codec, Dataset, DenseWriter, Store, digest};
+///
+/// let dir = tempfile::tempdir()?;
+/// let data: Vec<u32> = (0..100).collect();
+/// // Four writers, each its quarter (they could run anywhere, at once).
+/// for part in 0..4 {
+///     let range = Dataset::part_range(100, part, 4);
+///     let path = dir.path().join(Dataset::part_name(part)).join("x");
+///     let mut w = DenseWriter::<u32>::create(&path, &[], Codec::Zstd)?;
+///     let rows = &data[range.start as usize..range.end as usize];
+///     w.append_slice(rows, rows.len())?;
+///     w.close()?;
+/// }
+/// let merged = Dataset::merge(dir.path(), Some(4))?;
+/// assert_eq!(merged.len(), 100);
+///
+/// let dataset = Dataset::open(dir.path())?;
+/// let (name, x) = &dataset.streams()[0];
+/// assert_eq!(name, "x");
+/// // The same records, in order, as one store holding them.
+/// let mut w = DenseWriter::<u32>::create(dir.path().join("one"), &[], Codec::Raw)?;
+/// w.append_slice(&data, 100)?;
+/// w.close()?;
+/// assert_eq!(digest(x)?, digest(&Store::open(dir.path().join("one"))?)?);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Dataset {
+    path: PathBuf,
+    manifest: Manifest,
+    streams: Vec<(String, Store)>,
+}
+
+impl std::fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dataset")
+            .field("path", &self.path)
+            .field("records", &self.manifest.records)
+            .field("parts", &self.manifest.parts.len())
+            .field("streams", &self.stream_names())
+            .finish()
+    }
+}
+
+impl Dataset {
+    /// The directory name of part `index`: `part-` and the index in at
+    /// least five digits.
+    pub fn part_name(index: u64) -> String {
+        format!("{PART_PREFIX}{index:05}")
+    }
+
+    /// The records of a source of `records` that writer `index` of `parts`
+    /// converts: contiguous, in order, sizes differing by at most one, the
+    /// writers' ranges tiling `0..records`.
+    ///
+    /// # Panics
+    ///
+    /// Never; `index >= parts` or `parts == 0` give an empty range.
+    pub fn part_range(records: u64, index: u64, parts: u64) -> Range<u64> {
+        if parts == 0 || index >= parts {
+            return records..records;
+        }
+        let at = |i: u64| (u128::from(records) * u128::from(i) / u128::from(parts)) as u64;
+        at(index)..at(index + 1)
+    }
+
+    /// True when `dir` holds a dataset manifest (valid or not:
+    /// [`open`](Self::open) says).
+    pub fn is_dataset_dir(dir: &Path) -> bool {
+        dir.join(MANIFEST_FILE).is_file()
+    }
+
+    /// Checks every part under `dir` (directories `part-<digits>`, in
+    /// index order, which must run from 0 without a gap; exactly
+    /// `expect_parts` of them when given) and writes the manifest, last
+    /// and atomically: every part's stores are published and open, every
+    /// part has the same streams (names, kinds, element types, record
+    /// shapes), each part's streams hold the same number of records. When
+    /// `dir` has a manifest already, its parts must still be there, first
+    /// and unchanged (a merge only extends a dataset). Returns the merged
+    /// dataset, open.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] naming the part and stream for no
+    /// part, a gap in the indices, two directories of one index, another
+    /// part count than `expect_parts`, a part without stores, streams that
+    /// differ from part 0's, streams of different lengths, or a part the
+    /// existing manifest lists that is gone or changed;
+    /// [`ErrorKind::NotPublished`] for a store its writer has not closed;
+    /// [`ErrorKind::Busy`] while another merge of `dir` runs or a writer
+    /// holds a store; [`ErrorKind::Corrupt`] for an existing manifest that
+    /// does not parse; [`ErrorKind::Io`] when the directory cannot be read
+    /// or the manifest written. Nothing is written unless every check
+    /// passes.
+    pub fn merge(dir: impl AsRef<Path>, expect_parts: Option<u64>) -> Result<Dataset, Error> {
+        let dir = dir.as_ref();
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| Error::io(&lock_path, e))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(ErrorKind::Busy {
+                    path: dir.to_path_buf(),
+                }
+                .into());
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+        }
+        let parts = list_parts(dir)?;
+        if let Some(n) = expect_parts
+            && parts.len() as u64 != n
+        {
+            return Err(Error::invalid(format!(
+                "{}: {} parts found, {n} expected",
+                dir.display(),
+                parts.len()
+            )));
+        }
+        let mut schema: Option<Vec<StreamSchema>> = None;
+        let mut entries = Vec::with_capacity(parts.len());
+        let mut total = 0u64;
+        for name in &parts {
+            let part_dir = dir.join(name);
+            let stores = Store::open_dir(&part_dir)?;
+            if stores.is_empty() {
+                return Err(Error::invalid(format!(
+                    "{}: the part holds no store",
+                    part_dir.display()
+                )));
+            }
+            let this: Vec<StreamSchema> =
+                stores.iter().map(|(n, s)| StreamSchema::of(n, s)).collect();
+            let records = stores[0].1.len();
+            if let Some((n, s)) = stores.iter().find(|(_, s)| s.len() != records) {
+                return Err(Error::invalid(format!(
+                    "{}: stream {n:?} holds {} records, stream {:?} {records}",
+                    part_dir.display(),
+                    s.len(),
+                    stores[0].0
+                )));
+            }
+            match &schema {
+                None => schema = Some(this),
+                Some(first) if *first != this => {
+                    return Err(Error::invalid(format!(
+                        "{}: its streams {} differ from {}'s {}",
+                        part_dir.display(),
+                        describe(&this),
+                        parts[0],
+                        describe(first)
+                    )));
+                }
+                Some(_) => {}
+            }
+            total = total.checked_add(records).ok_or_else(|| {
+                Error::invalid(format!("{}: more than 2^64 records", dir.display()))
+            })?;
+            entries.push(PartEntry {
+                name: name.clone(),
+                records,
+            });
+        }
+        let manifest = Manifest {
+            loaderx_dataset: VERSION,
+            records: total,
+            streams: schema.unwrap_or_default(),
+            parts: entries,
+        };
+        if Dataset::is_dataset_dir(dir) {
+            let old = read_manifest(dir)?;
+            let kept = old.parts.len() <= manifest.parts.len()
+                && old.parts[..] == manifest.parts[..old.parts.len()]
+                && old.streams == manifest.streams;
+            if !kept {
+                return Err(Error::invalid(format!(
+                    "{}: the parts or streams of the last merge changed; a merge only adds parts \
+                     after the merged ones (remove {MANIFEST_FILE} to start over)",
+                    dir.display()
+                )));
+            }
+        }
+        write_manifest(dir, &manifest)?;
+        drop(lock);
+        Dataset::open(dir)
+    }
+
+    /// Opens the dataset in `dir`: reads and checks its manifest, opens
+    /// every part's stores and checks them against it (schema and record
+    /// count), and joins each stream's parts. The parts' stores are
+    /// published, never written again: their shared locks are released
+    /// once open, so a dataset of many thousand parts holds no file
+    /// descriptor per store.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::NotAStore`] when `dir` has no manifest or a part's
+    /// store is missing; [`ErrorKind::Corrupt`] for a manifest that does
+    /// not parse, has another version, a field of the wrong kind, unsafe
+    /// names, or a record count that is not its parts' sum; and
+    /// [`ErrorKind::InvalidArgument`] for a part whose stores hold another
+    /// number of records or another schema than the manifest says. As
+    /// [`Store::open`] for each store.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Dataset, Error> {
+        let dir = dir.as_ref();
+        if !Dataset::is_dataset_dir(dir) {
+            return Err(ErrorKind::NotAStore {
+                path: dir.to_path_buf(),
+            }
+            .into());
+        }
+        let manifest = read_manifest(dir)?;
+        let mut dense: Vec<Vec<DynDense>> = manifest.streams.iter().map(|_| Vec::new()).collect();
+        let mut ragged: Vec<Vec<DynRagged>> = manifest.streams.iter().map(|_| Vec::new()).collect();
+        for part in &manifest.parts {
+            for (k, schema) in manifest.streams.iter().enumerate() {
+                let path = dir.join(&part.name).join(&schema.name);
+                let mut store = Store::open(&path)?;
+                if store.len() != part.records {
+                    return Err(Error::invalid(format!(
+                        "{}: holds {} records, the manifest says {}",
+                        path.display(),
+                        store.len(),
+                        part.records
+                    )));
+                }
+                if StreamSchema::of(&schema.name, &store) != *schema {
+                    return Err(Error::invalid(format!(
+                        "{}: holds {}, the manifest says {}",
+                        path.display(),
+                        describe(&[StreamSchema::of(&schema.name, &store)]),
+                        describe(std::slice::from_ref(schema))
+                    )));
+                }
+                store.release_locks();
+                match store {
+                    Store::Dense(d) => dense[k].push(d),
+                    Store::Ragged(r) => ragged[k].push(r),
+                }
+            }
+        }
+        let mut streams = Vec::with_capacity(manifest.streams.len());
+        for ((schema, d), r) in manifest.streams.iter().zip(dense).zip(ragged) {
+            let path = dir.join(&schema.name);
+            let store = if schema.kind == "dense" {
+                Store::Dense(DynDense::concat(&path, d)?)
+            } else {
+                Store::Ragged(DynRagged::concat(&path, r)?)
+            };
+            streams.push((schema.name.clone(), store));
+        }
+        Ok(Dataset {
+            path: dir.to_path_buf(),
+            manifest,
+            streams,
+        })
+    }
+
+    /// The dataset's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Records in the dataset (every stream holds this many).
+    pub fn len(&self) -> u64 {
+        self.manifest.records
+    }
+
+    /// True when the dataset holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every part's name and record count, in order.
+    pub fn parts(&self) -> Vec<(&str, u64)> {
+        self.manifest
+            .parts
+            .iter()
+            .map(|p| (p.name.as_str(), p.records))
+            .collect()
+    }
+
+    /// The first record id of every part, then the total.
+    pub fn part_starts(&self) -> Vec<u64> {
+        let mut starts = Vec::with_capacity(self.manifest.parts.len() + 1);
+        let mut at = 0;
+        starts.push(at);
+        for p in &self.manifest.parts {
+            at += p.records;
+            starts.push(at);
+        }
+        starts
+    }
+
+    /// The streams' names, in the manifest's order.
+    pub fn stream_names(&self) -> Vec<&str> {
+        self.streams.iter().map(|(n, _)| n.as_str()).collect()
+    }
+
+    /// The streams, each its parts joined, by name.
+    pub fn streams(&self) -> &[(String, Store)] {
+        &self.streams
+    }
+
+    /// Unwraps the streams: what a loader's
+    /// [`stream`](crate::DataLoaderBuilder::stream)s or a mixture's
+    /// [`MixtureSource`](crate::MixtureSource) take.
+    pub fn into_streams(self) -> Vec<(String, Store)> {
+        self.streams
+    }
+}
+
+/// Part directory names under `dir`, in index order, checked to run from 0
+/// without gap or duplicate.
+fn list_parts(dir: &Path) -> Result<Vec<String>, Error> {
+    let mut parts = Vec::new();
+    for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(i) = part_index(&name)
+            && entry.file_type().map_err(|e| Error::io(dir, e))?.is_dir()
+        {
+            parts.push((i, name));
+        }
+    }
+    parts.sort();
+    if parts.is_empty() {
+        return Err(Error::invalid(format!(
+            "{}: no part ({}…) to merge",
+            dir.display(),
+            Dataset::part_name(0)
+        )));
+    }
+    for (k, (i, name)) in parts.iter().enumerate() {
+        if *i != k as u64 {
+            let (prev, want) = if k > 0 && parts[k - 1].0 == *i {
+                (
+                    format!("{} and {name}", parts[k - 1].1),
+                    "are one index twice",
+                )
+            } else {
+                (Dataset::part_name(k as u64), "is missing")
+            };
+            return Err(Error::invalid(format!(
+                "{}: part {prev} {want} (parts run from {} without a gap)",
+                dir.display(),
+                Dataset::part_name(0)
+            )));
+        }
+    }
+    Ok(parts.into_iter().map(|p| p.1).collect())
+}
+
+fn describe(streams: &[StreamSchema]) -> String {
+    let items: Vec<String> = streams
+        .iter()
+        .map(|s| match (&s.item_shape, s.ndim) {
+            (Some(shape), _) => format!("{} (Dense {} {shape:?})", s.name, s.dtype),
+            (None, ndim) => format!(
+                "{} (Ragged {} ndim {}, {}-byte dims)",
+                s.name,
+                s.dtype,
+                ndim.unwrap_or(0),
+                s.dim_bytes.unwrap_or(0)
+            ),
+        })
+        .collect();
+    format!("[{}]", items.join(", "))
+}
+
+/// Reads and checks `dir`'s manifest.
+fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
+    let path = dir.join(MANIFEST_FILE);
+    let file = fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+    if len > MAX_MANIFEST_LEN {
+        return Err(Error::corrupt(
+            &path,
+            format!("{len} bytes, more than a manifest holds ({MAX_MANIFEST_LEN})"),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_MANIFEST_LEN), &mut bytes)
+        .map_err(|e| Error::io(&path, e))?;
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::corrupt(&path, format!("not a dataset manifest: {e}")))?;
+    if manifest.loaderx_dataset != VERSION {
+        return Err(Error::corrupt(
+            &path,
+            format!(
+                "manifest version {}, this loaderx reads version {VERSION}",
+                manifest.loaderx_dataset
+            ),
+        ));
+    }
+    if manifest.streams.is_empty() {
+        return Err(Error::corrupt(&path, "no stream"));
+    }
+    for (i, s) in manifest.streams.iter().enumerate() {
+        s.check(&path)?;
+        if manifest.streams[..i].iter().any(|t| t.name == s.name) {
+            return Err(Error::corrupt(
+                &path,
+                format!("stream {:?} listed twice", s.name),
+            ));
+        }
+    }
+    let mut sum = 0u64;
+    for (i, p) in manifest.parts.iter().enumerate() {
+        if part_index(&p.name) != Some(i as u64) {
+            return Err(Error::corrupt(
+                &path,
+                format!(
+                    "part {i} is named {:?}, not {}",
+                    p.name,
+                    Dataset::part_name(i as u64)
+                ),
+            ));
+        }
+        sum = sum
+            .checked_add(p.records)
+            .ok_or_else(|| Error::corrupt(&path, "more than 2^64 records"))?;
+    }
+    if sum != manifest.records {
+        return Err(Error::corrupt(
+            &path,
+            format!("{} records, but its parts hold {sum}", manifest.records),
+        ));
+    }
+    Ok(manifest)
+}
+
+/// Writes `manifest` into `dir` atomically: a temporary file, synced, then
+/// renamed over the manifest, and the directory synced.
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), Error> {
+    let path = dir.join(MANIFEST_FILE);
+    let temp = dir.join(format!(".{MANIFEST_FILE}.tmp-{}", std::process::id()));
+    let mut bytes = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| Error::invalid(format!("cannot encode the manifest: {e}")))?;
+    bytes.push(b'\n');
+    let written = (|| {
+        let mut f = fs::File::create(&temp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        fs::rename(&temp, &path)?;
+        crate::engine::durable::sync_dir(dir)
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(Error::io(&path, e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn part_ranges_tile_the_records() {
+        for records in [0u64, 1, 7, 100, 1001] {
+            for parts in 1..9 {
+                let mut at = 0;
+                for i in 0..parts {
+                    let r = Dataset::part_range(records, i, parts);
+                    assert_eq!(r.start, at);
+                    assert!(r.end - r.start <= records / parts + 1);
+                    at = r.end;
+                }
+                assert_eq!(at, records);
+            }
+        }
+        assert!(Dataset::part_range(10, 3, 3).is_empty());
+        assert_eq!(part_index("part-00012"), Some(12));
+        assert_eq!(part_index("part-"), None);
+        assert_eq!(part_index("part-1x"), None);
+        assert_eq!(Dataset::part_name(123_456), "part-123456");
+    }
+}

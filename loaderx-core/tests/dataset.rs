@@ -1,0 +1,298 @@
+//! Multi-part datasets: parts written by separate writers, merged into a
+//! manifest, read as one sequence of records equal to a single store's;
+//! merges that extend; and bad input — a part of another schema, an
+//! unpublished part, a gap, a manifest that lies, a part missing after
+//! merge, racing merges — each a clear error with nothing half-written.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use loaderx_core::{
+    Codec, DataLoader, Dataset, DenseWriter, ErrorKind, MANIFEST_FILE, RaggedWriter, Store, digest,
+};
+
+/// Part `index` of a dataset of `records` records in total, written as
+/// writer `index` of `parts` would: streams `x` (Dense u32 [2]) and `t`
+/// (Ragged u16).
+fn write_part(dir: &Path, records: u64, index: u64, parts: u64) {
+    let range = Dataset::part_range(records, index, parts);
+    let part = dir.join(Dataset::part_name(index));
+    write_stores(&part, range);
+}
+
+fn write_stores(dir: &Path, range: std::ops::Range<u64>) {
+    let n = (range.end - range.start) as usize;
+    let mut w = DenseWriter::<u32>::create(dir.join("x"), &[2], Codec::Zstd).unwrap();
+    let flat: Vec<u32> = range.clone().flat_map(|i| [i as u32, 7]).collect();
+    if n > 0 {
+        w.append_slice(&flat, n).unwrap();
+    }
+    w.close().unwrap();
+    let mut w = RaggedWriter::<u16>::create(dir.join("t"), 1, Codec::Raw).unwrap();
+    if n > 0 {
+        w.append(range.map(|i| vec![i as u16; 1 + (i % 5) as usize]))
+            .unwrap();
+    }
+    w.close().unwrap();
+}
+
+#[test]
+fn parts_written_apart_read_as_the_one_store_of_the_same_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dir.path().join("ds");
+    // Four writers on four threads, at once.
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let ds = ds.clone();
+            s.spawn(move || write_part(&ds, 1001, i, 4));
+        }
+    });
+    let merged = Dataset::merge(&ds, Some(4)).unwrap();
+    assert_eq!(merged.len(), 1001);
+    assert_eq!(merged.part_starts(), [0, 250, 500, 750, 1001]);
+    write_stores(&dir.path().join("one"), 0..1001);
+    let dataset = Dataset::open(&ds).unwrap();
+    assert_eq!(dataset.stream_names(), ["t", "x"]);
+    for (name, stream) in dataset.streams() {
+        let one = Store::open(dir.path().join("one").join(name)).unwrap();
+        assert_eq!(digest(stream).unwrap(), digest(&one).unwrap(), "{name}");
+    }
+    // A loader over the dataset's streams, as over one store's.
+    let batches = |streams: Vec<(String, Store)>| {
+        let mut b = DataLoader::builder()
+            .batch_size(100)
+            .seed(2)
+            .drop_last(false)
+            .epochs(1);
+        for (n, s) in streams {
+            b = b.stream(n, s);
+        }
+        b.build()
+            .unwrap()
+            .map(|b| {
+                let b = b.unwrap();
+                (
+                    b.column("x").unwrap().bytes().to_vec(),
+                    b.column("t").unwrap().bytes().to_vec(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let one = Store::open_dir(dir.path().join("one")).unwrap();
+    assert_eq!(batches(dataset.into_streams()), batches(one));
+}
+
+#[test]
+fn merging_again_extends_the_dataset_and_keeps_every_record_id() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write_part(dir.path(), 300, i, 3);
+    }
+    let first = Dataset::merge(dir.path(), None).unwrap();
+    let before = first.streams()[1]
+        .1
+        .as_dense()
+        .unwrap()
+        .gather_bytes(&[0, 150, 299])
+        .unwrap();
+    // A fourth part, records 300..400.
+    write_stores(&dir.path().join(Dataset::part_name(3)), 300..400);
+    let extended = Dataset::merge(dir.path(), None).unwrap();
+    assert_eq!(extended.len(), 400);
+    let x = extended.streams()[1].1.as_dense().unwrap();
+    assert_eq!(x.gather_bytes(&[0, 150, 299]).unwrap(), before);
+    assert_eq!(
+        x.gather_bytes(&[399]).unwrap(),
+        [399u32, 7]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<_>>()
+    );
+    // A merged part that changed: refused, the manifest untouched.
+    let manifest = std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+    std::fs::remove_dir_all(dir.path().join(Dataset::part_name(1))).unwrap();
+    write_stores(&dir.path().join(Dataset::part_name(1)), 100..150);
+    let err = Dataset::merge(dir.path(), None).unwrap_err();
+    assert!(err.to_string().contains("changed"), "{err}");
+    assert_eq!(
+        std::fs::read(dir.path().join(MANIFEST_FILE)).unwrap(),
+        manifest
+    );
+    // Opening it now: the part holds fewer records than the manifest says.
+    let err = Dataset::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("the manifest says 100"), "{err}");
+}
+
+#[test]
+fn bad_parts_are_refused_by_merge_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write_part(root, 100, 0, 2);
+    // A part of another schema: x is u16 there.
+    let other = root.join(Dataset::part_name(1));
+    let mut w = DenseWriter::<u16>::create(other.join("x"), &[2], Codec::Raw).unwrap();
+    w.append_slice(&[1, 2], 1).unwrap();
+    w.close().unwrap();
+    let mut w = RaggedWriter::<u16>::create(other.join("t"), 1, Codec::Raw).unwrap();
+    w.append([vec![1u16]]).unwrap();
+    w.close().unwrap();
+    let err = Dataset::merge(root, None).unwrap_err();
+    assert!(
+        err.to_string().contains("part-00001") && err.to_string().contains("uint16"),
+        "{err}"
+    );
+    assert!(!root.join(MANIFEST_FILE).exists());
+    std::fs::remove_dir_all(&other).unwrap();
+    // An unpublished part: its writer is still open.
+    let mut open = DenseWriter::<u32>::create(other.join("x"), &[2], Codec::Raw).unwrap();
+    open.append_slice(&[1, 2], 1).unwrap();
+    let err = Dataset::merge(root, None).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Busy { .. } | ErrorKind::NotPublished { .. }
+        ),
+        "{err}"
+    );
+    assert!(!root.join(MANIFEST_FILE).exists());
+    drop(open);
+    std::fs::remove_dir_all(&other).unwrap();
+    // A gap: parts 0 and 2.
+    write_part(root, 100, 2, 3);
+    let err = Dataset::merge(root, None).unwrap_err();
+    assert!(err.to_string().contains("part-00001 is missing"), "{err}");
+    std::fs::remove_dir_all(root.join(Dataset::part_name(2))).unwrap();
+    // Fewer parts than the writers' count.
+    let err = Dataset::merge(root, Some(2)).unwrap_err();
+    assert!(
+        err.to_string().contains("1 parts found, 2 expected"),
+        "{err}"
+    );
+    // Streams of different lengths in one part.
+    let odd = root.join(Dataset::part_name(1));
+    write_stores(&odd, 0..3);
+    std::fs::remove_dir_all(odd.join("t")).unwrap();
+    let mut w = RaggedWriter::<u16>::create(odd.join("t"), 1, Codec::Raw).unwrap();
+    w.append([vec![1u16]]).unwrap();
+    w.close().unwrap();
+    let err = Dataset::merge(root, None).unwrap_err();
+    assert!(
+        err.to_string().contains("holds 3 records, stream \"t\" 1"),
+        "{err}"
+    );
+    assert!(!root.join(MANIFEST_FILE).exists());
+}
+
+#[test]
+fn racing_merges_one_wins_the_other_is_busy_and_the_manifest_is_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..3 {
+        write_part(dir.path(), 90, i, 3);
+    }
+    // Another merge holding the lock: this one is refused as busy.
+    let lock = std::fs::File::create(dir.path().join(".dataset.lock")).unwrap();
+    lock.lock().unwrap();
+    let err = Dataset::merge(dir.path(), None).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Busy { .. }), "{err}");
+    assert!(!dir.path().join(MANIFEST_FILE).exists());
+    drop(lock);
+    // Eight at once: each succeeds or is busy; what is left opens.
+    let results: Vec<_> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..8)
+            .map(|_| s.spawn(|| Dataset::merge(dir.path(), None).map(|d| d.len())))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(results.iter().any(|r| matches!(r, Ok(90))));
+    for r in &results {
+        assert!(
+            matches!(r, Ok(90)) || matches!(r.as_ref().unwrap_err().kind(), ErrorKind::Busy { .. }),
+            "{r:?}"
+        );
+    }
+    assert_eq!(Dataset::open(dir.path()).unwrap().len(), 90);
+}
+
+#[test]
+fn a_manifest_that_lies_or_a_missing_part_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..2 {
+        write_part(dir.path(), 50, i, 2);
+    }
+    Dataset::merge(dir.path(), None).unwrap();
+    let path = dir.path().join(MANIFEST_FILE);
+    let good = std::fs::read_to_string(&path).unwrap();
+    for (bad, why) in [
+        (
+            good.replace("\"records\": 50", "\"records\": 51"),
+            "its parts hold 50",
+        ),
+        (
+            good.replacen("\"records\": 25", "\"records\": 24", 1),
+            "its parts hold 49",
+        ),
+        (
+            good.replace("\"loaderx_dataset\": 1", "\"loaderx_dataset\": 2"),
+            "version 2",
+        ),
+        (good.replace("part-00001", "../../etc"), "not part-00001"),
+        (
+            good.replace("\"name\": \"x\"", "\"name\": \"../x\""),
+            "plain path component",
+        ),
+        (
+            good.replace("\"dtype\": \"uint32\"", "\"dtype\": \"uint33\""),
+            "unknown dtype",
+        ),
+        (
+            good.replace("\"records\": 50", "\"records\": 50, \"extra\": 1"),
+            "unknown field",
+        ),
+        ("{".to_owned(), "not a dataset manifest"),
+    ] {
+        std::fs::write(&path, &bad).unwrap();
+        let err = Dataset::open(dir.path()).unwrap_err();
+        assert!(err.to_string().contains(why), "{why}: {err}");
+    }
+    // A manifest whose lengths agree with each other but not the parts.
+    let lying = good.replace("\"records\": 50", "\"records\": 52").replacen(
+        "\"records\": 25",
+        "\"records\": 27",
+        1,
+    );
+    std::fs::write(&path, lying).unwrap();
+    let err = Dataset::open(dir.path()).unwrap_err();
+    assert!(err.to_string().contains("the manifest says 27"), "{err}");
+    std::fs::write(&path, &good).unwrap();
+    // A part gone after the merge.
+    std::fs::remove_dir_all(dir.path().join(Dataset::part_name(1)).join("t")).unwrap();
+    let err = Dataset::open(dir.path()).unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::NotAStore { .. }), "{err}");
+    assert!(err.to_string().contains("part-00001"), "{err}");
+}
+
+#[test]
+fn a_dataset_of_many_parts_holds_no_descriptor_per_store() {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..200 {
+        write_part(dir.path(), 400, i, 200);
+    }
+    Dataset::merge(dir.path(), Some(200)).unwrap();
+    let fds = || std::fs::read_dir("/proc/self/fd").unwrap().count();
+    let before = fds();
+    let dataset = Dataset::open(dir.path()).unwrap();
+    let after = fds();
+    // 400 stores open: without releasing their locks, 400 descriptors.
+    assert!(
+        after < before + 20,
+        "{before} descriptors before, {after} after"
+    );
+    assert_eq!(dataset.len(), 400);
+    let x = dataset.streams()[1].1.as_dense().unwrap();
+    assert_eq!(x.part_starts().len(), 201);
+    assert_eq!(
+        x.gather_bytes(&[399, 0]).unwrap()[..4],
+        399u32.to_le_bytes()
+    );
+}
