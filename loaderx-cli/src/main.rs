@@ -246,6 +246,15 @@ enum Convert {
         /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
         #[arg(long, value_name = "L|RGB|RGBA")]
         image_mode: Option<String>,
+        /// Write only this writer's share, as part PART of a multi-part
+        /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
+        /// the split's parquet files cut into PARTS contiguous runs balanced
+        /// by rows; needs --parts. Merge with `loaderx dataset merge`.
+        #[arg(long, requires = "parts")]
+        part: Option<u64>,
+        /// The number of writers sharing the conversion (with --part).
+        #[arg(long, requires = "part")]
+        parts: Option<u64>,
     },
 }
 
@@ -517,6 +526,8 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             drop_empty_rows,
             drop_null_rows,
             image_mode,
+            part,
+            parts,
         } => {
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
@@ -553,6 +564,9 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             }
             if let Some(d) = cache_dir {
                 source = source.cache_dir(d);
+            }
+            if let (Some(part), Some(parts)) = (part, parts) {
+                source = source.part(*part, *parts);
             }
             Ok(convert_hf(&source, out)?.to_string())
         }

@@ -1051,3 +1051,79 @@ fn audio_columns_decode_to_samples_and_rates() {
     check_summary(&s, case, &["train"]);
     check_stores_read_by_python(fx, &out, case, &["train"]);
 }
+
+/// Four `loaderx convert hf --part I --parts 4` processes at once, then
+/// `loaderx dataset merge`: the dataset's digests are those of a single
+/// conversion, stream by stream.
+#[test]
+fn four_writers_at_once_merge_into_the_single_conversion() {
+    let Some((_fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let home = tmp.path().join("home");
+    let single = tmp.path().join("single");
+    cli_ok(
+        &mock,
+        &home,
+        &["test/parts", single.to_str().unwrap(), "--codec", "raw"],
+    );
+    let parted = tmp.path().join("parted");
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            Command::new(env!("CARGO_BIN_EXE_loaderx"))
+                .args(["convert", "hf", "test/parts"])
+                .arg(&parted)
+                .args(["--part", &i.to_string(), "--parts", "4", "--shards", "2"])
+                .env("HF_ENDPOINT", &mock.url)
+                .env("HF_HOME", &home)
+                .env_remove("HF_TOKEN")
+                .env_remove("HF_TOKEN_PATH")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let c = c.wait_with_output().unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    }
+    let ds = parted.join("train");
+    let merge = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["dataset", "merge"])
+        .arg(&ds)
+        .args(["--parts", "4"])
+        .output()
+        .unwrap();
+    assert!(
+        merge.status.success(),
+        "{}",
+        String::from_utf8_lossy(&merge.stderr)
+    );
+    let dataset = loaderx_core::Dataset::open(&ds).unwrap();
+    assert_eq!(dataset.len(), 1001);
+    // Each writer took one file of the four.
+    assert_eq!(dataset.part_starts().len(), 5);
+    let one = Store::open_dir(single.join("train")).unwrap();
+    assert_eq!(
+        dataset.stream_names(),
+        one.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()
+    );
+    for ((name, joined), (_, store)) in dataset.streams().iter().zip(&one) {
+        assert_eq!(
+            loaderx_core::digest(joined).unwrap(),
+            loaderx_core::digest(store).unwrap(),
+            "{name}"
+        );
+    }
+    // Five writers for four files: one has no file of its own (writer 2,
+    // whose rows hold no file's middle), a clear error.
+    let e = convert_err(
+        &mock.source("test/parts", &home.join("cache5")).part(2, 5),
+        &tmp.path().join("five"),
+    );
+    assert!(
+        e.contains("part 2 of 5 gets none of its 4 parquet files"),
+        "{e}"
+    );
+}

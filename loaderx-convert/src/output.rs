@@ -125,6 +125,22 @@ impl StagedRoot {
     }
 }
 
+/// Renames the finished directory `from` to `to`, which must not exist,
+/// and syncs `to`'s parent: how a multi-part writer's staged split becomes
+/// its part.
+///
+/// # Errors
+///
+/// [`Error::AlreadyExists`] when `to` exists (another writer of the same
+/// part); [`Error::Io`] when renaming or syncing fails.
+pub fn move_into_place(from: &Path, to: &Path) -> Result<(), Error> {
+    rename_noreplace(from, to)?;
+    if let Some(parent) = to.parent().filter(|p| !p.as_os_str().is_empty()) {
+        sync_dir(parent)?;
+    }
+    Ok(())
+}
+
 /// Syncs a directory, so the entries created in it are durable.
 fn sync_dir(dir: &Path) -> Result<(), Error> {
     fs::File::open(dir)

@@ -260,6 +260,22 @@ expected["numeric"] = {
     "splits": numeric_expect,
 }
 
+# --- Four parquet files of one split, for four writers converting at once.
+parts_files = {}
+parts_ds, parts_cols = numeric(1001, 3)
+for k in range(4):
+    name = f"data/train-{k:05d}-of-00004.parquet"
+    parts_files[name] = save(parts_ds.shard(4, k, contiguous=True), f"parts/{name}", 64)
+parts_sha = sha_of("parts main")
+hub["test/parts"] = {"refs": {"main": parts_sha}, "commits": {parts_sha: parts_files}}
+expected["parts"] = {
+    "repo": "test/parts",
+    "commit": parts_sha,
+    "parquet_commit": parts_sha,
+    "config": "default",
+    "splits": {"train": {"records": 1001, "columns": parts_cols}},
+}
+
 # --- C. Images of different sizes (PNG RGB -> Ragged) and fixed-size JPEG
 # photos (-> Dense, compared with a tolerance).
 features = datasets.Features(

@@ -152,6 +152,7 @@ pub struct HfSource {
     drop_null_rows: bool,
     drop_empty_rows: bool,
     image_mode: Option<String>,
+    part: Option<(u64, u64)>,
 }
 
 impl fmt::Debug for HfSource {
@@ -176,6 +177,7 @@ impl fmt::Debug for HfSource {
             .field("drop_null_rows", &self.drop_null_rows)
             .field("drop_empty_rows", &self.drop_empty_rows)
             .field("image_mode", &self.image_mode)
+            .field("part", &self.part)
             .finish()
     }
 }
@@ -204,7 +206,26 @@ impl HfSource {
             drop_null_rows: false,
             drop_empty_rows: false,
             image_mode: None,
+            part: None,
         }
+    }
+
+    /// Converts only writer `index`'s share of `count` writers, as part
+    /// `index` of a multi-part dataset per split:
+    /// `out/<split>/part-<index>/<column>` (`out` may exist and hold other
+    /// writers' parts). Each split's parquet files, in order, are cut into
+    /// `count` contiguous runs balanced by rows — file `f` goes to the
+    /// writer whose share of the split's rows holds the middle of `f`'s
+    /// rows — so the parts in index order are the single conversion's
+    /// records in order; a writer left with no file fails, naming the split
+    /// (files are not cut: use at most as many writers as files). Merge
+    /// each split with `loaderx dataset merge`
+    /// ([`Dataset::merge`](loaderx_core::Dataset::merge)). Every writer
+    /// fetches the split's files (to read their row counts); the Hub's
+    /// cache shares them between writers on one machine.
+    pub fn part(mut self, index: u64, count: u64) -> HfSource {
+        self.part = Some((index, count));
+        self
     }
 
     /// Converts every image to one PIL mode, `L`, `RGB` or `RGBA`, as PIL's
@@ -705,7 +726,15 @@ fn progress_bar(total: u64, show: bool) -> ProgressBar {
 /// conversion leaves nothing at `out`.
 pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
     let out = out.as_ref();
-    if std::fs::symlink_metadata(out).is_ok() {
+    if let Some((index, count)) = source.part
+        && index >= count
+    {
+        return Err(Error::invalid(format!(
+            "part {index} of {count}: a part index runs from 0 to {}",
+            count.saturating_sub(1)
+        )));
+    }
+    if source.part.is_none() && std::fs::symlink_metadata(out).is_ok() {
         return Err(Error::AlreadyExists {
             path: out.to_path_buf(),
         });
@@ -842,7 +871,23 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         let mut local = Vec::new();
         for f in &s.files {
             local.push((hub.fetch(&parquet_commit, f)?, format!("{repo}/{f}")));
-            files.push(f.clone());
+        }
+        if let Some((index, count)) = source.part {
+            let rows: Vec<u64> = local.iter().map(|(p, _)| parquet_rows(p)).collect();
+            let mine = part_files(&rows, index, count);
+            if mine.is_empty() {
+                return Err(Error::invalid(format!(
+                    "split {:?}: part {index} of {count} gets none of its {} parquet files \
+                     (files are not cut; use at most {} parts)",
+                    s.split,
+                    rows.len(),
+                    rows.len()
+                )));
+            }
+            local = local[mine.clone()].to_vec();
+            files.extend(s.files[mine].iter().cloned());
+        } else {
+            files.extend(s.files.iter().cloned());
         }
         sources.push(SplitSource {
             name: s.split.clone(),
@@ -900,14 +945,34 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         .map(|(p, _)| parquet_rows(p))
         .sum::<u64>();
     let bar = progress_bar(total, show);
-    let root = StagedRoot::new(out)?;
+    let part_name = source
+        .part
+        .map(|(index, _)| loaderx_core::Dataset::part_name(index));
+    let staged_at = match &part_name {
+        // Staged inside `out`, then each split's part renamed into place.
+        Some(name) => out.join(format!(".{name}.staged")),
+        None => out.to_path_buf(),
+    };
+    let root = StagedRoot::new(&staged_at)?;
     let splits: Result<Vec<HfSplit>, Error> = sources
         .iter()
         .map(|s| convert_split(&root, s, &settings, &bar))
         .collect();
     bar.finish_and_clear();
     let splits = splits?;
-    let root = root.publish()?;
+    let staged = root.publish()?;
+    let root = match &part_name {
+        None => staged,
+        Some(name) => {
+            for s in &splits {
+                let dir = out.join(&s.name);
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                crate::output::move_into_place(&staged.join(&s.name), &dir.join(name))?;
+            }
+            std::fs::remove_dir(&staged).map_err(|e| Error::io(&staged, e))?;
+            out.to_path_buf()
+        }
+    };
     Ok(HfSummary {
         root,
         repo: repo.to_owned(),
@@ -921,6 +986,41 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         tokenizer,
         splits,
     })
+}
+
+/// The files of writer `index` of `count` among files of `rows` rows each,
+/// in order: a contiguous run, file `f` going to the writer whose share
+/// `floor(n·i/count) .. floor(n·(i+1)/count)` of the `n` rows holds the
+/// middle of `f`'s rows (its first row for a file of one row or none).
+fn part_files(rows: &[u64], index: u64, count: u64) -> std::ops::Range<usize> {
+    let total: u64 = rows.iter().sum();
+    let mut start = 0u64;
+    let owner: Vec<u64> = rows
+        .iter()
+        .map(|&r| {
+            let middle = u128::from(start) + u128::from(r) / 2;
+            start += r;
+            if total == 0 {
+                return 0;
+            }
+            // The writer i with floor(n·i/c) <= middle < floor(n·(i+1)/c).
+            let i = (middle * u128::from(count) + u128::from(count) - 1) / u128::from(total);
+            let mut i = i.min(u128::from(count) - 1) as u64;
+            while i > 0 && loaderx_core::Dataset::part_range(total, i, count).start as u128 > middle
+            {
+                i -= 1;
+            }
+            while loaderx_core::Dataset::part_range(total, i, count).end as u128 <= middle
+                && i + 1 < count
+            {
+                i += 1;
+            }
+            i
+        })
+        .collect();
+    let first = owner.iter().position(|&o| o >= index).unwrap_or(rows.len());
+    let end = owner.iter().position(|&o| o > index).unwrap_or(rows.len());
+    first..end.max(first)
 }
 
 /// The `configs:` block of the dataset card (`README.md`) at `resolved`, if
@@ -955,6 +1055,32 @@ fn parquet_rows(path: &Path) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn part_files_are_contiguous_runs_that_cover_every_file() {
+        for rows in [
+            vec![10u64, 10, 10, 10],
+            vec![1, 1000, 1, 1, 1],
+            vec![5],
+            vec![0, 0, 7, 0],
+            vec![3, 9, 4, 8, 1, 1, 20, 6],
+        ] {
+            for count in 1..7 {
+                let mut next = 0;
+                for index in 0..count {
+                    let r = part_files(&rows, index, count);
+                    assert!(
+                        r.start == next || r.is_empty(),
+                        "{rows:?} {index}/{count}: {r:?}"
+                    );
+                    next = next.max(r.end);
+                }
+                assert_eq!(next, rows.len(), "{rows:?} / {count}");
+            }
+        }
+        // Four equal files over four writers: one each.
+        assert_eq!(part_files(&[10, 10, 10, 10], 2, 4), 2..3);
+    }
 
     const NO_CARD: Configs<'static> = Configs { card: None };
 
