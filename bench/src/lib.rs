@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -13,6 +13,7 @@ pub mod python;
 pub mod remote;
 pub mod report;
 pub mod sampler;
+pub mod scale;
 pub mod sequence;
 pub mod stores;
 pub mod suite;
@@ -44,7 +45,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "stores,small,sampler,sequence,loader,loader2,remote"
+        default_value = "stores,small,sampler,sequence,loader,loader2,remote,scale"
     )]
     pub sections: Vec<String>,
     /// Store workloads to run.

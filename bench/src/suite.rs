@@ -777,6 +777,58 @@ fn sequence_section(
     ))
 }
 
+fn scale_section(args: &Args, root: &Path, min: Duration) -> Result<String> {
+    let shapes: &[(u64, usize)] = if args.quick {
+        &[(50, 64), (5, 640)]
+    } else {
+        &[(10_000, 64), (1_000, 640), (100, 6_400), (1, 640_000)]
+    };
+    let mut t = Table::new(&[
+        "parts × records",
+        "write ms>",
+        "merge ms>",
+        "open ms>",
+        "memory per part B>",
+        "gathers/s, dataset>",
+        "gathers/s, one store>",
+        "dataset vs one store>",
+    ]);
+    let ms = |d: Duration| format!("{:.0}", d.as_secs_f64() * 1e3);
+    let mut samplers = Vec::new();
+    for &(parts, records) in shapes {
+        let r = crate::scale::run(root, parts, records, min)?;
+        t.row(vec![
+            format!("{} × {}", r.parts, r.part_records),
+            ms(r.write),
+            ms(r.merge),
+            ms(r.open),
+            format!("{:.0}", r.rss_per_part),
+            format!("{:.0}", r.gather_dataset),
+            format!("{:.0}", r.gather_store),
+            ratio(Some(r.gather_dataset), Some(r.gather_store)),
+        ]);
+        samplers = r.samplers;
+    }
+    let mut s = Table::new(&[
+        "sampler over 2^40 records, batch 1024",
+        "batches/s>",
+        "µs per batch>",
+    ]);
+    for (what, per_second) in &samplers {
+        s.row(vec![
+            what.clone(),
+            format!("{per_second:.0}"),
+            format!("{:.1}", 1e6 / per_second),
+        ]);
+    }
+    Ok(format!(
+        "#### Datasets at scale\n\nDatasets of 640 000 records of `u32[16]` (raw, one payload shard per part) in parts of several sizes, each against one store of the same records: random gathers of {} records; then samplers over 2^40 records (nothing of that size exists: a batch is index arithmetic).\n\n{}\n{}",
+        crate::scale::BATCH,
+        t.render(),
+        s.render()
+    ))
+}
+
 fn sampler_section(args: &Args, min: Duration, targets: &mut Vec<Target>) -> Result<String> {
     let rows = crate::sampler::run(min, args.python.as_deref())?;
     let mut t = Table::new(&[
@@ -1197,6 +1249,10 @@ pub fn run(args: &Args) -> Result<()> {
             &progress,
         )?;
         emit(&mut out, &section);
+    }
+    if wants("scale") {
+        bar.set_message("scale: writing the parts");
+        emit(&mut out, &scale_section(args, &root, min)?);
     }
     let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
     for (name, section) in [

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::reader::StoreReader;
+use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, StoreReader};
 use super::varlen::{SEGMENT_ALIGN, VarlenPlan};
-use crate::codec::Sink;
+use crate::codec::{Codec, Sink};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
 
@@ -26,6 +26,29 @@ pub(crate) struct Parts {
     /// `starts[p]`: the index of part `p`'s first record; one entry more,
     /// the total.
     starts: Vec<u64>,
+    /// Every part is a local raw store: a record is a copy from its
+    /// part's map, done in place without grouping the records by part.
+    raw_local: bool,
+    /// Every part is a local raw store in the writer's regular layout:
+    /// where each part's records lie, in one compact table, so a record is
+    /// found without touching its part's reader.
+    regular: Option<RegularParts>,
+}
+
+/// The regular layout of every part ([`StoreReader::raw_regular`]): part
+/// `p`'s shard `s` is `shards[parts[p].first + s]`, an address and length
+/// in that part's mapped payload.
+struct RegularParts {
+    parts: Vec<RegularPart>,
+    shards: Vec<(usize, usize)>,
+}
+
+#[derive(Clone, Copy)]
+struct RegularPart {
+    first: usize,
+    mask: u64,
+    shift: u32,
+    width: usize,
 }
 
 impl Parts {
@@ -47,10 +70,41 @@ impl Parts {
                 .ok_or_else(|| Error::invalid("the parts hold more than 2^64 records"))?;
             starts.push(total);
         }
+        let raw_local = readers
+            .iter()
+            .all(|r| r.codec() == Codec::Raw && !r.is_remote());
+        let regular = if raw_local {
+            let mut table = RegularParts {
+                parts: Vec::with_capacity(readers.len()),
+                shards: Vec::new(),
+            };
+            let complete = readers.iter().all(|r| match r.raw_regular() {
+                Some((shift, width, shards)) => {
+                    table.parts.push(RegularPart {
+                        first: table.shards.len(),
+                        mask: shards.len() as u64 - 1,
+                        shift,
+                        width,
+                    });
+                    table.shards.extend(
+                        shards
+                            .iter()
+                            .map(|b| (b.as_ptr().expose_provenance(), b.len())),
+                    );
+                    true
+                }
+                None => false,
+            });
+            complete.then_some(table)
+        } else {
+            None
+        };
         Ok(Parts {
             path: path.to_path_buf(),
             readers,
             starts,
+            raw_local,
+            regular,
         })
     }
 
@@ -162,11 +216,72 @@ impl Parts {
         self.check_indices(indices)?;
         if let Some(p) = self.single_part(indices) {
             let start = self.starts[p];
+            if start == 0 {
+                return self.readers[p].gather_fixed(indices, width, dst);
+            }
             let local: Vec<u64> = indices.iter().map(|&i| i - start).collect();
             return self.readers[p].gather_fixed(&local, width, dst);
         }
         if width == 0 {
             return Ok(());
+        }
+        if self.raw_local {
+            // Each record copied from its part's map where it lies: no
+            // grouping, the batch cut into one chunk per task as a single
+            // store's raw gather is. With every part in the writer's
+            // regular layout, from the compact table.
+            let regular = self
+                .regular
+                .as_ref()
+                .filter(|t| t.parts.iter().all(|p| p.width == width));
+            let copy = |idx: &[u64], d: &mut [D]| -> Result<(), Error> {
+                let Some(t) = regular else {
+                    for (&i, d) in idx.iter().zip(d.chunks_exact_mut(width)) {
+                        let (p, local) = self.locate(i);
+                        D::put(d, self.readers[p].raw_record(local, width)?);
+                    }
+                    return Ok(());
+                };
+                for (&i, d) in idx.iter().zip(d.chunks_exact_mut(width)) {
+                    let (p, local) = self.locate(i);
+                    let part = t.parts[p];
+                    let (addr, len) = t.shards[part.first + (local & part.mask) as usize];
+                    let start = ((local >> part.shift) as usize).wrapping_mul(width);
+                    if start.checked_add(width).is_none_or(|end| end > len) {
+                        return Err(Error::corrupt_record(
+                            self.readers[p].path(),
+                            local,
+                            "location outside its shard",
+                        ));
+                    }
+                    // SAFETY: `addr, len` is a shard's bytes from its base,
+                    // a slice of a payload map that `self.readers[p]` owns:
+                    // the maps live as long as `self` (the table is built
+                    // after the readers and dropped with them; no reader is
+                    // replaced or remapped meanwhile) and are never written
+                    // (read-only maps of published stores). `start + width
+                    // <= len` was checked above, so the `width` bytes from
+                    // `addr + start` lie inside that slice.
+                    let src = unsafe {
+                        std::slice::from_raw_parts(
+                            std::ptr::with_exposed_provenance::<u8>(addr + start),
+                            width,
+                        )
+                    };
+                    D::put(d, src);
+                }
+                Ok(())
+            };
+            let threads = rayon::current_num_threads();
+            if dst.len() < PARALLEL_MIN_BYTES || indices.len() < PARALLEL_MIN_RECORDS || threads < 2
+            {
+                return copy(indices, dst);
+            }
+            let per_job = indices.len().div_ceil(2 * threads).max(1);
+            return dst
+                .par_chunks_mut(width * per_job)
+                .zip(indices.par_chunks(per_job))
+                .try_for_each(|(d, idx)| copy(idx, d));
         }
         let groups = self.group(indices.iter().copied().zip(dst.chunks_exact_mut(width)));
         groups
@@ -231,6 +346,36 @@ impl Parts {
     ) -> Result<&'d mut [u8], Error> {
         let dst = plan.dst(dst, plan.len, "")?;
         let jobs = plan.tile(&mut *dst);
+        if self.raw_local {
+            // Raw records: each copied from its part where it lies, no
+            // grouping (a raw record's decode is its length check and a copy).
+            let read = |dec: &mut crate::codec::Decoder<'_>,
+                        (i, loc, d): (u64, RecordLoc, &mut [D])| {
+                let (p, local) = self.locate(i);
+                self.readers[p].read_at(local, loc, d, dec, &super::reader::Staged::Local)
+            };
+            let io_err = |e: std::io::Error| Error::io(&self.path, e);
+            if plan.len < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2 {
+                let mut dec = self.readers[0].decoder().map_err(io_err)?;
+                for job in jobs {
+                    read(&mut dec, job)?;
+                }
+            } else {
+                jobs.into_par_iter().with_min_len(64).try_for_each_init(
+                    || self.readers[0].decoder(),
+                    |dec, job| {
+                        let dec = dec.as_mut().map_err(|e| {
+                            Error::io(&self.path, std::io::Error::new(e.kind(), e.to_string()))
+                        })?;
+                        read(dec, job)
+                    },
+                )?;
+            }
+            // SAFETY: `tile` cut `dst` into the records' segments, zeroing
+            // each lead and padding, and every record's `read_at` returned
+            // `Ok`, having written its destination whole.
+            return Ok(unsafe { D::assume_init(dst) });
+        }
         let groups = self.group(jobs.into_iter().map(|(i, loc, d)| (i, (loc, d))));
         groups.into_par_iter().try_for_each(|(p, jobs)| {
             let r = &self.readers[p];

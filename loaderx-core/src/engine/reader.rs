@@ -18,14 +18,14 @@ use crate::format::{
 };
 
 /// Gathers smaller than this many bytes run on the calling thread.
-const PARALLEL_MIN_BYTES: usize = 256 << 10;
+pub(super) const PARALLEL_MIN_BYTES: usize = 256 << 10;
 /// Raw gathers of fewer records than this run on the calling thread: a
 /// record of up to 64 bytes copies in a few nanoseconds, so below this many
 /// the copies take well under the tens of microseconds a hand-off to the
 /// pool and back costs on this crate's 2-core test machine. A judgement
 /// from those two orders of magnitude, not a tuned value: the small-record
 /// benchmark's batches of 1024 stay on the calling thread either way.
-const PARALLEL_MIN_RECORDS: usize = 16 << 10;
+pub(super) const PARALLEL_MIN_RECORDS: usize = 16 << 10;
 /// No zstd frame decodes to more than this many times its size: a block
 /// decodes to at most 128 KiB and takes at least 4 bytes (an RLE block).
 const ZSTD_MAX_EXPANSION: u64 = 32 << 10;
@@ -346,6 +346,29 @@ impl StoreReader {
             #[cfg(feature = "remote")]
             remote: None,
         }
+    }
+
+    /// For a local raw store in the writer's regular layout (record `i`
+    /// in shard `i & (shards - 1)` at `(i >> shift) * width` from the
+    /// shard's base): `(shift, width, every shard's bytes from its base)`.
+    /// What a gather over many parts copies from without touching the
+    /// parts' readers.
+    pub(super) fn raw_regular(&self) -> Option<(u32, usize, Vec<&[u8]>)> {
+        if self.codec() != Codec::Raw || self.is_remote() {
+            return None;
+        }
+        let u = self.layout.uniform().filter(|u| u.phys == u.logic)?;
+        let (shift, base) = u.regular_pow2()?;
+        if base.len() != self.shards.len() || base.is_empty() {
+            return None;
+        }
+        let shards = self
+            .shards
+            .iter()
+            .zip(base)
+            .map(|(sh, &b)| usize::try_from(b).ok().and_then(|b| sh.bytes().get(b..)))
+            .collect::<Option<Vec<_>>>()?;
+        Some((shift, u.phys as usize, shards))
     }
 
     /// Closes `meta.zr`, dropping the shared lock held on it; the mapped
@@ -1099,7 +1122,7 @@ impl StoreReader {
     }
 
     /// The stored bytes of raw record `index`, which must be `width` bytes.
-    fn raw_record(&self, index: u64, width: usize) -> Result<&[u8], Error> {
+    pub(super) fn raw_record(&self, index: u64, width: usize) -> Result<&[u8], Error> {
         let (loc, shard) = self.located(index)?;
         if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {
             return Err(Error::corrupt_record(
