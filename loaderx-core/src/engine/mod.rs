@@ -40,7 +40,7 @@ pub(crate) use writer::{RecordSource, StoreWriter};
 use std::path::Path;
 
 use crate::codec::{Codec, Sink};
-use crate::error::{Error, ErrorKind};
+use crate::error::Error;
 use crate::format::{Generation, RecordLoc};
 
 /// What a Dense or Ragged reader reads: one store, or stores of one schema
@@ -183,28 +183,9 @@ impl Engine {
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
         match self {
             Engine::Store(r) => r.gather_fixed_vec(indices, width),
-            Engine::Parts(p) => {
-                let total = indices
-                    .len()
-                    .checked_mul(width)
-                    .ok_or_else(|| ErrorKind::Buffer {
-                        detail: format!(
-                            "{} records of {width} bytes overflow memory",
-                            indices.len()
-                        ),
-                    })?;
-                let mut out = Vec::new();
-                out.try_reserve_exact(total)
-                    .map_err(|_| ErrorKind::Buffer {
-                        detail: format!("cannot allocate {total} bytes for the gather"),
-                    })?;
-                p.gather_fixed(indices, width, &mut out.spare_capacity_mut()[..total])?;
-                // SAFETY: the capacity was reserved above and `gather_fixed`,
-                // which returned without error, wrote all `total` bytes;
-                // `u8` has no invalid values.
-                unsafe { out.set_len(total) };
-                Ok(out)
-            }
+            Engine::Parts(p) => reader::gather_vec(indices.len(), width, |dst| {
+                p.gather_fixed(indices, width, dst)
+            }),
         }
     }
 

@@ -202,17 +202,7 @@ impl Parts {
         width: usize,
         dst: &mut [D],
     ) -> Result<(), Error> {
-        if indices.len().checked_mul(width) != Some(dst.len()) {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "{} records of {width} bytes need {} bytes, got {}",
-                    indices.len(),
-                    indices.len().saturating_mul(width),
-                    dst.len()
-                ),
-            }
-            .into());
-        }
+        super::reader::check_fixed_dst(indices.len(), width, dst.len())?;
         self.check_indices(indices)?;
         if let Some(p) = self.single_part(indices) {
             let start = self.starts[p];
@@ -400,17 +390,9 @@ impl Parts {
         dst: &'d mut [D],
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
-        let (n, header) = (plan.indices.len(), plan.header);
+        let header = plan.header;
         let dst = plan.dst(dst, plan.packed_len, "packed ")?;
-        if Some(headers.len()) != n.checked_mul(header) {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "{} header bytes for {n} records of {header}-byte headers",
-                    headers.len()
-                ),
-            }
-            .into());
-        }
+        plan.check_headers(headers)?;
         let jobs = plan.tile_packed(&mut *dst, headers);
         let groups = self.group(jobs.into_iter().map(|(i, loc, h, d)| (i, (loc, h, d))));
         groups.into_par_iter().try_for_each(|(p, jobs)| {

@@ -115,6 +115,47 @@ pub(crate) struct CheckedPage {
     pub(crate) generation: Generation,
 }
 
+/// Refuses a destination of `dst_len` elements for `records` records of
+/// `width` bytes (a fixed-width gather's).
+pub(crate) fn check_fixed_dst(records: usize, width: usize, dst_len: usize) -> Result<(), Error> {
+    if records.checked_mul(width) != Some(dst_len) {
+        return Err(ErrorKind::Buffer {
+            detail: format!(
+                "{records} records of {width} bytes need {} bytes, got {dst_len}",
+                records.saturating_mul(width),
+            ),
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// A new vector of `records * width` bytes that `fill` writes whole (into
+/// its fresh memory, never zeroed first: for small records the zeroing
+/// costs as much as the copy), or `fill`'s error.
+pub(crate) fn gather_vec(
+    records: usize,
+    width: usize,
+    fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> Result<(), Error>,
+) -> Result<Vec<u8>, Error> {
+    let total = records
+        .checked_mul(width)
+        .ok_or_else(|| ErrorKind::Buffer {
+            detail: format!("{records} records of {width} bytes overflow memory"),
+        })?;
+    let mut out = Vec::new();
+    out.try_reserve_exact(total)
+        .map_err(|_| ErrorKind::Buffer {
+            detail: format!("cannot allocate {total} bytes for the gather"),
+        })?;
+    fill(&mut out.spare_capacity_mut()[..total])?;
+    // SAFETY: the capacity was reserved above and `fill` returned without
+    // error, which (its contract, as `gather_fixed`'s) means it wrote all
+    // `total` bytes; `u8` has no invalid values.
+    unsafe { out.set_len(total) };
+    Ok(out)
+}
+
 /// Refuses a `meta.zr` of `meta_len` bytes too short for its static page
 /// (an empty one is a store whose writer never published it).
 pub(crate) fn check_meta_len(path: &Path, meta_len: u64) -> Result<(), Error> {
@@ -728,18 +769,7 @@ impl StoreReader {
         width: usize,
         dst: &mut [D],
     ) -> Result<(), Error> {
-        let need = indices.len().checked_mul(width);
-        if need != Some(dst.len()) {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "{} records of {width} bytes need {} bytes, got {}",
-                    indices.len(),
-                    indices.len().saturating_mul(width),
-                    dst.len()
-                ),
-            }
-            .into());
-        }
+        check_fixed_dst(indices.len(), width, dst.len())?;
         self.check_indices(indices)?;
         if width == 0 {
             return Ok(());
@@ -1001,23 +1031,9 @@ impl StoreReader {
     /// costs as much as the copy).
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
         self.check_indices(indices)?;
-        let total = indices
-            .len()
-            .checked_mul(width)
-            .ok_or_else(|| ErrorKind::Buffer {
-                detail: format!("{} records of {width} bytes overflow memory", indices.len()),
-            })?;
-        let mut out = Vec::new();
-        out.try_reserve_exact(total)
-            .map_err(|_| ErrorKind::Buffer {
-                detail: format!("cannot allocate {total} bytes for the gather"),
-            })?;
-        self.gather_fixed(indices, width, &mut out.spare_capacity_mut()[..total])?;
-        // SAFETY: the capacity was reserved above and `gather_fixed`, which
-        // returned without error, wrote all `total` bytes (one `width`-byte
-        // record per index); `u8` has no invalid values.
-        unsafe { out.set_len(total) };
-        Ok(out)
+        gather_vec(indices.len(), width, |dst| {
+            self.gather_fixed(indices, width, dst)
+        })
     }
 
     /// Copies the raw records of `width` bytes at `indices` (checked in

@@ -93,6 +93,21 @@ impl VarlenPlan {
         })
     }
 
+    /// Refuses `headers` unless it holds one header per record.
+    pub(super) fn check_headers(&self, headers: &[u8]) -> Result<(), Error> {
+        let (n, header) = (self.indices.len(), self.header);
+        if Some(headers.len()) != n.checked_mul(header) {
+            return Err(ErrorKind::Buffer {
+                detail: format!(
+                    "{} header bytes for {n} records of {header}-byte headers",
+                    headers.len()
+                ),
+            }
+            .into());
+        }
+        Ok(())
+    }
+
     /// Cuts `dst` (exactly [`len`](Self::len) bytes) into the records'
     /// segments: each is its lead, its record, then its padding; the leads
     /// and paddings are zeroed, and the records returned as
@@ -297,17 +312,9 @@ impl StoreReader {
         dst: &'d mut [D],
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
-        let (n, header) = (plan.indices.len(), plan.header);
+        let header = plan.header;
         let dst = plan.dst(dst, plan.packed_len, "packed ")?;
-        if Some(headers.len()) != n.checked_mul(header) {
-            return Err(ErrorKind::Buffer {
-                detail: format!(
-                    "{} header bytes for {n} records of {header}-byte headers",
-                    headers.len()
-                ),
-            }
-            .into());
-        }
+        plan.check_headers(headers)?;
         let jobs = plan.tile_packed(&mut *dst, headers);
         let staged = self.stage_plan(plan)?;
         self.read_packed_jobs(jobs, header, plan.packed_len, &staged)?;
