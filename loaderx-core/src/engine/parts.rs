@@ -136,14 +136,25 @@ impl Parts {
     }
 
     /// `(part, index in the part)` of record `index` (in range).
+    #[inline]
     fn locate(&self, index: u64) -> (usize, u64) {
-        // The last start at or below `index`; empty parts are skipped, as
-        // their start equals the next one's.
-        let p = self
-            .starts
-            .partition_point(|&s| s <= index)
-            .saturating_sub(1);
-        (p, index - self.starts[p])
+        // The last part whose start is at or below `index` (an empty part
+        // shares its start with the next one, so the last of equal starts
+        // is the one holding `index`): a binary search whose step is a
+        // conditional move, not a branch that random indices would
+        // mispredict at every level.
+        let starts = &self.starts;
+        let (mut base, mut len) = (0usize, starts.len() - 1);
+        while len > 1 {
+            let half = len / 2;
+            base = if starts[base + half] <= index {
+                base + half
+            } else {
+                base
+            };
+            len -= half;
+        }
+        (base, index - starts[base])
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
