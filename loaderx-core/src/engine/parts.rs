@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, StoreReader};
-use super::varlen::{SEGMENT_ALIGN, VarlenPlan};
+use super::varlen::VarlenPlan;
 use crate::codec::{Codec, Sink};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
@@ -312,31 +312,8 @@ impl Parts {
                 locs[at] = loc;
             }
         }
-        let lead = header.next_multiple_of(SEGMENT_ALIGN) - header;
-        let overflow = || ErrorKind::Buffer {
-            detail: format!(
-                "a gather of {} variable-length records overflows memory",
-                indices.len()
-            ),
-        };
-        let (mut len, mut packed_len) = (0usize, 0usize);
-        for loc in &locs {
-            let logic = loc.logic_length as usize;
-            len = len
-                .checked_add((lead + logic).next_multiple_of(SEGMENT_ALIGN))
-                .ok_or_else(overflow)?;
-            // Every part checked `logic > header`.
-            packed_len += logic - header;
-        }
-        Ok(VarlenPlan {
-            indices: indices.to_vec(),
-            locs,
-            lead,
-            len,
-            header,
-            packed_len,
-            check_fetched,
-        })
+        // Every part checked its records.
+        VarlenPlan::new(indices.to_vec(), locs, header, check_fetched)
     }
 
     /// Reads a plan of [`Self::plan_varlen`], as [`StoreReader::gather_varlen`].
@@ -347,36 +324,6 @@ impl Parts {
     ) -> Result<&'d mut [u8], Error> {
         let dst = plan.dst(dst, plan.len, "")?;
         let jobs = plan.tile(&mut *dst);
-        if self.raw_local {
-            // Raw records: each copied from its part where it lies, no
-            // grouping (a raw record's decode is its length check and a copy).
-            let read = |dec: &mut crate::codec::Decoder<'_>,
-                        (i, loc, d): (u64, RecordLoc, &mut [D])| {
-                let (p, local) = self.locate(i);
-                self.readers[p].read_at(local, loc, d, dec, &super::reader::Staged::Local)
-            };
-            let io_err = |e: std::io::Error| Error::io(&self.path, e);
-            if plan.len < PARALLEL_MIN_BYTES || jobs.len() < 2 || rayon::current_num_threads() < 2 {
-                let mut dec = self.readers[0].decoder().map_err(io_err)?;
-                for job in jobs {
-                    read(&mut dec, job)?;
-                }
-            } else {
-                jobs.into_par_iter().with_min_len(64).try_for_each_init(
-                    || self.readers[0].decoder(),
-                    |dec, job| {
-                        let dec = dec.as_mut().map_err(|e| {
-                            Error::io(&self.path, std::io::Error::new(e.kind(), e.to_string()))
-                        })?;
-                        read(dec, job)
-                    },
-                )?;
-            }
-            // SAFETY: `tile` cut `dst` into the records' segments, zeroing
-            // each lead and padding, and every record's `read_at` returned
-            // `Ok`, having written its destination whole.
-            return Ok(unsafe { D::assume_init(dst) });
-        }
         let groups = self.group(jobs.into_iter().map(|(i, loc, d)| (i, (loc, d))));
         groups.into_par_iter().try_for_each(|(p, jobs)| {
             let r = &self.readers[p];

@@ -152,6 +152,44 @@ impl VarlenPlan {
         jobs
     }
 
+    /// The plan of `locs` (checked: each holds more than `header` bytes)
+    /// for `indices`: every record in its segment, after the zero lead that
+    /// aligns its elements, and the sizes of both gathers.
+    ///
+    /// Errors: `Buffer` when the total overflows `usize`.
+    pub(super) fn new(
+        indices: Vec<u64>,
+        locs: Vec<RecordLoc>,
+        header: usize,
+        check_fetched: bool,
+    ) -> Result<VarlenPlan, Error> {
+        let lead = header.next_multiple_of(SEGMENT_ALIGN) - header;
+        let (mut len, mut packed_len) = (0usize, 0usize);
+        for loc in &locs {
+            let logic = loc.logic_length as usize;
+            len = len
+                .checked_add((lead + logic).next_multiple_of(SEGMENT_ALIGN))
+                .ok_or_else(|| ErrorKind::Buffer {
+                    detail: format!(
+                        "a gather of {} variable-length records overflows memory",
+                        indices.len()
+                    ),
+                })?;
+            // Never more than `len`, which did not overflow; `logic > header`
+            // was checked.
+            packed_len += logic - header;
+        }
+        Ok(VarlenPlan {
+            indices,
+            locs,
+            lead,
+            len,
+            header,
+            packed_len,
+            check_fetched,
+        })
+    }
+
     /// `(index, record start, record length)` of every record, in order.
     pub(crate) fn records(&self) -> impl ExactSizeIterator<Item = (u64, usize, usize)> + '_ {
         let mut start = 0;
@@ -181,7 +219,6 @@ impl StoreReader {
     /// overflows `usize`.
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
-        let lead = header.next_multiple_of(SEGMENT_ALIGN) - header;
         let mut locs = Vec::with_capacity(indices.len());
         for &i in indices {
             locs.push(self.loc(i)?);
@@ -189,8 +226,6 @@ impl StoreReader {
         // A local store's stored bytes are at hand: check what the frames
         // declare now, once.
         let local = (!self.is_remote()).then_some(Staged::Local);
-        let mut len = 0usize;
-        let mut packed_len = 0usize;
         for (&i, &loc) in indices.iter().zip(&locs) {
             // Memory is sized by the logical lengths: check them first.
             self.check_logical_length(i, loc, local.as_ref())?;
@@ -202,26 +237,8 @@ impl StoreReader {
                     format!("{logic} bytes cannot hold a {header}-byte header and elements"),
                 ));
             }
-            len = len
-                .checked_add((lead + logic).next_multiple_of(SEGMENT_ALIGN))
-                .ok_or_else(|| ErrorKind::Buffer {
-                    detail: format!(
-                        "a gather of {} variable-length records overflows memory",
-                        indices.len()
-                    ),
-                })?;
-            // Never more than `len`, which did not overflow.
-            packed_len += logic - header;
         }
-        Ok(VarlenPlan {
-            indices: indices.to_vec(),
-            locs,
-            lead,
-            len,
-            header,
-            packed_len,
-            check_fetched: local.is_none(),
-        })
+        VarlenPlan::new(indices.to_vec(), locs, header, local.is_none())
     }
 
     /// Reads the records of `plan`, which this store made, into the first

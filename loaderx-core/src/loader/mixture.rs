@@ -147,11 +147,11 @@ impl MixtureStreams {
                     "has stream {extra:?}, which the first source lacks"
                 )));
             }
-            let len = store_len(&source.streams[0].1);
-            if let Some((n, s)) = source.streams.iter().find(|(_, s)| store_len(s) != len) {
+            let len = source.streams[0].1.len();
+            if let Some((n, s)) = source.streams.iter().find(|(_, s)| s.len() != len) {
                 return Err(in_source(format!(
                     "stream {n:?} holds {} records, stream {:?} {len}",
-                    store_len(s),
+                    s.len(),
                     source.streams[0].0
                 )));
             }
@@ -210,12 +210,5 @@ impl MixtureStreams {
     /// The allocation of records among the sources.
     pub fn mixture(&self) -> &Mixture {
         &self.mixture
-    }
-}
-
-fn store_len(store: &Store) -> u64 {
-    match store {
-        Store::Dense(d) => d.len(),
-        Store::Ragged(r) => r.len(),
     }
 }
