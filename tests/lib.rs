@@ -209,6 +209,15 @@ impl S3Server {
         assert!(line.starts_with("HTTP/1.1 200"), "put {key}: {line}");
     }
 
+    /// Deletes object `bucket/key` with an unsigned DELETE (as if a part
+    /// were lost after a merge, or its upload never finished).
+    pub fn delete_object(&self, bucket: &str, key: &str) {
+        let status = self
+            .request("DELETE", &format!("/{bucket}/{key}"))
+            .expect("delete");
+        assert!(status.starts_with("HTTP/1.1 204"), "delete {key}: {status}");
+    }
+
     /// True when object `bucket/key` exists.
     pub fn exists(&self, bucket: &str, key: &str) -> bool {
         self.request("HEAD", &format!("/{bucket}/{key}"))

@@ -861,3 +861,224 @@ fn four_ranks_on_one_s3_store_deliver_a_single_process_run() {
         assert_eq!(&tk, &global.2, "step {step}: token bytes");
     }
 }
+
+/// Part `p` of a two-stream dataset (Dense `u8[12]` images, Ragged `i32`
+/// tokens) of `n` records, under `dir/part-…`; parts differ in codec and
+/// shard count (the schema is what must agree).
+fn dataset_part(dir: &Path, p: u64, n: usize) -> std::path::PathBuf {
+    let part = dir.join(loaderx_core::Dataset::part_name(p));
+    let codec = [Codec::Raw, Codec::Zstd][p as usize % 2];
+    dense_store(&part.join("image"), codec, n, 12, 1 + p as usize % 3);
+    ragged_store(&part.join("tokens"), codec, n, 40, 2);
+    part
+}
+
+/// Pushes local part `p` under `base` as one publication (what a writer on
+/// another machine does with `loaderx push DIR/part-… URL/part-…`).
+fn push_part(local: &Path, base: &str, p: u64, o: &RemoteOptions) {
+    let name = loaderx_core::Dataset::part_name(p);
+    let set: Vec<(std::path::PathBuf, String)> = ["image", "tokens"]
+        .iter()
+        .map(|s| (local.join(&name).join(s), format!("{base}/{name}/{s}")))
+        .collect();
+    loaderx_core::push_stores(&set, o).unwrap();
+}
+
+fn stream_digests(d: &loaderx_core::Dataset) -> Vec<String> {
+    d.streams()
+        .iter()
+        .map(|(n, s)| format!("{n} {}", digest(s).unwrap()))
+        .collect()
+}
+
+/// A dataset whose parts were pushed independently (four writers at once)
+/// is merged on S3 and reads back as the local one: digests, gathers that
+/// span parts, a loader. Unpublished parts, a manifest that lies, a part
+/// lost after the merge and merges racing are clear errors that write
+/// nothing; a merge after a new part extends the dataset.
+#[test]
+fn a_dataset_pushed_part_by_part_is_merged_and_read_on_s3() {
+    use loaderx_core::Dataset;
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let o = server.options();
+    let tmp = tempfile::tempdir().unwrap();
+    let local = tmp.path().join("local");
+    let sizes = [300usize, 257, 1, 411, 90];
+    for (p, n) in sizes.iter().enumerate() {
+        dataset_part(&local, p as u64, *n);
+    }
+    let base = "s3://bkt/datasets/mix";
+    // Parts 0..4 pushed at once by four writers, except the tokens of
+    // part 3, whose push has not published it yet (no meta.zr).
+    std::thread::scope(|s| {
+        for p in 0..3u64 {
+            let (local, o) = (&local, &o);
+            s.spawn(move || push_part(local, base, p, o));
+        }
+    });
+    let part3 = Dataset::part_name(3);
+    loaderx_core::push(
+        local.join(&part3).join("image"),
+        &format!("{base}/{part3}/image"),
+        &o,
+    )
+    .unwrap();
+    loaderx_core::push(
+        local.join(&part3).join("tokens"),
+        &format!("{base}/{part3}/tokens"),
+        &o,
+    )
+    .unwrap();
+    server.delete_object("bkt", &format!("datasets/mix/{part3}/tokens/meta.zr"));
+    let e = Dataset::merge_url(base, None, &o).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NotPublished { .. })
+            && e.to_string().contains("part-00003/tokens"),
+        "{e}"
+    );
+    assert!(!server.exists("bkt", "datasets/mix/dataset.json"));
+    // The part's writer pushes again (a push over an unpublished one
+    // replaces it) and finishes.
+    loaderx_core::push(
+        local.join(&part3).join("tokens"),
+        &format!("{base}/{part3}/tokens"),
+        &o,
+    )
+    .unwrap();
+    // Another part count than the writers were told: refused.
+    let e = Dataset::merge_url(base, Some(5), &o).unwrap_err();
+    assert!(e.to_string().contains("4 parts found, 5 expected"), "{e}");
+
+    // Merges racing: each is merged or Busy, none half-written.
+    let results: Vec<Result<Dataset, loaderx_core::Error>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| Dataset::merge_url(base, Some(4), &o)))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    eprintln!(
+        "racing merges: {} merged, {} busy",
+        results.iter().filter(|r| r.is_ok()).count(),
+        results.iter().filter(|r| r.is_err()).count()
+    );
+    assert!(results.iter().any(Result::is_ok));
+    for r in &results {
+        if let Err(e) = r {
+            assert!(matches!(e.kind(), ErrorKind::Busy { .. }), "{e}");
+        }
+    }
+
+    // The same parts merged locally: one dataset, the same records.
+    let four = tmp.path().join("four");
+    std::fs::create_dir(&four).unwrap();
+    for p in 0..4 {
+        let name = Dataset::part_name(p);
+        copy_dir(&local.join(&name), &four.join(&name));
+    }
+    let local_ds = Dataset::merge(&four, Some(4)).unwrap();
+    let remote = Dataset::open_url(base, &o).unwrap();
+    assert_eq!(remote.len(), 300 + 257 + 1 + 411);
+    assert_eq!(remote.part_starts(), local_ds.part_starts());
+    assert_eq!(stream_digests(&remote), stream_digests(&local_ds));
+    // Gathers spanning every part, in any order, repeats included.
+    let n = remote.len();
+    let idx: Vec<u64> = (0..500u64).map(|i| (i * 7919 + 13) % n).collect();
+    let (Store::Dense(ri), Store::Dense(li)) = (&remote.streams()[0].1, &local_ds.streams()[0].1)
+    else {
+        panic!("image is Dense");
+    };
+    assert_eq!(
+        ri.gather_bytes(&idx).unwrap(),
+        li.gather_bytes(&idx).unwrap()
+    );
+    let (Store::Ragged(rt), Store::Ragged(lt)) = (&remote.streams()[1].1, &local_ds.streams()[1].1)
+    else {
+        panic!("tokens is Ragged");
+    };
+    assert_eq!(
+        format!("{:?}", rt.gather(&idx).unwrap()),
+        format!("{:?}", lt.gather(&idx).unwrap())
+    );
+    // A loader over the URL's streams delivers what one over the local
+    // dataset does.
+    let loader = |d: Dataset| {
+        let mut b = DataLoader::builder()
+            .batch_size(64)
+            .seed(5)
+            .mode(SamplerMode::Iid);
+        for (name, s) in d.into_streams() {
+            b = b.stream(if name == "image" { "img" } else { "tok" }, s);
+        }
+        deliveries(b.build().unwrap(), 6)
+    };
+    assert_eq!(
+        loader(Dataset::open_url(base, &o).unwrap()),
+        loader(Dataset::open(&four).unwrap())
+    );
+
+    // A fifth part pushed later; merging again extends: old ids keep
+    // their records.
+    push_part(&local, base, 4, &o);
+    let extended = Dataset::merge_url(base, None, &o).unwrap();
+    assert_eq!(extended.len(), remote.len() + 90);
+    let (Store::Dense(ei), _) = (&extended.streams()[0].1, ()) else {
+        panic!("image is Dense");
+    };
+    assert_eq!(
+        ei.gather_bytes(&idx).unwrap(),
+        li.gather_bytes(&idx).unwrap()
+    );
+
+    // A manifest that lies about a part's length: an error naming it.
+    let manifest = tmp.path().join("lie.json");
+    std::fs::write(
+        &manifest,
+        std::fs::read_to_string(four.join("dataset.json"))
+            .unwrap()
+            .replacen("\"records\": 300", "\"records\": 299", 1)
+            .replacen("\"records\": 969", "\"records\": 968", 1),
+    )
+    .unwrap();
+    server.put_object(
+        "bkt",
+        "datasets/lie/dataset.json",
+        &std::fs::read(&manifest).unwrap(),
+    );
+    for p in 0..4 {
+        push_part(&local, "s3://bkt/datasets/lie", p, &o);
+    }
+    let e = Dataset::open_url("s3://bkt/datasets/lie", &o).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("part-00000/image: holds 300 records, the manifest says 299"),
+        "{e}"
+    );
+    // A part lost after the merge: the open names it.
+    server.delete_object("bkt", "datasets/mix/part-00002/tokens/meta.zr");
+    let e = Dataset::open_url(base, &o).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NotAStore { .. })
+            && e.to_string().contains("part-00002/tokens"),
+        "{e}"
+    );
+    // And a merge now refuses (the part is unpublished), leaving the
+    // manifest of the last merge as it was.
+    let before = server.exists("bkt", "datasets/mix/dataset.json");
+    assert!(Dataset::merge_url(base, None, &o).is_err());
+    assert!(before && server.exists("bkt", "datasets/mix/dataset.json"));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}

@@ -74,9 +74,10 @@ enum Command {
     },
     /// Upload a published local store to object storage: payload shards
     /// first (multipart when big), meta.zr last, so a half-finished upload
-    /// never opens.
+    /// never opens. A directory of stores (a dataset's part, a converted
+    /// root) is pushed as one publication, each store at URL/<its path>.
     Push {
-        /// Local store directory.
+        /// Local store directory, or a directory holding stores.
         store: PathBuf,
         /// Destination URL, e.g. s3://bucket/prefix/store (must hold no store).
         url: String,
@@ -117,7 +118,7 @@ enum DatasetCommand {
     /// last and atomically; merging again after adding parts extends the
     /// dataset.
     Merge {
-        /// Dataset directory.
+        /// Dataset directory or URL prefix.
         dir: PathBuf,
         /// The number of parts the writers were told (refuse any other).
         #[arg(long)]
@@ -125,19 +126,19 @@ enum DatasetCommand {
     },
     /// Print the dataset's records, parts and streams.
     Info {
-        /// Dataset directory.
+        /// Dataset directory or URL prefix.
         dir: PathBuf,
     },
     /// Print every stream's canonical digest `<sha256-hex>  <length>  <stream>`:
     /// equal to the digest of one store holding the same records.
     Digest {
-        /// Dataset directory.
+        /// Dataset directory or URL prefix.
         dir: PathBuf,
     },
     /// Read and decode every record of every stream; exit non-zero on the
     /// first problem.
     Verify {
-        /// Dataset directory.
+        /// Dataset directory or URL prefix.
         dir: PathBuf,
     },
 }
@@ -307,7 +308,13 @@ impl Command {
                 store.to_str().into_iter().collect()
             }
             Command::Push { url, .. } => vec![url.as_str()],
-            Command::Migrate { .. } | Command::Dataset(_) => Vec::new(),
+            Command::Dataset(
+                DatasetCommand::Merge { dir, .. }
+                | DatasetCommand::Info { dir }
+                | DatasetCommand::Digest { dir }
+                | DatasetCommand::Verify { dir },
+            ) => dir.to_str().into_iter().collect(),
+            Command::Migrate { .. } => Vec::new(),
             Command::Convert(Convert::Idx { out, .. } | Convert::Hf { out, .. }) => {
                 out.to_str().into_iter().collect()
             }
@@ -386,6 +393,14 @@ fn run(command: &Command) -> Result<String, Error> {
             generation,
         } => {
             let o = RemoteOptions::from_env().part_bytes(part_mib.saturating_mul(1 << 20));
+            if generation.is_none() && !Store::is_store_dir(store) && store.is_dir() {
+                let n = loaderx_convert::output::push_root(store, url, &o)?;
+                return Ok(format!(
+                    "pushed {n} stores under {} to {}",
+                    store.display(),
+                    redact_url(url)
+                ));
+            }
             let staging;
             let mut local = store.clone();
             if let Some(g) = generation

@@ -143,3 +143,56 @@ fn convert_idx_writes_straight_to_a_url() {
         }
     }
 }
+
+/// `loaderx push PART_DIR URL` pushes a dataset part (a directory of
+/// stores) as one publication; two parts pushed so, each from its own
+/// machine, merge on the URL into the dataset of both.
+#[test]
+fn part_directories_push_as_one_and_merge_on_the_url() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    for (p, n) in [(0usize, 70usize), (1, 33)] {
+        let part = dir.path().join(format!("part-0000{p}"));
+        for (stream, width) in [("a", 1usize), ("b", 3)] {
+            let mut w = RaggedWriter::<i32>::create_with(
+                part.join(stream),
+                1,
+                &CreateOptions::new(Codec::Zstd),
+            )
+            .unwrap();
+            let recs: Vec<Vec<i32>> = (0..n)
+                .map(|i| vec![i as i32; 1 + (i * width) % 5])
+                .collect();
+            w.append(&recs).unwrap();
+            w.close().unwrap();
+        }
+        let url = format!("s3://bkt/ds/part-0000{p}");
+        let pushed = stdout(&loaderx(
+            &server,
+            &["push", part.to_str().unwrap(), &url],
+            &[],
+        ));
+        assert!(pushed.contains("pushed 2 stores under"), "{pushed}");
+    }
+    let merged = stdout(&loaderx(&server, &["dataset", "merge", "s3://bkt/ds"], &[]));
+    assert!(
+        merged.contains("103 records in 2 parts, streams a, b"),
+        "{merged}"
+    );
+    // A push over a published part is refused, naming the store.
+    let again = loaderx(
+        &server,
+        &[
+            "push",
+            dir.path().join("part-00000").to_str().unwrap(),
+            "s3://bkt/ds/part-00000",
+        ],
+        &[],
+    );
+    assert!(!again.status.success());
+    let e = String::from_utf8_lossy(&again.stderr);
+    assert!(e.contains("s3://bkt/ds/part-00000/a"), "{e}");
+}

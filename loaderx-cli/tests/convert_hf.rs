@@ -1127,3 +1127,95 @@ fn four_writers_at_once_merge_into_the_single_conversion() {
         "{e}"
     );
 }
+
+/// `loaderx` with `server`'s AWS environment (and no other AWS variable).
+fn with_s3(server: &loaderx_tests::S3Server, mut c: Command) -> Command {
+    for (k, _) in std::env::vars() {
+        if k.starts_with("AWS_") || k.starts_with("LOADERX_CACHE") {
+            c.env_remove(k);
+        }
+    }
+    c.env("AWS_ENDPOINT_URL", server.endpoint())
+        .env("AWS_ACCESS_KEY_ID", "testing")
+        .env("AWS_SECRET_ACCESS_KEY", "testing")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ALLOW_HTTP", "true");
+    c
+}
+
+/// Four `loaderx convert hf --part I --parts 4 s3://…` processes at once,
+/// each pushing its part to the S3 test server independently, then
+/// `loaderx dataset merge s3://…` and `dataset digest|info|verify` on the
+/// URL: the digests are those of a single local conversion.
+#[test]
+fn four_writers_push_their_parts_to_s3_and_merge_there() {
+    let Some((_fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let Some(server) = loaderx_tests::S3Server::start() else {
+        return;
+    };
+    server.create_bucket("corpus");
+    let home = tmp.path().join("home");
+    let single = tmp.path().join("single");
+    cli_ok(
+        &mock,
+        &home,
+        &["test/parts", single.to_str().unwrap(), "--codec", "raw"],
+    );
+    let url = "s3://corpus/parts";
+    let children: Vec<_> = (0..4)
+        .map(|i| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+            c.args(["convert", "hf", "test/parts", url])
+                .args(["--part", &i.to_string(), "--parts", "4"])
+                .env("HF_ENDPOINT", &mock.url)
+                .env("HF_HOME", &home)
+                .env("LOADERX_STAGING_DIR", tmp.path())
+                .env_remove("HF_TOKEN")
+                .env_remove("HF_TOKEN_PATH")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            with_s3(&server, c).spawn().unwrap()
+        })
+        .collect();
+    for c in children {
+        let c = c.wait_with_output().unwrap();
+        assert!(c.status.success(), "{}", String::from_utf8_lossy(&c.stderr));
+    }
+    let loaderx = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+        c.args(args);
+        let out = with_s3(&server, c).output().unwrap();
+        assert!(
+            out.status.success(),
+            "loaderx {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let ds = format!("{url}/train");
+    let merged = loaderx(&["dataset", "merge", &ds, "--parts", "4"]);
+    assert!(merged.contains("1001 records in 4 parts"), "{merged}");
+    let info = loaderx(&["dataset", "info", &ds]);
+    assert!(
+        info.contains("length: 1001") && info.contains("parts: 4"),
+        "{info}"
+    );
+    let verified = loaderx(&["dataset", "verify", &ds]);
+    assert!(verified.starts_with("ok: 1001 records"), "{verified}");
+    let digests = loaderx(&["dataset", "digest", &ds]);
+    let one = Store::open_dir(single.join("train")).unwrap();
+    let want: Vec<String> = one
+        .iter()
+        .map(|(name, s)| format!("{}  {name}", digest(s).unwrap()))
+        .collect();
+    assert_eq!(digests.trim_end(), want.join("\n"));
+    // Staging directories were removed after each push.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("loaderx-staging-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

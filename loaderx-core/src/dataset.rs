@@ -250,6 +250,10 @@ impl Dataset {
     /// passes.
     pub fn merge(dir: impl AsRef<Path>, expect_parts: Option<u64>) -> Result<Dataset, Error> {
         let dir = dir.as_ref();
+        #[cfg(feature = "remote")]
+        if let Some(url) = dir.to_str().filter(|d| crate::is_url(d)) {
+            return Dataset::merge_url(url, expect_parts, &crate::RemoteOptions::from_env());
+        }
         let lock_path = dir.join(LOCK_FILE);
         let lock = fs::OpenOptions::new()
             .create(true)
@@ -268,81 +272,92 @@ impl Dataset {
             Err(fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
         }
         let parts = list_parts(dir)?;
-        if let Some(n) = expect_parts
-            && parts.len() as u64 != n
-        {
-            return Err(Error::invalid(format!(
-                "{}: {} parts found, {n} expected",
-                dir.display(),
-                parts.len()
-            )));
-        }
-        let mut schema: Option<Vec<StreamSchema>> = None;
-        let mut entries = Vec::with_capacity(parts.len());
-        let mut total = 0u64;
+        check_part_count(dir, &parts, expect_parts)?;
+        let mut stores = Vec::with_capacity(parts.len());
         for name in &parts {
-            let part_dir = dir.join(name);
-            let stores = Store::open_dir(&part_dir)?;
-            if stores.is_empty() {
-                return Err(Error::invalid(format!(
-                    "{}: the part holds no store",
-                    part_dir.display()
-                )));
-            }
-            let this: Vec<StreamSchema> =
-                stores.iter().map(|(n, s)| StreamSchema::of(n, s)).collect();
-            let records = stores[0].1.len();
-            if let Some((n, s)) = stores.iter().find(|(_, s)| s.len() != records) {
-                return Err(Error::invalid(format!(
-                    "{}: stream {n:?} holds {} records, stream {:?} {records}",
-                    part_dir.display(),
-                    s.len(),
-                    stores[0].0
-                )));
-            }
-            match &schema {
-                None => schema = Some(this),
-                Some(first) if *first != this => {
-                    return Err(Error::invalid(format!(
-                        "{}: its streams {} differ from {}'s {}",
-                        part_dir.display(),
-                        describe(&this),
-                        parts[0],
-                        describe(first)
-                    )));
-                }
-                Some(_) => {}
-            }
-            total = total.checked_add(records).ok_or_else(|| {
-                Error::invalid(format!("{}: more than 2^64 records", dir.display()))
-            })?;
-            entries.push(PartEntry {
-                name: name.clone(),
-                records,
-            });
+            stores.push(Store::open_dir(dir.join(name))?);
         }
-        let manifest = Manifest {
-            loaderx_dataset: VERSION,
-            records: total,
-            streams: schema.unwrap_or_default(),
-            parts: entries,
-        };
+        let manifest = manifest_of(dir, &parts, stores)?;
         if Dataset::is_dataset_dir(dir) {
-            let old = read_manifest(dir)?;
-            let kept = old.parts.len() <= manifest.parts.len()
-                && old.parts[..] == manifest.parts[..old.parts.len()]
-                && old.streams == manifest.streams;
-            if !kept {
-                return Err(Error::invalid(format!(
-                    "{}: the parts or streams of the last merge changed; a merge only adds parts \
-                     after the merged ones (remove {MANIFEST_FILE} to start over)",
-                    dir.display()
-                )));
-            }
+            check_extends(dir, &read_manifest(dir)?, &manifest)?;
         }
         write_manifest(dir, &manifest)?;
         drop(lock);
         Dataset::open(dir)
+    }
+
+    /// [`merge`](Self::merge) of the dataset at the URL prefix `url`
+    /// (parts pushed there independently, e.g. by `loaderx convert …
+    /// --part I --parts N URL` or [`push_stores`](crate::push_stores)),
+    /// reached with `options`. Every part's stores are opened (up to
+    /// [`RemoteOptions::concurrency`](crate::RemoteOptions::concurrency)
+    /// at once) and checked as locally; the manifest is written last, as
+    /// one object, created only if absent or replaced only if it is still
+    /// the one this merge read, so of two merges racing one is
+    /// [`ErrorKind::Busy`] and writes nothing.
+    ///
+    /// # Errors
+    ///
+    /// As [`merge`](Self::merge); a stream of a part whose push has not
+    /// published it yet (no `meta.zr`) is [`ErrorKind::NotPublished`];
+    /// [`ErrorKind::Remote`] when the object store cannot be read or
+    /// written.
+    #[cfg(feature = "remote")]
+    pub fn merge_url(
+        url: &str,
+        expect_parts: Option<u64>,
+        options: &crate::RemoteOptions,
+    ) -> Result<Dataset, Error> {
+        let remote = crate::remote::RemoteDir::new(url, options)?;
+        let dir = PathBuf::from(remote.url());
+        let found = remote
+            .subdirs("")?
+            .into_iter()
+            .filter_map(|n| part_index(&n).map(|i| (i, n)))
+            .collect();
+        let parts = order_parts(&dir, found)?;
+        check_part_count(&dir, &parts, expect_parts)?;
+        let streams = remote.subdirs_of(&parts, options.concurrency)?;
+        let mut rels = Vec::new();
+        for (part, names) in parts.iter().zip(&streams) {
+            rels.extend(names.iter().map(|s| format!("{part}/{s}")));
+        }
+        // Only metadata is read: no block cache.
+        let opened = remote
+            .open_stores(&rels, &options.clone().no_cache())
+            .map_err(|e| match e.kind() {
+                ErrorKind::NotAStore { path } => {
+                    ErrorKind::NotPublished { path: path.clone() }.into()
+                }
+                _ => e,
+            })?;
+        let mut opened = opened.into_iter();
+        let mut stores = Vec::with_capacity(parts.len());
+        for names in &streams {
+            let mut part = Vec::with_capacity(names.len());
+            for name in names {
+                let store = opened
+                    .next()
+                    .ok_or_else(|| Error::invalid("a store went missing"))?;
+                part.push((name.clone(), Store::from_engine(store)?));
+            }
+            stores.push(part);
+        }
+        let manifest = manifest_of(&dir, &parts, stores)?;
+        let old = remote.read_small(MANIFEST_FILE, MAX_MANIFEST_LEN)?;
+        if let Some((bytes, _)) = &old {
+            check_extends(
+                &dir,
+                &parse_manifest(bytes, &dir.join(MANIFEST_FILE))?,
+                &manifest,
+            )?;
+        }
+        remote.write_small(
+            MANIFEST_FILE,
+            encode_manifest(&manifest)?,
+            old.as_ref().map(|(_, v)| v),
+        )?;
+        Dataset::open_url(url, options)
     }
 
     /// Opens the dataset in `dir`: reads and checks its manifest, opens
@@ -363,6 +378,10 @@ impl Dataset {
     /// [`Store::open`] for each store.
     pub fn open(dir: impl AsRef<Path>) -> Result<Dataset, Error> {
         let dir = dir.as_ref();
+        #[cfg(feature = "remote")]
+        if let Some(url) = dir.to_str().filter(|d| crate::is_url(d)) {
+            return Dataset::open_url(url, &crate::RemoteOptions::from_env());
+        }
         if !Dataset::is_dataset_dir(dir) {
             return Err(ErrorKind::NotAStore {
                 path: dir.to_path_buf(),
@@ -370,50 +389,52 @@ impl Dataset {
             .into());
         }
         let manifest = read_manifest(dir)?;
-        let mut dense: Vec<Vec<DynDense>> = manifest.streams.iter().map(|_| Vec::new()).collect();
-        let mut ragged: Vec<Vec<DynRagged>> = manifest.streams.iter().map(|_| Vec::new()).collect();
+        let mut stores = Vec::with_capacity(manifest.parts.len() * manifest.streams.len());
         for part in &manifest.parts {
-            for (k, schema) in manifest.streams.iter().enumerate() {
-                let path = dir.join(&part.name).join(&schema.name);
-                let mut store = Store::open(&path)?;
-                if store.len() != part.records {
-                    return Err(Error::invalid(format!(
-                        "{}: holds {} records, the manifest says {}",
-                        path.display(),
-                        store.len(),
-                        part.records
-                    )));
-                }
-                if StreamSchema::of(&schema.name, &store) != *schema {
-                    return Err(Error::invalid(format!(
-                        "{}: holds {}, the manifest says {}",
-                        path.display(),
-                        describe(&[StreamSchema::of(&schema.name, &store)]),
-                        describe(std::slice::from_ref(schema))
-                    )));
-                }
+            for schema in &manifest.streams {
+                let mut store = Store::open(dir.join(&part.name).join(&schema.name))?;
                 store.release_locks();
-                match store {
-                    Store::Dense(d) => dense[k].push(d),
-                    Store::Ragged(r) => ragged[k].push(r),
-                }
+                stores.push(store);
             }
         }
-        let mut streams = Vec::with_capacity(manifest.streams.len());
-        for ((schema, d), r) in manifest.streams.iter().zip(dense).zip(ragged) {
-            let path = dir.join(&schema.name);
-            let store = if schema.kind == "dense" {
-                Store::Dense(DynDense::concat(&path, d)?)
-            } else {
-                Store::Ragged(DynRagged::concat(&path, r)?)
-            };
-            streams.push((schema.name.clone(), store));
+        assemble(dir, manifest, stores)
+    }
+
+    /// [`open`](Self::open) of the dataset at the URL prefix `url`,
+    /// reached with `options`: the manifest is one small read, the parts'
+    /// stores are opened up to
+    /// [`RemoteOptions::concurrency`](crate::RemoteOptions::concurrency)
+    /// at once over one client, and
+    /// [`RemoteOptions::memory_cache_bytes`](crate::RemoteOptions::memory_cache_bytes)
+    /// is the budget of the whole dataset, shared evenly by its stores
+    /// (the cache directory's limit is already shared by every store).
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open); [`ErrorKind::Remote`] when the object
+    /// store cannot be read.
+    #[cfg(feature = "remote")]
+    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<Dataset, Error> {
+        let remote = crate::remote::RemoteDir::new(url, options)?;
+        let dir = PathBuf::from(remote.url());
+        let Some((bytes, _)) = remote.read_small(MANIFEST_FILE, MAX_MANIFEST_LEN)? else {
+            return Err(ErrorKind::NotAStore { path: dir }.into());
+        };
+        let manifest = parse_manifest(&bytes, &dir.join(MANIFEST_FILE))?;
+        let mut rels = Vec::with_capacity(manifest.parts.len() * manifest.streams.len());
+        for part in &manifest.parts {
+            for schema in &manifest.streams {
+                rels.push(format!("{}/{}", part.name, schema.name));
+            }
         }
-        Ok(Dataset {
-            path: dir.to_path_buf(),
-            manifest,
-            streams,
-        })
+        let each = options.memory_cache_bytes / (rels.len().max(1) as u64);
+        let per_store = options.clone().memory_cache_bytes(each);
+        let stores = remote
+            .open_stores(&rels, &per_store)?
+            .into_iter()
+            .map(Store::from_engine)
+            .collect::<Result<Vec<_>, _>>()?;
+        assemble(&dir, manifest, stores)
     }
 
     /// The dataset's directory.
@@ -483,6 +504,12 @@ fn list_parts(dir: &Path) -> Result<Vec<String>, Error> {
             parts.push((i, name));
         }
     }
+    order_parts(dir, parts)
+}
+
+/// The part names of `parts` (index, name) in index order, checked to run
+/// from 0 without gap or duplicate.
+fn order_parts(dir: &Path, mut parts: Vec<(u64, String)>) -> Result<Vec<String>, Error> {
     parts.sort();
     if parts.is_empty() {
         return Err(Error::invalid(format!(
@@ -509,6 +536,142 @@ fn list_parts(dir: &Path) -> Result<Vec<String>, Error> {
         }
     }
     Ok(parts.into_iter().map(|p| p.1).collect())
+}
+
+/// Refuses another number of parts than the writers were told.
+fn check_part_count(dir: &Path, parts: &[String], expect: Option<u64>) -> Result<(), Error> {
+    match expect {
+        Some(n) if parts.len() as u64 != n => Err(Error::invalid(format!(
+            "{}: {} parts found, {n} expected",
+            dir.display(),
+            parts.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The manifest of `parts` whose stores (by stream name, in name order)
+/// are `stores`: every part has stores, the same streams as part 0, and
+/// the same number of records in each.
+fn manifest_of(
+    dir: &Path,
+    parts: &[String],
+    stores: Vec<Vec<(String, Store)>>,
+) -> Result<Manifest, Error> {
+    let mut schema: Option<Vec<StreamSchema>> = None;
+    let mut entries = Vec::with_capacity(parts.len());
+    let mut total = 0u64;
+    for (name, stores) in parts.iter().zip(stores) {
+        let part_dir = dir.join(name);
+        let Some((first, first_store)) = stores.first() else {
+            return Err(Error::invalid(format!(
+                "{}: the part holds no store",
+                part_dir.display()
+            )));
+        };
+        let this: Vec<StreamSchema> = stores.iter().map(|(n, s)| StreamSchema::of(n, s)).collect();
+        let records = first_store.len();
+        if let Some((n, s)) = stores.iter().find(|(_, s)| s.len() != records) {
+            return Err(Error::invalid(format!(
+                "{}: stream {n:?} holds {} records, stream {first:?} {records}",
+                part_dir.display(),
+                s.len(),
+            )));
+        }
+        match &schema {
+            None => schema = Some(this),
+            Some(want) if *want != this => {
+                return Err(Error::invalid(format!(
+                    "{}: its streams {} differ from {}'s {}",
+                    part_dir.display(),
+                    describe(&this),
+                    parts[0],
+                    describe(want)
+                )));
+            }
+            Some(_) => {}
+        }
+        total = total
+            .checked_add(records)
+            .ok_or_else(|| Error::invalid(format!("{}: more than 2^64 records", dir.display())))?;
+        entries.push(PartEntry {
+            name: name.clone(),
+            records,
+        });
+    }
+    Ok(Manifest {
+        loaderx_dataset: VERSION,
+        records: total,
+        streams: schema.unwrap_or_default(),
+        parts: entries,
+    })
+}
+
+/// Refuses a merge that would change what the last one wrote: its parts
+/// must stay first and unchanged, its streams the same.
+fn check_extends(dir: &Path, old: &Manifest, new: &Manifest) -> Result<(), Error> {
+    let kept = old.parts.len() <= new.parts.len()
+        && old.parts[..] == new.parts[..old.parts.len()]
+        && old.streams == new.streams;
+    if kept {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "{}: the parts or streams of the last merge changed; a merge only adds parts \
+             after the merged ones (remove {MANIFEST_FILE} to start over)",
+            dir.display()
+        )))
+    }
+}
+
+/// The dataset of `manifest` whose stores, part after part and in each the
+/// manifest's streams, are `stores`: each checked against the manifest
+/// (schema, record count), then every stream's parts joined.
+fn assemble(dir: &Path, manifest: Manifest, stores: Vec<Store>) -> Result<Dataset, Error> {
+    let streams_n = manifest.streams.len();
+    let mut dense: Vec<Vec<DynDense>> = manifest.streams.iter().map(|_| Vec::new()).collect();
+    let mut ragged: Vec<Vec<DynRagged>> = manifest.streams.iter().map(|_| Vec::new()).collect();
+    for (at, store) in stores.into_iter().enumerate() {
+        let (part, k) = (&manifest.parts[at / streams_n], at % streams_n);
+        let schema = &manifest.streams[k];
+        let path = store.path().to_path_buf();
+        if store.len() != part.records {
+            return Err(Error::invalid(format!(
+                "{}: holds {} records, the manifest says {}",
+                path.display(),
+                store.len(),
+                part.records
+            )));
+        }
+        let found = StreamSchema::of(&schema.name, &store);
+        if found != *schema {
+            return Err(Error::invalid(format!(
+                "{}: holds {}, the manifest says {}",
+                path.display(),
+                describe(&[found]),
+                describe(std::slice::from_ref(schema))
+            )));
+        }
+        match store {
+            Store::Dense(d) => dense[k].push(d),
+            Store::Ragged(r) => ragged[k].push(r),
+        }
+    }
+    let mut streams = Vec::with_capacity(streams_n);
+    for ((schema, d), r) in manifest.streams.iter().zip(dense).zip(ragged) {
+        let path = dir.join(&schema.name);
+        let store = if schema.kind == "dense" {
+            Store::Dense(DynDense::concat(&path, d)?)
+        } else {
+            Store::Ragged(DynRagged::concat(&path, r)?)
+        };
+        streams.push((schema.name.clone(), store));
+    }
+    Ok(Dataset {
+        path: dir.to_path_buf(),
+        manifest,
+        streams,
+    })
 }
 
 fn describe(streams: &[StreamSchema]) -> String {
@@ -542,11 +705,16 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
     let mut bytes = Vec::with_capacity(len as usize);
     std::io::Read::read_to_end(&mut std::io::Read::take(file, MAX_MANIFEST_LEN), &mut bytes)
         .map_err(|e| Error::io(&path, e))?;
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::corrupt(&path, format!("not a dataset manifest: {e}")))?;
+    parse_manifest(&bytes, &path)
+}
+
+/// Parses and checks the manifest `bytes` read from `path`.
+fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Manifest, Error> {
+    let manifest: Manifest = serde_json::from_slice(bytes)
+        .map_err(|e| Error::corrupt(path, format!("not a dataset manifest: {e}")))?;
     if manifest.loaderx_dataset != VERSION {
         return Err(Error::corrupt(
-            &path,
+            path,
             format!(
                 "manifest version {}, this loaderx reads version {VERSION}",
                 manifest.loaderx_dataset
@@ -554,13 +722,13 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
         ));
     }
     if manifest.streams.is_empty() {
-        return Err(Error::corrupt(&path, "no stream"));
+        return Err(Error::corrupt(path, "no stream"));
     }
     for (i, s) in manifest.streams.iter().enumerate() {
-        s.check(&path)?;
+        s.check(path)?;
         if manifest.streams[..i].iter().any(|t| t.name == s.name) {
             return Err(Error::corrupt(
-                &path,
+                path,
                 format!("stream {:?} listed twice", s.name),
             ));
         }
@@ -569,7 +737,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
     for (i, p) in manifest.parts.iter().enumerate() {
         if part_index(&p.name) != Some(i as u64) {
             return Err(Error::corrupt(
-                &path,
+                path,
                 format!(
                     "part {i} is named {:?}, not {}",
                     p.name,
@@ -579,15 +747,23 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
         }
         sum = sum
             .checked_add(p.records)
-            .ok_or_else(|| Error::corrupt(&path, "more than 2^64 records"))?;
+            .ok_or_else(|| Error::corrupt(path, "more than 2^64 records"))?;
     }
     if sum != manifest.records {
         return Err(Error::corrupt(
-            &path,
+            path,
             format!("{} records, but its parts hold {sum}", manifest.records),
         ));
     }
     Ok(manifest)
+}
+
+/// The manifest's JSON, as written.
+fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, Error> {
+    let mut bytes = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| Error::invalid(format!("cannot encode the manifest: {e}")))?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 /// Writes `manifest` into `dir` atomically: a temporary file, synced, then
@@ -595,9 +771,7 @@ fn read_manifest(dir: &Path) -> Result<Manifest, Error> {
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), Error> {
     let path = dir.join(MANIFEST_FILE);
     let temp = dir.join(format!(".{MANIFEST_FILE}.tmp-{}", std::process::id()));
-    let mut bytes = serde_json::to_vec_pretty(manifest)
-        .map_err(|e| Error::invalid(format!("cannot encode the manifest: {e}")))?;
-    bytes.push(b'\n');
+    let bytes = encode_manifest(manifest)?;
     let written = (|| {
         let mut f = fs::File::create(&temp)?;
         f.write_all(&bytes)?;

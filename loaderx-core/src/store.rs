@@ -234,7 +234,7 @@ impl Store {
         }
     }
 
-    fn from_engine(engine: StoreReader) -> Result<Store, Error> {
+    pub(crate) fn from_engine(engine: StoreReader) -> Result<Store, Error> {
         Ok(match engine.schema().kind() {
             StoreKind::Dense => Store::Dense(DynDense::from_engine(engine)?),
             StoreKind::Ragged => Store::Ragged(DynRagged::from_engine(engine)?),

@@ -260,6 +260,7 @@ impl StoreReader {
         dst: &'d mut [D],
     ) -> Result<&'d mut [u8], Error> {
         let dst = plan.dst(dst, plan.len, "")?;
+        #[cfg_attr(not(feature = "remote"), allow(unused_mut))]
         let mut jobs = plan.tile(&mut *dst);
         // Warm raw records: straight out of the memory tier. (A raw record's
         // logical length was checked by the plan: it stores exactly it.)

@@ -109,6 +109,7 @@ use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN,
 
 mod cache;
 mod client;
+mod dir;
 mod open;
 mod options;
 mod push;
@@ -117,10 +118,11 @@ mod shards;
 mod tests;
 
 pub use self::cache::CACHE_SUBDIR;
+pub(crate) use self::dir::RemoteDir;
 pub(crate) use self::open::open;
 pub use self::options::{RemoteOptions, RemoteStats, STORE_ID_FILE};
 pub use self::push::{PushReport, push, push_stores};
 pub(crate) use self::shards::{Copied, Fetched, RemoteShards, Resident};
 // The sibling modules see each other's items through these.
 #[allow(clippy::wildcard_imports, unused_imports)]
-use self::{cache::*, client::*, open::*, options::*, push::*, shards::*};
+use self::{cache::*, client::*, dir::*, open::*, options::*, push::*, shards::*};
