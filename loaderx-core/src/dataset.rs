@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::dense::DynDense;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
+use crate::part_index::PartIndex;
 use crate::ragged::DynRagged;
 use crate::store::Store;
 
@@ -183,6 +184,7 @@ fn part_index(name: &str) -> Option<u64> {
 pub struct Dataset {
     path: PathBuf,
     manifest: Manifest,
+    index: PartIndex,
     streams: Vec<(String, Store)>,
 }
 
@@ -463,14 +465,17 @@ impl Dataset {
 
     /// The first record id of every part, then the total.
     pub fn part_starts(&self) -> Vec<u64> {
-        let mut starts = Vec::with_capacity(self.manifest.parts.len() + 1);
-        let mut at = 0;
-        starts.push(at);
-        for p in &self.manifest.parts {
-            at += p.records;
-            starts.push(at);
-        }
-        starts
+        self.index.starts().to_vec()
+    }
+
+    /// `(part, index in the part)` of record `record`; `None` past the end.
+    pub fn locate(&self, record: u64) -> Option<(usize, u64)> {
+        self.index.locate(record)
+    }
+
+    /// The map from record ids to parts.
+    pub fn part_index(&self) -> &PartIndex {
+        &self.index
     }
 
     /// The streams' names, in the manifest's order.
@@ -667,9 +672,11 @@ fn assemble(dir: &Path, manifest: Manifest, stores: Vec<Store>) -> Result<Datase
         };
         streams.push((schema.name.clone(), store));
     }
+    let index = PartIndex::new(manifest.parts.iter().map(|p| p.records))?;
     Ok(Dataset {
         path: dir.to_path_buf(),
         manifest,
+        index,
         streams,
     })
 }
@@ -723,6 +730,9 @@ fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Manifest, Error> {
     }
     if manifest.streams.is_empty() {
         return Err(Error::corrupt(path, "no stream"));
+    }
+    if manifest.parts.is_empty() {
+        return Err(Error::corrupt(path, "no part"));
     }
     for (i, s) in manifest.streams.iter().enumerate() {
         s.check(path)?;

@@ -94,6 +94,7 @@ pub mod guide;
 mod loader;
 mod migrate;
 mod options;
+mod part_index;
 mod ragged;
 #[cfg(feature = "remote")]
 mod remote;
@@ -120,6 +121,7 @@ pub use loader::{
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;
+pub use part_index::PartIndex;
 pub use ragged::{
     DynRagged, DynRaggedBatch, DynRaggedWriter, Ragged, RaggedBatch, RaggedGatherPlan,
     RaggedLayout, RaggedRecord, RaggedWriter,

@@ -273,3 +273,97 @@ fn parts_that_differ_are_refused_and_name_the_part() {
     );
     assert_eq!(joined.part_starts(), [0, 3]);
 }
+
+/// Batches large enough to be read in parallel, over parts of every codec
+/// (dictionary parts each with their own dictionary, which the workers'
+/// shared decoders switch between): Dense and Ragged, packed or not, equal
+/// one store's.
+#[test]
+fn large_gathers_over_mixed_codec_parts_match_one_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let sizes = [3000usize, 2500, 1, 2800, 0, 3100];
+    let (mut dense_parts, mut ragged_parts) = (Vec::new(), Vec::new());
+    let (mut all_rows, mut all_records) = (Vec::new(), Vec::new());
+    for (p, &n) in sizes.iter().enumerate() {
+        let codec = [Codec::ZstdDict, Codec::Zstd, Codec::Raw, Codec::ZstdDict][p % 4];
+        let d = dir.path().join(format!("d{p}"));
+        let r = rows(n, all_rows.len());
+        dense(&d, &r, codec, 1 + p % 3);
+        all_rows.extend(r);
+        dense_parts.push(DynDense::open(&d).unwrap());
+        let g = dir.path().join(format!("g{p}"));
+        let recs = records(n, all_records.len());
+        ragged(&g, &recs, codec, Generation::V2_8_19);
+        all_records.extend(recs);
+        ragged_parts.push(DynRagged::open(&g).unwrap());
+    }
+    dense(&dir.path().join("d-one"), &all_rows, Codec::Raw, 2);
+    ragged(
+        &dir.path().join("g-one"),
+        &all_records,
+        Codec::Zstd,
+        Generation::V2_8_19,
+    );
+    let one_d = DynDense::open(dir.path().join("d-one")).unwrap();
+    let one_g = DynRagged::open(dir.path().join("g-one")).unwrap();
+    let joined_d = DynDense::concat(dir.path(), dense_parts).unwrap();
+    let joined_g = DynRagged::concat(dir.path(), ragged_parts).unwrap();
+    let n = all_rows.len() as u64;
+    let indices: Vec<u64> = (0..8000u64).map(|i| (i * 2_654_435_761) % n).collect();
+    assert_eq!(
+        joined_d.gather_bytes(&indices).unwrap(),
+        one_d.gather_bytes(&indices).unwrap()
+    );
+    for packed in [false, true] {
+        let (a, b) = if packed {
+            (
+                joined_g.gather_packed(&indices).unwrap(),
+                one_g.gather_packed(&indices).unwrap(),
+            )
+        } else {
+            (
+                joined_g.gather(&indices).unwrap(),
+                one_g.gather(&indices).unwrap(),
+            )
+        };
+        for (k, index) in indices.iter().enumerate() {
+            assert_eq!(a.shape(k), b.shape(k));
+            assert_eq!(a.bytes(k), b.bytes(k), "record {index}");
+        }
+    }
+}
+
+/// A damaged record in one part is a `CorruptRecord` naming that part's
+/// store and the record's index in it, through every gather path.
+#[test]
+fn a_damaged_record_in_a_part_names_the_part_and_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut parts = Vec::new();
+    for p in 0..3 {
+        let path = dir.path().join(format!("part{p}"));
+        dense(&path, &rows(500, 500 * p), Codec::Zstd, 1);
+        parts.push(path);
+    }
+    // Overwrite part 1's payload with bytes no zstd frame starts with.
+    let shard = parts[1].join("data_0.zr");
+    let len = std::fs::metadata(&shard).unwrap().len();
+    std::fs::write(&shard, vec![0xA5u8; len as usize]).unwrap();
+    let joined = DynDense::concat(
+        dir.path(),
+        parts.iter().map(|p| DynDense::open(p).unwrap()).collect(),
+    )
+    .unwrap();
+    // Records of parts 0 and 2 still read; any batch touching part 1 fails.
+    let fine: Vec<u64> = (0..500).chain(1000..1500).collect();
+    assert_eq!(joined.gather_bytes(&fine).unwrap().len(), 1000 * 6);
+    for batch in [vec![0u64, 1200, 742], (0..1500).rev().collect::<Vec<u64>>()] {
+        let e = joined.gather_bytes(&batch).unwrap_err();
+        match e.kind() {
+            loaderx_core::ErrorKind::CorruptRecord { path, index, .. } => {
+                assert!(path.ends_with("part1"), "{e}");
+                assert!(*index < 500, "{e}");
+            }
+            _ => panic!("{e}"),
+        }
+    }
+}

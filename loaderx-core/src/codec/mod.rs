@@ -217,6 +217,66 @@ impl Encoder<'_> {
     }
 }
 
+/// Decoders of one worker for the records of many stores (the parts of a
+/// dataset): one zstd context for every store without a dictionary, and
+/// one that references each store's prepared dictionary in turn (a pointer
+/// swap, no copy), so a gather over thousands of parts makes at most two
+/// contexts a worker rather than one a part.
+pub(crate) struct SharedDecoders<'a> {
+    raw: Decoder<'a>,
+    plain: Option<Decoder<'a>>,
+    /// The decoder for dictionary stores and the address of the dictionary
+    /// it references now.
+    dicted: Option<(Decoder<'a>, usize)>,
+}
+
+impl<'a> SharedDecoders<'a> {
+    /// No zstd context yet: each is made when first needed.
+    pub(crate) fn new() -> Self {
+        SharedDecoders {
+            raw: Decoder { inner: None },
+            plain: None,
+            dicted: None,
+        }
+    }
+
+    /// The decoder for a record of the store whose codec is `state`.
+    pub(crate) fn for_state(&mut self, state: &'a CodecState) -> io::Result<&mut Decoder<'a>> {
+        match state.codec {
+            Codec::Raw => Ok(&mut self.raw),
+            Codec::Zstd => match &mut self.plain {
+                Some(d) => Ok(d),
+                slot @ None => Ok(slot.insert(Decoder {
+                    inner: Some(Decompressor::new()?),
+                })),
+            },
+            Codec::ZstdDict => {
+                let Some(dict) = state.decoder_dict.as_deref() else {
+                    return Err(io::Error::other("store has no decoder dictionary"));
+                };
+                let at = std::ptr::from_ref(dict).addr();
+                match &mut self.dicted {
+                    Some((d, current)) => {
+                        if *current != at {
+                            if let Some(z) = d.inner.as_mut() {
+                                z.set_prepared_dictionary(dict)?;
+                            }
+                            *current = at;
+                        }
+                        Ok(d)
+                    }
+                    slot @ None => {
+                        let d = Decoder {
+                            inner: Some(Decompressor::with_prepared_dictionary(dict)?),
+                        };
+                        Ok(&mut slot.insert((d, at)).0)
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Decodes records for one worker, reusing its zstd context.
 pub(crate) struct Decoder<'a> {
     inner: Option<Decompressor<'a>>,

@@ -3,8 +3,8 @@
 //! stream, a mixture's sources).
 //!
 //! Record `i` of the whole lies in the part whose range holds it, found by
-//! a binary search over the parts' first indices (no per-record memory
-//! beyond the parts' own tables). A gather that touches one part is that
+//! a [`PartIndex`] (a bucket table over the parts' first indices: no
+//! per-record memory beyond the parts' own tables). A gather that touches one part is that
 //! part's own gather; one that spans parts groups its records by part and
 //! runs the groups in parallel, each record still read straight into its
 //! place in the caller's buffer.
@@ -13,21 +13,25 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, StoreReader};
-use super::varlen::VarlenPlan;
-use crate::codec::{Codec, Sink};
+use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, Staged, StoreReader};
+use super::varlen::{PackedJob, VarlenPlan};
+use crate::codec::{Codec, SharedDecoders, Sink};
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
+use crate::part_index::PartIndex;
 
 /// Stores read end to end as one.
 pub(crate) struct Parts {
     path: PathBuf,
     readers: Vec<StoreReader>,
-    /// `starts[p]`: the index of part `p`'s first record; one entry more,
-    /// the total.
-    starts: Vec<u64>,
+    /// Record → (part, index in the part).
+    index: PartIndex,
+    /// No part is on object storage: records are read where they lie, in
+    /// the batch's order, without grouping them by part (remote parts are
+    /// grouped, each part fetching its records' bytes at once).
+    local: bool,
     /// Every part is a local raw store: a record is a copy from its
-    /// part's map, done in place without grouping the records by part.
+    /// part's map.
     raw_local: bool,
     /// Every part is a local raw store in the writer's regular layout:
     /// where each part's records lie, in one compact table, so a record is
@@ -61,18 +65,9 @@ impl Parts {
                 path.display()
             )));
         }
-        let mut starts = Vec::with_capacity(readers.len() + 1);
-        let mut total = 0u64;
-        starts.push(0);
-        for r in &readers {
-            total = total
-                .checked_add(r.len())
-                .ok_or_else(|| Error::invalid("the parts hold more than 2^64 records"))?;
-            starts.push(total);
-        }
-        let raw_local = readers
-            .iter()
-            .all(|r| r.codec() == Codec::Raw && !r.is_remote());
+        let index = PartIndex::new(readers.iter().map(StoreReader::len))?;
+        let local = readers.iter().all(|r| !r.is_remote());
+        let raw_local = local && readers.iter().all(|r| r.codec() == Codec::Raw);
         let regular = if raw_local {
             let mut table = RegularParts {
                 parts: Vec::with_capacity(readers.len()),
@@ -102,7 +97,8 @@ impl Parts {
         Ok(Parts {
             path: path.to_path_buf(),
             readers,
-            starts,
+            index,
+            local,
             raw_local,
             regular,
         })
@@ -127,34 +123,18 @@ impl Parts {
     }
 
     pub(crate) fn len(&self) -> u64 {
-        self.starts.last().copied().unwrap_or(0)
+        self.index.len()
     }
 
     /// The first index of every part, and the total.
     pub(crate) fn starts(&self) -> &[u64] {
-        &self.starts
+        self.index.starts()
     }
 
     /// `(part, index in the part)` of record `index` (in range).
     #[inline]
     fn locate(&self, index: u64) -> (usize, u64) {
-        // The last part whose start is at or below `index` (an empty part
-        // shares its start with the next one, so the last of equal starts
-        // is the one holding `index`): a binary search whose step is a
-        // conditional move, not a branch that random indices would
-        // mispredict at every level.
-        let starts = &self.starts;
-        let (mut base, mut len) = (0usize, starts.len() - 1);
-        while len > 1 {
-            let half = len / 2;
-            base = if starts[base + half] <= index {
-                base + half
-            } else {
-                base
-            };
-            len -= half;
-        }
-        (base, index - starts[base])
+        self.index.locate_in_range(index)
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
@@ -180,7 +160,7 @@ impl Parts {
     fn single_part(&self, indices: &[u64]) -> Option<usize> {
         let (&first, rest) = indices.split_first()?;
         let (p, _) = self.locate(first);
-        let (lo, hi) = (self.starts[p], self.starts[p + 1]);
+        let (lo, hi) = (self.index.starts()[p], self.index.starts()[p + 1]);
         rest.iter().all(|&i| (lo..hi).contains(&i)).then_some(p)
     }
 
@@ -216,7 +196,7 @@ impl Parts {
         super::reader::check_fixed_dst(indices.len(), width, dst.len())?;
         self.check_indices(indices)?;
         if let Some(p) = self.single_part(indices) {
-            let start = self.starts[p];
+            let start = self.index.starts()[p];
             if start == 0 {
                 return self.readers[p].gather_fixed(indices, width, dst);
             }
@@ -243,33 +223,57 @@ impl Parts {
                     }
                     return Ok(());
                 };
-                for (&i, d) in idx.iter().zip(d.chunks_exact_mut(width)) {
-                    let (p, local) = self.locate(i);
-                    let part = t.parts[p];
-                    let (addr, len) = t.shards[part.first + (local & part.mask) as usize];
-                    let start = ((local >> part.shift) as usize).wrapping_mul(width);
-                    if start.checked_add(width).is_none_or(|end| end > len) {
-                        return Err(Error::corrupt_record(
-                            self.readers[p].path(),
-                            local,
-                            "location outside its shard",
-                        ));
+                // Two passes a block: first every record's address (table
+                // lookups only, cached), then the copies, whose loads are
+                // then independent of each other and overlap in memory as
+                // one store's do.
+                const BLOCK: usize = 64;
+                let mut from = [0usize; BLOCK];
+                for (idx, d) in idx.chunks(BLOCK).zip(d.chunks_mut(BLOCK * width)) {
+                    for (&i, at) in idx.iter().zip(from.iter_mut()) {
+                        let (p, local) = self.locate(i);
+                        let part = t.parts[p];
+                        let (addr, len) = t.shards[part.first + (local & part.mask) as usize];
+                        let start = ((local >> part.shift) as usize).wrapping_mul(width);
+                        if start.checked_add(width).is_none_or(|end| end > len) {
+                            return Err(Error::corrupt_record(
+                                self.readers[p].path(),
+                                local,
+                                "location outside its shard",
+                            ));
+                        }
+                        *at = addr + start;
+                        // SAFETY: a prefetch is a hint: it reads nothing into
+                        // the program and never faults, whatever the address
+                        // (this one lies in a mapped shard, checked above);
+                        // SSE is in every x86_64 target.
+                        #[cfg(target_arch = "x86_64")]
+                        unsafe {
+                            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                                std::ptr::with_exposed_provenance::<i8>(*at),
+                            );
+                        }
                     }
-                    // SAFETY: `addr, len` is a shard's bytes from its base,
-                    // a slice of a payload map that `self.readers[p]` owns:
-                    // the maps live as long as `self` (the table is built
-                    // after the readers and dropped with them; no reader is
-                    // replaced or remapped meanwhile) and are never written
-                    // (read-only maps of published stores). `start + width
-                    // <= len` was checked above, so the `width` bytes from
-                    // `addr + start` lie inside that slice.
-                    let src = unsafe {
-                        std::slice::from_raw_parts(
-                            std::ptr::with_exposed_provenance::<u8>(addr + start),
-                            width,
-                        )
-                    };
-                    D::put(d, src);
+                    for (&at, d) in from.iter().zip(d.chunks_exact_mut(width)) {
+                        // SAFETY: `at` is `addr + start` of the first pass:
+                        // `addr, len` is a shard's bytes from its base, a
+                        // slice of a payload map that a reader of
+                        // `self.readers` owns; the maps live as long as
+                        // `self` (the table is built after the readers and
+                        // dropped with them; no reader is replaced or
+                        // remapped meanwhile) and are never written
+                        // (read-only maps of published stores). `start +
+                        // width <= len` was checked there, so the `width`
+                        // bytes from `at` lie inside that slice. `d` has a
+                        // record for each of the first pass's addresses.
+                        let src = unsafe {
+                            std::slice::from_raw_parts(
+                                std::ptr::with_exposed_provenance::<u8>(at),
+                                width,
+                            )
+                        };
+                        D::put(d, src);
+                    }
                 }
                 Ok(())
             };
@@ -284,10 +288,47 @@ impl Parts {
                 .zip(indices.par_chunks(per_job))
                 .try_for_each(|(d, idx)| copy(idx, d));
         }
+        if self.local {
+            let mut jobs = Vec::with_capacity(indices.len());
+            for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
+                let (p, local) = self.locate(i);
+                jobs.push((p, local, self.readers[p].loc(local)?, d));
+            }
+            return self.read_local(jobs);
+        }
         let groups = self.group(indices.iter().copied().zip(dst.chunks_exact_mut(width)));
         groups
             .into_par_iter()
             .try_for_each(|(p, jobs)| self.readers[p].gather_fixed_jobs(jobs, width))
+    }
+
+    /// Decodes `(part, index in the part, location, destination)` jobs of
+    /// local parts in the order given, in parallel when worth it, with one
+    /// set of decoders a worker whatever the number of parts. On `Ok`
+    /// every destination was written whole.
+    fn read_local<'s, D: Sink>(
+        &'s self,
+        jobs: Vec<(usize, u64, RecordLoc, &mut [D])>,
+    ) -> Result<(), Error> {
+        let read = |dec: &mut SharedDecoders<'s>,
+                    (p, local, loc, d): (usize, u64, RecordLoc, &mut [D])|
+         -> Result<(), Error> {
+            let r = &self.readers[p];
+            let dec = dec
+                .for_state(r.codec_state())
+                .map_err(|e| Error::io(r.path(), e))?;
+            r.read_at(local, loc, d, dec, &Staged::Local)
+        };
+        let total: usize = jobs.iter().map(|j| j.3.len()).sum();
+        let min_bytes = self.readers[0].parallel_min_bytes();
+        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
+            let mut dec = SharedDecoders::new();
+            return jobs.into_iter().try_for_each(|j| read(&mut dec, j));
+        }
+        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
+        jobs.into_par_iter()
+            .with_min_len(per_job)
+            .try_for_each_init(SharedDecoders::new, read)
     }
 
     /// Plans a variable-length gather, as [`StoreReader::plan_varlen`]: each
@@ -295,11 +336,22 @@ impl Parts {
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
         if let Some(p) = self.single_part(indices) {
-            let start = self.starts[p];
+            let start = self.index.starts()[p];
             let local: Vec<u64> = indices.iter().map(|&i| i - start).collect();
             let mut plan = self.readers[p].plan_varlen(&local, header)?;
             plan.indices = indices.to_vec();
             return Ok(plan);
+        }
+        if self.local {
+            // Each record checked by its part where it lies, in order.
+            let locs = indices
+                .iter()
+                .map(|&i| {
+                    let (p, local) = self.locate(i);
+                    self.readers[p].plan_record(local, header, Some(&Staged::Local))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            return VarlenPlan::new(indices.to_vec(), locs, header, false);
         }
         let mut locs = vec![RecordLoc::default(); indices.len()];
         let mut check_fetched = false;
@@ -324,6 +376,20 @@ impl Parts {
     ) -> Result<&'d mut [u8], Error> {
         let dst = plan.dst(dst, plan.len, "")?;
         let jobs = plan.tile(&mut *dst);
+        if self.local {
+            let jobs = jobs
+                .into_iter()
+                .map(|(i, loc, d)| {
+                    let (p, local) = self.locate(i);
+                    (p, local, loc, d)
+                })
+                .collect();
+            self.read_local(jobs)?;
+            // SAFETY: `tile` cut `dst` into the records' segments, zeroing
+            // each lead and padding, and `read_local` returned `Ok`, so it
+            // wrote every record's destination whole.
+            return Ok(unsafe { D::assume_init(dst) });
+        }
         let groups = self.group(jobs.into_iter().map(|(i, loc, d)| (i, (loc, d))));
         groups.into_par_iter().try_for_each(|(p, jobs)| {
             let r = &self.readers[p];
@@ -352,6 +418,13 @@ impl Parts {
         let dst = plan.dst(dst, plan.packed_len, "packed ")?;
         plan.check_headers(headers)?;
         let jobs = plan.tile_packed(&mut *dst, headers);
+        if self.local {
+            self.read_local_packed(jobs, header)?;
+            // SAFETY: `tile_packed` cut `dst` into the records' element
+            // ranges, which tile it, and `read_local_packed` returned `Ok`,
+            // so it wrote every range whole.
+            return Ok(unsafe { D::assume_init(dst) });
+        }
         let groups = self.group(jobs.into_iter().map(|(i, loc, h, d)| (i, (loc, h, d))));
         groups.into_par_iter().try_for_each(|(p, jobs)| {
             let r = &self.readers[p];
@@ -370,5 +443,43 @@ impl Parts {
         // `read_packed_jobs`, which wrote each of its ranges whole; the
         // groups hold every record of the plan.
         Ok(unsafe { D::assume_init(dst) })
+    }
+
+    /// [`Self::read_local`] for a packed gather's jobs (global index,
+    /// location, header, elements).
+    fn read_local_packed<'s, D: Sink>(
+        &'s self,
+        jobs: Vec<PackedJob<'_, '_, D>>,
+        header: usize,
+    ) -> Result<(), Error> {
+        let read = |(dec, scratch): &mut (SharedDecoders<'s>, Vec<u8>),
+                    (i, loc, head, values): PackedJob<'_, '_, D>|
+         -> Result<(), Error> {
+            let (p, local) = self.locate(i);
+            let r = &self.readers[p];
+            let dec = dec
+                .for_state(r.codec_state())
+                .map_err(|e| Error::io(r.path(), e))?;
+            r.read_packed_at(
+                local,
+                loc,
+                head,
+                values,
+                header,
+                scratch,
+                dec,
+                &Staged::Local,
+            )
+        };
+        let total: usize = jobs.iter().map(|j| j.3.len()).sum();
+        let min_bytes = self.readers[0].parallel_min_bytes();
+        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
+            let mut state = (SharedDecoders::new(), Vec::new());
+            return jobs.into_iter().try_for_each(|j| read(&mut state, j));
+        }
+        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
+        jobs.into_par_iter()
+            .with_min_len(per_job)
+            .try_for_each_init(|| (SharedDecoders::new(), Vec::new()), read)
     }
 }

@@ -609,6 +609,12 @@ impl StoreReader {
         self.codec.decoder()
     }
 
+    /// The store's codec and dictionary, for a decoder shared with other
+    /// stores ([`crate::codec::SharedDecoders`]).
+    pub(super) fn codec_state(&self) -> &CodecState {
+        &self.codec
+    }
+
     /// Decodes record `index`, located at `loc`, into `dst` (exactly its
     /// logical length); on `Ok`, every byte of `dst` was written.
     pub(crate) fn read_at<D: Sink>(

@@ -219,25 +219,13 @@ impl StoreReader {
     /// overflows `usize`.
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         self.check_indices(indices)?;
-        let mut locs = Vec::with_capacity(indices.len());
-        for &i in indices {
-            locs.push(self.loc(i)?);
-        }
         // A local store's stored bytes are at hand: check what the frames
         // declare now, once.
         let local = (!self.is_remote()).then_some(Staged::Local);
-        for (&i, &loc) in indices.iter().zip(&locs) {
-            // Memory is sized by the logical lengths: check them first.
-            self.check_logical_length(i, loc, local.as_ref())?;
-            let logic = loc.logic_length as usize;
-            if logic <= header {
-                return Err(Error::corrupt_record(
-                    self.path(),
-                    i,
-                    format!("{logic} bytes cannot hold a {header}-byte header and elements"),
-                ));
-            }
-        }
+        let locs = indices
+            .iter()
+            .map(|&i| self.plan_record(i, header, local.as_ref()))
+            .collect::<Result<Vec<_>, _>>()?;
         VarlenPlan::new(indices.to_vec(), locs, header, local.is_none())
     }
 
@@ -363,38 +351,11 @@ impl StoreReader {
         let io_err = |e: std::io::Error| {
             Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
         };
-        let raw = self.codec() == Codec::Raw;
-        // One record: a raw one straight from its stored bytes, a compressed
-        // one through `scratch`.
         let read = |scratch: &mut Vec<u8>,
                     dec: &mut crate::codec::Decoder<'_>,
-                    (index, loc, head, values): (u64, RecordLoc, &mut [u8], &mut [D])|
+                    (index, loc, head, values): PackedJob<'_, '_, D>|
          -> Result<(), Error> {
-            let stored = self.stored(staged, index, loc)?;
-            let logic = loc.logic_length as usize;
-            let record = if raw {
-                if stored.len() != logic {
-                    return Err(Error::corrupt_record(
-                        self.path(),
-                        index,
-                        format!(
-                            "raw record stores {} bytes but should hold {logic}",
-                            stored.len()
-                        ),
-                    ));
-                }
-                stored
-            } else {
-                scratch.clear();
-                scratch.resize(logic, 0);
-                dec.decode(stored, scratch.as_mut_slice())
-                    .map_err(|e| Error::corrupt_record(self.path(), index, e))?;
-                scratch.as_slice()
-            };
-            let (h, elements) = record.split_at(header);
-            head.copy_from_slice(h);
-            D::put(values, elements);
-            Ok(())
+            self.read_packed_at(index, loc, head, values, header, scratch, dec, staged)
         };
         if self.reads_serially(total, n) {
             let mut dec = self.decoder().map_err(io_err)?;
@@ -417,5 +378,71 @@ impl StoreReader {
                 )?;
         }
         Ok(())
+    }
+
+    /// Reads record `index` (at `loc`) of a packed gather: its `header`
+    /// bytes into `head`, its elements into `values`; a raw record straight
+    /// from its stored bytes, a compressed one through `scratch`.
+    #[allow(clippy::too_many_arguments, reason = "one record's whole context")]
+    pub(super) fn read_packed_at<D: Sink>(
+        &self,
+        index: u64,
+        loc: RecordLoc,
+        head: &mut [u8],
+        values: &mut [D],
+        header: usize,
+        scratch: &mut Vec<u8>,
+        dec: &mut crate::codec::Decoder<'_>,
+        staged: &Staged,
+    ) -> Result<(), Error> {
+        let stored = self.stored(staged, index, loc)?;
+        let logic = loc.logic_length as usize;
+        let record = if self.codec() == Codec::Raw {
+            if stored.len() != logic {
+                return Err(Error::corrupt_record(
+                    self.path(),
+                    index,
+                    format!(
+                        "raw record stores {} bytes but should hold {logic}",
+                        stored.len()
+                    ),
+                ));
+            }
+            stored
+        } else {
+            scratch.clear();
+            scratch.resize(logic, 0);
+            dec.decode(stored, scratch.as_mut_slice())
+                .map_err(|e| Error::corrupt_record(self.path(), index, e))?;
+            scratch.as_slice()
+        };
+        let (h, elements) = record.split_at(header);
+        head.copy_from_slice(h);
+        D::put(values, elements);
+        Ok(())
+    }
+
+    /// The location of record `index` (in range) for a variable-length
+    /// gather: its logical length checked (against what its frame declares
+    /// when `local` holds the stored bytes) and long enough for a `header`
+    /// and elements.
+    pub(super) fn plan_record(
+        &self,
+        index: u64,
+        header: usize,
+        local: Option<&Staged>,
+    ) -> Result<RecordLoc, Error> {
+        let loc = self.loc(index)?;
+        // Memory is sized by the logical lengths: check them first.
+        self.check_logical_length(index, loc, local)?;
+        let logic = loc.logic_length as usize;
+        if logic <= header {
+            return Err(Error::corrupt_record(
+                self.path(),
+                index,
+                format!("{logic} bytes cannot hold a {header}-byte header and elements"),
+            ));
+        }
+        Ok(loc)
     }
 }
