@@ -8,8 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use loaderx_core::{
-    Codec, CreateOptions, Dataset, DenseWriter, Mixture, MixtureStop, PartIndex, Sampler,
-    SamplerMode, Store,
+    Codec, CreateOptions, Dataset, DenseWriter, Mixture, MixtureStop, Sampler, SamplerMode, Store,
 };
 
 use crate::stores::Result;
@@ -162,79 +161,4 @@ pub fn run(root: &Path, parts: u64, part_records: usize, min: Duration) -> Resul
         gather_store,
         samplers,
     })
-}
-
-/// The map from record ids to parts over at least 2^32 logical records.
-pub struct MappingRow {
-    /// What the parts are.
-    pub what: String,
-    /// Parts.
-    pub parts: usize,
-    /// Records in all.
-    pub records: u64,
-    /// Nanoseconds per record located (random records).
-    pub ns_per_record: f64,
-    /// Bytes the index holds.
-    pub memory: usize,
-    /// Milliseconds to build the index.
-    pub build_ms: f64,
-}
-
-/// [`PartIndex`] (what every multi-part stream maps its records with) over
-/// part tables of ≥ 2^32 records: equal parts of several counts and a
-/// skewed one (sizes spread over six orders of magnitude), each located
-/// for `min` with random records, the answer checked against a scan.
-pub fn mapping(min: Duration) -> Result<Vec<MappingRow>> {
-    let mut x = 0x243F_6A88_85A3_08D3u64;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
-    let skewed: Vec<u64> = (0..100_000)
-        .map(|_| 1 + next() % (1u64 << (next() % 21)))
-        .collect();
-    let layouts: Vec<(String, Vec<u64>)> = vec![
-        ("10 000 parts × 2^20".into(), vec![1 << 20; 10_000]),
-        ("1 000 000 parts × 2^13".into(), vec![1 << 13; 1_000_000]),
-        ("100 000 parts of 1 to 2^20 (skewed)".into(), {
-            // Scaled up so the total passes 2^32.
-            let sum: u64 = skewed.iter().sum();
-            let k = (1u64 << 32).div_ceil(sum) + 1;
-            skewed.iter().map(|s| s * k).collect()
-        }),
-    ];
-    let mut rows = Vec::new();
-    for (what, lengths) in layouts {
-        let started = Instant::now();
-        let index = PartIndex::new(lengths.iter().copied())?;
-        let build_ms = started.elapsed().as_secs_f64() * 1e3;
-        let records = index.len();
-        let probes: Vec<u64> = (0..4096).map(|_| next() % records).collect();
-        for &r in probes.iter().take(64) {
-            let starts = index.starts();
-            let want = starts.partition_point(|&s| s <= r) - 1;
-            let (p, local) = index.locate(r).ok_or("out of range")?;
-            if p != want || local != r - starts[want] {
-                return Err(format!("{what}: record {r} mapped to part {p}, not {want}").into());
-            }
-        }
-        let mut sink = 0usize;
-        let per_second = rate(min, 4, || {
-            for &r in &probes {
-                sink = sink.wrapping_add(index.locate(r).map_or(0, |(p, _)| p));
-            }
-        });
-        std::hint::black_box(sink);
-        rows.push(MappingRow {
-            what,
-            parts: index.parts(),
-            records,
-            ns_per_record: 1e9 / (per_second * probes.len() as f64),
-            memory: index.memory_bytes(),
-            build_ms,
-        });
-    }
-    Ok(rows)
 }

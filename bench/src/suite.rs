@@ -821,30 +821,11 @@ fn scale_section(args: &Args, root: &Path, min: Duration) -> Result<String> {
             format!("{:.1}", 1e6 / per_second),
         ]);
     }
-    let mut m = Table::new(&[
-        "record → part over ≥ 2^32 records",
-        "records>",
-        "ns per record>",
-        "index bytes>",
-        "bytes per part>",
-        "build ms>",
-    ]);
-    for r in crate::scale::mapping(min)? {
-        m.row(vec![
-            r.what,
-            r.records.to_string(),
-            format!("{:.1}", r.ns_per_record),
-            r.memory.to_string(),
-            format!("{:.1}", r.memory as f64 / r.parts as f64),
-            format!("{:.1}", r.build_ms),
-        ]);
-    }
     Ok(format!(
-        "#### Datasets at scale\n\nDatasets of 640 000 records of `u32[16]` (raw, one payload shard per part) in parts of several sizes, each against one store of the same records: random gathers of {} records; then samplers over 2^40 records (nothing of that size exists: a batch is index arithmetic), and the record → part map of multi-part streams over part tables of ≥ 2^32 records (the tables alone: the stores' location tables would be 16 bytes a record).\n\n{}\n{}\n{}",
+        "#### Datasets at scale\n\nDatasets of 640 000 records of `u32[16]` (raw, one payload shard per part) in parts of several sizes, each against one store of the same records: random gathers of {} records; then samplers over 2^40 records (nothing of that size exists: a batch is index arithmetic). The record → part map over ≥ 2^32 records, and the release gathers: `cargo bench -p loaderx-core --bench parts`.\n\n{}\n{}",
         crate::scale::BATCH,
         t.render(),
-        s.render(),
-        m.render()
+        s.render()
     ))
 }
 
