@@ -1,6 +1,6 @@
 """Builds the language-model demo's corpus as a Hugging Face dataset repo.
 
-    python make_corpus.py FORTUNES_DIR OUT
+    python make_corpus.py FORTUNES_DIR OUT [--bpe VOCAB]
 
 FORTUNES_DIR is Debian's `fortunes` (/usr/share/games/fortunes): files of
 quotations separated by lines holding `%`. Every quotation (the two ASCII
@@ -11,7 +11,10 @@ Rust test of examples/candle-lm splits the same way). The splits are written
 as parquet by the real `datasets` library, and OUT/hub.json describes the
 repo `local/fortunes` for tests/python/hf_mock_server.py, so that
 `loaderx convert hf local/fortunes ROOT --text bytes` imports it through the
-product's own path.
+product's own path. With `--bpe VOCAB`, a byte-level BPE tokenizer of
+VOCAB tokens is trained on the train split with the `tokenizers` library
+and saved as OUT/tokenizer.json, for `loaderx convert hf … --tokenizer
+OUT/tokenizer.json` (Ragged u32 token ids, the conversion pinned to it).
 """
 
 import hashlib
@@ -66,6 +69,21 @@ def main():
     with open(os.path.join(out, "hub.json"), "w") as f:
         json.dump({"repos": hub}, f, indent=1, sort_keys=True)
     print(" ".join(f"{k}={len(v)}" for k, v in splits.items()), "records")
+    if "--bpe" in sys.argv:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        vocab = int(sys.argv[sys.argv.index("--bpe") + 1])
+        tok = Tokenizer(models.BPE())
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+        tok.train_from_iterator(splits["train"], trainer)
+        tok.save(os.path.join(out, "tokenizer.json"))
+        print("tokenizer.json:", tok.get_vocab_size(), "tokens")
 
 
 main()

@@ -2,9 +2,10 @@
 //! every batch delivered by loaderx: the sequence features end to end.
 //!
 //! The data is a converted root holding `ROOT/{train,validation,test}/text`,
-//! Ragged `u8` stores of UTF-8 bytes, one record a document (what
-//! `loaderx convert hf REPO ROOT --text bytes` writes; `scripts/lm-demo`
-//! builds one from Debian's `fortunes`). Training batches are
+//! one record a document: Ragged `u8` stores of UTF-8 bytes (what
+//! `loaderx convert hf REPO ROOT --text bytes` writes) or Ragged `u32`
+//! token ids (`--tokenizer tokenizer.json`); `scripts/lm-demo` builds both
+//! from Debian's `fortunes`. Training batches are
 //!
 //! - **packed** (the default): each step's records laid end to end into rows
 //!   of `context` tokens by the loader's workers ([`PackOptions`]), positions
@@ -34,7 +35,7 @@ use candle_nn::{
 };
 use loaderx_candle::CandleLoaderExt;
 use loaderx_core::sequence::PackOptions;
-use loaderx_core::{DataLoader, Ragged, SamplerMode};
+use loaderx_core::{DataLoader, DynRagged, SamplerMode, Store};
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -44,8 +45,8 @@ type CandleBatch = loaderx_candle::TensorBatch;
 
 /// The stream every split holds.
 pub const STREAM: &str = "text";
-/// Byte-level vocabulary.
-pub const VOCAB: usize = 256;
+/// The vocabulary of byte-level text.
+pub const BYTE_VOCAB: usize = 256;
 
 /// How training batches are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -63,6 +64,8 @@ pub enum Batching {
 /// The model's shape.
 #[derive(Debug, Clone, Copy)]
 pub struct ModelConfig {
+    /// Token ids the model knows (256 for bytes; see [`vocab_of`]).
+    pub vocab: usize,
     /// Tokens a row holds (and positions the model knows).
     pub context: usize,
     /// Width of the residual stream.
@@ -177,16 +180,16 @@ impl Model {
             .map(|i| Block::new(vb.pp(format!("block{i}")), config.dim, config.heads))
             .collect::<candle_core::Result<Vec<_>>>()?;
         Ok(Model {
-            tokens: embedding(VOCAB, config.dim, vb.pp("tokens"))?,
+            tokens: embedding(config.vocab, config.dim, vb.pp("tokens"))?,
             positions: embedding(config.context, config.dim, vb.pp("positions"))?,
             blocks,
             ln: layer_norm(config.dim, 1e-5, vb.pp("ln"))?,
-            head: linear_no_bias(config.dim, VOCAB, vb.pp("head"))?,
+            head: linear_no_bias(config.dim, config.vocab, vb.pp("head"))?,
             context: config.context,
         })
     }
 
-    /// Next-token logits `(rows, t, 256)`.
+    /// Next-token logits `(rows, t, vocab)`.
     ///
     /// # Errors
     ///
@@ -333,9 +336,49 @@ fn from_padded(batch: &CandleBatch, t: usize) -> candle_core::Result<Example> {
     example(values, &segments, positions, width, &device)
 }
 
-/// The store of `split` under `root`.
-pub fn open_split(root: &Path, split: &str) -> Result<Ragged<u8>, Error> {
-    Ok(Ragged::<u8>::open(root.join(split).join(STREAM))?)
+/// The store of `split` under `root`: Ragged `u8` bytes or `u16`/`u32`
+/// token ids, rank 1.
+pub fn open_split(root: &Path, split: &str) -> Result<DynRagged, Error> {
+    let store = DynRagged::open(root.join(split).join(STREAM))?;
+    if store.ndim() != 1 || !matches!(store.dtype().numpy_name(), "uint8" | "uint16" | "uint32") {
+        return Err(format!(
+            "{}: {} of rank {}, not rank-1 bytes or token ids (uint8, uint16, uint32)",
+            store.path().display(),
+            store.dtype(),
+            store.ndim()
+        )
+        .into());
+    }
+    Ok(store)
+}
+
+/// The token ids of one record's bytes, elements of `width` bytes.
+fn ids(bytes: &[u8], width: usize) -> impl Iterator<Item = u32> + '_ {
+    bytes.chunks_exact(width).map(move |c| {
+        let mut b = [0u8; 4];
+        b[..width].copy_from_slice(c);
+        u32::from_le_bytes(b)
+    })
+}
+
+/// The vocabulary a model of `ROOT`'s text needs: 256 for bytes, else the
+/// largest token id of the training split plus one.
+///
+/// # Errors
+///
+/// When the split cannot be read.
+pub fn vocab_of(root: &Path) -> Result<usize, Error> {
+    let train = open_split(root, "train")?;
+    let width = train.dtype().size();
+    if width == 1 {
+        return Ok(BYTE_VOCAB);
+    }
+    let mut top = 0u32;
+    Store::Ragged(train).for_each_record(|_, _, bytes| {
+        top = ids(bytes, width).fold(top, u32::max);
+        Ok(())
+    })?;
+    Ok(top as usize + 1)
 }
 
 /// An endless loader over `ROOT/train` of `mode` batches of `batch_size`
@@ -490,33 +533,35 @@ pub fn evaluate(model: &Model, root: &Path, split: &str, device: &Device) -> Res
     Ok(sum / n.max(1) as f64)
 }
 
-/// The unigram baseline: byte frequencies of `ROOT/train` (add-one
+/// The unigram baseline: token frequencies of `ROOT/train` (add-one
 /// smoothed) scoring the tokens [`evaluate`] predicts on `split` (every
-/// byte of a record but its first), in nats per token.
+/// token of a record but its first), in nats per token.
 ///
 /// # Errors
 ///
 /// When a store cannot be read.
 pub fn unigram_cross_entropy(root: &Path, split: &str) -> Result<f64, Error> {
-    let mut counts = [1u64; VOCAB];
     let train = open_split(root, "train")?;
-    loaderx_core::Store::Ragged(train.into_dyn()).for_each_record(|_, _, bytes| {
-        for &b in bytes {
-            counts[usize::from(b)] += 1;
+    let width = train.dtype().size();
+    let mut counts = vec![1u64; vocab_of(root)?];
+    Store::Ragged(train).for_each_record(|_, _, bytes| {
+        for id in ids(bytes, width) {
+            if let Some(c) = counts.get_mut(id as usize) {
+                *c += 1;
+            }
         }
         Ok(())
     })?;
     let total: u64 = counts.iter().sum();
     let (mut sum, mut n) = (0f64, 0u64);
-    loaderx_core::Store::Ragged(open_split(root, split)?.into_dyn()).for_each_record(
-        |_, _, bytes| {
-            for &b in bytes.iter().skip(1) {
-                sum -= (counts[usize::from(b)] as f64 / total as f64).ln();
-                n += 1;
-            }
-            Ok(())
-        },
-    )?;
+    Store::Ragged(open_split(root, split)?).for_each_record(|_, _, bytes| {
+        for id in ids(bytes, width).skip(1) {
+            let c = counts.get(id as usize).copied().unwrap_or(1);
+            sum -= (c as f64 / total as f64).ln();
+            n += 1;
+        }
+        Ok(())
+    })?;
     Ok(sum / n.max(1) as f64)
 }
 
@@ -649,35 +694,74 @@ pub fn train(config: &TrainConfig, device: &Device) -> Result<(Model, VarMap, Re
     Ok((model, varmap, report))
 }
 
-/// `len` bytes sampled after `prompt` (temperature `temperature`, a fixed
+/// How text becomes token ids and back: bytes, or a tokenizer (the one the
+/// stores were converted with).
+pub enum Text {
+    /// One token a byte.
+    Bytes,
+    /// A Hugging Face `tokenizer.json`.
+    Tokenizer(Box<tokenizers::Tokenizer>),
+}
+
+impl Text {
+    /// The tokenizer in `path`.
+    ///
+    /// # Errors
+    ///
+    /// When it cannot be read.
+    pub fn tokenizer(path: &Path) -> Result<Text, Error> {
+        Ok(Text::Tokenizer(Box::new(tokenizers::Tokenizer::from_file(
+            path,
+        )?)))
+    }
+
+    fn encode(&self, text: &str) -> Result<Vec<u32>, Error> {
+        match self {
+            Text::Bytes => Ok(text.bytes().map(u32::from).collect()),
+            Text::Tokenizer(t) => Ok(t.encode(text, false)?.get_ids().to_vec()),
+        }
+    }
+
+    fn decode(&self, ids: &[u32]) -> Result<String, Error> {
+        match self {
+            Text::Bytes => Ok(String::from_utf8_lossy(
+                &ids.iter().map(|&i| i as u8).collect::<Vec<u8>>(),
+            )
+            .into_owned()),
+            Text::Tokenizer(t) => Ok(t.decode(ids, true)?),
+        }
+    }
+}
+
+/// `len` tokens sampled after `prompt` (temperature `temperature`, a fixed
 /// seed), as text.
 ///
 /// # Errors
 ///
-/// candle's.
+/// candle's, or the tokenizer's.
 pub fn generate(
     model: &Model,
+    text: &Text,
     prompt: &str,
     len: usize,
     temperature: f64,
     seed: u64,
     device: &Device,
 ) -> Result<String, Error> {
-    let mut bytes: Vec<u8> = prompt.bytes().collect();
+    let mut tokens = text.encode(prompt)?;
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for _ in 0..len {
         let t = model.context();
-        let window = &bytes[bytes.len().saturating_sub(t)..];
+        let window = tokens[tokens.len().saturating_sub(t)..].to_vec();
         let n = window.len();
-        let tokens: Vec<u32> = window.iter().map(|&b| u32::from(b)).collect();
-        let ex = example(tokens, &vec![1i32; n], (0..n as u32).collect(), n, device)?;
+        let ex = example(window, &vec![1i32; n], (0..n as u32).collect(), n, device)?;
         let logits = model.forward(&ex)?.get(0)?.get(n - 1)?;
         let probs = candle_nn::ops::softmax_last_dim(&(logits / temperature)?)?.to_vec1::<f32>()?;
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
         let mut u = (state >> 11) as f32 / (1u64 << 53) as f32;
-        let mut next = VOCAB - 1;
+        let mut next = probs.len() - 1;
         for (i, p) in probs.iter().enumerate() {
             if u < *p {
                 next = i;
@@ -685,7 +769,7 @@ pub fn generate(
             }
             u -= p;
         }
-        bytes.push(next as u8);
+        tokens.push(next as u32);
     }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    text.decode(&tokens)
 }

@@ -14,16 +14,21 @@
 
 use candle_core::Device;
 use candle_lm::{
-    Batching, Error, ModelConfig, TrainConfig, evaluate, generate, padding_survey, train,
-    unigram_cross_entropy,
+    Batching, Error, ModelConfig, Text, TrainConfig, evaluate, generate, padding_survey, train,
+    unigram_cross_entropy, vocab_of,
 };
 use clap::Parser;
 
 /// Command-line options.
 #[derive(Debug, Parser)]
 struct Args {
-    /// Converted root holding {train,validation,test}/text (Ragged u8).
+    /// Converted root holding {train,validation,test}/text (Ragged u8
+    /// bytes, or u32 token ids).
     root: std::path::PathBuf,
+    /// The tokenizer.json the token ids were converted with (to print
+    /// samples as text; bytes need none).
+    #[arg(long)]
+    tokenizer: Option<std::path::PathBuf>,
     /// Optimiser steps.
     #[arg(long, default_value_t = 300)]
     steps: u64,
@@ -72,7 +77,16 @@ struct Args {
 fn main() -> Result<(), Error> {
     let args = Args::parse();
     let device = Device::Cpu;
+    let text = match &args.tokenizer {
+        Some(path) => Text::tokenizer(path)?,
+        None => Text::Bytes,
+    };
+    let tokenizer_vocab = match &text {
+        Text::Tokenizer(t) => t.get_vocab_size(true),
+        Text::Bytes => 0,
+    };
     let model = ModelConfig {
+        vocab: vocab_of(&args.root)?.max(tokenizer_vocab),
         context: args.context,
         dim: args.dim,
         layers: args.layers,
@@ -93,8 +107,14 @@ fn main() -> Result<(), Error> {
         checkpoint: args.checkpoint.clone(),
     };
     println!(
-        "== training ({:?} batches of {} records, rows of {} tokens; {} blocks of width {}, {} heads)",
-        config.batching, config.batch_size, model.context, model.layers, model.dim, model.heads
+        "== training ({:?} batches of {} records, rows of {} tokens; {} blocks of width {}, {} heads, vocabulary {})",
+        config.batching,
+        config.batch_size,
+        model.context,
+        model.layers,
+        model.dim,
+        model.heads,
+        model.vocab
     );
     let (trained, _vars, report) = train(&config, &device)?;
     let mut validation = report.validation.iter().peekable();
@@ -167,8 +187,8 @@ fn main() -> Result<(), Error> {
     }
     println!("== samples");
     for (k, prompt) in ["The ", "A man ", "Love "].iter().enumerate() {
-        let text = generate(&trained, prompt, 160, 0.8, k as u64 + 1, &device)?;
-        println!("{}", text.replace('\n', "\n  "));
+        let sample = generate(&trained, &text, prompt, 160, 0.8, k as u64 + 1, &device)?;
+        println!("{}", sample.replace('\n', "\n  "));
         println!("--");
     }
     Ok(())

@@ -75,6 +75,7 @@ fn tiny(root: &Path, steps: u64, batching: Batching) -> TrainConfig {
     TrainConfig {
         root: root.to_path_buf(),
         model: ModelConfig {
+            vocab: candle_lm::BYTE_VOCAB,
             context: 64,
             dim: 64,
             layers: 1,
@@ -155,4 +156,40 @@ fn a_tiny_model_beats_the_unigram_baseline_and_resumes_exactly() {
         padded.padding_fraction()
     );
     assert!(a.tokens > 0 && a.tokens_per_second() > 0.0);
+}
+
+/// Token-id stores (what `convert hf --tokenizer` writes, Ragged `u32`)
+/// train the same way: the vocabulary is the largest id plus one, the
+/// unigram baseline counts ids, a few steps run and evaluate.
+#[test]
+fn token_id_stores_train_with_their_vocabulary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for (split, n) in [("train", 400usize), ("validation", 40), ("test", 40)] {
+        let mut w = RaggedWriter::<u32>::create_with(
+            root.join(split).join(STREAM),
+            1,
+            &CreateOptions::new(Codec::Zstd),
+        )
+        .unwrap();
+        // Repeating phrases of ids below 300, so there is something to learn.
+        let recs: Vec<Vec<u32>> = (0..n)
+            .map(|i| {
+                (0..5 + i % 40)
+                    .map(|k| ((i % 7) * 40 + k % 9) as u32)
+                    .collect()
+            })
+            .collect();
+        w.append(recs).unwrap();
+        w.close().unwrap();
+    }
+    let vocab = candle_lm::vocab_of(root).unwrap();
+    assert_eq!(vocab, 6 * 40 + 8 + 1);
+    let unigram = unigram_cross_entropy(root, "validation").unwrap();
+    let mut config = tiny(root, 20, Batching::TokenBudget);
+    config.model.vocab = vocab;
+    let (_, _, report) = train(&config, &Device::Cpu).unwrap();
+    assert_eq!(report.steps, 20);
+    let ce = report.validation[0].1;
+    assert!(ce.is_finite() && ce < unigram, "{ce} vs unigram {unigram}");
 }
