@@ -243,16 +243,7 @@ impl Parts {
                             ));
                         }
                         *at = addr + start;
-                        // SAFETY: a prefetch is a hint: it reads nothing into
-                        // the program and never faults, whatever the address
-                        // (this one lies in a mapped shard, checked above);
-                        // SSE is in every x86_64 target.
-                        #[cfg(target_arch = "x86_64")]
-                        unsafe {
-                            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                                std::ptr::with_exposed_provenance::<i8>(*at),
-                            );
-                        }
+                        super::reader::prefetch(std::ptr::with_exposed_provenance::<u8>(*at));
                     }
                     for (&at, d) in from.iter().zip(d.chunks_exact_mut(width)) {
                         // SAFETY: `at` is `addr + start` of the first pass:

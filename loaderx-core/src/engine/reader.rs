@@ -1167,6 +1167,22 @@ impl StoreReader {
     }
 }
 
+/// Asks the CPU to start loading the cache line at `at` (a hint: nothing
+/// is read into the program; a no-op off x86_64). Measured to pay where
+/// finding a record costs table lookups (parts); one store's own copy loop
+/// measured ~20 % slower with a prefetching first pass, so it has none.
+#[inline(always)]
+pub(super) fn prefetch(at: *const u8) {
+    // SAFETY: a prefetch never faults and reads nothing into the program,
+    // whatever the address; SSE is in every x86_64 target.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at.cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
