@@ -409,7 +409,10 @@ impl Dataset {
     /// at once over one client, and
     /// [`RemoteOptions::memory_cache_bytes`](crate::RemoteOptions::memory_cache_bytes)
     /// is the budget of the whole dataset, shared evenly by its stores
-    /// (the cache directory's limit is already shared by every store).
+    /// (the cache directory's limit is already shared by every store); a
+    /// share below one block ([`RemoteOptions::block_bytes`](crate::RemoteOptions::block_bytes))
+    /// turns the memory tier off for the dataset rather than exceed the
+    /// budget (256 MiB of 256 KiB blocks serve up to 1 024 stores).
     ///
     /// # Errors
     ///
@@ -429,7 +432,11 @@ impl Dataset {
                 rels.push(format!("{}/{}", part.name, schema.name));
             }
         }
+        // A share smaller than one block could hold nothing: the memory
+        // tier is then off for the dataset (the cache directory still
+        // serves), rather than over the budget.
         let each = options.memory_cache_bytes / (rels.len().max(1) as u64);
+        let each = if each < options.block_bytes { 0 } else { each };
         let per_store = options.clone().memory_cache_bytes(each);
         let stores = remote
             .open_stores(&rels, &per_store)?

@@ -296,13 +296,14 @@ fn from_packed(batch: &CandleBatch, t: usize) -> candle_core::Result<Example> {
     let segments = dense(&format!("{STREAM}.segment_ids"))?
         .flatten_all()?
         .to_vec1::<i32>()?;
-    // Pieces of a record longer than a row keep counting positions: the
-    // model knows `t` of them.
+    // The pieces of a record longer than a row keep counting positions
+    // from the record's start; each piece is its own segment (it cannot see
+    // the piece before), so its positions restart: modulo the row.
     let positions = dense(&format!("{STREAM}.positions"))?
         .flatten_all()?
         .to_vec1::<i32>()?
         .into_iter()
-        .map(|p| p.clamp(0, t as i32 - 1) as u32)
+        .map(|p| p.rem_euclid(t as i32) as u32)
         .collect();
     example(tokens, &segments, positions, t, &device)
 }
@@ -362,22 +363,25 @@ fn ids(bytes: &[u8], width: usize) -> impl Iterator<Item = u32> + '_ {
 }
 
 /// The vocabulary a model of `ROOT`'s text needs: 256 for bytes, else the
-/// largest token id of the training split plus one.
+/// largest token id of any split plus one (so evaluation never meets an id
+/// the model lacks).
 ///
 /// # Errors
 ///
-/// When the split cannot be read.
+/// When a split cannot be read.
 pub fn vocab_of(root: &Path) -> Result<usize, Error> {
-    let train = open_split(root, "train")?;
-    let width = train.dtype().size();
-    if width == 1 {
-        return Ok(BYTE_VOCAB);
-    }
     let mut top = 0u32;
-    Store::Ragged(train).for_each_record(|_, _, bytes| {
-        top = ids(bytes, width).fold(top, u32::max);
-        Ok(())
-    })?;
+    for split in ["train", "validation", "test"] {
+        let store = open_split(root, split)?;
+        let width = store.dtype().size();
+        if width == 1 {
+            return Ok(BYTE_VOCAB);
+        }
+        Store::Ragged(store).for_each_record(|_, _, bytes| {
+            top = ids(bytes, width).fold(top, u32::max);
+            Ok(())
+        })?;
+    }
     Ok(top as usize + 1)
 }
 
@@ -687,9 +691,16 @@ pub fn train(config: &TrainConfig, device: &Device) -> Result<(Model, VarMap, Re
         report.validation.push((report.end_step, ce));
     }
     if let Some(dir) = &config.checkpoint {
+        // Each file written beside and renamed over the old one, the weights
+        // first, so a crash leaves the last checkpoint's step with weights
+        // at least that trained (never a step ahead of its weights).
         std::fs::create_dir_all(dir)?;
-        varmap.save(dir.join(CHECKPOINT_WEIGHTS))?;
-        std::fs::write(dir.join(CHECKPOINT_STEP), format!("{}\n", report.end_step))?;
+        let weights = dir.join(format!("{CHECKPOINT_WEIGHTS}.tmp"));
+        varmap.save(&weights)?;
+        std::fs::rename(&weights, dir.join(CHECKPOINT_WEIGHTS))?;
+        let step = dir.join(format!("{CHECKPOINT_STEP}.tmp"));
+        std::fs::write(&step, format!("{}\n", report.end_step))?;
+        std::fs::rename(&step, dir.join(CHECKPOINT_STEP))?;
     }
     Ok((model, varmap, report))
 }
@@ -749,6 +760,13 @@ pub fn generate(
     device: &Device,
 ) -> Result<String, Error> {
     let mut tokens = text.encode(prompt)?;
+    if tokens.is_empty() || temperature.is_nan() || temperature <= 0.0 {
+        return Err(format!(
+            "generate: the prompt must give a token and the temperature be positive \
+             (prompt {prompt:?}, temperature {temperature})"
+        )
+        .into());
+    }
     let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for _ in 0..len {
         let t = model.context();

@@ -26,6 +26,8 @@ pub(crate) struct Parts {
     readers: Vec<StoreReader>,
     /// Record → (part, index in the part).
     index: PartIndex,
+    /// The smallest of the parts' thresholds for decoding in parallel.
+    parallel_min_bytes: usize,
     /// No part is on object storage: records are read where they lie, in
     /// the batch's order, without grouping them by part (remote parts are
     /// grouped, each part fetching its records' bytes at once).
@@ -94,10 +96,16 @@ impl Parts {
         } else {
             None
         };
+        let parallel_min_bytes = readers
+            .iter()
+            .map(StoreReader::parallel_min_bytes)
+            .min()
+            .unwrap_or(PARALLEL_MIN_BYTES);
         Ok(Parts {
             path: path.to_path_buf(),
             readers,
             index,
+            parallel_min_bytes,
             local,
             raw_local,
             regular,
@@ -245,7 +253,7 @@ impl Parts {
                         *at = addr + start;
                         super::reader::prefetch(std::ptr::with_exposed_provenance::<u8>(*at));
                     }
-                    for (&at, d) in from.iter().zip(d.chunks_exact_mut(width)) {
+                    for (&at, d) in from[..idx.len()].iter().zip(d.chunks_exact_mut(width)) {
                         // SAFETY: `at` is `addr + start` of the first pass:
                         // `addr, len` is a shard's bytes from its base, a
                         // slice of a payload map that a reader of
@@ -311,7 +319,7 @@ impl Parts {
             r.read_at(local, loc, d, dec, &Staged::Local)
         };
         let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        let min_bytes = self.readers[0].parallel_min_bytes();
+        let min_bytes = self.parallel_min_bytes;
         if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
             let mut dec = SharedDecoders::new();
             return jobs.into_iter().try_for_each(|j| read(&mut dec, j));
@@ -463,7 +471,7 @@ impl Parts {
             )
         };
         let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        let min_bytes = self.readers[0].parallel_min_bytes();
+        let min_bytes = self.parallel_min_bytes;
         if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
             let mut state = (SharedDecoders::new(), Vec::new());
             return jobs.into_iter().try_for_each(|j| read(&mut state, j));

@@ -103,7 +103,9 @@ impl RemoteDir {
     /// when `previous` is `None`, else replaced only if still at
     /// `previous`. A write that loses a race to another writer is
     /// [`ErrorKind::Busy`] and changes nothing. Where the service has no
-    /// conditional write (plain HTTP), the check is a read just before.
+    /// conditional write (plain HTTP, S3 with `conditional_put` disabled),
+    /// the check is a read just before, which is not atomic, and replacing
+    /// an object the service gives no ETag or version is refused.
     pub(crate) fn write_small(
         &self,
         name: &str,
@@ -134,6 +136,17 @@ impl RemoteDir {
                 | object_store::Error::Precondition { .. },
             ) => Err(busy()),
             Err(object_store::Error::NotImplemented { .. }) => {
+                // No conditional write: a check just before the write, which
+                // needs a validator to compare (not atomic: two writers
+                // racing between the check and the write both succeed).
+                if previous.is_some_and(|p| p.0.e_tag.is_none() && p.0.version.is_none()) {
+                    return Err(t.err(
+                        name,
+                        None,
+                        "the service has no conditional write and reports no ETag or version: \
+                         the object cannot be replaced safely",
+                    ));
+                }
                 let now = self.read_small(name, u64::MAX)?.map(|(_, v)| v.0);
                 let same = match (previous, &now) {
                     (None, None) => true,

@@ -24,7 +24,7 @@ pub struct RemoteOptions {
     pub(super) cache_dir: Option<PathBuf>,
     pub(super) cache_bytes: u64,
     pub(crate) memory_cache_bytes: u64,
-    pub(super) block_bytes: u64,
+    pub(crate) block_bytes: u64,
     pub(super) max_table_bytes: u64,
     pub(super) gap_bytes: u64,
     pub(super) max_request_bytes: u64,
