@@ -1052,6 +1052,20 @@ fn audio_columns_decode_to_samples_and_rates() {
     check_stores_read_by_python(fx, &out, case, &["train"]);
 }
 
+/// The `test/parts` fixture converted by one `loaderx convert hf` (raw) under
+/// `tmp/single`, with Hub home `tmp/home`: what the parted conversions must
+/// equal. Returns `(home, single)`.
+fn single_parts_conversion(mock: &Mock, tmp: &Path) -> (PathBuf, PathBuf) {
+    let home = tmp.join("home");
+    let single = tmp.join("single");
+    cli_ok(
+        mock,
+        &home,
+        &["test/parts", single.to_str().unwrap(), "--codec", "raw"],
+    );
+    (home, single)
+}
+
 /// Four `loaderx convert hf --part I --parts 4` processes at once, then
 /// `loaderx dataset merge`: the dataset's digests are those of a single
 /// conversion, stream by stream.
@@ -1060,13 +1074,7 @@ fn four_writers_at_once_merge_into_the_single_conversion() {
     let Some((_fx, mock, tmp)) = setup() else {
         return;
     };
-    let home = tmp.path().join("home");
-    let single = tmp.path().join("single");
-    cli_ok(
-        &mock,
-        &home,
-        &["test/parts", single.to_str().unwrap(), "--codec", "raw"],
-    );
+    let (home, single) = single_parts_conversion(&mock, tmp.path());
     let parted = tmp.path().join("parted");
     let children: Vec<_> = (0..4)
         .map(|i| {
@@ -1156,13 +1164,7 @@ fn four_writers_push_their_parts_to_s3_and_merge_there() {
         return;
     };
     server.create_bucket("corpus");
-    let home = tmp.path().join("home");
-    let single = tmp.path().join("single");
-    cli_ok(
-        &mock,
-        &home,
-        &["test/parts", single.to_str().unwrap(), "--codec", "raw"],
-    );
+    let (home, single) = single_parts_conversion(&mock, tmp.path());
     let url = "s3://corpus/parts";
     let children: Vec<_> = (0..4)
         .map(|i| {

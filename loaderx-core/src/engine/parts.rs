@@ -4,16 +4,18 @@
 //!
 //! Record `i` of the whole lies in the part whose range holds it, found by
 //! a [`PartIndex`] (a bucket table over the parts' first indices: no
-//! per-record memory beyond the parts' own tables). A gather that touches one part is that
-//! part's own gather; one that spans parts groups its records by part and
-//! runs the groups in parallel, each record still read straight into its
-//! place in the caller's buffer.
+//! per-record memory beyond the parts' own tables). A gather that touches
+//! one part is that part's own gather; one that spans local parts reads its
+//! records in the batch's order, in parallel, with one set of decoders a
+//! worker for all parts; one that spans remote parts groups its records by
+//! part, so each part fetches its bytes at once. Every record is read
+//! straight into its place in the caller's buffer.
 
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, Staged, StoreReader};
+use super::reader::{PARALLEL_MIN_BYTES, PARALLEL_MIN_RECORDS, Staged, StoreReader, run_jobs};
 use super::varlen::{PackedJob, VarlenPlan};
 use crate::codec::{Codec, SharedDecoders, Sink};
 use crate::error::{Error, ErrorKind};
@@ -32,9 +34,6 @@ pub(crate) struct Parts {
     /// the batch's order, without grouping them by part (remote parts are
     /// grouped, each part fetching its records' bytes at once).
     local: bool,
-    /// Every part is a local raw store: a record is a copy from its
-    /// part's map.
-    raw_local: bool,
     /// Every part is a local raw store in the writer's regular layout:
     /// where each part's records lie, in one compact table, so a record is
     /// found without touching its part's reader.
@@ -69,8 +68,7 @@ impl Parts {
         }
         let index = PartIndex::new(readers.iter().map(StoreReader::len))?;
         let local = readers.iter().all(|r| !r.is_remote());
-        let raw_local = local && readers.iter().all(|r| r.codec() == Codec::Raw);
-        let regular = if raw_local {
+        let regular = if local && readers.iter().all(|r| r.codec() == Codec::Raw) {
             let mut table = RegularParts {
                 parts: Vec::with_capacity(readers.len()),
                 shards: Vec::new(),
@@ -107,7 +105,6 @@ impl Parts {
             index,
             parallel_min_bytes,
             local,
-            raw_local,
             regular,
         })
     }
@@ -214,23 +211,17 @@ impl Parts {
         if width == 0 {
             return Ok(());
         }
-        if self.raw_local {
-            // Each record copied from its part's map where it lies: no
-            // grouping, the batch cut into one chunk per task as a single
-            // store's raw gather is. With every part in the writer's
-            // regular layout, from the compact table.
-            let regular = self
-                .regular
-                .as_ref()
-                .filter(|t| t.parts.iter().all(|p| p.width == width));
+        // Every part a local raw store in the writer's regular layout: each
+        // record copied from its part's map where it lies, found in the
+        // compact table, the batch cut into one chunk per task as a single
+        // store's raw gather is. (Other local parts take the general path
+        // below, in the batch's order as well.)
+        if let Some(t) = self
+            .regular
+            .as_ref()
+            .filter(|t| t.parts.iter().all(|p| p.width == width))
+        {
             let copy = |idx: &[u64], d: &mut [D]| -> Result<(), Error> {
-                let Some(t) = regular else {
-                    for (&i, d) in idx.iter().zip(d.chunks_exact_mut(width)) {
-                        let (p, local) = self.locate(i);
-                        D::put(d, self.readers[p].raw_record(local, width)?);
-                    }
-                    return Ok(());
-                };
                 // Two passes a block: first every record's address (table
                 // lookups only, cached), then the copies, whose loads are
                 // then independent of each other and overlap in memory as
@@ -309,25 +300,20 @@ impl Parts {
         &'s self,
         jobs: Vec<(usize, u64, RecordLoc, &mut [D])>,
     ) -> Result<(), Error> {
-        let read = |dec: &mut SharedDecoders<'s>,
-                    (p, local, loc, d): (usize, u64, RecordLoc, &mut [D])|
-         -> Result<(), Error> {
-            let r = &self.readers[p];
-            let dec = dec
-                .for_state(r.codec_state())
-                .map_err(|e| Error::io(r.path(), e))?;
-            r.read_at(local, loc, d, dec, &Staged::Local)
-        };
         let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        let min_bytes = self.parallel_min_bytes;
-        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
-            let mut dec = SharedDecoders::new();
-            return jobs.into_iter().try_for_each(|j| read(&mut dec, j));
-        }
-        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
-        jobs.into_par_iter()
-            .with_min_len(per_job)
-            .try_for_each_init(SharedDecoders::new, read)
+        run_jobs(
+            jobs,
+            total,
+            self.parallel_min_bytes,
+            SharedDecoders::new,
+            |dec: &mut SharedDecoders<'s>, (p, local, loc, d)| {
+                let r = &self.readers[p];
+                let dec = dec
+                    .for_state(r.codec_state())
+                    .map_err(|e| Error::io(r.path(), e))?;
+                r.read_at(local, loc, d, dec, &Staged::Local)
+            },
+        )
     }
 
     /// Plans a variable-length gather, as [`StoreReader::plan_varlen`]: each
@@ -451,34 +437,29 @@ impl Parts {
         jobs: Vec<PackedJob<'_, '_, D>>,
         header: usize,
     ) -> Result<(), Error> {
-        let read = |(dec, scratch): &mut (SharedDecoders<'s>, Vec<u8>),
-                    (i, loc, head, values): PackedJob<'_, '_, D>|
-         -> Result<(), Error> {
-            let (p, local) = self.locate(i);
-            let r = &self.readers[p];
-            let dec = dec
-                .for_state(r.codec_state())
-                .map_err(|e| Error::io(r.path(), e))?;
-            r.read_packed_at(
-                local,
-                loc,
-                head,
-                values,
-                header,
-                scratch,
-                dec,
-                &Staged::Local,
-            )
-        };
         let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        let min_bytes = self.parallel_min_bytes;
-        if total < min_bytes || jobs.len() < 2 || rayon::current_num_threads() < 2 {
-            let mut state = (SharedDecoders::new(), Vec::new());
-            return jobs.into_iter().try_for_each(|j| read(&mut state, j));
-        }
-        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
-        jobs.into_par_iter()
-            .with_min_len(per_job)
-            .try_for_each_init(|| (SharedDecoders::new(), Vec::new()), read)
+        run_jobs(
+            jobs,
+            total,
+            self.parallel_min_bytes,
+            || (SharedDecoders::new(), Vec::new()),
+            |(dec, scratch): &mut (SharedDecoders<'s>, Vec<u8>), (i, loc, head, values)| {
+                let (p, local) = self.locate(i);
+                let r = &self.readers[p];
+                let dec = dec
+                    .for_state(r.codec_state())
+                    .map_err(|e| Error::io(r.path(), e))?;
+                r.read_packed_at(
+                    local,
+                    loc,
+                    head,
+                    values,
+                    header,
+                    scratch,
+                    dec,
+                    &Staged::Local,
+                )
+            },
+        )
     }
 }

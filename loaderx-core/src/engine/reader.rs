@@ -744,25 +744,18 @@ impl StoreReader {
         staged: &Staged,
     ) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
-        let io_err = |e: &io::Error| Error::io(&self.path, io::Error::new(e.kind(), e.to_string()));
-        let min_bytes = self.parallel_min_bytes();
-        if self.reads_serially(total, jobs.len()) {
-            let mut dec = self.decoder().map_err(|e| io_err(&e))?;
-            for (index, loc, dst) in jobs {
-                self.read_at(index, loc, dst, &mut dec, staged)?;
-            }
-            return Ok(());
-        }
-        let per_job = (min_bytes / 4 / (total / jobs.len()).max(1)).max(1);
-        jobs.into_par_iter()
-            .with_min_len(per_job)
-            .try_for_each_init(
-                || self.decoder(),
-                |dec, (index, loc, dst)| {
-                    let dec = dec.as_mut().map_err(|e| io_err(e))?;
-                    self.read_at(index, loc, dst, dec, staged)
-                },
-            )
+        run_jobs(
+            jobs,
+            total,
+            self.parallel_min_bytes(),
+            || self.decoder(),
+            |dec, (index, loc, dst)| {
+                let dec = dec
+                    .as_mut()
+                    .map_err(|e| Error::io(&self.path, io::Error::new(e.kind(), e.to_string())))?;
+                self.read_at(index, loc, dst, dec, staged)
+            },
+        )
     }
 
     /// Gathers fixed-width records into `dst` (`indices.len() * width`
@@ -1165,6 +1158,29 @@ impl StoreReader {
     pub(crate) fn layout(&self) -> &Layout {
         &self.layout
     }
+}
+
+/// Runs `read` over every job with a worker's state from `init`: on the
+/// calling thread when the jobs' `total` bytes are under `min_bytes`, there
+/// is one job or one thread, else in parallel, each task taking jobs of at
+/// least a quarter of `min_bytes` (decoding a few bytes is not worth a
+/// task). The first error stops the rest.
+pub(super) fn run_jobs<J: Send, S>(
+    jobs: Vec<J>,
+    total: usize,
+    min_bytes: usize,
+    init: impl Fn() -> S + Sync + Send,
+    read: impl Fn(&mut S, J) -> Result<(), Error> + Sync + Send,
+) -> Result<(), Error> {
+    let n = jobs.len();
+    if total < min_bytes || n < 2 || rayon::current_num_threads() < 2 {
+        let mut state = init();
+        return jobs.into_iter().try_for_each(|j| read(&mut state, j));
+    }
+    let per_job = (min_bytes / 4 / (total / n).max(1)).max(1);
+    jobs.into_par_iter()
+        .with_min_len(per_job)
+        .try_for_each_init(init, read)
 }
 
 /// Asks the CPU to start loading the cache line at `at` (a hint: nothing

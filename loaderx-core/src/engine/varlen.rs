@@ -18,8 +18,6 @@
 //! is decoded into a worker's scratch and its elements copied from there,
 //! as Python loaderx 2.8.19 does.
 
-use rayon::prelude::*;
-
 use crate::codec::{Codec, Sink};
 use crate::engine::reader::{Staged, StoreReader};
 use crate::error::{Error, ErrorKind};
@@ -344,40 +342,18 @@ impl StoreReader {
         total: usize,
         staged: &Staged,
     ) -> Result<(), Error> {
-        let n = jobs.len();
-        if n == 0 {
-            return Ok(());
-        }
-        let io_err = |e: std::io::Error| {
-            Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
-        };
-        let read = |scratch: &mut Vec<u8>,
-                    dec: &mut crate::codec::Decoder<'_>,
-                    (index, loc, head, values): PackedJob<'_, '_, D>|
-         -> Result<(), Error> {
-            self.read_packed_at(index, loc, head, values, header, scratch, dec, staged)
-        };
-        if self.reads_serially(total, n) {
-            let mut dec = self.decoder().map_err(io_err)?;
-            let mut scratch = Vec::new();
-            for job in jobs {
-                read(&mut scratch, &mut dec, job)?;
-            }
-        } else {
-            let per_job = (self.parallel_min_bytes() / 4 / (total / n).max(1)).max(1);
-            jobs.into_par_iter()
-                .with_min_len(per_job)
-                .try_for_each_init(
-                    || (self.decoder(), Vec::new()),
-                    |(dec, scratch), job| {
-                        let dec = dec
-                            .as_mut()
-                            .map_err(|e| io_err(std::io::Error::new(e.kind(), e.to_string())))?;
-                        read(scratch, dec, job)
-                    },
-                )?;
-        }
-        Ok(())
+        super::reader::run_jobs(
+            jobs,
+            total,
+            self.parallel_min_bytes(),
+            || (self.decoder(), Vec::new()),
+            |(dec, scratch), (index, loc, head, values)| {
+                let dec = dec.as_mut().map_err(|e| {
+                    Error::io(self.path(), std::io::Error::new(e.kind(), e.to_string()))
+                })?;
+                self.read_packed_at(index, loc, head, values, header, scratch, dec, staged)
+            },
+        )
     }
 
     /// Reads record `index` (at `loc`) of a packed gather: its `header`
