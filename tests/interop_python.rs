@@ -379,3 +379,142 @@ fn unpublished_and_busy_stores_across_implementations() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A version 1.0 `.npy` file of `data` with dtype `descr` and `shape`.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    let tuple = match dims.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    out.extend_from_slice(header.as_bytes());
+    out.extend_from_slice(data);
+    std::fs::write(path, out).unwrap();
+}
+
+/// Stores Python loaderx writes the way a many-core machine lays them out
+/// (24 writer lanes, `bench/python/write_lanes.py`: 2.4.6 places its
+/// 512 KiB shard chunks in the order the lanes finish) read back exactly
+/// what was written, on every gather path: Dense records large enough for
+/// several chunks a shard (the block-table layout) and small ones, and a
+/// Ragged store. Both releases' writers.
+#[test]
+fn many_lane_python_stores_read_like_their_source() {
+    let Some(py) = python() else { return };
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../bench/python/write_lanes.py");
+    let dir = tempfile::tempdir().unwrap();
+    // Sources: u8[4096] × 3000 (about 6 chunks a shard), i32[4] × 200000
+    // (2 chunks a shard), Ragged i32 of 16..512 elements × 20000.
+    let big = bytes(41, 3000 * 4096, DType::U8);
+    let small = bytes(42, 200_000 * 16, DType::I32);
+    let lengths: Vec<usize> = bytes(43, 20_000 * 2, DType::U8)
+        .chunks_exact(2)
+        .map(|b| 16 + usize::from(u16::from_le_bytes([b[0], b[1]])) % 497)
+        .collect();
+    let flat = bytes(44, lengths.iter().sum::<usize>() * 4, DType::I32);
+    let sources = dir.path().join("src");
+    for (name, descr, shape, data) in [
+        ("big", "|u1", vec![3000, 4096], &big),
+        ("small", "<i4", vec![200_000, 4], &small),
+    ] {
+        std::fs::create_dir_all(sources.join(name)).unwrap();
+        write_npy(&sources.join(name).join("data.npy"), descr, &shape, data);
+    }
+    let ragged_src = sources.join("ragged");
+    std::fs::create_dir_all(&ragged_src).unwrap();
+    write_npy(
+        &ragged_src.join("flat.npy"),
+        "<i4",
+        &[flat.len() / 4],
+        &flat,
+    );
+    let shapes: Vec<u8> = lengths
+        .iter()
+        .flat_map(|&l| (l as u64).to_le_bytes())
+        .collect();
+    write_npy(
+        &ragged_src.join("shapes.npy"),
+        "<u8",
+        &[lengths.len(), 1],
+        &shapes,
+    );
+    let mut starts = vec![0usize];
+    for l in &lengths {
+        starts.push(starts.last().unwrap() + l * 4);
+    }
+
+    let releases = loaderx_tests::py_releases()
+        .map(|r| r.join("2.8.19"))
+        .filter(|r| r.join("loaderx").is_dir());
+    for release in [None, releases.as_deref()] {
+        let label = release.map_or("2.4.6", |_| "2.8.19");
+        for name in ["big", "small", "ragged"] {
+            let out = dir.path().join(format!("{label}-{name}"));
+            let mut cmd = Command::new(&py);
+            if let Some(r) = release {
+                cmd.env("PYTHONPATH", r);
+            }
+            let kind = if name == "ragged" { "ragged" } else { "dense" };
+            let status = cmd
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .arg(&script)
+                .args(["--lanes", "24", "--kind", kind, "--source"])
+                .arg(sources.join(name))
+                .arg("--out")
+                .arg(&out)
+                .stdout(Stdio::null())
+                .status()
+                .unwrap();
+            assert!(status.success(), "{label} {name}: write_lanes.py failed");
+            let store = Store::open(&out).unwrap_or_else(|e| panic!("{label} {name}: {e}"));
+            let n = store.len();
+            // Every record once in a scattered order, and a sequential slice.
+            let scattered: Vec<u64> = (0..n).map(|i| (i * 7919 + 13) % n).collect();
+            let slice: Vec<u64> = (n / 3..n / 3 + 500.min(n / 2)).collect();
+            for idx in [&scattered, &slice] {
+                match &store {
+                    Store::Dense(d) => {
+                        let width = d.record_bytes();
+                        let src = if name == "big" { &big } else { &small };
+                        let want: Vec<u8> = idx
+                            .iter()
+                            .flat_map(|&i| &src[i as usize * width..(i as usize + 1) * width])
+                            .copied()
+                            .collect();
+                        assert!(d.gather_bytes(idx).unwrap() == want, "{label} {name}");
+                    }
+                    Store::Ragged(r) => {
+                        let batch = r.gather(idx).unwrap();
+                        for (k, &i) in idx.iter().enumerate() {
+                            let i = i as usize;
+                            assert_eq!(
+                                batch.bytes(k),
+                                &flat[starts[i]..starts[i + 1]],
+                                "{label} {name}: record {i}"
+                            );
+                        }
+                    }
+                }
+            }
+            // Past the end is refused, not read.
+            let past = match &store {
+                Store::Dense(d) => d.gather_bytes(&[n]).map(drop),
+                Store::Ragged(r) => r.gather(&[n]).map(drop),
+            };
+            assert!(
+                matches!(
+                    past.as_ref().map_err(|e| e.kind()),
+                    Err(ErrorKind::IndexOutOfRange { .. })
+                ),
+                "{label} {name}"
+            );
+        }
+    }
+}

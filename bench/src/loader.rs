@@ -14,9 +14,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "burn")]
 use burn::data::dataloader::DataLoaderBuilder;
+#[cfg(feature = "burn")]
 use burn::data::dataloader::batcher::Batcher;
+#[cfg(feature = "burn")]
 use burn::data::dataset::InMemDataset;
+#[cfg(feature = "burn")]
 use burn::tensor::Device;
 use loaderx_core::{DataLoader, SamplerMode, Store};
 use serde_json::json;
@@ -100,10 +104,15 @@ pub struct LoaderConfig {
     pub min: Duration,
 }
 
+/// True when the suite was built with the burn peer (feature `burn`).
+pub const HAS_BURN: bool = cfg!(feature = "burn");
+
 /// Concatenates burn items into one host buffer: the identity hand-over.
+#[cfg(feature = "burn")]
 #[derive(Clone)]
 struct Concat;
 
+#[cfg(feature = "burn")]
 impl Batcher<Vec<u8>, Vec<u8>> for Concat {
     fn batch(&self, items: Vec<Vec<u8>>, _device: &Device) -> Vec<u8> {
         items.concat()
@@ -111,9 +120,11 @@ impl Batcher<Vec<u8>, Vec<u8>> for Concat {
 }
 
 /// Concatenates burn's (image, label) items into two host buffers.
+#[cfg(feature = "burn")]
 #[derive(Clone)]
 struct ConcatPairs;
 
+#[cfg(feature = "burn")]
 impl Batcher<(Vec<u8>, Vec<u8>), (Vec<u8>, Vec<u8>)> for ConcatPairs {
     fn batch(&self, items: Vec<(Vec<u8>, Vec<u8>)>, _device: &Device) -> (Vec<u8>, Vec<u8>) {
         let (x, y): (Vec<_>, Vec<_>) = items.into_iter().unzip();
@@ -123,6 +134,7 @@ impl Batcher<(Vec<u8>, Vec<u8>), (Vec<u8>, Vec<u8>)> for ConcatPairs {
 
 /// Batches burn's `DataLoaderBuilder` delivers per second over `items`
 /// (with `WARMUP` batches untimed first).
+#[cfg(feature = "burn")]
 fn time_burn<I, O, B>(items: Vec<I>, batcher: B, c: LoaderConfig) -> (u64, f64)
 where
     I: Clone + Send + Sync + std::fmt::Debug + 'static,
@@ -159,6 +171,7 @@ where
 const WARMUP: usize = 5;
 
 /// Every record of a store, one `Vec` each (burn's in-memory items).
+#[cfg(feature = "burn")]
 fn records_of(store: &Store) -> Result<Vec<Vec<u8>>> {
     let all: Vec<u64> = (0..store.len()).collect();
     Ok(match store {
@@ -179,8 +192,7 @@ fn records_of(store: &Store) -> Result<Vec<Vec<u8>>> {
 /// `label`, a second stream); prints one JSON line.
 pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -> Result<()> {
     let rss = RssSampler::start();
-    let mut gather_us = None;
-    let (batches, seconds) = match which {
+    let (batches, seconds, gather_us) = match which {
         "ours" | "ours-packed" => {
             let x = Store::open(store)?;
             // A Dense batch's exact size; any Ragged batch holds more than 0.
@@ -192,7 +204,7 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
             if let Some(label) = label {
                 streams.push(Store::open(label)?);
             }
-            gather_us = Some(gather_only(&streams, which == "ours-packed", c));
+            let gather_us = Some(gather_only(&streams, which == "ours-packed", c));
             let mut builder = DataLoader::builder();
             for (k, s) in streams.into_iter().enumerate() {
                 builder = builder.stream(if k == 0 { "x" } else { "y" }, s);
@@ -222,17 +234,19 @@ pub fn child(which: &str, store: &Path, label: Option<&Path>, c: LoaderConfig) -
                 take()?;
                 n += 1;
             }
-            (n, started.elapsed().as_secs_f64())
+            (n, started.elapsed().as_secs_f64(), gather_us)
         }
+        #[cfg(feature = "burn")]
         "burn" => {
             let images = records_of(&Store::open(store)?)?;
-            match label {
+            let (n, seconds) = match label {
                 None => time_burn(images, Concat, c),
                 Some(label) => {
                     let labels = records_of(&Store::open(label)?)?;
                     time_burn(images.into_iter().zip(labels).collect(), ConcatPairs, c)
                 }
-            }
+            };
+            (n, seconds, None)
         }
         other => return Err(format!("unknown loader contender {other}").into()),
     };

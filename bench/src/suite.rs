@@ -110,6 +110,8 @@ fn measure(
     // nothing, unless it is the synced-close row).
     settle_page_cache();
     let write = b.write(w, dir)?;
+    // Some names say what the write found (e.g. a store's runs).
+    let name = b.name();
     let disk = b.disk_bytes();
     let stats = if gather {
         bar.set_message(format!("{}: {name}: check + gather", w.key));
@@ -516,6 +518,10 @@ fn store_workload(
 /// The small-record workloads: raw Dense gathers of 1- to 64-byte records
 /// on every layout a store can have, against the flat file, NumPy and
 /// Python loaderx; then what detecting the layout costs at open.
+/// Writer lanes of the Python-written stores of the `small` section (a
+/// 32-thread workstation: 2.4.6 takes max(physical, 3/4 logical) = 24).
+const LANES: usize = 24;
+
 fn small_section(
     args: &Args,
     scale: usize,
@@ -531,6 +537,8 @@ fn small_section(
         "Mrecords/s>",
         "ns/record>",
         "p95 ms>",
+        "vs memcpy>",
+        "vs regular layout>",
         "vs NumPy mmap>",
         "vs flat-file loop>",
         "vs Python>",
@@ -554,16 +562,37 @@ fn small_section(
             ours(Zrecord::new(Codec::Raw, None), "zrecord")?,
             ours(Zrecord::new(Codec::Raw, None).relaid(64), "runs")?,
             ours(Zrecord::new(Codec::Raw, None).relaid(1), "moved")?,
-            measure(
-                Box::new(FlatFile::new(&w)),
-                RowKind::Flat,
-                &w,
-                &sub("flat"),
-                min,
-                true,
-                bar,
-            )?,
         ];
+        // Stores Python loaderx wrote as a 24-lane machine would: chunks
+        // placed in the order the lanes finished.
+        if let Some(py) = &args.python {
+            rows.push(ours(Zrecord::written_by_python(py, None, LANES), "py246")?);
+            if let Some(releases) = releases {
+                let release = releases.join("2.8.19");
+                rows.push(ours(
+                    Zrecord::written_by_python(py, Some(&release), LANES),
+                    "py2819",
+                )?);
+            }
+        }
+        rows.push(measure(
+            Box::new(Memcpy::new(&w)),
+            RowKind::Limit,
+            &w,
+            &sub("memcpy"),
+            min,
+            true,
+            bar,
+        )?);
+        rows.push(measure(
+            Box::new(FlatFile::new(&w)),
+            RowKind::Flat,
+            &w,
+            &sub("flat"),
+            min,
+            true,
+            bar,
+        )?);
         if let Some(py) = &args.python {
             bar.set_message(format!("{}: Python loaderx", w.key));
             let src = dir.join("py_source");
@@ -594,8 +623,10 @@ fn small_section(
         }
         let numpy = gather_mib(find(&rows, RowKind::NumpyMmap));
         let flat = gather_mib(find(&rows, RowKind::Flat));
+        let memcpy = gather_mib(find(&rows, RowKind::Limit));
         let python = gather_mib(find(&rows, RowKind::Python));
         let python_2819 = gather_mib(find(&rows, RowKind::Python2819));
+        let regular = gather_mib(rows.first());
         for r in &rows {
             let g = r.gather;
             let mib = g.map(|g| g.mib_s());
@@ -610,6 +641,8 @@ fn small_section(
                 num(g.map(|g| g.krec_s() / 1e3), 1),
                 num(g.map(|g| g.ns_per_record()), 1),
                 num(g.map(|g| g.p95_ms), 3),
+                ratio(mib, memcpy),
+                ratio(mib, regular),
                 ratio(mib, numpy),
                 ratio(mib, flat),
                 ratio(mib, python),
@@ -629,6 +662,25 @@ fn small_section(
             wanted: 0.8,
             measured: ratio_of(g, flat),
         });
+        // Out-of-order layouts against the regular one: runs within 1.25×
+        // the time, every record moved within 3×.
+        targets.push(Target {
+            what: format!("({key}) reversed runs of 64 vs the regular layout"),
+            wanted: 0.8,
+            measured: ratio_of(gather_mib(rows.get(1)), g),
+        });
+        targets.push(Target {
+            what: format!("({key}) every record moved vs the regular layout"),
+            wanted: 1.0 / 3.0,
+            measured: ratio_of(gather_mib(rows.get(2)), g),
+        });
+        if let Some(py) = rows.iter().find(|r| r.name.contains("over Python 2.4.6")) {
+            targets.push(Target {
+                what: format!("({key}) Python 2.4.6's {LANES}-lane store vs the regular layout"),
+                wanted: 0.8,
+                measured: ratio_of(gather_mib(Some(py)), g),
+            });
+        }
         if python_2819.is_some() {
             targets.push(Target {
                 what: format!("({key}) raw gather vs Python loaderx 2.8.19"),
@@ -639,8 +691,93 @@ fn small_section(
         let _ = std::fs::remove_dir_all(&dir);
     }
     let open = open_costs(scale, root, bar)?;
+    let ragged = match &args.python {
+        Some(py) => ragged_lanes(py, releases, scale, root, min, targets, bar)?,
+        None => String::new(),
+    };
     Ok(format!(
-        "#### Small records: raw Dense gathers, {title}\n\n{}\n{open}",
+        "#### Small records: raw Dense gathers, {title}\n\n{}\n{open}{ragged}",
+        t.render()
+    ))
+}
+
+/// Workload (d), raw, as this crate writes it and as Python loaderx writes
+/// it with [`LANES`] lanes (records out of order), gathered by this crate.
+fn ragged_lanes(
+    py: &Path,
+    releases: Option<&Path>,
+    scale: usize,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let w = workload::build("d", &[], scale);
+    let dir = root.join("ragged_lanes");
+    let mut rows = vec![measure(
+        Box::new(Zrecord::new(Codec::Raw, None)),
+        RowKind::Ours,
+        &w,
+        &dir.join("ours"),
+        min,
+        true,
+        bar,
+    )?];
+    rows.push(measure(
+        Box::new(Zrecord::written_by_python(py, None, LANES)),
+        RowKind::Ours,
+        &w,
+        &dir.join("py246"),
+        min,
+        true,
+        bar,
+    )?);
+    if let Some(releases) = releases {
+        rows.push(measure(
+            Box::new(Zrecord::written_by_python(
+                py,
+                Some(&releases.join("2.8.19")),
+                LANES,
+            )),
+            RowKind::Ours,
+            &w,
+            &dir.join("py2819"),
+            min,
+            true,
+            bar,
+        )?);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut t = Table::new(&[
+        "store",
+        "gather MiB/s>",
+        "krecords/s>",
+        "ns/record>",
+        "p95 ms>",
+        "vs this crate's layout>",
+    ]);
+    let ours = gather_mib(rows.first());
+    for r in &rows {
+        let g = r.gather;
+        let mib = g.map(|g| g.mib_s());
+        t.row(vec![
+            r.name.clone(),
+            num(mib, 0),
+            num(g.map(|g| g.krec_s()), 1),
+            num(g.map(|g| g.ns_per_record()), 1),
+            num(g.map(|g| g.p95_ms), 3),
+            ratio(mib, ours),
+        ]);
+    }
+    targets.push(Target {
+        what: format!("(d) raw over Python 2.4.6's {LANES}-lane store vs this crate's layout"),
+        wanted: 0.8,
+        measured: gather_mib(rows.get(1)).zip(ours).map(|(a, b)| a / b),
+    });
+    Ok(format!(
+        "\n{} written out of order (raw, IID batches of {}), gathered by this crate:\n\n{}",
+        w.title,
+        w.batch,
         t.render()
     ))
 }
@@ -659,11 +796,11 @@ fn open_costs(scale: usize, root: &Path, bar: &ProgressBar) -> Result<String> {
             Zrecord::new(Codec::Raw, None),
         ),
         (
-            "raw, reversed runs of 64 (run table)",
+            "raw, reversed runs of 64 (block table)",
             Zrecord::new(Codec::Raw, None).relaid(64),
         ),
         (
-            "raw, every record moved (per-record locations)",
+            "raw, every record moved (a block per record)",
             Zrecord::new(Codec::Raw, None).relaid(1),
         ),
         (
@@ -941,7 +1078,7 @@ fn loader_section(
                     ..c
                 },
             )?;
-            if burn.is_none() {
+            if burn.is_none() && crate::loader::HAS_BURN {
                 bar.set_message(format!("loader ({key}): burn DataLoaderBuilder"));
                 burn = Some(crate::loader::run_child("burn", &store, None, c)?);
             }
@@ -1090,8 +1227,12 @@ fn loader2_section(
         };
         bar.set_message(format!("loader2 B={batch}: loaderx-rs"));
         let ours = crate::loader::run_child("ours", &x, Some(&y), c)?;
-        bar.set_message(format!("loader2 B={batch}: burn"));
-        let burn = crate::loader::run_child("burn", &x, Some(&y), c)?;
+        let burn = if crate::loader::HAS_BURN {
+            bar.set_message(format!("loader2 B={batch}: burn"));
+            Some(crate::loader::run_child("burn", &x, Some(&y), c)?)
+        } else {
+            None
+        };
         let python = match &args.python {
             Some(py) => {
                 bar.set_message(format!("loader2 B={batch}: Python loaderx"));
@@ -1101,7 +1242,7 @@ fn loader2_section(
         };
         let runs = [
             ("**loaderx-rs DataLoader**", Some(ours)),
-            ("burn DataLoaderBuilder + InMemDataset", Some(burn)),
+            ("burn DataLoaderBuilder + InMemDataset", burn),
             ("Python loaderx 2.4.6 DataLoader", python),
         ];
         for (name, r) in runs {
@@ -1113,7 +1254,7 @@ fn loader2_section(
                 num(Some(1e6 / r.batches_per_s), 1),
                 num(Some(r.batches_per_s * batch as f64), 0),
                 num(r.gather_us, 1),
-                ratio(Some(r.batches_per_s), Some(burn.batches_per_s)),
+                ratio(Some(r.batches_per_s), burn.map(|b| b.batches_per_s)),
                 ratio(Some(r.batches_per_s), python.map(|p| p.batches_per_s)),
             ]);
         }
@@ -1121,7 +1262,7 @@ fn loader2_section(
             targets.push(Target {
                 what: "two-stream loader B=256 vs burn DataLoaderBuilder".into(),
                 wanted: 3.0,
-                measured: Some(ours.batches_per_s / burn.batches_per_s),
+                measured: burn.map(|b| ours.batches_per_s / b.batches_per_s),
             });
             targets.push(Target {
                 what: "two-stream loader B=256 vs Python loaderx".into(),

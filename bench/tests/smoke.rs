@@ -34,8 +34,8 @@ fn quick_run_prints_every_table() {
         "#### Sampler",
         "#### Small records",
         "(s8) small records i64",
-        "reversed runs of 64: run table",
-        "every record moved: per-record locations",
+        "reversed runs of 64: block table",
+        "every record moved: a block per record",
         "ms per million records",
         "#### Loader end to end",
         "#### Two-stream loader",
@@ -47,6 +47,12 @@ fn quick_run_prints_every_table() {
     if python {
         assert!(stdout.contains("Python loaderx 2.4.6 zstd"), "{stdout}");
         assert!(stdout.contains("NumPy mmap fancy index"), "{stdout}");
+        // Stores Python loaderx wrote with many writer lanes, read by us.
+        assert!(
+            stdout.contains("over Python 2.4.6's store (24 lanes"),
+            "{stdout}"
+        );
+        assert!(stdout.contains("written out of order"), "{stdout}");
     }
     // With LOADERX_PY_RELEASES too, Python loaderx 2.8.19's own Loader.
     if python && std::env::var_os("LOADERX_PY_RELEASES").is_some() {
@@ -57,6 +63,7 @@ fn quick_run_prints_every_table() {
             "loaderx-rs zrecord raw, 2.8.19 store, packed",
             "loaderx-rs DataLoader, packed(true)",
             "(d) raw gather vs Python loaderx 2.8.19",
+            "over Python 2.8.19's store (24 lanes",
             "loader (d) zstd vs Python loaderx 2.8.19",
         ] {
             assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");

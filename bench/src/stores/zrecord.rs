@@ -24,8 +24,21 @@ pub struct Zrecord {
     generation: Generation,
     /// Ragged gathers packed (values end to end) rather than in segments.
     packed: bool,
+    /// The store is written by Python loaderx with many writer lanes.
+    by_python: Option<PythonWriter>,
+    /// Runs of consecutive records found in the written store's shards.
+    runs_found: Option<u64>,
     path: PathBuf,
     reader: Option<Reader>,
+}
+
+/// Python loaderx writing a raw store with `lanes` writer lanes
+/// (`bench/python/write_lanes.py`): 2.4.6 from `python`'s own install, or
+/// the release folder `release` first on `PYTHONPATH`.
+struct PythonWriter {
+    python: PathBuf,
+    release: Option<PathBuf>,
+    lanes: usize,
 }
 
 enum Reader {
@@ -56,9 +69,26 @@ impl Zrecord {
             runs: None,
             generation: Generation::V2_4_6,
             packed: false,
+            by_python: None,
+            runs_found: None,
             path: PathBuf::new(),
             reader: None,
         }
+    }
+
+    /// A raw store written by Python loaderx (2.4.6 from `python`'s
+    /// install, or the release folder `release`, e.g. `.../2.8.19`) as a
+    /// machine with `lanes` writer lanes would lay it out, read by this
+    /// crate. The row's name says how many runs of consecutive records its
+    /// shards hold.
+    pub fn written_by_python(python: &Path, release: Option<&Path>, lanes: usize) -> Zrecord {
+        let mut z = Zrecord::new(Codec::Raw, None);
+        z.by_python = Some(PythonWriter {
+            python: python.to_path_buf(),
+            release: release.map(Path::to_path_buf),
+            lanes,
+        });
+        z
     }
 
     /// After writing (raw Dense only), rewrites every shard with its records
@@ -95,11 +125,24 @@ impl Zrecord {
 
 impl Backend for Zrecord {
     fn name(&self) -> String {
-        if let Some(run) = self.runs {
+        if let Some(p) = &self.by_python {
+            let release = p
+                .release
+                .as_deref()
+                .and_then(Path::file_name)
+                .map_or("2.4.6".into(), |r| r.to_string_lossy().into_owned());
+            let runs = self
+                .runs_found
+                .map_or(String::new(), |r| format!(": {r} runs"));
+            format!(
+                "loaderx-rs zrecord {} over Python {release}'s store ({} lanes{runs})",
+                self.codec, p.lanes
+            )
+        } else if let Some(run) = self.runs {
             let how = if run == 1 {
-                "every record moved: per-record locations".to_string()
+                "every record moved: a block per record".to_string()
             } else {
-                format!("reversed runs of {run}: run table")
+                format!("reversed runs of {run}: block table")
             };
             format!("loaderx-rs zrecord {}, {how}", self.codec)
         } else if self.packed {
@@ -116,6 +159,43 @@ impl Backend for Zrecord {
 
     fn write(&mut self, w: &Workload, dir: &Path) -> Result<Duration> {
         self.path = dir.join(format!("zrecord_{}", self.codec));
+        if let Some(p) = &self.by_python {
+            let src = dir.join("source");
+            crate::python::write_source(w, &src)?;
+            let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/write_lanes.py");
+            let mut cmd = std::process::Command::new(&p.python);
+            if let Some(release) = &p.release {
+                cmd.env("PYTHONPATH", release);
+            }
+            let out = cmd
+                .env("PYTHONDONTWRITEBYTECODE", "1")
+                .arg(script)
+                .args(["--lanes", &p.lanes.to_string(), "--kind"])
+                .arg(if w.dense.is_some() { "dense" } else { "ragged" })
+                .arg("--source")
+                .arg(&src)
+                .arg("--out")
+                .arg(&self.path)
+                .output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "write_lanes.py failed ({}): {}",
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let _ = std::fs::remove_dir_all(&src);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let v: serde_json::Value = serde_json::from_str(stdout.trim())?;
+            let took = Duration::from_secs_f64(crate::python::num(&v, "write_s")?);
+            self.runs_found = Some(count_runs(&self.path)?);
+            self.reader = Some(match &w.dense {
+                Some(_) => Reader::Dense(DynDense::open(&self.path)?),
+                None => Reader::Ragged(DynRagged::open(&self.path)?),
+            });
+            return Ok(took);
+        }
         // The 2.4.6 generation unless asked: the Python peer (loaderx
         // 2.4.6) reads these stores too.
         let mut opts = CreateOptions::new(self.codec)
@@ -167,6 +247,35 @@ impl Backend for Zrecord {
             None => Err("gather before write".into()),
         }
     }
+}
+
+/// Runs of consecutive records in the store at `path`: per shard, 1 plus
+/// the records not stored right after the shard's previous record.
+pub fn count_runs(path: &Path) -> Result<u64> {
+    let meta = std::fs::read(path.join(format::META_FILE))?;
+    let head: [u8; format::HEADER_LEN] = meta
+        .get(..format::HEADER_LEN)
+        .ok_or("meta.zr too short")?
+        .try_into()?;
+    let header = format::Header::decode(&head);
+    let shards = usize::from(header.data_shards).max(1);
+    let n = usize::try_from(header.length)?;
+    let table = meta
+        .get(format::STATIC_PAGE_LEN..format::STATIC_PAGE_LEN + n * format::RECORD_LOC_LEN)
+        .ok_or("location table too short")?;
+    let loc = |id: usize| {
+        let mut b = [0u8; format::RECORD_LOC_LEN];
+        b.copy_from_slice(&table[id * format::RECORD_LOC_LEN..(id + 1) * format::RECORD_LOC_LEN]);
+        RecordLoc::decode(&b)
+    };
+    let mut runs = shards.min(n) as u64;
+    for id in shards..n {
+        let (prev, this) = (loc(id - shards), loc(id));
+        if prev.offset + u64::from(prev.phys_length) != this.offset {
+            runs += 1;
+        }
+    }
+    Ok(runs)
 }
 
 /// Rewrites the raw Dense store at `path` (records of `width` bytes, as the

@@ -6,34 +6,47 @@
 //! follow a pattern, though: when every record stores the same number of
 //! bytes (raw Dense stores, the only kind where that is the rule), this
 //! crate's writer puts record `i` at `(i / S) * width` in shard `i % S`, and
-//! Python loaderx writes runs of consecutive records whose order in a shard
-//! depends on which worker finished first.
+//! Python loaderx 2.4.6 writes runs of consecutive records (512 KiB a run)
+//! whose order in a shard depends on which writer lane finished first.
 //!
 //! [`Layout::detect`] reads the table once, in parallel, and when every
 //! record has the same stored and logical length and lies inside its shard's
-//! committed bytes, compresses it into runs: per shard, the shard-local
-//! index of each run's first record and its offset, the run's records
-//! following back to back. One run per shard is the regular layout: a
-//! record's offset is one multiply-add. More runs are looked up through a
-//! bucket index (the run holding every `2^b`-th record, `2^b` at most the
-//! mean run length, then a step or two forward), and only kept while at most [`MAX_RUN_SHARE`] of the table's size
-//! (a run table larger than that would not be cheaper to search than the
-//! table is to read). Any other table (sizes that differ, a location outside
-//! its shard, a table too fragmented) keeps [`Layout::Table`], and every
-//! location is validated when read, as before: correctness never depends on
-//! the detection, which only decides how a valid location is found.
+//! committed bytes, finds the runs: record `k` of a shard starts a run when
+//! it does not follow record `k - 1` back to back. No run but the first in
+//! any shard is the regular layout: a record's offset is one multiply-add.
+//! Otherwise every run starts at a multiple of `2^b` shard-local records,
+//! `2^b` the largest power of two dividing every run's first record, so a
+//! block of `2^b` records never straddles two runs: a table of each block's
+//! first offset (one `u64` per block and shard) places any record with one
+//! lookup and a multiply-add, whatever the order of the runs — permuted
+//! 512 KiB runs cost one table entry per run, runs of 64 records 1/8 byte a
+//! record, and a table where every record moved (`b = 0`) 8 bytes a record.
+//! The block table is kept while at most [`MAX_BLOCK_TABLE_BYTES`]; any
+//! other table (sizes that differ, a location outside its shard, a block
+//! table larger than that) keeps [`Layout::Table`], and every location is
+//! validated when read, as before: correctness never depends on the
+//! detection, which only decides how a valid location is found.
 //!
-//! The runs are copied out of the table into memory of their own, so a
-//! location validated at open cannot change afterwards.
+//! Where the records themselves cost no more memory than that table, or
+//! are at most [`COPY_ALWAYS_MAX`] bytes (where a lookup measured to slow a
+//! gather by a quarter), and the shards are in memory, the records are
+//! instead copied once, in parallel, in record order ([`Places::Logical`]):
+//! gathers then read that copy as one shard in the regular layout. A store
+//! of a million 1-byte records out of order costs 1 MB that way.
+//!
+//! The block offsets (or the records) are copied out of the table into
+//! memory of their own, so a location validated at open cannot change
+//! afterwards.
 
 use rayon::prelude::*;
 
 use crate::format::{MAX_RECORD_LEN, RECORD_LOC_LEN, RecordLoc};
 
-/// Records per task of the detection pass (rounded up to whole stripes).
+/// Records per task of the detection passes.
 const CHUNK_RECORDS: usize = 1 << 16;
-/// A run table is kept while it has at most one run per this many records.
-pub(crate) const MAX_RUN_SHARE: u64 = 4;
+/// The largest block table kept (1 GiB: 2^27 records of a store whose
+/// every record moved); a store needing more reads its locations per record.
+pub(crate) const MAX_BLOCK_TABLE_BYTES: u64 = 1 << 30;
 
 /// How a gather finds a record's stored bytes.
 pub(crate) enum Layout {
@@ -44,7 +57,7 @@ pub(crate) enum Layout {
 }
 
 /// A store whose records all store `phys` bytes that decode to `logic`, at
-/// offsets given by runs.
+/// offsets given by blocks.
 pub(crate) struct Uniform {
     /// Stored length of every record.
     pub(crate) phys: u32,
@@ -59,82 +72,58 @@ pub(crate) struct Uniform {
 enum Places {
     /// One run per shard: record `k` of shard `s` at `base[s] + k * phys`.
     Regular { base: Vec<u64> },
-    /// Several runs in some shard.
-    Runs(Vec<ShardRuns>),
+    /// Record `k` of shard `s` at `first[(k >> b) * shards + s] + (k & mask) * phys`:
+    /// blocks of `2^b` records, each inside one run.
+    Blocks(Blocks),
+    /// A copy of every record's bytes in record order, made at open: record
+    /// `i` at `i * phys` of it (reported as shard 0).
+    Logical(Vec<u8>),
 }
 
-/// The runs of one shard, ordered by first record.
-#[derive(Default)]
-struct ShardRuns {
-    /// Shard-local index of each run's first record: ascending, from 0.
+/// Records of at most this many bytes out of order are always copied in
+/// record order (when [`MAX_BLOCK_TABLE_BYTES`] allows): a block-table
+/// lookup measured to slow their gathers by a quarter or more
+/// (`benches/layouts.rs`), and the copy costs at most an eighth of their
+/// location table.
+const COPY_ALWAYS_MAX: u32 = 2;
+
+/// The base of [`Places::Logical`] seen as the regular layout of one shard.
+const LOGICAL_BASE: [u64; 1] = [0];
+
+/// The block table of a store whose runs are out of order.
+pub(crate) struct Blocks {
+    /// `log2` of the records in a block.
+    b: u32,
+    /// The first offset of every block, block-major (all shards' block 0,
+    /// then block 1, ...); `u64::MAX` past a shard's last record.
     first: Vec<u64>,
-    /// Offset of each run's first record.
-    offset: Vec<u64>,
-    /// The run holding record `b << shift`, for every bucket `b`: a lookup
-    /// starts there and steps forward (buckets are no longer than the mean
-    /// run, so rarely more than once) instead of searching all runs.
-    bucket: Vec<u32>,
-    shift: u32,
 }
 
-impl ShardRuns {
-    fn len(&self) -> usize {
-        self.first.len()
-    }
-
-    /// Adds record `k` at `offset`, extending the last run when it follows it.
-    fn push(&mut self, k: u64, offset: u64, phys: u64) {
-        if let (Some(&f), Some(&o)) = (self.first.last(), self.offset.last())
-            && o.checked_add((k - f).saturating_mul(phys)) == Some(offset)
-        {
-            return;
-        }
-        self.first.push(k);
-        self.offset.push(offset);
-    }
-
-    /// Builds the buckets for a shard of `count` records.
-    fn index(&mut self, count: u64) {
-        let mean = count / (self.len() as u64).max(1);
-        self.shift = mean.max(1).ilog2();
-        self.bucket = (0..=count >> self.shift)
-            .map(|b| {
-                let k = b << self.shift;
-                self.first.partition_point(|&f| f <= k).saturating_sub(1) as u32
-            })
-            .collect();
-    }
-
-    /// The run holding record `k`.
+impl Blocks {
+    /// `log2` of the records in a block.
     #[inline(always)]
-    fn run_of(&self, k: u64) -> usize {
-        let mut r = self
-            .bucket
-            .get((k >> self.shift) as usize)
-            .map_or(0, |&r| r as usize);
-        while self.first.get(r + 1).is_some_and(|&f| f <= k) {
-            r += 1;
-        }
-        r
+    pub(crate) fn block_shift(&self) -> u32 {
+        self.b
     }
 
-    /// Appends `next`, the runs of the following records of this shard.
-    fn extend(&mut self, next: ShardRuns, phys: u64) {
-        for (k, o) in next.first.into_iter().zip(next.offset) {
-            self.push(k, o, phys);
-        }
+    /// The first offsets, block-major over the shards.
+    #[inline(always)]
+    pub(crate) fn first(&self) -> &[u64] {
+        &self.first
     }
 }
 
-/// What one task of the detection pass found: the runs of its records per
-/// shard, or `None` when its records leave the uniform layout.
-type Scan = Option<Vec<ShardRuns>>;
+/// What the first detection pass found in one task's records: `None` when
+/// they leave the uniform layout, else the OR of the shard-local indices of
+/// the runs they start (0: no run starts past a shard's first record).
+type Scan = Option<u64>;
 
 impl Layout {
     /// Detects the layout of a location table `table` (`len` entries of
     /// [`RECORD_LOC_LEN`] bytes, the static page excluded) over shards whose
-    /// committed ends are `tails`.
-    pub(crate) fn detect(table: &[u8], tails: &[u64], len: u64) -> Layout {
+    /// committed ends are `tails` and whose bytes are `regions` (empty for
+    /// a shard not in memory, e.g. a remote store's).
+    pub(crate) fn detect(table: &[u8], tails: &[u64], len: u64, regions: &[&[u8]]) -> Layout {
         let shards = tails.len();
         let Some(n) = usize::try_from(len)
             .ok()
@@ -142,49 +131,67 @@ impl Layout {
         else {
             return Layout::Table;
         };
+        let table = &table[..n * RECORD_LOC_LEN];
         let first = decode(table, 0);
         let (phys, logic) = (first.phys_length, first.logic_length);
         if phys == 0 || logic == 0 || u64::from(logic) > MAX_RECORD_LEN {
             return Layout::Table;
         }
-        // Whole stripes per task, so a task's records of a shard are consecutive.
-        let chunk = CHUNK_RECORDS.div_ceil(shards) * shards;
-        let scans: Vec<Scan> = table[..n * RECORD_LOC_LEN]
-            .par_chunks(chunk * RECORD_LOC_LEN)
-            .enumerate()
-            .map(|(c, part)| scan(part, c * chunk, tails, phys, logic))
-            .collect();
-        let mut runs: Vec<ShardRuns> = (0..shards).map(|_| ShardRuns::default()).collect();
-        for scan in scans {
-            let Some(part) = scan else {
-                return Layout::Table;
-            };
-            for (all, more) in runs.iter_mut().zip(part) {
-                all.extend(more, u64::from(phys));
-            }
-        }
-        let places = if runs.iter().all(|r| r.len() <= 1) {
-            Places::Regular {
-                base: runs
-                    .iter()
-                    .map(|r| r.offset.first().copied().unwrap_or(0))
-                    .collect(),
-            }
-        } else if runs.iter().map(ShardRuns::len).sum::<usize>() as u64 <= len / MAX_RUN_SHARE {
-            for (s, r) in runs.iter_mut().enumerate() {
-                r.index(len.saturating_sub(s as u64).div_ceil(shards as u64));
-            }
-            Places::Runs(runs)
-        } else {
+        let starts = (0..n.div_ceil(CHUNK_RECORDS))
+            .into_par_iter()
+            .map(|c| {
+                let end = ((c + 1) * CHUNK_RECORDS).min(n);
+                scan(table, c * CHUNK_RECORDS..end, tails, phys, logic)
+            })
+            .try_reduce(|| 0, |a, b| Some(a | b));
+        let Some(starts) = starts else {
             return Layout::Table;
         };
-        Layout::Uniform(Uniform {
+        let (shards64, shift) = (
+            shards as u64,
+            shards.is_power_of_two().then(|| shards.trailing_zeros()),
+        );
+        let places = if starts == 0 {
+            Places::Regular {
+                base: (0..shards.min(n))
+                    .map(|s| decode(table, s).offset)
+                    .collect(),
+            }
+        } else {
+            let b = starts.trailing_zeros();
+            // Blocks in the longest shard (shard 0's records).
+            let per_shard = (len.div_ceil(shards64) - 1) >> b;
+            let entries = (per_shard + 1).saturating_mul(shards64);
+            if entries.saturating_mul(8) > MAX_BLOCK_TABLE_BYTES {
+                return Layout::Table;
+            }
+            // Under the cap: an index of this machine.
+            let first = (0..entries as usize)
+                .into_par_iter()
+                .with_min_len(CHUNK_RECORDS)
+                .map(|e| {
+                    let (block, s) = (e as u64 / shards64, e as u64 % shards64);
+                    let id = (block << b) * shards64 + s;
+                    if id < len {
+                        decode(table, id as usize).offset
+                    } else {
+                        u64::MAX
+                    }
+                })
+                .collect();
+            Places::Blocks(Blocks { b, first })
+        };
+        let mut u = Uniform {
             phys,
             logic,
-            shards: shards as u64,
-            shift: shards.is_power_of_two().then(|| shards.trailing_zeros()),
+            shards: shards64,
+            shift,
             places,
-        })
+        };
+        if let Some(copy) = u.logical_copy(len, regions, tails) {
+            u.places = Places::Logical(copy);
+        }
+        Layout::Uniform(u)
     }
 
     /// The uniform layout, if the records have one.
@@ -195,20 +202,21 @@ impl Layout {
         }
     }
 
-    /// Runs of offsets in the run table; 0 for the table, the shard count
-    /// (or fewer) for the regular layout. For tests and the benchmark.
+    /// Entries of the block table; 0 for the table, the shard count (or
+    /// fewer) for the regular layout. For tests and the benchmark.
     #[cfg(test)]
-    pub(crate) fn runs(&self) -> usize {
+    pub(crate) fn blocks(&self) -> usize {
         match self {
             Layout::Table => 0,
             Layout::Uniform(u) => match &u.places {
                 Places::Regular { base } => base.len(),
-                Places::Runs(r) => r.iter().map(ShardRuns::len).sum(),
+                Places::Blocks(b) => b.first.len(),
+                Places::Logical(_) => usize::MAX,
             },
         }
     }
 
-    /// True when offsets are computed without a search.
+    /// True when offsets are computed without a lookup.
     #[cfg(test)]
     pub(crate) fn is_regular(&self) -> bool {
         matches!(
@@ -227,9 +235,72 @@ impl Uniform {
     /// offset, so that record `i` lies in shard `i & (shards - 1)` at
     /// `base[shard] + (i >> shift) * phys`. Lets a copy loop hoist the
     /// layout's case analysis out of the loop.
+    ///
+    /// A [`logical`](Self::logical) copy is the regular layout of one shard
+    /// (`shift` 0, base 0): its bytes stand for the store's shards.
     pub(crate) fn regular_pow2(&self) -> Option<(u32, &[u64])> {
         match (&self.places, self.shift) {
             (Places::Regular { base }, Some(shift)) => Some((shift, base)),
+            (Places::Logical(_), _) => Some((0, &LOGICAL_BASE)),
+            _ => None,
+        }
+    }
+
+    /// For a block layout where a copy of the records in record order
+    /// costs no more memory than the block table (or records of at most
+    /// [`COPY_ALWAYS_MAX`] bytes), at most [`MAX_BLOCK_TABLE_BYTES`], and every shard in
+    /// `regions`: that copy, made in parallel. Gathers then read it as one
+    /// shard in the regular layout.
+    fn logical_copy(&self, len: u64, regions: &[&[u8]], tails: &[u64]) -> Option<Vec<u8>> {
+        let Places::Blocks(blocks) = &self.places else {
+            return None;
+        };
+        let phys = self.phys as usize;
+        let bytes = len.checked_mul(u64::from(self.phys))?;
+        let table = blocks.first.len() as u64 * 8;
+        let resident = regions.len() == tails.len()
+            && regions.iter().zip(tails).all(|(r, &t)| r.len() as u64 >= t);
+        if !resident
+            || bytes > MAX_BLOCK_TABLE_BYTES
+            || (bytes > table && self.phys > COPY_ALWAYS_MAX)
+        {
+            return None;
+        }
+        let mut copy = vec![0u8; usize::try_from(bytes).ok()?];
+        let ok = copy
+            .par_chunks_mut(phys * CHUNK_RECORDS)
+            .enumerate()
+            .all(|(c, out)| {
+                out.chunks_exact_mut(phys).enumerate().all(|(j, dst)| {
+                    let (s, offset) = self.place((c * CHUNK_RECORDS + j) as u64);
+                    let start = offset as usize;
+                    match regions[s].get(start..start.wrapping_add(phys)) {
+                        Some(src) => {
+                            dst.copy_from_slice(src);
+                            true
+                        }
+                        None => false,
+                    }
+                })
+            });
+        ok.then_some(copy)
+    }
+
+    /// The copy of the records in record order, when the layout is one.
+    pub(crate) fn logical(&self) -> Option<&[u8]> {
+        match &self.places {
+            Places::Logical(copy) => Some(copy),
+            _ => None,
+        }
+    }
+
+    /// For the block layout over a power-of-two number of shards:
+    /// `log2(shards)` and the blocks, so that record `i` (shard
+    /// `s = i & (shards - 1)`, `k = i >> shift` in it) lies at
+    /// `first[((k >> b) << shift) | s] + (k & (2^b - 1)) * phys`.
+    pub(crate) fn blocks_pow2(&self) -> Option<(u32, &Blocks)> {
+        match (&self.places, self.shift) {
+            (Places::Blocks(blocks), Some(shift)) => Some((shift, blocks)),
             _ => None,
         }
     }
@@ -248,13 +319,15 @@ impl Uniform {
             Places::Regular { base } => base
                 .get(shard as usize)
                 .map_or(u64::MAX, |b| b.wrapping_add(k.wrapping_mul(phys))),
-            Places::Runs(runs) => runs.get(shard as usize).map_or(u64::MAX, |r| {
-                let at = r.run_of(k);
-                match (r.first.get(at), r.offset.get(at)) {
-                    (Some(&f), Some(&o)) => o.wrapping_add(k.wrapping_sub(f).wrapping_mul(phys)),
-                    _ => u64::MAX,
-                }
-            }),
+            Places::Logical(_) => return (0, index.wrapping_mul(phys)),
+            Places::Blocks(Blocks { b, first }) => {
+                let within = k & ((1u64 << b) - 1);
+                (k >> b)
+                    .checked_mul(self.shards)
+                    .and_then(|e| usize::try_from(e + shard).ok())
+                    .and_then(|e| first.get(e))
+                    .map_or(u64::MAX, |f| f.wrapping_add(within.wrapping_mul(phys)))
+            }
         };
         (shard as usize, offset)
     }
@@ -280,18 +353,15 @@ fn decode(table: &[u8], i: usize) -> RecordLoc {
     RecordLoc::decode(&b)
 }
 
-/// Scans the entries `part` of records `start..`: each must store `phys`
-/// bytes for `logic` inside its shard's committed bytes.
-fn scan(part: &[u8], start: usize, tails: &[u64], phys: u32, logic: u32) -> Scan {
+/// Scans the entries of records `ids` of `table`: each must store `phys`
+/// bytes for `logic` inside its shard's committed bytes. Returns the OR of
+/// the shard-local indices of the records starting a run (not following
+/// the shard's previous record back to back).
+fn scan(table: &[u8], ids: std::ops::Range<usize>, tails: &[u64], phys: u32, logic: u32) -> Scan {
     let shards = tails.len();
-    let records = part.len() / RECORD_LOC_LEN;
-    let mut runs: Vec<ShardRuns> = (0..shards).map(|_| ShardRuns::default()).collect();
-    let mut count = 0;
-    for (j, entry) in part.chunks_exact(RECORD_LOC_LEN).enumerate() {
-        let id = start + j;
-        let mut b = [0u8; RECORD_LOC_LEN];
-        b.copy_from_slice(entry);
-        let loc = RecordLoc::decode(&b);
+    let mut starts = 0u64;
+    for id in ids {
+        let loc = decode(table, id);
         let s = id % shards;
         let fits = loc
             .offset
@@ -300,15 +370,16 @@ fn scan(part: &[u8], start: usize, tails: &[u64], phys: u32, logic: u32) -> Scan
         if loc.phys_length != phys || loc.logic_length != logic || !fits {
             return None;
         }
-        let r = &mut runs[s];
-        let before = r.len();
-        r.push((id / shards) as u64, loc.offset, u64::from(phys));
-        count += r.len() - before;
-        if count as u64 > (records as u64 / MAX_RUN_SHARE).max(shards as u64) {
-            return None;
+        if id >= shards
+            && decode(table, id - shards)
+                .offset
+                .wrapping_add(u64::from(phys))
+                != loc.offset
+        {
+            starts |= (id / shards) as u64;
         }
     }
-    Some(runs)
+    Some(starts)
 }
 
 #[cfg(test)]
@@ -337,6 +408,10 @@ mod tests {
         for (i, &(offset, _, _)) in locs.iter().enumerate() {
             assert_eq!(u.place(i as u64), (i % shards, offset), "record {i}");
         }
+        // Past the end: never a panic.
+        for i in [locs.len() as u64 + 4096, u64::MAX / 2, u64::MAX] {
+            let _ = u.place(i);
+        }
     }
 
     #[test]
@@ -347,28 +422,89 @@ mod tests {
                 .map(|i| ((i / shards as u64) * u64::from(w), w, w))
                 .collect();
             let tails = vec![1000 * 8; shards];
-            let l = Layout::detect(&table(&locs), &tails, 1000);
+            let l = Layout::detect(&table(&locs), &tails, 1000, &[]);
             assert!(l.is_regular(), "{shards}");
             agrees(&l, &locs, shards);
         }
     }
 
-    #[test]
-    fn permuted_runs_make_a_run_table() {
-        // Two shards; each shard's records in runs of 10 stored in reverse order.
-        let (n, w) = (400u64, 4u32);
-        let locs: Vec<_> = (0..n)
+    /// Two shards of `n / 2` records each, in runs of `run` records stored
+    /// in reverse order.
+    fn reversed_runs(n: u64, run: u64, w: u32) -> Locs {
+        let runs = (n / 2).div_ceil(run);
+        (0..n)
             .map(|i| {
                 let k = i / 2;
-                let (run, within) = (k / 10, k % 10);
-                let runs = n / 2 / 10;
-                (((runs - 1 - run) * 10 + within) * u64::from(w), w, w)
+                let (r, within) = (k / run, k % run);
+                (((runs - 1 - r) * run + within) * u64::from(w), w, w)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn permuted_runs_make_a_block_table() {
+        // Runs of 10: every run starts at a multiple of 2, blocks of 2.
+        let (n, w) = (400u64, 4u32);
+        let locs = reversed_runs(n, 10, w);
+        let l = Layout::detect(&table(&locs), &[800, 800], n, &[]);
+        assert!(!l.is_regular());
+        assert_eq!(l.blocks(), 200);
+        agrees(&l, &locs, 2);
+        // Runs of 64 (the last one short): blocks of 64, one entry a run.
+        let n = 2 * 1000;
+        let locs = reversed_runs(n, 64, w);
+        let l = Layout::detect(&table(&locs), &[4096 * 4, 4096 * 4], n, &[]);
+        assert_eq!(l.blocks(), 2 * 16);
+        agrees(&l, &locs, 2);
+        // Three shards, one record fewer in the last; a record past every
+        // block is placed nowhere.
+        let locs: Vec<_> = (0..3 * 8 - 1u64)
+            .map(|i| {
+                let k = i / 3;
+                (((k + 4) % 8) * 2, 2, 2)
             })
             .collect();
-        let l = Layout::detect(&table(&locs), &[800, 800], n);
-        assert!(!l.is_regular());
-        assert_eq!(l.runs(), 40);
-        agrees(&l, &locs, 2);
+        let l = Layout::detect(&table(&locs), &[16, 16, 16], 23, &[]);
+        assert_eq!(l.blocks(), 2 * 3);
+        agrees(&l, &locs, 3);
+        assert_eq!(l.uniform().unwrap().place(26), (2, u64::MAX));
+    }
+
+    #[test]
+    fn every_record_moved_is_a_table_of_offsets() {
+        let w = 2u32;
+        let locs: Vec<_> = (0..100u64)
+            .map(|i| ((99 - i) * u64::from(w), w, w))
+            .collect();
+        let l = Layout::detect(&table(&locs), &[200], 100, &[]);
+        assert_eq!(l.blocks(), 100);
+        agrees(&l, &locs, 1);
+    }
+
+    #[test]
+    fn small_records_out_of_order_are_copied_in_record_order() {
+        // Two shards of 1-byte records, each shard's records reversed.
+        let n = 100u64;
+        let locs: Vec<_> = (0..n).map(|i| (49 - i / 2, 1, 1)).collect();
+        let shard = |s: u64| -> Vec<u8> { (0..50).rev().map(|k| (k * 2 + s) as u8).collect() };
+        let (a, b) = (shard(0), shard(1));
+        let l = Layout::detect(&table(&locs), &[50, 50], n, &[&a, &b]);
+        let u = l.uniform().unwrap();
+        let copy = u.logical().unwrap();
+        assert_eq!(copy, (0..n as u8).collect::<Vec<_>>());
+        assert_eq!(u.place(7), (0, 7));
+        assert_eq!(u.regular_pow2(), Some((0, &[0u64][..])));
+        // Without the shards' bytes (a remote store): the block table.
+        let l = Layout::detect(&table(&locs), &[50, 50], n, &[]);
+        assert_eq!(l.blocks(), 100);
+        // Wider records than their block table's share keep the table.
+        let locs: Vec<_> = (0..n)
+            .map(|i| ((i / 2 / 25 * 25 + 24 - i / 2 % 25) * 64, 64, 64))
+            .collect();
+        let data = vec![0u8; 64 * 50];
+        let l = Layout::detect(&table(&locs), &[3200, 3200], n, &[&data, &data]);
+        assert!(l.uniform().unwrap().logical().is_none());
+        assert_eq!(l.blocks(), 100);
     }
 
     #[test]
@@ -378,35 +514,36 @@ mod tests {
         let bad = |f: &dyn Fn(&mut Locs)| {
             let mut locs = regular.clone();
             f(&mut locs);
-            Layout::detect(&table(&locs), &[200], 100)
+            Layout::detect(&table(&locs), &[200], 100, &[])
         };
         assert!(bad(&|_| ()).is_regular());
-        // Lengths that differ, a record past the tail, too many runs.
-        assert_eq!(bad(&|l| l[50].1 = 3).runs(), 0);
-        assert_eq!(bad(&|l| l[50].2 = 3).runs(), 0);
-        assert_eq!(bad(&|l| l[99].0 = 199).runs(), 0);
-        assert_eq!(bad(&|l| l[7].0 = u64::MAX - 1).runs(), 0);
-        assert_eq!(
-            bad(&|l| l.iter_mut().for_each(|x| x.0 = 198 - x.0)).runs(),
-            0
-        );
+        // Lengths that differ, a record past the tail.
+        assert_eq!(bad(&|l| l[50].1 = 3).blocks(), 0);
+        assert_eq!(bad(&|l| l[50].2 = 3).blocks(), 0);
+        assert_eq!(bad(&|l| l[99].0 = 199).blocks(), 0);
+        assert_eq!(bad(&|l| l[7].0 = u64::MAX - 1).blocks(), 0);
         // Lengths out of range in every record.
         let zero: Vec<_> = (0..10u64).map(|i| (i, 0, 0)).collect();
-        assert_eq!(Layout::detect(&table(&zero), &[10], 10).runs(), 0);
+        assert_eq!(Layout::detect(&table(&zero), &[10], 10, &[]).blocks(), 0);
         // A table shorter than claimed, no records.
-        assert_eq!(Layout::detect(&table(&regular[..5]), &[200], 100).runs(), 0);
-        assert_eq!(Layout::detect(&[], &[0], 0).runs(), 0);
+        assert_eq!(
+            Layout::detect(&table(&regular[..5]), &[200], 100, &[]).blocks(),
+            0
+        );
+        assert_eq!(Layout::detect(&[], &[0], 0, &[]).blocks(), 0);
     }
 
     #[test]
     fn overlapping_records_are_uniform() {
-        // Every record at offset 0 of its shard: runs of one, too many.
+        // Every record at offset 0 of its shard: blocks of one record.
         let locs: Vec<_> = (0..64u64).map(|_| (0, 8, 8)).collect();
-        assert_eq!(Layout::detect(&table(&locs), &[8, 8], 64).runs(), 0);
-        // Each shard's second half stored over its first half: two runs.
+        let l = Layout::detect(&table(&locs), &[8, 8], 64, &[]);
+        assert_eq!(l.blocks(), 64);
+        agrees(&l, &locs, 2);
+        // Each shard's second half stored over its first half: blocks of 16.
         let locs: Vec<_> = (0..64u64).map(|i| ((i / 2 % 16) * 8, 8, 8)).collect();
-        let l = Layout::detect(&table(&locs), &[128, 128], 64);
-        assert_eq!(l.runs(), 4);
+        let l = Layout::detect(&table(&locs), &[128, 128], 64, &[]);
+        assert_eq!(l.blocks(), 4);
         agrees(&l, &locs, 2);
     }
 }

@@ -17,6 +17,14 @@ use crate::format::{
     RECORD_LOC_LEN, RecordLoc, STATIC_PAGE_LEN, Schema, StaticPage,
 };
 
+/// How many records ahead a raw copy loop prefetches (its record's cache
+/// line; for a block table beyond [`BIG_TABLE_BYTES`], its entry twice as
+/// far ahead). Measured on workloads of 1 to 64-byte records
+/// (`benches/layouts.rs`): a data prefetch pays from 2-byte records up.
+const AHEAD: usize = 32;
+/// A block table larger than this (about an L2 cache) is prefetched too.
+const BIG_TABLE_BYTES: usize = 256 << 10;
+
 /// Gathers smaller than this many bytes run on the calling thread.
 pub(super) const PARALLEL_MIN_BYTES: usize = 256 << 10;
 /// Raw gathers of fewer records than this run on the calling thread: a
@@ -362,6 +370,7 @@ impl StoreReader {
         dict: Option<Vec<u8>>,
     ) -> StoreReader {
         let shard_count = shards.len();
+        let regions: Vec<&[u8]> = shards.iter().map(Shard::bytes).collect();
         let layout = Layout::detect(
             table
                 .as_deref()
@@ -369,7 +378,9 @@ impl StoreReader {
                 .unwrap_or(&[]),
             &checked.page.tails[..shard_count],
             checked.page.header.length,
+            &regions,
         );
+        drop(regions);
         StoreReader {
             path: path.to_path_buf(),
             _meta: meta,
@@ -400,14 +411,14 @@ impl StoreReader {
         }
         let u = self.layout.uniform().filter(|u| u.phys == u.logic)?;
         let (shift, base) = u.regular_pow2()?;
-        if base.len() != self.shards.len() || base.is_empty() {
+        let regions = self.placed_regions();
+        if base.len() != regions.len() || base.is_empty() {
             return None;
         }
-        let shards = self
-            .shards
-            .iter()
+        let shards = regions
+            .into_iter()
             .zip(base)
-            .map(|(sh, &b)| usize::try_from(b).ok().and_then(|b| sh.bytes().get(b..)))
+            .map(|(r, &b)| usize::try_from(b).ok().and_then(|b| r.get(b..)))
             .collect::<Option<Vec<_>>>()?;
         Some((shift, u.phys as usize, shards))
     }
@@ -541,6 +552,24 @@ impl StoreReader {
         self.located(index).map(|(loc, _)| loc)
     }
 
+    /// The bytes the uniform layout's `(shard, offset)` places point into:
+    /// the layout's copy of the records in record order when it made one,
+    /// else every shard's mapped bytes.
+    fn placed_regions(&self) -> Vec<&[u8]> {
+        match self.layout.uniform().and_then(Uniform::logical) {
+            Some(copy) => vec![copy],
+            None => self.shards.iter().map(Shard::bytes).collect(),
+        }
+    }
+
+    /// The bytes a validated location of record `index` points into.
+    fn region_of(&self, index: u64) -> &[u8] {
+        match self.layout.uniform().and_then(Uniform::logical) {
+            Some(copy) => copy,
+            None => self.shard_of(index).bytes(),
+        }
+    }
+
     /// The payload shard holding record `index`.
     fn shard_of(&self, index: u64) -> &Shard {
         let s = match self.shard_mask {
@@ -550,15 +579,20 @@ impl StoreReader {
         &self.shards[s as usize]
     }
 
-    /// The validated location of record `index` and its shard.
-    fn located(&self, index: u64) -> Result<(RecordLoc, &Shard), Error> {
+    /// The validated location of record `index` and the bytes it points
+    /// into.
+    fn located(&self, index: u64) -> Result<(RecordLoc, &[u8]), Error> {
         if index < self.length
             && let Some(u) = self.layout.uniform()
         {
             // Validated with the whole table at open.
             let (s, loc) = u.loc(index);
-            if let Some(shard) = self.shards.get(s) {
-                return Ok((loc, shard));
+            let region = match u.logical() {
+                Some(copy) => Some(copy),
+                None => self.shards.get(s).map(Shard::bytes),
+            };
+            if let Some(region) = region {
+                return Ok((loc, region));
             }
         }
         let at = (index as usize)
@@ -601,7 +635,7 @@ impl StoreReader {
                 ),
             ));
         }
-        Ok((loc, shard))
+        Ok((loc, shard.bytes()))
     }
 
     /// A decoder for one worker.
@@ -650,9 +684,8 @@ impl StoreReader {
     ) -> Result<&'a [u8], Error> {
         match staged {
             Staged::Local => {
-                let shard = self.shard_of(index);
                 let start = loc.offset as usize;
-                Ok(&shard.bytes()[start..start + loc.phys_length as usize])
+                Ok(&self.region_of(index)[start..start + loc.phys_length as usize])
             }
             #[cfg(feature = "remote")]
             Staged::Fetched(f) => {
@@ -727,6 +760,7 @@ impl StoreReader {
 
     /// Whether [`Self::read_jobs`] decodes `jobs` records of `total` bytes
     /// on the calling thread.
+    #[cfg(feature = "remote")]
     pub(super) fn reads_serially(&self, total: usize, jobs: usize) -> bool {
         total < self.parallel_min_bytes() || jobs < 2 || rayon::current_num_threads() < 2
     }
@@ -1091,7 +1125,7 @@ impl StoreReader {
         dst: &mut [D],
     ) -> Result<(), Error> {
         let w = if N == 0 { width } else { N };
-        let maps: Vec<&[u8]> = self.shards.iter().map(Shard::bytes).collect();
+        let maps = self.placed_regions();
         if let Some((shift, base)) = u.regular_pow2()
             && base.len() == maps.len()
             && !maps.is_empty()
@@ -1109,11 +1143,64 @@ impl StoreReader {
                 })
                 .collect();
             let mask = (shards.len() - 1) as u64;
-            for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
+            for (j, (&i, d)) in indices.iter().zip(dst.chunks_exact_mut(w)).enumerate() {
+                // The record AHEAD places on: its cache line is on its way
+                // by the time it is copied.
+                if let Some(&a) = indices.get(j + AHEAD) {
+                    let start = ((a >> shift) as usize).wrapping_mul(w);
+                    prefetch(shards[(a & mask) as usize].as_ptr().wrapping_add(start));
+                }
                 let start = ((i >> shift) as usize).wrapping_mul(w);
                 // Checked (one predictable branch): nothing here can read
                 // past a shard, whatever the index.
                 match shards[(i & mask) as usize].get(start..start.wrapping_add(w)) {
+                    Some(src) => D::put(d, src),
+                    None => return Err(self.outside_shard(i)),
+                }
+            }
+            return Ok(());
+        }
+        if let Some((shift, blocks)) = u.blocks_pow2()
+            && maps.len() == 1 << shift
+        {
+            // Runs out of order: one lookup in the block table, the shard
+            // and the record's place in its block by masks.
+            let mask = (maps.len() - 1) as u64;
+            let b = blocks.block_shift();
+            let within = (1u64 << b) - 1;
+            let first = blocks.first();
+            let entry = |i: u64| (((i >> shift >> b) << shift) | (i & mask)) as usize;
+            let place = |i: u64| {
+                let k = i >> shift;
+                let offset = first.get(entry(i)).map_or(u64::MAX, |f| {
+                    f.wrapping_add((k & within).wrapping_mul(w as u64))
+                });
+                ((i & mask) as usize, offset as usize)
+            };
+            // A table beyond the L2 cache is prefetched too, further ahead.
+            let far = first.len() * 8 > BIG_TABLE_BYTES;
+            // Software pipeline: each record is placed AHEAD records before
+            // it is copied (its bytes prefetched then), so the table is read
+            // once a record and the copies find their lines in flight.
+            let mut ring = [(0usize, usize::MAX); AHEAD];
+            for (slot, &a) in ring.iter_mut().zip(indices) {
+                *slot = place(a);
+                prefetch(maps[slot.0].as_ptr().wrapping_add(slot.1));
+            }
+            for (j, (&i, d)) in indices.iter().zip(dst.chunks_exact_mut(w)).enumerate() {
+                if far && let Some(&a) = indices.get(j + 2 * AHEAD) {
+                    prefetch(first.as_ptr().wrapping_add(entry(a)).cast());
+                }
+                let (s, start) = match indices.get(j + AHEAD) {
+                    Some(&a) => {
+                        let next = place(a);
+                        prefetch(maps[next.0].as_ptr().wrapping_add(next.1));
+                        std::mem::replace(&mut ring[j % AHEAD], next)
+                    }
+                    None => ring[j % AHEAD],
+                };
+                // Checked like the regular loop's: never past a shard.
+                match maps[s].get(start..start.wrapping_add(w)) {
                     Some(src) => D::put(d, src),
                     None => return Err(self.outside_shard(i)),
                 }
@@ -1138,7 +1225,7 @@ impl StoreReader {
 
     /// The stored bytes of raw record `index`, which must be `width` bytes.
     pub(super) fn raw_record(&self, index: u64, width: usize) -> Result<&[u8], Error> {
-        let (loc, shard) = self.located(index)?;
+        let (loc, region) = self.located(index)?;
         if loc.logic_length as usize != width || loc.phys_length != loc.logic_length {
             return Err(Error::corrupt_record(
                 &self.path,
@@ -1150,7 +1237,7 @@ impl StoreReader {
             ));
         }
         let start = loc.offset as usize;
-        Ok(&shard.bytes()[start..start + width])
+        Ok(&region[start..start + width])
     }
 
     /// The layout found at open.
@@ -1185,8 +1272,9 @@ pub(super) fn run_jobs<J: Send, S>(
 
 /// Asks the CPU to start loading the cache line at `at` (a hint: nothing
 /// is read into the program; a no-op off x86_64). Measured to pay where
-/// finding a record costs table lookups (parts); one store's own copy loop
-/// measured ~20 % slower with a prefetching first pass, so it has none.
+/// finding a record costs table lookups (parts, block tables) and, issued
+/// [`AHEAD`] records ahead inside the copy loop, in one store's regular
+/// layout too (a separate prefetching pass first measured ~20 % slower).
 #[inline(always)]
 pub(super) fn prefetch(at: *const u8) {
     // SAFETY: a prefetch never faults and reads nothing into the program,
@@ -1395,7 +1483,7 @@ mod tests {
             }
             let reader = StoreReader::open(&path).unwrap();
             if damage.is_some() {
-                prop_assert_eq!(reader.layout().runs(), 0, "a damaged table is read per record");
+                prop_assert_eq!(reader.layout().blocks(), 0, "a damaged table is read per record");
             }
             // An index out of range is refused on every layout.
             let e = reader.gather_fixed_vec(&[n as u64], width).unwrap_err();
@@ -1416,11 +1504,11 @@ mod tests {
                 .collect(),
             alias: Vec::new(),
         };
-        // (plan, regular, run table)
-        for (name, plan, regular, runs) in [
-            ("one run per shard", one(usize::MAX), true, false),
-            ("permuted runs", one(500), false, true),
-            ("runs of two", one(2), false, false),
+        // (plan, regular, block table entries per shard)
+        for (name, plan, regular, blocks) in [
+            ("one run per shard", one(usize::MAX), true, 1),
+            ("permuted runs", one(500), false, n.div_ceil(3 * 4)),
+            ("runs of two", one(2), false, n.div_ceil(3 * 2)),
         ] {
             for width in [1, 8, 40] {
                 let path = dir.path().join(format!("{name}-{width}"));
@@ -1434,8 +1522,11 @@ mod tests {
                 let reader = StoreReader::open(&path).unwrap();
                 let l = reader.layout();
                 assert_eq!(l.is_regular(), regular, "{name}");
-                assert_eq!(l.runs() > 3, runs, "{name}: {} runs", l.runs());
-                assert_eq!(l.runs() == 0, !regular && !runs, "{name}");
+                // Out of order, 1-byte records and records no larger than
+                // their block table's share are copied in record order.
+                let copied = !regular && (width == 1 || width * n <= 3 * blocks * 8);
+                let want = if copied { usize::MAX } else { 3 * blocks };
+                assert_eq!(l.blocks(), want, "{name} u8[{width}]");
                 let want: Vec<u8> = indices
                     .iter()
                     .flat_map(|&i| expected[i as usize].clone())
