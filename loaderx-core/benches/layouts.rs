@@ -1,4 +1,5 @@
-//! Raw Dense gathers of small records on every layout a store can have,
+//! Raw Dense gathers of small records (and 784-byte images, as workload
+//! (b)) on every layout a store can have,
 //! against a plain loop over the same bytes in memory: the writer's regular
 //! layout, shard chunks of 512 KiB in a shuffled order (how Python loaderx
 //! 2.4.6 lays a store out on a many-core machine), reversed runs of 64
@@ -30,6 +31,7 @@ const BATCHES: usize = 200;
 /// `run` records, the runs stored in the order `order(runs)` gives.
 fn relayout(
     path: &Path,
+    n: usize,
     width: usize,
     shards: usize,
     run: usize,
@@ -40,7 +42,6 @@ fn relayout(
         .write(true)
         .open(path.join(format::META_FILE))
         .unwrap();
-    let n = RECORDS;
     let mut table = vec![0u8; n * format::RECORD_LOC_LEN];
     for s in 0..shards {
         let file = path.join(format::data_file(s));
@@ -83,8 +84,10 @@ fn main() {
     let shards = 4;
     println!("| record | layout | ns/record | vs regular | vs in-memory loop |");
     println!("|---|---|---:|---:|---:|");
-    for width in [1usize, 2, 4, 8, 16, 64] {
-        let data: Vec<u8> = (0..RECORDS * width)
+    for width in [1usize, 2, 4, 8, 16, 64, 784] {
+        // A million records, or 64 MiB of them (784: Fashion-MNIST images).
+        let n = RECORDS.min((64 << 20) / width);
+        let data: Vec<u8> = (0..n * width)
             .map(|x| (x as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3])
             .collect();
         let chunk = (512 << 10) / width;
@@ -115,14 +118,16 @@ fn main() {
             let path = dir.path().join(format!("w{width}-{k}"));
             let opts = CreateOptions::new(Codec::Raw).data_shards(shards);
             let mut w = DynDenseWriter::create(&path, DType::U8, &[width], &opts).unwrap();
-            w.append_bytes(&data, RECORDS).unwrap();
+            w.append_bytes(&data, n).unwrap();
             w.close().unwrap();
             if let Some((run, order)) = relaid {
-                relayout(&path, width, shards, *run, *order);
+                relayout(&path, n, width, shards, *run, *order);
             }
             stores.push(DynDense::open(&path).unwrap());
         }
-        let mut sampler = Sampler::new(RECORDS as u64, BATCH, SamplerMode::Iid, 3).unwrap();
+        // Batches of 256 images, as workload (b) draws them.
+        let batch = if width >= 256 { 256 } else { BATCH };
+        let mut sampler = Sampler::new(n as u64, batch, SamplerMode::Iid, 3).unwrap();
         let batches: Vec<Vec<u64>> = (0..BATCHES)
             .map(|_| sampler.next_batch().to_vec())
             .collect();
@@ -153,7 +158,7 @@ fn main() {
                         std::hint::black_box(out);
                     }
                 }
-                t.push(started.elapsed().as_secs_f64() * 1e9 / (BATCHES * BATCH) as f64);
+                t.push(started.elapsed().as_secs_f64() * 1e9 / (BATCHES * batch) as f64);
             }
         }
         let regular = median(times[0].clone());

@@ -3,6 +3,7 @@
 
 use std::fs::File;
 use std::io::Write;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -12,8 +13,12 @@ use rayon::prelude::*;
 use super::{Backend, Gathered, Result, Strided, allocated, offsets, output, split_records};
 use crate::workload::Workload;
 
-/// Copies the gathered records out of the in-memory source with the same
-/// thread pool the stores use: what any gather costs at least.
+/// Gathers this small are copied on the calling thread.
+const SERIAL_MAX_BYTES: usize = 256 << 10;
+
+/// Copies the gathered records out of the in-memory source (on the calling
+/// thread below 256 KiB, else over the thread pool the stores use): what
+/// any gather costs at least.
 pub struct Memcpy<'w> {
     w: &'w Workload,
 }
@@ -40,6 +45,9 @@ impl Backend for Memcpy<'_> {
 
     fn gather(&self, idx: &[u64]) -> Result<Box<dyn Gathered + Send>> {
         let w = self.w;
+        if w.dense.is_some() {
+            return Ok(Box::new(dense_memcpy(w, idx)));
+        }
         let offsets = offsets(w, idx);
         let total = offsets[idx.len()];
         // Fresh, never-zeroed memory, filled in parallel: the cheapest way
@@ -54,6 +62,45 @@ impl Backend for Memcpy<'_> {
         unsafe { buf.set_len(total) };
         Ok(output(w, (buf, offsets)))
     }
+}
+
+/// A Dense gather from memory: record `i` at `i * stride` (no offsets
+/// looked up), copied in fixed-size moves for the small widths, on the
+/// calling thread below [`SERIAL_MAX_BYTES`], else over the pool.
+fn dense_memcpy(w: &Workload, idx: &[u64]) -> Strided {
+    let stride = w.range(0).len();
+    let total = idx.len() * stride;
+    let mut buf: Vec<u8> = Vec::with_capacity(total);
+    let spare = &mut buf.spare_capacity_mut()[..total];
+    fn run<const N: usize>(flat: &[u8], stride: usize, idx: &[u64], out: &mut [MaybeUninit<u8>]) {
+        let n = if N == 0 { stride } else { N };
+        for (dst, &i) in out.chunks_exact_mut(n).zip(idx) {
+            let at = i as usize * n;
+            dst.write_copy_of_slice(&flat[at..at + n]);
+        }
+    }
+    let copy = |idx: &[u64], out: &mut [MaybeUninit<u8>]| match stride {
+        1 => run::<1>(&w.flat, stride, idx, out),
+        2 => run::<2>(&w.flat, stride, idx, out),
+        4 => run::<4>(&w.flat, stride, idx, out),
+        8 => run::<8>(&w.flat, stride, idx, out),
+        16 => run::<16>(&w.flat, stride, idx, out),
+        _ => run::<0>(&w.flat, stride, idx, out),
+    };
+    if total < SERIAL_MAX_BYTES || stride == 0 {
+        copy(idx, spare);
+    } else {
+        let per = idx.len().div_ceil(2 * rayon::current_num_threads()).max(1);
+        spare
+            .par_chunks_mut(per * stride)
+            .zip(idx.par_chunks(per))
+            .for_each(|(out, idx)| copy(idx, out));
+    }
+    // SAFETY: the chunks above cover all `total` bytes of the reserved
+    // capacity (`idx.len()` records of `stride` bytes), each written by
+    // `write_copy_of_slice`; `u8` has no invalid values.
+    unsafe { buf.set_len(total) };
+    Strided { buf, stride }
 }
 
 /// The workload as one flat file: written sequentially in 8 MiB pieces;

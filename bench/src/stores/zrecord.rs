@@ -94,8 +94,8 @@ impl Zrecord {
     /// After writing (raw Dense only), rewrites every shard with its records
     /// in runs of `run` stored in reverse order, and the location table to
     /// match, as a writer whose workers finished in reverse order would:
-    /// the same records behind a run table (or, with runs of one record,
-    /// behind a table too fragmented for one, read per record).
+    /// the same records out of order (read through a block table, or, for
+    /// small records, copied in record order at open).
     pub fn relaid(mut self, run: usize) -> Zrecord {
         self.runs = Some(run.max(1));
         self
@@ -140,9 +140,9 @@ impl Backend for Zrecord {
             )
         } else if let Some(run) = self.runs {
             let how = if run == 1 {
-                "every record moved: a block per record".to_string()
+                "every record moved".to_string()
             } else {
-                format!("reversed runs of {run}: block table")
+                format!("reversed runs of {run}")
             };
             format!("loaderx-rs zrecord {}, {how}", self.codec)
         } else if self.packed {
