@@ -380,23 +380,8 @@ fn unpublished_and_busy_stores_across_implementations() {
     child.wait().unwrap();
 }
 
-/// A version 1.0 `.npy` file of `data` with dtype `descr` and `shape`.
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) {
-    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
-    let tuple = match dims.as_slice() {
-        [one] => format!("({one},)"),
-        _ => format!("({})", dims.join(", ")),
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = b"\x93NUMPY\x01\x00".to_vec();
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(data);
-    std::fs::write(path, out).unwrap();
+    loaderx_tests::write_npy(path, descr, shape, data).unwrap();
 }
 
 /// Stores Python loaderx writes the way a many-core machine lays them out

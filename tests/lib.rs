@@ -56,6 +56,38 @@ pub fn python_release(version: &str) -> Option<Command> {
     Some(cmd)
 }
 
+/// Writes a version 1.0 `.npy` file: `data` (little-endian elements, C
+/// order) with NumPy dtype string `descr` (e.g. `"<i4"`) and `shape`.
+///
+/// # Errors
+///
+/// When the file cannot be written.
+pub fn write_npy(
+    path: &std::path::Path,
+    descr: &str,
+    shape: &[usize],
+    data: &[u8],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let dims: Vec<String> = shape.iter().map(ToString::to_string).collect();
+    let tuple = match dims.as_slice() {
+        [one] => format!("({one},)"),
+        _ => format!("({})", dims.join(", ")),
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let len = u16::try_from(header.len()).map_err(std::io::Error::other)?;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
+    f.write_all(b"\x93NUMPY\x01\x00")?;
+    f.write_all(&len.to_le_bytes())?;
+    f.write_all(header.as_bytes())?;
+    f.write_all(data)?;
+    f.flush()
+}
+
 /// Path of `tests/python/generations.py`, the fixture kit that runs under
 /// every Python release.
 pub fn generations_script() -> PathBuf {

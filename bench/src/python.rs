@@ -100,23 +100,5 @@ pub fn write_source(w: &crate::workload::Workload, dir: &Path) -> Result<()> {
 
 /// A version 1.0 `.npy` file.
 fn write_npy(path: &Path, descr: &str, shape: &[usize], data: &[u8]) -> Result<()> {
-    let dims: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
-    let tuple = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {tuple}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    use std::io::Write;
-    f.write_all(b"\x93NUMPY\x01\x00")?;
-    f.write_all(&(header.len() as u16).to_le_bytes())?;
-    f.write_all(header.as_bytes())?;
-    f.write_all(data)?;
-    f.flush()?;
-    Ok(())
+    Ok(loaderx_tests::write_npy(path, descr, shape, data)?)
 }

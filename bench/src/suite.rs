@@ -601,13 +601,15 @@ fn store_workload(
     Ok(out)
 }
 
-/// The small-record workloads: raw Dense gathers of 1- to 64-byte records
-/// on every layout a store can have, against the flat file, NumPy and
-/// Python loaderx; then what detecting the layout costs at open.
 /// Writer lanes of the Python-written stores of the `small` section (a
 /// 32-thread workstation: 2.4.6 takes max(physical, 3/4 logical) = 24).
 const LANES: usize = 24;
 
+/// The small-record workloads: raw Dense gathers of 1- to 64-byte records
+/// on every layout a store can have (this crate's, forged out of order,
+/// and written by Python loaderx with [`LANES`] lanes), against memcpy,
+/// the flat file, NumPy and Python loaderx; then what detecting the layout
+/// costs at open, and workload (d) written out of order.
 fn small_section(
     args: &Args,
     scale: usize,
@@ -658,22 +660,8 @@ fn small_section(
                 "moved",
             ),
         ];
-        // Stores Python loaderx wrote as a 24-lane machine would: chunks
-        // placed in the order the lanes finished.
-        let release = releases.map(|r| r.join("2.8.19"));
         if let Some(py) = &args.python {
-            contenders.push((
-                Box::new(Zrecord::written_by_python(py, None, LANES)),
-                RowKind::Ours,
-                "py246",
-            ));
-            if let Some(release) = &release {
-                contenders.push((
-                    Box::new(Zrecord::written_by_python(py, Some(release), LANES)),
-                    RowKind::Ours,
-                    "py2819",
-                ));
-            }
+            contenders.extend(written_by_python(py, releases));
         }
         contenders.push((Box::new(Memcpy::new(&w)), RowKind::Limit, "memcpy"));
         contenders.push((Box::new(FlatFile::new(&w)), RowKind::Flat, "flat"));
@@ -786,6 +774,32 @@ fn small_section(
     ))
 }
 
+/// Stores Python loaderx writes as a [`LANES`]-lane machine would (chunks
+/// placed in the order the lanes finished), read by this crate: 2.4.6's,
+/// and 2.8.19's from `releases` when given.
+fn written_by_python(
+    py: &Path,
+    releases: Option<&Path>,
+) -> Vec<(Box<dyn Backend + 'static>, RowKind, &'static str)> {
+    let mut out: Vec<(Box<dyn Backend>, RowKind, &str)> = vec![(
+        Box::new(Zrecord::written_by_python(py, None, LANES)),
+        RowKind::Ours,
+        "py246",
+    )];
+    if let Some(releases) = releases {
+        out.push((
+            Box::new(Zrecord::written_by_python(
+                py,
+                Some(&releases.join("2.8.19")),
+                LANES,
+            )),
+            RowKind::Ours,
+            "py2819",
+        ));
+    }
+    out
+}
+
 /// Workload (d), raw, as this crate writes it and as Python loaderx writes
 /// it with [`LANES`] lanes (records out of order), gathered by this crate.
 fn ragged_lanes(
@@ -799,26 +813,12 @@ fn ragged_lanes(
 ) -> Result<String> {
     let w = workload::build("d", &[], scale);
     let dir = root.join("ragged_lanes");
-    let release = releases.map(|r| r.join("2.8.19"));
-    let mut contenders: Vec<(Box<dyn Backend>, RowKind, &str)> = vec![
-        (
-            Box::new(Zrecord::new(Codec::Raw, None)),
-            RowKind::Ours,
-            "ours",
-        ),
-        (
-            Box::new(Zrecord::written_by_python(py, None, LANES)),
-            RowKind::Ours,
-            "py246",
-        ),
-    ];
-    if let Some(release) = &release {
-        contenders.push((
-            Box::new(Zrecord::written_by_python(py, Some(release), LANES)),
-            RowKind::Ours,
-            "py2819",
-        ));
-    }
+    let mut contenders: Vec<(Box<dyn Backend>, RowKind, &str)> = vec![(
+        Box::new(Zrecord::new(Codec::Raw, None)),
+        RowKind::Ours,
+        "ours",
+    )];
+    contenders.extend(written_by_python(py, releases));
     let rows = measure_interleaved(contenders, &w, &dir, min, bar)?;
     let _ = std::fs::remove_dir_all(&dir);
     let mut t = Table::new(&[
