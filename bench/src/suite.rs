@@ -92,6 +92,56 @@ fn check(b: &dyn Backend, w: &Workload) -> Result<()> {
     Ok(())
 }
 
+/// Writes contender `b` into `dir` (created), after any dirty pages of the
+/// previous contender are written back, so none pays for another's
+/// writeback (the timed write itself syncs nothing, unless it is the
+/// synced-close row). Returns the write time, the contender's name after the
+/// write (some say what it found, e.g. a store's runs) and its bytes on disk.
+fn write_contender(
+    b: &mut dyn Backend,
+    w: &Workload,
+    dir: &Path,
+    bar: &ProgressBar,
+) -> Result<(Duration, String, u64)> {
+    bar.set_message(format!("{}: {}: write", w.key, b.name()));
+    std::fs::create_dir_all(dir)?;
+    settle_page_cache();
+    let write = b.write(w, dir)?;
+    Ok((write, b.name(), b.disk_bytes()))
+}
+
+/// Gathers of `b` timed for `min` over IID batches drawn with `seed`.
+fn time_backend(b: &dyn Backend, w: &Workload, seed: u64, min: Duration) -> GatherStats {
+    time_gather(
+        w.len(),
+        w.batch,
+        seed,
+        min,
+        |idx| b.gather(idx),
+        |out| out.as_ref().map_or(0, |g| g.bytes()),
+    )
+}
+
+impl Row {
+    /// A contender's row: its write time (none for a limit that writes
+    /// nothing), bytes on disk (none when 0) and gather statistics.
+    fn new(
+        name: String,
+        kind: RowKind,
+        write: Duration,
+        disk: u64,
+        gather: Option<GatherStats>,
+    ) -> Row {
+        Row {
+            name,
+            kind,
+            write_s: (kind != RowKind::Limit || !write.is_zero()).then_some(write.as_secs_f64()),
+            disk: (disk > 0).then_some(disk),
+            gather,
+        }
+    }
+}
+
 /// Writes, checks and times one contender; removes what it wrote.
 fn measure(
     mut b: Box<dyn Backend + '_>,
@@ -102,40 +152,17 @@ fn measure(
     gather: bool,
     bar: &ProgressBar,
 ) -> Result<Row> {
-    let name = b.name();
-    bar.set_message(format!("{}: {name}: write", w.key));
-    std::fs::create_dir_all(dir)?;
-    // Start every write with no dirty pages left by the previous contender,
-    // so none pays for another's writeback (the timed write itself syncs
-    // nothing, unless it is the synced-close row).
-    settle_page_cache();
-    let write = b.write(w, dir)?;
-    // Some names say what the write found (e.g. a store's runs).
-    let name = b.name();
-    let disk = b.disk_bytes();
+    let (write, name, disk) = write_contender(&mut *b, w, dir, bar)?;
     let stats = if gather {
         bar.set_message(format!("{}: {name}: check + gather", w.key));
         check(&*b, w)?;
-        Some(time_gather(
-            w.len(),
-            w.batch,
-            2,
-            min,
-            |idx| b.gather(idx),
-            |out| out.as_ref().map_or(0, |g| g.bytes()),
-        ))
+        Some(time_backend(&*b, w, 2, min))
     } else {
         None
     };
     drop(b);
     std::fs::remove_dir_all(dir)?;
-    Ok(Row {
-        name,
-        kind,
-        write_s: (kind != RowKind::Limit || !write.is_zero()).then_some(write.as_secs_f64()),
-        disk: (disk > 0).then_some(disk),
-        gather: stats,
-    })
+    Ok(Row::new(name, kind, write, disk, stats))
 }
 
 /// Rounds of [`measure_interleaved`].
@@ -157,28 +184,16 @@ fn measure_interleaved<'a>(
     let mut ready = Vec::new();
     for (mut b, kind, sub) in contenders {
         let at = dir.join(sub);
-        std::fs::create_dir_all(&at)?;
-        bar.set_message(format!("{}: {}: write", w.key, b.name()));
-        settle_page_cache();
-        let write = b.write(w, &at)?;
-        let name = b.name();
+        let (write, name, disk) = write_contender(&mut *b, w, &at, bar)?;
         bar.set_message(format!("{}: {name}: check", w.key));
         check(&*b, w)?;
-        let disk = b.disk_bytes();
         ready.push((b, kind, name, write, disk, at, Vec::new()));
     }
     let per_round = min / ROUNDS as u32;
     for round in 0..ROUNDS {
         for (b, _, name, _, _, _, rounds) in ready.iter_mut() {
             bar.set_message(format!("{}: {name}: gather round {}", w.key, round + 1));
-            rounds.push(time_gather(
-                w.len(),
-                w.batch,
-                2 + round as u64,
-                per_round,
-                |idx| b.gather(idx),
-                |out| out.as_ref().map_or(0, |g| g.bytes()),
-            ));
+            rounds.push(time_backend(&**b, w, 2 + round as u64, per_round));
         }
     }
     let mut rows = Vec::new();
@@ -186,13 +201,8 @@ fn measure_interleaved<'a>(
         drop(b);
         std::fs::remove_dir_all(&at)?;
         rounds.sort_by(|x, y| x.ns_per_record().total_cmp(&y.ns_per_record()));
-        rows.push(Row {
-            name,
-            kind,
-            write_s: (kind != RowKind::Limit || !write.is_zero()).then_some(write.as_secs_f64()),
-            disk: (disk > 0).then_some(disk),
-            gather: rounds.get(rounds.len() / 2).copied(),
-        });
+        let median = rounds.get(rounds.len() / 2).copied();
+        rows.push(Row::new(name, kind, write, disk, median));
     }
     // Gone when it held nothing else.
     let _ = std::fs::remove_dir(dir);
@@ -869,7 +879,7 @@ fn open_costs(scale: usize, root: &Path, bar: &ProgressBar) -> Result<String> {
             Zrecord::new(Codec::Raw, None),
         ),
         (
-            "raw, reversed runs of 64 (blocks of 64 records)",
+            "raw, reversed runs of 64 (8-byte records: copied in record order)",
             Zrecord::new(Codec::Raw, None).relaid(64),
         ),
         (

@@ -165,33 +165,23 @@ impl Layout {
             if entries.saturating_mul(8) > MAX_BLOCK_TABLE_BYTES {
                 return Layout::Table;
             }
-            // Under the cap: an index of this machine.
-            let first = (0..entries as usize)
-                .into_par_iter()
-                .with_min_len(CHUNK_RECORDS)
-                .map(|e| {
-                    let (block, s) = (e as u64 / shards64, e as u64 % shards64);
-                    let id = (block << b) * shards64 + s;
-                    if id < len {
-                        decode(table, id as usize).offset
-                    } else {
-                        u64::MAX
-                    }
-                })
-                .collect();
-            Places::Blocks(Blocks { b, first })
+            // Decided before the block table is built, which the copy
+            // would make unneeded.
+            match logical_copy(table, n, phys, entries * 8, regions, tails) {
+                Some(copy) => Places::Logical(copy),
+                None => Places::Blocks(Blocks {
+                    b,
+                    first: block_firsts(table, len, shards64, b, entries),
+                }),
+            }
         };
-        let mut u = Uniform {
+        Layout::Uniform(Uniform {
             phys,
             logic,
             shards: shards64,
             shift,
             places,
-        };
-        if let Some(copy) = u.logical_copy(len, regions, tails) {
-            u.places = Places::Logical(copy);
-        }
-        Layout::Uniform(u)
+        })
     }
 
     /// The uniform layout, if the records have one.
@@ -244,46 +234,6 @@ impl Uniform {
             (Places::Logical(_), _) => Some((0, &LOGICAL_BASE)),
             _ => None,
         }
-    }
-
-    /// For a block layout where a copy of the records in record order
-    /// costs no more memory than the block table (or records of at most
-    /// [`COPY_ALWAYS_MAX`] bytes), at most [`MAX_BLOCK_TABLE_BYTES`], and every shard in
-    /// `regions`: that copy, made in parallel. Gathers then read it as one
-    /// shard in the regular layout.
-    fn logical_copy(&self, len: u64, regions: &[&[u8]], tails: &[u64]) -> Option<Vec<u8>> {
-        let Places::Blocks(blocks) = &self.places else {
-            return None;
-        };
-        let phys = self.phys as usize;
-        let bytes = len.checked_mul(u64::from(self.phys))?;
-        let table = blocks.first.len() as u64 * 8;
-        let resident = regions.len() == tails.len()
-            && regions.iter().zip(tails).all(|(r, &t)| r.len() as u64 >= t);
-        if !resident
-            || bytes > MAX_BLOCK_TABLE_BYTES
-            || (bytes > table && self.phys > COPY_ALWAYS_MAX)
-        {
-            return None;
-        }
-        let mut copy = vec![0u8; usize::try_from(bytes).ok()?];
-        let ok = copy
-            .par_chunks_mut(phys * CHUNK_RECORDS)
-            .enumerate()
-            .all(|(c, out)| {
-                out.chunks_exact_mut(phys).enumerate().all(|(j, dst)| {
-                    let (s, offset) = self.place((c * CHUNK_RECORDS + j) as u64);
-                    let start = offset as usize;
-                    match regions[s].get(start..start.wrapping_add(phys)) {
-                        Some(src) => {
-                            dst.copy_from_slice(src);
-                            true
-                        }
-                        None => false,
-                    }
-                })
-            });
-        ok.then_some(copy)
     }
 
     /// The copy of the records in record order, when the layout is one.
@@ -344,6 +294,65 @@ impl Uniform {
             },
         )
     }
+}
+
+/// The first offset of every block of `2^b` shard-local records, block-major
+/// over the `shards` shards (`entries` of them, at most
+/// [`MAX_BLOCK_TABLE_BYTES`] / 8, so an index of this machine); `u64::MAX`
+/// past a shard's last record.
+fn block_firsts(table: &[u8], len: u64, shards: u64, b: u32, entries: u64) -> Vec<u64> {
+    (0..entries as usize)
+        .into_par_iter()
+        .with_min_len(CHUNK_RECORDS)
+        .map(|e| {
+            let (block, s) = (e as u64 / shards, e as u64 % shards);
+            let id = (block << b) * shards + s;
+            if id < len {
+                decode(table, id as usize).offset
+            } else {
+                u64::MAX
+            }
+        })
+        .collect()
+}
+
+/// For `n` records of `phys` bytes whose locations in `table` were
+/// validated, when a copy of them in record order costs no more memory than
+/// their block table (`table_bytes`), or they are at most
+/// [`COPY_ALWAYS_MAX`] bytes, at most [`MAX_BLOCK_TABLE_BYTES`] in all, and
+/// every shard is in `regions` (its committed bytes at least `tails`): that
+/// copy, made in parallel. Gathers then read it as one shard in the regular
+/// layout.
+fn logical_copy(
+    table: &[u8],
+    n: usize,
+    phys: u32,
+    table_bytes: u64,
+    regions: &[&[u8]],
+    tails: &[u64],
+) -> Option<Vec<u8>> {
+    let bytes = (n as u64).checked_mul(u64::from(phys))?;
+    let resident = regions.len() == tails.len()
+        && regions.iter().zip(tails).all(|(r, &t)| r.len() as u64 >= t);
+    if !resident || bytes > MAX_BLOCK_TABLE_BYTES || (bytes > table_bytes && phys > COPY_ALWAYS_MAX)
+    {
+        return None;
+    }
+    let (w, shards) = (phys as usize, tails.len());
+    let mut copy = vec![0u8; usize::try_from(bytes).ok()?];
+    let ok = copy
+        .par_chunks_mut(w * CHUNK_RECORDS)
+        .enumerate()
+        .all(|(c, out)| {
+            out.chunks_exact_mut(w).enumerate().all(|(j, dst)| {
+                let id = c * CHUNK_RECORDS + j;
+                let src = usize::try_from(decode(table, id).offset)
+                    .ok()
+                    .and_then(|start| regions[id % shards].get(start..start.checked_add(w)?));
+                src.map(|src| dst.copy_from_slice(src)).is_some()
+            })
+        });
+    ok.then_some(copy)
 }
 
 /// Table entry `i` of `table`.

@@ -380,7 +380,6 @@ impl StoreReader {
             checked.page.header.length,
             &regions,
         );
-        drop(regions);
         StoreReader {
             path: path.to_path_buf(),
             _meta: meta,
@@ -587,11 +586,7 @@ impl StoreReader {
         {
             // Validated with the whole table at open.
             let (s, loc) = u.loc(index);
-            let region = match u.logical() {
-                Some(copy) => Some(copy),
-                None => self.shards.get(s).map(Shard::bytes),
-            };
-            if let Some(region) = region {
+            if let Some(region) = u.logical().or_else(|| self.shards.get(s).map(Shard::bytes)) {
                 return Ok((loc, region));
             }
         }
@@ -1547,8 +1542,8 @@ mod tests {
                 let reader = StoreReader::open(&path).unwrap();
                 let l = reader.layout();
                 assert_eq!(l.is_regular(), regular, "{name}");
-                // Out of order, 1-byte records and records no larger than
-                // their block table's share are copied in record order.
+                // Out of order, records of at most 8 bytes and records no
+                // larger than their block table are copied in record order.
                 let copied = !regular && (width <= 8 || width * n <= 3 * blocks * 8);
                 let want = if copied { usize::MAX } else { 3 * blocks };
                 assert_eq!(l.blocks(), want, "{name} u8[{width}]");
