@@ -7,19 +7,17 @@ use burn::tensor::Device;
 
 use crate::dataset::Record;
 use crate::host::HostBatch;
-use crate::tensors::TensorBatch;
 
-/// Stacks records and converts every stream to tensors of its natural kind
-/// on the batcher's device: a [`TensorBatch`].
+/// Stacks records into a [`HostBatch`] for the batcher's device, whose
+/// streams become tensors of the kind the caller asks for on access.
 ///
-/// Dense streams become one `(B, *item_shape)` tensor each; Ragged ones are
-/// padded with lengths and masks. burn's `Batcher::batch` cannot fail, so a
-/// stream that cannot be converted (or whose records cannot be stacked)
-/// keeps its error inside the batch and returns it when accessed.
+/// burn's `Batcher::batch` cannot fail, so a stream whose records cannot be
+/// stacked keeps its error inside the batch and returns it when accessed
+/// ([`Error::Stack`](crate::Error::Stack)).
 ///
 /// ```
 /// use burn::data::dataloader::DataLoaderBuilder;
-/// use loaderx_burn::{TensorBatcher, ZrecordDataset};
+/// use loaderx_burn::{HostBatcher, ZrecordDataset};
 /// # use loaderx_core::{Codec, DenseWriter};
 /// # let dir = tempfile::tempdir()?;
 /// # let mut w = DenseWriter::<u8>::create(dir.path().join("image"), &[2, 2], Codec::Zstd)?;
@@ -27,7 +25,7 @@ use crate::tensors::TensorBatch;
 /// # w.close()?;
 ///
 /// let ds = ZrecordDataset::open_dir(dir.path())?;
-/// let loader = DataLoaderBuilder::new(TensorBatcher)
+/// let loader = DataLoaderBuilder::new(HostBatcher)
 ///     .batch_size(4)
 ///     .shuffle(7)
 ///     .set_device(burn::tensor::Device::flex())
@@ -38,11 +36,11 @@ use crate::tensors::TensorBatch;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default)]
-pub struct TensorBatcher;
+pub struct HostBatcher;
 
-impl Batcher<Record, TensorBatch> for TensorBatcher {
-    fn batch(&self, items: Vec<Record>, device: &Device) -> TensorBatch {
-        HostBatch::from_records(&items, device.clone()).to_tensors()
+impl Batcher<Record, HostBatch> for HostBatcher {
+    fn batch(&self, items: Vec<Record>, device: &Device) -> HostBatch {
+        HostBatch::from_records(&items, device)
     }
 }
 
@@ -82,6 +80,6 @@ impl<O> std::fmt::Debug for RecordBatcher<O> {
 
 impl<O> Batcher<Record, O> for RecordBatcher<O> {
     fn batch(&self, items: Vec<Record>, device: &Device) -> O {
-        (self.map)(HostBatch::from_records(&items, device.clone()))
+        (self.map)(HostBatch::from_records(&items, device))
     }
 }

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use burn::data::dataset::{Dataset, DatasetError};
 use burn::tensor::kind::{Basic, TensorKind};
 use burn::tensor::{Device, Tensor};
-use loaderx_core::adapter::{AlignedBuf, HostArray};
+use loaderx_core::adapter::{AlignedBuf, HostArray, StagedBuffer};
 use loaderx_core::ndarray::ArrayViewD;
 use loaderx_core::{Column, DType, Element, Store, StoreKind, Stream};
 
-use crate::dtype::to_tensor;
+use crate::converter::to_tensor;
 use crate::error::{BoxError, Error, Result};
 
 /// One stream's value in a [`Record`]: an array of the store's element type.
@@ -65,7 +65,8 @@ impl Field {
     /// # Errors
     ///
     /// [`Error::Kind`] when the element type cannot be held losslessly by kind `K` (see
-    /// the [dtype table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind
+    /// the [dtype table](crate::burn_dtype)); [`Error::Stream`] around core's
+    /// [`OutOfRange`](loaderx_core::ErrorKind::OutOfRange) for a value the kind
     /// cannot represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
     /// batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
@@ -137,7 +138,7 @@ impl Record {
     /// # Errors
     ///
     /// [`Error::MissingStream`] when there is no stream `name`; as [`Field::array`];
-    /// [`Error::Invalid`] when the record does not hold exactly one value.
+    /// [`Error::Core`] ([`InvalidArgument`](loaderx_core::ErrorKind::InvalidArgument)) when the record does not hold exactly one value.
     pub fn scalar<T: Element>(&self, name: &str) -> Result<T> {
         let array = self.array::<T>(name)?;
         match array.len() {
@@ -145,8 +146,8 @@ impl Record {
                 .iter()
                 .next()
                 .copied()
-                .ok_or_else(|| Error::Invalid(format!("stream {name:?} is empty"))),
-            n => Err(Error::Invalid(format!(
+                .ok_or_else(|| Error::invalid(format!("stream {name:?} is empty"))),
+            n => Err(Error::invalid(format!(
                 "stream {name:?} holds {n} values, not one"
             ))),
         }
@@ -156,7 +157,7 @@ impl Record {
 /// One [`Record`] per index, holding its record of every named column as a
 /// field (copied into its own buffer): how a dataset's gathers and a loader
 /// batch become records.
-pub(crate) fn split_records<C: Borrow<Column>>(
+pub(crate) fn split_records<B: StagedBuffer, C: Borrow<Column<B>>>(
     indices: &[u64],
     columns: impl ExactSizeIterator<Item = Result<(Arc<str>, C)>>,
 ) -> Result<Vec<Record>> {
@@ -301,7 +302,7 @@ impl ZrecordDataset {
         let mut records = self.records(&[index])?;
         records
             .pop()
-            .ok_or_else(|| Error::Invalid("gather returned no record".into()))
+            .ok_or_else(|| Error::invalid("gather returned no record"))
     }
 
     /// Records at `indices`, gathering each store once (in parallel).
@@ -351,7 +352,7 @@ fn to_indices(len: u64, indexes: &[usize]) -> Result<Vec<u64>, DatasetError> {
             if i < len {
                 Ok(i)
             } else {
-                Err(DatasetError::new(Error::Invalid(format!(
+                Err(DatasetError::new(Error::invalid(format!(
                     "index {i} out of range for a dataset of {len} records"
                 ))))
             }

@@ -1,9 +1,8 @@
-//! The error type of `loaderx-burn`.
-
-use std::sync::Arc;
+//! The error type of `loaderx-burn`: core's errors, plus what is burn's own
+//! (tensor kinds and ranks, records that do not stack, user closures).
 
 use burn::tensor::kind::Kind;
-use loaderx_core::{DType, StoreKind};
+use loaderx_core::{DType, ErrorKind};
 
 /// A boxed error a user mapping closure may return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -12,12 +11,24 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// loaderx failed (store, gather, loader).
+    /// loaderx failed: a store, a gather, the loader, or a conversion core
+    /// defines (a column of the other record contract:
+    /// [`ColumnKind`](ErrorKind::ColumnKind); an element type burn has no
+    /// type for: [`UnsupportedDType`](ErrorKind::UnsupportedDType) or
+    /// [`InvalidArgument`](ErrorKind::InvalidArgument) naming it).
     #[error(transparent)]
     Core(#[from] loaderx_core::Error),
-    /// A loaderx element type this version cannot map to burn.
-    #[error("no burn element type for loaderx {0}")]
-    Unsupported(DType),
+    /// Converting stream `stream` failed (core's error, e.g. a value out of
+    /// range for the device's `Int` type: [`OutOfRange`](ErrorKind::OutOfRange);
+    /// values are never truncated).
+    #[error("stream {stream:?}: {source}")]
+    Stream {
+        /// The stream.
+        stream: String,
+        /// What failed.
+        #[source]
+        source: Box<Error>,
+    },
     /// The tensor kind asked for cannot hold the stream's values without
     /// loss (floats as `Int`, anything but `bool` as `Bool`).
     #[error("stream {stream:?} holds {dtype}, which a {kind:?} tensor cannot hold losslessly")]
@@ -29,42 +40,18 @@ pub enum Error {
         /// The kind that was asked for.
         kind: Kind,
     },
-    /// An integer does not fit the device's integer type (e.g. a `u64`
-    /// above `i32::MAX` on a device whose `Int` tensors are `i32`). Values are
-    /// never truncated.
+    /// The tensor rank asked for is not the data's rank (`1 + record rank`
+    /// for a batch; burn tensors have rank 1 or more).
     #[error(
-        "stream {stream:?}: {dtype} value {value} does not fit the device's {target:?} Int tensors"
+        "stream {stream:?}: its data has rank {found}, asked for a rank-{expected} tensor (burn tensors have rank 1 or more)"
     )]
-    OutOfRange {
-        /// The stream.
-        stream: String,
-        /// Its element type.
-        dtype: DType,
-        /// The first offending value.
-        value: String,
-        /// The device's integer type.
-        target: burn::tensor::DType,
-    },
-    /// The tensor rank asked for is not the batch's rank (`1 + record rank`).
-    #[error("stream {stream:?}: its batch has rank {found}, asked for a rank-{expected} tensor")]
     Rank {
         /// The stream.
         stream: String,
         /// The rank asked for.
         expected: usize,
-        /// The batch's rank.
+        /// The data's rank.
         found: usize,
-    },
-    /// The stream follows the other record contract (e.g. a Ragged stream
-    /// asked for as one dense tensor: pad it instead).
-    #[error("stream {stream:?} is {found}, expected {expected}")]
-    Layout {
-        /// The stream.
-        stream: String,
-        /// What the call needs.
-        expected: StoreKind,
-        /// What the stream is.
-        found: StoreKind,
     },
     /// Records stacked into one batch disagree (a Dense stream whose records
     /// have different shapes or types, or a stream some records lack).
@@ -78,22 +65,49 @@ pub enum Error {
     /// The batch or record has no stream of that name.
     #[error("no stream {0:?}")]
     MissingStream(String),
-    /// An invalid configuration (no stream, unequal lengths, zero workers...).
-    #[error("{0}")]
-    Invalid(String),
     /// A user mapping closure failed.
     #[error("mapping failed: {0}")]
     Map(#[source] BoxError),
-    /// A column of a [`TensorBatch`](crate::TensorBatch) failed to convert
-    /// when the batch was built; the error is kept and returned on access.
-    #[error("stream {stream:?}: {source}")]
-    Column {
-        /// The stream.
-        stream: String,
-        /// The conversion error.
-        #[source]
-        source: Arc<Error>,
-    },
+}
+
+impl Error {
+    /// Core's error kind behind this error, looking through
+    /// [`Stream`](Error::Stream) context; `None` for burn's own errors.
+    pub fn core_kind(&self) -> Option<&ErrorKind> {
+        match self {
+            Error::Core(e) => Some(e.kind()),
+            Error::Stream { source, .. } => source.core_kind(),
+            _ => None,
+        }
+    }
+
+    /// `error` in the context of stream `stream` (errors that name their
+    /// stream already are returned as they are).
+    pub(crate) fn stream(stream: &str, error: impl Into<Error>) -> Error {
+        error.into().in_stream(stream)
+    }
+
+    /// This error in the context of stream `stream`.
+    pub(crate) fn in_stream(self, stream: &str) -> Error {
+        match self {
+            Error::Core(_) => Error::Stream {
+                stream: stream.to_owned(),
+                source: Box::new(self),
+            },
+            named => named,
+        }
+    }
+
+    /// An invalid argument or configuration (core's
+    /// [`InvalidArgument`](ErrorKind::InvalidArgument)).
+    pub(crate) fn invalid(message: impl Into<String>) -> Error {
+        Error::Core(
+            ErrorKind::InvalidArgument {
+                message: message.into(),
+            }
+            .into(),
+        )
+    }
 }
 
 /// A specialised `Result` for this crate.

@@ -4,28 +4,27 @@
 use std::sync::Arc;
 
 use burn::tensor::kind::{Basic, TensorKind};
-use burn::tensor::{Bool, Device, Float, Int, Tensor};
-use loaderx_core::adapter::{PadValue, Padded as HostPadded};
+use burn::tensor::{Bool, Device, Float, Int, Tensor, TensorData};
+use loaderx_core::adapter::{ColumnConverter, PadValue, StagedBuffer, VecBuffer};
 use loaderx_core::ndarray::ArrayViewD;
 use loaderx_core::{Batch, Column};
 use loaderx_core::{DType, Element, StoreKind};
 
+use crate::converter::BurnConverter;
 use crate::dataset::{Record, split_records};
-use crate::dtype::to_tensor;
 use crate::error::{Error, Result};
-use crate::tensors::TensorBatch;
 
-struct HostColumn {
+struct HostColumn<B> {
     name: String,
     dtype: DType,
-    /// The loader's gather buffer (recycled when the batch is dropped), the
-    /// records a batcher stacked, or why they could not be stacked.
-    column: Result<Column, String>,
+    /// The loader's gather buffer, the records a batcher stacked, or why
+    /// they could not be stacked.
+    column: Result<Column<B>, String>,
 }
 
-impl HostColumn {
+impl<B: StagedBuffer> HostColumn<B> {
     /// The column, or the stacking error.
-    fn column(&self) -> Result<&Column> {
+    fn column(&self) -> Result<&Column<B>> {
         self.column.as_ref().map_err(|detail| Error::Stack {
             stream: self.name.clone(),
             detail: detail.clone(),
@@ -35,42 +34,71 @@ impl HostColumn {
     fn kind(&self) -> StoreKind {
         self.column.as_ref().map_or(StoreKind::Dense, Column::kind)
     }
-
-    /// A Dense column's `(B, *item_shape)` and bytes.
-    fn dense(&self) -> Result<(&[usize], &[u8])> {
-        let column = self.column()?;
-        let shape = column.shape().ok_or_else(|| Error::Layout {
-            stream: self.name.clone(),
-            expected: StoreKind::Dense,
-            found: StoreKind::Ragged,
-        })?;
-        Ok((shape, column.bytes()))
-    }
 }
 
 /// One loader step, or records stacked by a batcher, in host memory, with the
 /// device its tensors go to: what a mapping closure turns into the model's
 /// batch type.
 ///
-/// Columns keep the store's element type until a tensor is asked for; the
-/// `tensor`, `float`, `int`, `bool` and `padded` methods create tensors on
-/// [`device`](Self::device) by the rules of the [dtype table](crate::burn_dtype).
-/// One copy happens per tensor (from the gather buffer into burn's host
-/// data), plus the element conversion burn does for the device's type.
-pub struct HostBatch {
+/// burn's tensor kind is part of the tensor's type, so columns keep the
+/// store's element type until the caller names a kind: the `tensor`,
+/// `float`, `int`, `bool`, `padded` and `packed` methods are core's
+/// [`ColumnConverter`] methods of a [`BurnConverter`] (Dense, padded and
+/// packed conversion are core's, the same in every adapter) followed by
+/// [`BurnConverter::tensor`] on [`device`](Self::device), by the rules of
+/// the [dtype table](crate::burn_dtype). One copy happens per tensor (from
+/// the gathered column into burn's host data, which a batch read twice
+/// needs), plus the element conversion burn does for the device's type.
+///
+/// Cloning is cheap (the columns are shared). `B` is the staging buffer
+/// the columns were gathered into: burn's loaders gather with
+/// [`BurnConverter`]'s staging (core's
+/// [`VecStaging`](loaderx_core::adapter::VecStaging)); a batch of any other
+/// loaderx loader works the same ([`from_batch`](Self::from_batch)).
+pub struct HostBatch<B = VecBuffer> {
     step: Option<u64>,
-    indices: Vec<u64>,
-    columns: Vec<HostColumn>,
-    device: Device,
+    indices: Arc<[u64]>,
+    columns: Arc<[HostColumn<B>]>,
+    converter: BurnConverter,
+}
+
+impl<B> Clone for HostBatch<B> {
+    fn clone(&self) -> Self {
+        HostBatch {
+            step: self.step,
+            indices: Arc::clone(&self.indices),
+            columns: Arc::clone(&self.columns),
+            converter: self.converter.clone(),
+        }
+    }
 }
 
 impl HostBatch {
-    /// A batch of the plain loaderx DataLoader (e.g. inside its
-    /// `build_with` transform), for code that drives loaderx itself but
-    /// wants this crate's tensor helpers.
-    pub fn from_batch(batch: Batch, device: &Device) -> HostBatch {
+    /// Stacks dataset records (streams in the first record's order). Records
+    /// that disagree make that column fail on access ([`Error::Stack`]).
+    pub(crate) fn from_records(records: &[Record], device: &Device) -> HostBatch {
+        let indices = records.iter().map(Record::index).collect();
+        let columns = match records.first() {
+            None => Arc::from([]),
+            Some(first) => (0..first.fields.len())
+                .map(|k| stack_column(records, k))
+                .collect(),
+        };
+        HostBatch {
+            step: None,
+            indices,
+            columns,
+            converter: BurnConverter::new(device),
+        }
+    }
+}
+
+impl<B: StagedBuffer> HostBatch<B> {
+    /// A batch of a plain loaderx DataLoader (any staging), for code that
+    /// drives loaderx itself but wants this crate's tensor accessors.
+    pub fn from_batch(batch: Batch<B>, device: &Device) -> HostBatch<B> {
         let step = Some(batch.step());
-        let indices = batch.indices().to_vec();
+        let indices = batch.indices().into();
         let columns = batch
             .into_columns()
             .into_iter()
@@ -84,25 +112,7 @@ impl HostBatch {
             step,
             indices,
             columns,
-            device: device.clone(),
-        }
-    }
-
-    /// Stacks dataset records (streams in the first record's order). Records
-    /// that disagree make that column fail on access ([`Error::Stack`]).
-    pub(crate) fn from_records(records: &[Record], device: Device) -> HostBatch {
-        let indices = records.iter().map(Record::index).collect();
-        let columns = match records.first() {
-            None => Vec::new(),
-            Some(first) => (0..first.fields.len())
-                .map(|k| stack_column(records, k))
-                .collect(),
-        };
-        HostBatch {
-            step: None,
-            indices,
-            columns,
-            device,
+            converter: BurnConverter::new(device),
         }
     }
 
@@ -146,7 +156,13 @@ impl HostBatch {
 
     /// The device tensors are created on.
     pub fn device(&self) -> &Device {
-        &self.device
+        self.converter.device()
+    }
+
+    /// The converter the accessors use (e.g. for core's
+    /// [`records`](ColumnConverter::records), one host data per record).
+    pub fn converter(&self) -> &BurnConverter {
+        &self.converter
     }
 
     /// Stream names, in order.
@@ -154,11 +170,21 @@ impl HostBatch {
         self.columns.iter().map(|c| c.name.as_str())
     }
 
-    fn column(&self, name: &str) -> Result<&HostColumn> {
+    fn host(&self, name: &str) -> Result<&HostColumn<B>> {
         self.columns
             .iter()
             .find(|c| c.name == name)
             .ok_or_else(|| Error::MissingStream(name.to_owned()))
+    }
+
+    /// Stream `name`'s column as gathered (or stacked).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::MissingStream`] when there is no stream `name`;
+    /// [`Error::Stack`] when its records could not be stacked.
+    pub fn column(&self, name: &str) -> Result<&Column<B>> {
+        self.host(name)?.column()
     }
 
     /// Element type of stream `name`.
@@ -167,7 +193,7 @@ impl HostBatch {
     ///
     /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn dtype(&self, name: &str) -> Result<DType> {
-        Ok(self.column(name)?.dtype)
+        Ok(self.host(name)?.dtype)
     }
 
     /// Record contract of stream `name`.
@@ -176,20 +202,20 @@ impl HostBatch {
     ///
     /// [`Error::MissingStream`] when there is no stream `name`.
     pub fn kind(&self, name: &str) -> Result<StoreKind> {
-        Ok(self.column(name)?.kind())
+        Ok(self.host(name)?.kind())
     }
 
     /// A Dense stream as a `(B, *item_shape)` host view, no copy.
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
-    /// the stream follows the other record contract; [`Error::Core`] when `T` is not
-    /// its element type.
+    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`]
+    /// for a Ragged stream ([`ColumnKind`](loaderx_core::ErrorKind::ColumnKind))
+    /// or when `T` is not its element type.
     pub fn dense<T: Element>(&self, name: &str) -> Result<ArrayViewD<'_, T>> {
         let column = self.column(name)?;
-        column.dense()?;
-        Ok(column.column()?.dense()?)
+        column.dense_shape().map_err(|e| Error::stream(name, e))?;
+        Ok(column.dense()?)
     }
 
     /// Any stream as one host view per record, no copy.
@@ -199,12 +225,19 @@ impl HostBatch {
     /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Core`] when
     /// `T` is not its element type.
     pub fn records<T: Element>(&self, name: &str) -> Result<Vec<ArrayViewD<'_, T>>> {
-        Ok(self.column(name)?.column()?.record_views()?)
+        Ok(self.column(name)?.record_views()?)
     }
 
-    /// A Dense stream's `(B, *item_shape)` and bytes.
-    pub(crate) fn dense_bytes(&self, name: &str) -> Result<(&[usize], &[u8])> {
-        self.column(name)?.dense()
+    /// Host data of stream `name` (or the conversion's error) as a rank-`D`
+    /// tensor of kind `K`; errors name the stream.
+    fn upload<const D: usize, K: Basic + TensorKind>(
+        &self,
+        name: &str,
+        dtype: DType,
+        data: Result<TensorData>,
+    ) -> Result<Tensor<D, K>> {
+        let data = data.map_err(|e| e.in_stream(name))?;
+        self.converter.tensor(name, dtype, data)
     }
 
     /// A Dense stream as a `(B, *item_shape)` tensor of kind `K` on the
@@ -212,19 +245,21 @@ impl HostBatch {
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Layout`] when
-    /// the stream follows the other record contract; [`Error::Kind`] when the element
-    /// type cannot be held losslessly by kind `K` (see the [dtype
-    /// table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind cannot
-    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
-    /// batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`;
+    /// [`Error::Stream`] around core's
+    /// [`ColumnKind`](loaderx_core::ErrorKind::ColumnKind) for a Ragged
+    /// stream, or its [`OutOfRange`](loaderx_core::ErrorKind::OutOfRange)
+    /// for a value the kind cannot represent (a `u64` above `i64::MAX`);
+    /// [`Error::Kind`] when the element type cannot be held losslessly by
+    /// kind `K` (see the [dtype table](crate::burn_dtype)); [`Error::Rank`]
+    /// when `D` is not the batch's rank.
     pub fn tensor<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,
     ) -> Result<Tensor<D, K>> {
         let column = self.column(name)?;
-        let (shape, bytes) = column.dense()?;
-        to_tensor::<D, K>(name, column.dtype, bytes, shape, &self.device)
+        let data = self.converter.copy_dense(column);
+        self.upload(name, column.dtype(), data)
     }
 
     /// [`tensor`](Self::tensor) as `Float`.
@@ -254,37 +289,35 @@ impl HostBatch {
         self.tensor::<D, Bool>(name)
     }
 
-    pub(crate) fn padded_host(&self, name: &str) -> Result<HostPadded> {
-        Ok(self.column(name)?.column()?.padded(PadValue::ZERO)?)
-    }
-
     /// Stream `name` (Ragged, or Dense) zero-padded to the largest length of
     /// every axis, as kind `K`, with each record's lengths and an in-record
-    /// mask. `D` must be `1 + record rank`.
+    /// mask (core's [`ColumnConverter::padded`]). `D` must be `1 + record rank`.
     ///
     /// # Errors
     ///
-    /// [`Error::MissingStream`] when there is no stream `name`; [`Error::Kind`] when
-    /// the element type cannot be held losslessly by kind `K` (see the [dtype
-    /// table](crate::burn_dtype)); [`Error::OutOfRange`] for a value the kind cannot
-    /// represent (a `u64` above `i64::MAX`); [`Error::Rank`] when `D` is not the
-    /// batch's rank.
+    /// [`Error::MissingStream`] when there is no stream `name`;
+    /// [`Error::Stream`] around core's
+    /// [`ColumnKind`](loaderx_core::ErrorKind::ColumnKind) for a Dense
+    /// stream; otherwise as [`tensor`](Self::tensor).
     pub fn padded<const D: usize, K: Basic + TensorKind>(
         &self,
         name: &str,
     ) -> Result<Padded<D, K>> {
-        let host = self.padded_host(name)?;
-        let (v, l, m) = (&host.values, &host.lengths, &host.mask);
-        let device = &self.device;
+        let column = self.column(name)?;
+        let host = self
+            .converter
+            .padded(column, PadValue::ZERO)
+            .map_err(|e| e.in_stream(name))?;
         Ok(Padded {
-            values: to_tensor::<D, K>(name, v.dtype(), v.bytes(), v.shape(), device)?,
-            lengths: to_tensor::<2, Int>(name, l.dtype(), l.bytes(), l.shape(), device)?,
-            mask: to_tensor::<D, Bool>(name, m.dtype(), m.bytes(), m.shape(), device)?,
+            values: self.upload(name, column.dtype(), Ok(host.values))?,
+            lengths: self.upload(name, DType::I64, Ok(host.lengths))?,
+            mask: self.upload(name, DType::Bool, Ok(host.mask))?,
         })
     }
 
     /// Ragged stream `name` packed, as Python loaderx 2.8.19's `RaggedBatch`
-    /// and variable-length kernels take it: `values` 1-D of kind `K` (every
+    /// and variable-length kernels take it (core's
+    /// [`ColumnConverter::copy_packed`]): `values` 1-D of kind `K` (every
     /// record's elements end to end), `cu_seqlens` `Int` (records + 1
     /// offsets, in elements) and `shapes` `(B, ndim)` `Int`. A loader built
     /// with [`packed`](loaderx_core::DataLoaderBuilder::packed) gathers the
@@ -294,47 +327,31 @@ impl HostBatch {
     /// # Errors
     ///
     /// [`Error::MissingStream`] when there is no stream `name`;
-    /// [`Error::Core`] for a Dense stream
+    /// [`Error::Stream`] around core's error for a Dense stream
     /// ([`ColumnKind`](loaderx_core::ErrorKind::ColumnKind)), more than
-    /// `i32::MAX` elements or a dimension above `u32::MAX`; [`Error::Kind`]
-    /// and [`Error::OutOfRange`] as for [`tensor`](Self::tensor).
+    /// `i32::MAX` elements or a dimension above `u32::MAX`; otherwise as
+    /// [`tensor`](Self::tensor).
     pub fn packed<K: Basic + TensorKind>(&self, name: &str) -> Result<PackedRagged<K>> {
-        let column = self.column(name)?.column()?;
-        let layout = column.ragged_layout()?;
-        let (dtype, device) = (column.dtype(), &self.device);
-        let cu = layout.cu_seqlens_array(dtype)?;
-        let shapes = layout.shapes_array()?;
-        let values = column.packed_values()?;
-        let values =
-            to_tensor::<1, K>(name, dtype, &values, &[values.len() / dtype.size()], device)?;
+        let column = self.column(name)?;
+        let host = self
+            .converter
+            .copy_packed(column)
+            .map_err(|e| e.in_stream(name))?;
         Ok(PackedRagged {
-            values,
-            cu_seqlens: to_tensor::<1, Int>(name, cu.dtype(), cu.bytes(), cu.shape(), device)?,
-            shapes: to_tensor::<2, Int>(
-                name,
-                shapes.dtype(),
-                shapes.bytes(),
-                shapes.shape(),
-                device,
-            )?,
+            values: self.upload(name, column.dtype(), Ok(host.values))?,
+            cu_seqlens: self.upload(name, DType::I32, Ok(host.cu_seqlens))?,
+            shapes: self.upload(name, DType::U32, Ok(host.shapes))?,
         })
-    }
-
-    /// Every stream as tensors of its natural kind (Dense streams as
-    /// `(B, *item_shape)`, Ragged ones padded). A stream that fails to convert
-    /// keeps its error, returned when the stream is accessed.
-    pub fn to_tensors(&self) -> TensorBatch {
-        TensorBatch::from_host(self)
     }
 }
 
-impl std::fmt::Debug for HostBatch {
+impl<B: StagedBuffer> std::fmt::Debug for HostBatch<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HostBatch")
             .field("step", &self.step)
             .field("len", &self.indices.len())
             .field("streams", &self.names().collect::<Vec<_>>())
-            .field("device", &self.device)
+            .field("device", self.device())
             .finish()
     }
 }
@@ -352,7 +369,7 @@ pub type PackedRagged<K = Float> =
 pub type Padded<const D: usize, K = Float> =
     loaderx_core::adapter::Padded<Tensor<D, K>, Tensor<2, Int>, Tensor<D, Bool>>;
 
-fn stack_column(records: &[Record], k: usize) -> HostColumn {
+fn stack_column(records: &[Record], k: usize) -> HostColumn<VecBuffer> {
     let first = &records[0].fields[k];
     let fields = records
         .iter()

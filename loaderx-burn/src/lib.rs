@@ -14,12 +14,18 @@
 //!   (items are [`Record`]s, or your own type through
 //!   [`map`](ZrecordDataset::map)), so burn's `DataLoaderBuilder`,
 //!   `ShuffledDataset`, `PartialDataset` and friends work on Zrecord data.
-//! - [`TensorBatcher`] and [`RecordBatcher`] are burn `Batcher`s for those
+//! - [`HostBatcher`] and [`RecordBatcher`] are burn `Batcher`s for those
 //!   records.
 //! - [`HostBatch`] is what mapping closures receive: a batch in host memory
 //!   with typed views and `float` / `int` / `bool` / [`padded`](HostBatch::padded)
-//!   / [`packed`](HostBatch::packed) tensor constructors; [`burn_dtype`] documents how element types map to
-//!   burn's kinds and what is refused ([`Error`]).
+//!   / [`packed`](HostBatch::packed) tensor constructors.
+//! - [`BurnConverter`] is burn's side of core's adapter contract
+//!   ([`ColumnConverter`](loaderx_core::adapter::ColumnConverter), the same
+//!   trait candle's and tch's converters implement): columns to burn's host
+//!   data ([`TensorData`](burn::tensor::TensorData)) through its
+//!   [`DTYPE_TABLE`], and host data to a tensor of the kind asked for
+//!   ([`BurnConverter::tensor`]). [`burn_dtype`] documents how element types
+//!   map to burn's kinds and what is refused ([`Error`]).
 //!
 //! ```
 //! use burn::data::dataloader::DataLoader;
@@ -67,20 +73,18 @@
 //! backends (`flex`, `cuda`, ...) and `Device` selects one at run time.
 
 mod batcher;
+mod converter;
 mod dataset;
-mod dtype;
 mod error;
 mod host;
 mod loader;
 mod staging;
-mod tensors;
 
-pub use batcher::{RecordBatcher, TensorBatcher};
+pub use batcher::{HostBatcher, RecordBatcher};
+pub use converter::{BurnConverter, DTYPE_TABLE, burn_dtype, holds, natural_kind};
 pub use dataset::{Field, MappedDataset, Record, ZrecordDataset, ZrecordDatasetBuilder};
-pub use dtype::{burn_dtype, holds, natural_kind};
 pub use error::{BoxError, Error, Result};
 pub use host::{HostBatch, PackedRagged, Padded};
-pub use loader::{BurnDataLoader, BurnLoaderExt};
+pub use loader::{BurnDataLoader, BurnLoaderExt, TensorBatch, TensorColumn};
 pub use loaderx_core::adapter::EpochStats;
 pub use staging::{StagingStats, staging_stats};
-pub use tensors::TensorBatch;

@@ -8,25 +8,37 @@ use std::sync::Arc;
 use burn::data::dataloader::batcher::Batcher;
 use burn::data::dataloader::{DataLoader, DataLoaderIterator, Progress};
 use burn::data::dataset::DatasetError;
-use burn::tensor::Device;
-use loaderx_core::Sampler;
-use loaderx_core::adapter::{EpochIter, EpochLoader};
+use burn::tensor::{Device, TensorData};
+use loaderx_core::adapter::{
+    ColumnConverter, EpochIter, EpochLoader, EpochStats, RaggedMode, Staging, VecBuffer, VecStaging,
+};
+use loaderx_core::{Batch, DataLoaderBuilder, Sampler};
 
+use crate::converter::BurnConverter;
 use crate::dataset::{MappedDataset, ZrecordDataset};
 use crate::error::{BoxError, Error, Result};
 use crate::host::HostBatch;
-use crate::tensors::TensorBatch;
 
-use loaderx_core::adapter::EpochStats;
+/// A loader step as burn host data, streams in the loader's order: core's
+/// [`TensorBatch`](loaderx_core::adapter::TensorBatch) with burn's
+/// [`TensorData`], what [`BurnLoaderExt::build_burn_tensors`] delivers.
+/// Turn a stream into a tensor of the kind you need with
+/// [`BurnConverter::tensor`].
+pub type TensorBatch = loaderx_core::adapter::TensorBatch<TensorData>;
+
+/// One stream of a [`TensorBatch`]: Dense, padded, per-record or packed
+/// burn host data.
+pub type TensorColumn = loaderx_core::adapter::TensorColumn<TensorData>;
 
 /// burn's loaders built from core's
 /// [`DataLoaderBuilder`](loaderx_core::DataLoaderBuilder), the same shape as
 /// candle's `build_candle` and tch's `build_tch`: every core option
-/// (`pack`, `lengths`, `mode(TokenBudget)`, `sampler`, `staging`,
-/// `packed`, `epochs`, `drop_last`, `shard`, `start_step`...) applies to
-/// burn's loader as it is, with no forwarding. burn's own options are set
-/// on the built loader: [`BurnDataLoader::start_epoch`] and
-/// [`BurnDataLoader::split_batches`].
+/// (`pack`, `lengths`, `mode(TokenBudget)`, `sampler`, `packed`, `epochs`,
+/// `drop_last`, `shard`, `start_step`...) applies to burn's loader as it
+/// is, with no forwarding. Batches are gathered by [`BurnConverter`]'s
+/// staging (core's [`VecStaging`]: vectors that become burn's host data).
+/// burn's own options are set on the built loader:
+/// [`BurnDataLoader::start_epoch`] and [`BurnDataLoader::split_batches`].
 pub trait BurnLoaderExt: Sized {
     /// Adds every stream of `dataset`.
     #[must_use]
@@ -49,14 +61,42 @@ pub trait BurnLoaderExt: Sized {
         E: Into<BoxError>,
         F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static;
 
-    /// A loader of [`TensorBatch`]es: every stream as tensors of its natural kind.
+    /// A loader of [`TensorBatch`]es: core's batch of burn host data, Dense
+    /// streams moved from the gather without a copy, Ragged ones as
+    /// `ragged` says, converted on the workers by [`BurnConverter`]; a
+    /// stream becomes a tensor with [`BurnConverter::tensor`].
+    ///
+    /// ```
+    /// use burn::data::dataloader::DataLoader;
+    /// use burn::tensor::{Device, Float};
+    /// use loaderx_burn::{BurnConverter, BurnDataLoader, BurnLoaderExt};
+    /// use loaderx_core::adapter::RaggedMode;
+    /// use loaderx_core::{Codec, DType, Dense, DenseWriter};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = DenseWriter::<f32>::create(dir.path().join("x"), &[2], Codec::Raw)?;
+    /// w.append_slice(&(0..16).map(|v| v as f32).collect::<Vec<_>>(), 8)?;
+    /// w.close()?;
+    /// let device = Device::flex();
+    /// let loader = BurnDataLoader::builder()
+    ///     .stream("x", Dense::<f32>::open(dir.path().join("x"))?)
+    ///     .batch_size(4)
+    ///     .build_burn_tensors(&device, RaggedMode::Padded)?;
+    /// let batch = loader.iter().next().unwrap()?;
+    /// let x = batch.dense("x")?.clone();                    // burn's TensorData, f32
+    /// let x = BurnConverter::new(&device).tensor::<2, Float>("x", DType::F32, x)?;
+    /// assert_eq!(x.dims(), [4, 2]);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// As [`build_burn`](Self::build_burn).
-    fn build_burn_tensors(self, device: &Device) -> Result<BurnDataLoader<TensorBatch>> {
-        self.build_burn(device, |b: HostBatch| Ok::<_, Error>(b.to_tensors()))
-    }
+    fn build_burn_tensors(
+        self,
+        device: &Device,
+        ragged: RaggedMode,
+    ) -> Result<BurnDataLoader<TensorBatch>>;
 
     /// A loader that feeds your existing burn [`Batcher`]: each batch is
     /// gathered natively from `items`' streams, its records decoded into
@@ -133,7 +173,7 @@ pub trait BurnLoaderExt: Sized {
     }
 }
 
-impl BurnLoaderExt for loaderx_core::DataLoaderBuilder {
+impl<S: Staging> BurnLoaderExt for DataLoaderBuilder<S> {
     fn dataset(mut self, dataset: &ZrecordDataset) -> Self {
         for (name, stream) in dataset.streams() {
             self = self.stream(name, stream.clone());
@@ -147,11 +187,37 @@ impl BurnLoaderExt for loaderx_core::DataLoaderBuilder {
         E: Into<BoxError>,
         F: Fn(HostBatch) -> Result<O, E> + Send + Sync + 'static,
     {
-        let inner = self.build_epochs(0, device.clone(), move |b, d| {
-            map(HostBatch::from_batch(b, d)).map_err(Into::into)
-        })?;
-        Ok(BurnDataLoader { inner, devices: 0 })
+        epochs(self, device, move |b, d| map(HostBatch::from_batch(b, d)))
     }
+
+    fn build_burn_tensors(
+        self,
+        device: &Device,
+        ragged: RaggedMode,
+    ) -> Result<BurnDataLoader<TensorBatch>> {
+        epochs(self, device, move |b, d| {
+            TensorBatch::convert(b, &BurnConverter::new(d), ragged)
+        })
+    }
+}
+
+/// burn's epoch loader over `builder`, gathering with [`BurnConverter`]'s
+/// staging, each batch built by `map` for the device on the workers.
+fn epochs<S, O, E, F>(
+    builder: DataLoaderBuilder<S>,
+    device: &Device,
+    map: F,
+) -> Result<BurnDataLoader<O>>
+where
+    S: Staging,
+    O: Send + 'static,
+    E: Into<BoxError>,
+    F: Fn(Batch<VecBuffer>, &Device) -> Result<O, E> + Send + Sync + 'static,
+{
+    let inner = builder
+        .staging(BurnConverter::new(device).staging())
+        .build_epochs(0, device.clone(), move |b, d| map(b, d).map_err(Into::into))?;
+    Ok(BurnDataLoader { inner, devices: 0 })
 }
 
 /// burn's [`DataLoader`] backed by the loaderx DataLoader: batches are
@@ -230,7 +296,7 @@ impl BurnLoaderExt for loaderx_core::DataLoaderBuilder {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct BurnDataLoader<O> {
-    inner: EpochLoader<O, Device>,
+    inner: EpochLoader<O, Device, VecStaging>,
     /// [`BurnDataLoader::split_batches`]'s devices (0: whole batches).
     devices: usize,
 }
@@ -337,7 +403,7 @@ impl<O> std::fmt::Debug for BurnDataLoader<O> {
 impl<O: Send + 'static> BurnDataLoader<O> {
     /// With `split_batches(n)`, the view for the device whose range of
     /// burn's split starts at or holds position `start`.
-    fn device_view(&self, start: usize) -> Option<EpochLoader<O, Device>> {
+    fn device_view(&self, start: usize) -> Option<EpochLoader<O, Device, VecStaging>> {
         let n = self.devices;
         let share = to_usize(self.inner.num_items()) / n.max(1);
         if n < 2 || share == 0 {
@@ -353,7 +419,7 @@ fn to_usize(n: u64) -> usize {
 }
 
 /// burn's view of one core epoch: errors as [`DatasetError`]s, progress in items.
-struct Epoch<'a, O>(EpochIter<'a, O, Device>);
+struct Epoch<'a, O>(EpochIter<'a, O, Device, VecStaging>);
 
 impl<O: Send + 'static> Iterator for Epoch<'_, O> {
     type Item = Result<O, DatasetError>;

@@ -15,10 +15,11 @@ use burn::data::dataset::transform::{PartialDataset, ShuffledDataset};
 use burn::tensor::kind::Kind;
 use burn::tensor::{Bool, Device, Float, Int, Tensor};
 use loaderx_burn::{
-    BurnDataLoader, BurnLoaderExt, Error, HostBatch, RecordBatcher, TensorBatch, TensorBatcher,
-    ZrecordDataset,
+    BurnConverter, BurnDataLoader, BurnLoaderExt, Error, HostBatch, HostBatcher, RecordBatcher,
+    TensorBatch, ZrecordDataset,
 };
-use loaderx_core::{Codec, DType, Dense, DenseWriter, DynDense, RaggedWriter};
+use loaderx_core::adapter::{RaggedMode, TensorColumn, VecStaging};
+use loaderx_core::{Codec, DType, Dense, DenseWriter, DynDense, ErrorKind, RaggedWriter};
 use loaderx_core::{Sampler, SamplerMode};
 
 const N: usize = 50;
@@ -57,19 +58,24 @@ fn bools<const D: usize>(t: Tensor<D, Bool>) -> Vec<bool> {
     t.into_data().try_into_vec::<bool>().unwrap()
 }
 
-/// Checks every stream of a tensor batch against the record indices.
-fn check_tensor_batch(b: &TensorBatch) {
+/// Whether `e` is core's error of kind `kind` (directly or for a stream).
+fn is_core(e: &Error, kind: fn(&ErrorKind) -> bool) -> bool {
+    e.core_kind().is_some_and(kind)
+}
+
+/// Checks every stream of a host batch, as tensors, against the record indices.
+fn check_tensor_batch(b: &HostBatch) {
     let n = b.len();
-    assert_eq!(b.kind("x").unwrap(), Kind::Float);
-    assert_eq!(b.kind("y").unwrap(), Kind::Int);
-    assert_eq!(b.kind("flag").unwrap(), Kind::Bool);
-    assert_eq!(b.kind("tok").unwrap(), Kind::Int);
+    assert_eq!(b.dtype("x").unwrap(), DType::F32);
+    assert_eq!(b.dtype("y").unwrap(), DType::U8);
+    assert_eq!(b.dtype("flag").unwrap(), DType::Bool);
+    assert_eq!(b.dtype("tok").unwrap(), DType::I32);
     let x = b.float::<2>("x").unwrap();
     assert_eq!(x.dims(), [n, 3]);
     let x = floats(x);
     let y = ints(b.int::<1>("y").unwrap());
     let flag = bools(b.bool::<1>("flag").unwrap());
-    let tok = b.padded_int::<2>("tok").unwrap();
+    let tok = b.padded::<2, Int>("tok").unwrap();
     let lengths = ints(tok.lengths.clone());
     let max = tok.values.dims()[1];
     let values = ints(tok.values);
@@ -188,12 +194,12 @@ fn burn_dataset_transforms_work_on_zrecord_data() {
 }
 
 #[test]
-fn burns_dataloader_builder_batches_records_with_tensor_batcher() {
+fn burns_dataloader_builder_batches_records_with_host_batcher() {
     let dir = tempfile::tempdir().unwrap();
     write_root(dir.path());
     let ds = ZrecordDataset::open_dir(dir.path()).unwrap();
     for workers in [0, 2] {
-        let loader = DataLoaderBuilder::new(TensorBatcher)
+        let loader = DataLoaderBuilder::new(HostBatcher)
             .batch_size(8)
             .shuffle(5)
             .num_workers(workers)
@@ -252,9 +258,9 @@ fn stacking_records_that_disagree_fails_on_access_only() {
     let mut records = ds.get_many(vec![0, 1]).unwrap();
     records.push(x.get(2).unwrap());
     let batch =
-        burn::data::dataloader::batcher::Batcher::batch(&TensorBatcher, records, &Device::flex());
+        burn::data::dataloader::batcher::Batcher::batch(&HostBatcher, records, &Device::flex());
     // The first record's streams are the batch's; "flag" is missing from the third.
-    assert!(matches!(batch.bool::<1>("flag"), Err(Error::Column { .. })));
+    assert!(matches!(batch.bool::<1>("flag"), Err(Error::Stack { .. })));
     assert!(batch.float::<2>("x").is_err());
 }
 
@@ -472,7 +478,7 @@ fn mapping_errors_reach_burn_and_the_next_epoch_recovers() {
     let l = loader(dir.path(), 8, 2)
         .build_burn(&Device::flex(), |b: HostBatch| {
             if b.step() == Some(2) {
-                return Err(Error::Invalid("step two is bad".into()));
+                return Err(Error::Map("step two is bad".into()));
             }
             seen(b)
         })
@@ -501,10 +507,10 @@ fn tensor_loader_yields_every_kind_and_pads_ragged_streams() {
         .batch_size(10)
         .mode(SamplerMode::Sequential)
         .workers(2)
-        .build_burn_tensors(&Device::flex())
+        .build_burn(&Device::flex(), Ok::<_, Error>)
         .unwrap();
     assert_eq!(l.num_items(), N);
-    let batches: Vec<TensorBatch> = l.iter().map(|b| b.unwrap()).collect();
+    let batches: Vec<HostBatch> = l.iter().map(|b| b.unwrap()).collect();
     assert_eq!(batches.len(), 5);
     for (k, b) in batches.iter().enumerate() {
         assert_eq!(b.step(), Some(k as u64));
@@ -520,8 +526,9 @@ fn tensor_loader_yields_every_kind_and_pads_ragged_streams() {
     assert_eq!(ints(b.int::<1>("flag").unwrap())[3], 1);
     assert!(matches!(b.int::<2>("x"), Err(Error::Kind { .. })));
     assert!(matches!(b.bool::<1>("y"), Err(Error::Kind { .. })));
-    assert!(matches!(b.float::<2>("tok"), Err(Error::Layout { .. })));
-    assert!(matches!(b.padded_int::<2>("x"), Err(Error::Layout { .. })));
+    let column_kind = |e: &ErrorKind| matches!(e, ErrorKind::ColumnKind { .. });
+    assert!(is_core(&b.float::<2>("tok").unwrap_err(), column_kind));
+    assert!(is_core(&b.padded::<2, Int>("x").unwrap_err(), column_kind));
     assert!(matches!(b.float::<3>("x"), Err(Error::Rank { .. })));
     assert!(matches!(b.float::<1>("nope"), Err(Error::MissingStream(_))));
 }
@@ -542,10 +549,9 @@ fn host_batch_views_and_padding_helpers() {
             let tok = b.records::<i32>("tok")?;
             let padded = b.padded::<2, Float>("tok")?;
             let lengths = b.padded::<2, Int>("tok")?.lengths;
-            assert!(matches!(
-                b.tensor::<2, Int>("tok"),
-                Err(Error::Layout { .. })
-            ));
+            let e = b.tensor::<2, Int>("tok").unwrap_err();
+            assert!(is_core(&e, |k| matches!(k, ErrorKind::ColumnKind { .. })));
+            assert!(e.to_string().contains("\"tok\""), "{e}");
             assert!(matches!(b.padded::<3, Int>("tok"), Err(Error::Rank { .. })));
             assert!(matches!(b.bool::<1>("y"), Err(Error::Kind { .. })));
             Ok::<_, Error>((
@@ -580,7 +586,10 @@ fn integers_that_do_not_fit_the_device_are_refused() {
         .tensor::<1, Int>(&device)
         .unwrap_err();
     // flex holds Int tensors as i32: 2^40 does not fit and is not truncated.
-    assert!(matches!(e, Error::OutOfRange { .. }), "{e}");
+    assert!(
+        is_core(&e, |k| matches!(k, ErrorKind::OutOfRange { .. })),
+        "{e}"
+    );
     assert!(e.to_string().contains("1099511627776"), "{e}");
     // burn has no rank-0 tensors: a scalar record is one element of rank 1.
     let e = r
@@ -599,9 +608,9 @@ fn integers_that_do_not_fit_the_device_are_refused() {
         .unwrap()
         .tensor::<1, Int>(&device);
     assert_eq!(ints(small.unwrap()), [4]);
-    // Through a TensorBatcher the error is kept in the batch.
+    // Through a HostBatcher the error is kept in the batch.
     let batch = burn::data::dataloader::batcher::Batcher::batch(
-        &TensorBatcher,
+        &HostBatcher,
         ds.get_many(vec![0, 1]).unwrap(),
         &device,
     );
@@ -638,11 +647,14 @@ fn bf16_stores_are_burn_bf16_data_and_float8_and_complex_are_refused_by_name() {
         .build()
         .unwrap();
     let batch = burn::data::dataloader::batcher::Batcher::batch(
-        &TensorBatcher,
+        &HostBatcher,
         ds.get_many((0..n).collect()).unwrap(),
         &device,
     );
-    assert_eq!(batch.kind("v").unwrap(), Kind::Float);
+    assert_eq!(
+        loaderx_burn::natural_kind(batch.dtype("v").unwrap()).unwrap(),
+        Kind::Float
+    );
     // On flex the float type is f32: every bf16 value converts exactly.
     let got = floats(batch.float::<2>("v").unwrap());
     let want: Vec<f32> = values[..2 * n].iter().map(|v| v.to_f32()).collect();
@@ -675,7 +687,7 @@ fn bf16_stores_are_burn_bf16_data_and_float8_and_complex_are_refused_by_name() {
             .build()
             .unwrap();
         let batch = burn::data::dataloader::batcher::Batcher::batch(
-            &TensorBatcher,
+            &HostBatcher,
             ds.get_many(vec![0, 1]).unwrap(),
             &device,
         );
@@ -717,12 +729,12 @@ fn every_dtype_converts_by_the_table() {
             .build()
             .unwrap();
         let batch = burn::data::dataloader::batcher::Batcher::batch(
-            &TensorBatcher,
+            &HostBatcher,
             ds.get_many(vec![0, 1, 2]).unwrap(),
             &device,
         );
         let kind = loaderx_burn::natural_kind(dtype).unwrap();
-        assert_eq!(batch.kind("v").unwrap(), kind, "{dtype}");
+        assert_eq!(batch.dtype("v").unwrap(), dtype, "{dtype}");
         let want: Vec<f32> = (0..6)
             .map(|v| {
                 if dtype == DType::Bool {
@@ -813,7 +825,8 @@ fn plain_loaderx_loaders_can_use_the_tensor_helpers() {
         )
         .batch_size(7)
         .workers(2)
-        .build_with(move |b| Ok::<_, Error>(HostBatch::from_batch(b, &device).to_tensors()))
+        .staging(VecStaging)
+        .build_with(move |b| Ok::<_, Error>(HostBatch::from_batch(b, &device)))
         .unwrap();
     for _ in 0..3 {
         let batch = loader.next().unwrap().unwrap();
@@ -870,5 +883,90 @@ fn packed_ragged_streams_are_burn_tensors_gathered_or_packed_from_segments() {
             .unwrap();
         let e = loader.iter().next().unwrap().unwrap_err();
         assert!(e.to_string().contains("column is dense"), "{e}");
+    }
+}
+
+#[test]
+fn tensor_batches_are_cores_with_burn_host_data_in_every_ragged_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    write_root(dir.path());
+    let device = Device::flex();
+    let converter = BurnConverter::new(&device);
+    for mode in [
+        RaggedMode::Padded,
+        RaggedMode::Packed,
+        RaggedMode::PerRecord,
+    ] {
+        let l = BurnDataLoader::builder()
+            .dataset(&ZrecordDataset::open_dir(dir.path()).unwrap())
+            .batch_size(10)
+            .mode(SamplerMode::Sequential)
+            .packed(mode == RaggedMode::Packed)
+            .workers(2)
+            .build_burn_tensors(&device, mode)
+            .unwrap();
+        let batches: Vec<TensorBatch> = l.iter().map(|b| b.unwrap()).collect();
+        assert_eq!(batches.len(), 5);
+        for (k, b) in batches.iter().enumerate() {
+            assert_eq!(b.step, k as u64);
+            let indices: Vec<u64> = (k as u64 * 10..k as u64 * 10 + 10).collect();
+            assert_eq!(b.indices, indices);
+            // Dense streams are burn host data in the store's own type.
+            let x = b.dense("x").unwrap();
+            assert_eq!(x.dtype(), burn::tensor::DType::F32);
+            assert_eq!(x.shape().as_slice(), [10, 3]);
+            let y = b.dense("y").unwrap();
+            assert_eq!(
+                y.as_slice::<u8>().unwrap(),
+                indices.iter().map(|&i| (i % 10) as u8).collect::<Vec<_>>()
+            );
+            let flag =
+                converter.tensor::<1, Bool>("flag", DType::Bool, b.dense("flag").unwrap().clone());
+            assert_eq!(
+                bools(flag.unwrap()),
+                indices.iter().map(|&i| i % 2 == 1).collect::<Vec<_>>()
+            );
+            let x = converter
+                .tensor::<2, Float>("x", DType::F32, x.clone())
+                .unwrap();
+            assert_eq!(
+                floats(x)[3..6],
+                [
+                    indices[1] as f32,
+                    indices[1] as f32 + 0.5,
+                    -(indices[1] as f32)
+                ]
+            );
+            assert!(matches!(
+                converter.tensor::<2, Int>("x", DType::F32, b.dense("x").unwrap().clone()),
+                Err(Error::Kind { .. })
+            ));
+            let lens: Vec<usize> = indices.iter().map(|&i| 1 + i as usize % 4).collect();
+            let values: Vec<i32> = indices
+                .iter()
+                .flat_map(|&i| std::iter::repeat_n(i as i32, 1 + i as usize % 4))
+                .collect();
+            match b.column("tok").unwrap() {
+                TensorColumn::Padded(p) => {
+                    assert_eq!(mode, RaggedMode::Padded);
+                    let max = *lens.iter().max().unwrap();
+                    assert_eq!(p.values.shape().as_slice(), [10, max]);
+                    let got: Vec<i64> = p.lengths.as_slice::<i64>().unwrap().to_vec();
+                    assert_eq!(got, lens.iter().map(|&l| l as i64).collect::<Vec<_>>());
+                }
+                TensorColumn::Packed(p) => {
+                    assert_eq!(mode, RaggedMode::Packed);
+                    assert_eq!(p.values.as_slice::<i32>().unwrap(), values);
+                    let cu = p.cu_seqlens.as_slice::<i32>().unwrap();
+                    assert_eq!((cu.len(), cu[10] as usize), (11, values.len()));
+                }
+                TensorColumn::Records(r) => {
+                    assert_eq!(mode, RaggedMode::PerRecord);
+                    let shapes: Vec<usize> = r.iter().map(|t| t.shape().as_slice()[0]).collect();
+                    assert_eq!(shapes, lens);
+                }
+                other => panic!("{mode:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -53,7 +53,9 @@ fn from_candle(p: &loaderx_candle::Padded) -> Flat {
     (values, lengths, mask, p.values.dims().to_vec())
 }
 
-fn from_burn<const D: usize>(b: &loaderx_burn::HostBatch) -> Flat {
+fn from_burn<const D: usize>(
+    b: &loaderx_burn::HostBatch<loaderx_core::adapter::PooledBuffer>,
+) -> Flat {
     let p = b.padded::<D, Int>("seq").unwrap();
     let shape = p.values.dims().to_vec();
     let values: BurnTensor<D, Int> = p.values;

@@ -36,7 +36,7 @@ use burn::train::renderer::{
 use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
-use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch, TensorBatcher, ZrecordDataset};
+use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch, RecordBatcher, ZrecordDataset};
 use loaderx_core::SamplerMode;
 
 /// Any error of the example.
@@ -368,11 +368,11 @@ pub fn loader_throughput(loader: &dyn DataLoader<MnistBatch>) -> Result<f64, Err
     Ok(records as f64 / started.elapsed().as_secs_f64())
 }
 
-/// One training epoch delivered as [`TensorBatch`](loaderx_burn::TensorBatch)es
-/// (every stream at its natural kind) by this crate's loader and by burn's
-/// own `DataLoaderBuilder` over the same stores ([`ZrecordDataset`], one
-/// record at a time, shuffled), with the same batch size and workers;
-/// records per second of each.
+/// One training epoch delivered as [`MnistBatch`]es (the same mapping,
+/// [`MnistBatch::from_host`]) by this crate's loader and by burn's own
+/// `DataLoaderBuilder` over the same stores ([`ZrecordDataset`] records
+/// stacked by a [`RecordBatcher`], shuffled), with the same batch size and
+/// workers; records per second of each.
 pub fn compare_loaders(config: &Config, device: &Device) -> Result<(f64, f64), Error> {
     let root = config.root.join("train");
     let ours = BurnDataLoader::builder()
@@ -380,18 +380,20 @@ pub fn compare_loaders(config: &Config, device: &Device) -> Result<(f64, f64), E
         .batch_size(config.batch_size)
         .seed(config.seed)
         .workers(config.workers)
-        .build_burn_tensors(device)?;
-    let burns = DataLoaderBuilder::new(TensorBatcher)
+        .build_burn(device, MnistBatch::from_host)?;
+    // burn's batchers cannot fail: a batch that does not convert panics here.
+    let batcher = RecordBatcher::new(|b| MnistBatch::from_host(b).expect("an MNIST batch"));
+    let burns = DataLoaderBuilder::new(batcher)
         .batch_size(config.batch_size)
         .shuffle(config.seed)
         .num_workers(config.workers)
         .set_device(device.clone())
         .build(ZrecordDataset::open_dir(&root)?);
-    let rate = |loader: &dyn DataLoader<loaderx_burn::TensorBatch>| -> Result<f64, Error> {
+    let rate = |loader: &dyn DataLoader<MnistBatch>| -> Result<f64, Error> {
         let started = Instant::now();
         let mut records = 0;
         for batch in loader.iter() {
-            records += batch?.len();
+            records += batch?.targets.dims()[0];
         }
         Ok(records as f64 / started.elapsed().as_secs_f64())
     };

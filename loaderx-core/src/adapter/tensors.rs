@@ -172,19 +172,39 @@ pub trait ColumnConverter: Send + Sync + 'static {
         column: Column<BufferOf<Self>>,
     ) -> Result<PackedRagged<Self::Tensor>, Self::Error> {
         let layout = column.ragged_layout()?;
+        if !layout.is_packed() {
+            return self.copy_packed(&column);
+        }
         let dtype = column.dtype();
         let cu_seqlens = self.array(&layout.cu_seqlens_array(dtype)?)?;
         let shapes = self.array(&layout.shapes_array()?)?;
         let elements = layout.packed_bytes() / dtype.size().max(1);
-        let values = if layout.is_packed() {
-            self.buffer_tensor(column, &[elements])?
-        } else {
-            self.tensor_from_bytes(dtype, &column.packed_values()?, &[elements])?
-        };
         Ok(PackedRagged {
-            values,
+            values: self.buffer_tensor(column, &[elements])?,
             cu_seqlens,
             shapes,
+        })
+    }
+
+    /// [`packed`](Self::packed) from a borrowed column: the values are
+    /// copied once, from the column's own bytes when it was gathered
+    /// [packed](crate::DataLoaderBuilder::packed), or end to end from its
+    /// segments.
+    ///
+    /// # Errors
+    ///
+    /// As [`packed`](Self::packed).
+    fn copy_packed<B: StagedBuffer>(
+        &self,
+        column: &Column<B>,
+    ) -> Result<PackedRagged<Self::Tensor>, Self::Error> {
+        let layout = column.ragged_layout()?;
+        let dtype = column.dtype();
+        let elements = layout.packed_bytes() / dtype.size().max(1);
+        Ok(PackedRagged {
+            values: self.tensor_from_bytes(dtype, &column.packed_values()?, &[elements])?,
+            cu_seqlens: self.array(&layout.cu_seqlens_array(dtype)?)?,
+            shapes: self.array(&layout.shapes_array()?)?,
         })
     }
 

@@ -370,12 +370,14 @@ impl<B: StagedBuffer> Column<B> {
     }
 }
 
-impl Column {
+impl<B> Column<B> {
     /// A column of `dtype` and contract `kind` holding `records`, each a
     /// `(shape, bytes)` pair, copied into one new aligned buffer: the inverse
     /// of [`records`](Self::records). Dense records lie contiguous and must
     /// share one shape (the column is `(B, *shape)`; `(0,)` without records);
     /// Ragged records each start 8-byte aligned and must share one rank.
+    /// The buffer is host memory ([`ColumnBuffer::Host`]), so the column can
+    /// stand beside any staging's columns (`B`).
     ///
     /// # Errors
     ///
@@ -388,7 +390,7 @@ impl Column {
         dtype: DType,
         kind: StoreKind,
         records: impl IntoIterator<Item = (&'a [usize], &'a [u8])>,
-    ) -> Result<Column, Error> {
+    ) -> Result<Column<B>, Error> {
         let records: Vec<(&[usize], &[u8])> = records.into_iter().collect();
         let first: &[usize] = records.first().map_or(&[], |r| r.0);
         let mut ranges = Vec::with_capacity(records.len());
@@ -483,7 +485,7 @@ mod tests {
     #[test]
     fn stacking_inverts_records() {
         let (a, b) = (bytes(&[1, 2, 3]), bytes(&[4]));
-        let ragged = Column::stack(
+        let ragged = Column::<PooledBuffer>::stack(
             DType::U16,
             StoreKind::Ragged,
             [(&[3][..], &a[..]), (&[1][..], &b[..])],
@@ -497,7 +499,7 @@ mod tests {
         assert_eq!(again, [(&[3][..], &a[..]), (&[1][..], &b[..])]);
 
         let rows = [bytes(&[1, 2]), bytes(&[3, 4])];
-        let dense = Column::stack(
+        let dense = Column::<PooledBuffer>::stack(
             DType::U16,
             StoreKind::Dense,
             rows.iter().map(|r| (&[2][..], &r[..])),
@@ -510,15 +512,19 @@ mod tests {
             &[3, 4]
         );
         assert!(dense.record_views::<i16>().is_err());
-        let empty = Column::stack(DType::U16, StoreKind::Dense, []).unwrap();
+        let empty = Column::<PooledBuffer>::stack(DType::U16, StoreKind::Dense, []).unwrap();
         assert_eq!(empty.shape(), Some(&[0][..]));
     }
 
     #[test]
     fn the_other_contract_is_a_column_kind_error() {
         let a = bytes(&[1, 2]);
-        let dense = Column::stack(DType::U16, StoreKind::Dense, [(&[2][..], &a[..])]).unwrap();
-        let ragged = Column::stack(DType::U16, StoreKind::Ragged, [(&[2][..], &a[..])]).unwrap();
+        let dense =
+            Column::<PooledBuffer>::stack(DType::U16, StoreKind::Dense, [(&[2][..], &a[..])])
+                .unwrap();
+        let ragged =
+            Column::<PooledBuffer>::stack(DType::U16, StoreKind::Ragged, [(&[2][..], &a[..])])
+                .unwrap();
         assert_eq!(dense.dense_shape().unwrap(), &[1, 2]);
         assert_eq!(ragged.ragged_layout().unwrap().len(), 1);
         let kind = |e: Error| match e.into_kind() {
@@ -538,14 +544,14 @@ mod tests {
     #[test]
     fn stacking_refuses_disagreeing_records() {
         let (a, b) = (bytes(&[1, 2]), bytes(&[3]));
-        let e = Column::stack(
+        let e = Column::<PooledBuffer>::stack(
             DType::U16,
             StoreKind::Dense,
             [(&[2][..], &a[..]), (&[1][..], &b[..])],
         )
         .unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
-        let e = Column::stack(
+        let e = Column::<PooledBuffer>::stack(
             DType::U16,
             StoreKind::Ragged,
             [(&[2][..], &a[..]), (&[1, 1][..], &b[..])],
@@ -553,6 +559,9 @@ mod tests {
         .unwrap_err();
         assert!(e.to_string().contains("ranks 1 and 2"), "{e}");
         // Bytes that do not hold the shape.
-        assert!(Column::stack(DType::U16, StoreKind::Ragged, [(&[3][..], &a[..])]).is_err());
+        assert!(
+            Column::<PooledBuffer>::stack(DType::U16, StoreKind::Ragged, [(&[3][..], &a[..])])
+                .is_err()
+        );
     }
 }
