@@ -92,9 +92,7 @@ pub fn length_times(store: &Path) -> Result<(LengthIndex, LengthTimes)> {
 /// dropped remainder would leave records out of the comparison). Padded modes pad on the workers to `(B, longest)` host
 /// arrays; the packed mode packs there into `(rows, 512)` arrays.
 pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
-    let open = || -> Result<std::sync::Arc<DynRagged>> {
-        Ok(std::sync::Arc::new(DynRagged::open(store)?))
-    };
+    let open = || -> Result<loaderx_core::Stream> { Ok(DynRagged::open(store)?.into()) };
     let s = open()?;
     let mut rows = Vec::new();
     let padded: [(&str, SamplerMode); 3] = [
@@ -113,7 +111,7 @@ pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
     ];
     for (name, mode) in padded {
         let loader = DataLoader::builder()
-            .stream("tok", std::sync::Arc::clone(&s))
+            .stream("tok", s.clone())
             .batch_size(if matches!(mode, SamplerMode::TokenBudget { .. }) {
                 4 * BATCH
             } else {
@@ -136,7 +134,7 @@ pub fn run(store: &Path, max_tokens: u64) -> Result<Vec<SeqRow>> {
         rows.push(pass(name, loader)?);
     }
     let loader = DataLoader::builder()
-        .stream("tok", std::sync::Arc::clone(&s))
+        .stream("tok", s.clone())
         .batch_size(BATCH)
         .mode(SamplerMode::Cyclic)
         .workers(2)

@@ -288,37 +288,10 @@ pub struct DynDense {
 impl DynDense {
     crate::store::reader_accessors!();
 
-    /// Opens the Dense store at `path`; with feature `remote`, `path` may
-    /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
-    // The type exists with feature `remote` only: link it only then.
-    #[cfg_attr(
-        feature = "remote",
-        doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
-    )]
-    #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
-    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
-    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, including an
-    /// element type loaderx does not know, shard files, dictionary), and
-    /// [`ErrorKind::Io`] when a file cannot be read or locked.
-    /// [`ErrorKind::KindMismatch`] when the store is Ragged.
-    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
-    /// store cannot be read.
-    pub fn open(path: impl AsRef<Path>) -> Result<DynDense, Error> {
-        Self::from_engine(StoreReader::open(path.as_ref())?)
-    }
-
-    /// Opens the Dense store at the URL `url` with the options `options`.
-    ///
-    /// # Errors
-    /// As [`Self::open`].
-    #[cfg(feature = "remote")]
-    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<DynDense, Error> {
-        Self::from_engine(crate::remote::open(url, options)?)
-    }
+    crate::store::store_openers!(
+        "the Dense store",
+        "[`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store is Ragged."
+    );
 
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {
         match engine.schema().clone() {
@@ -345,16 +318,6 @@ impl DynDense {
     /// Bytes of one record.
     pub fn record_bytes(&self) -> usize {
         self.record_bytes
-    }
-
-    /// The engine underneath.
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    /// The engine underneath, to release its locks.
-    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
-        &mut self.engine
     }
 
     /// Reads `parts`, Dense stores of one element type and record shape,
@@ -420,20 +383,6 @@ impl DynDense {
             item_shape,
             record_bytes,
         })
-    }
-
-    /// The first record index of every part of a
-    /// [concatenation](Self::concat), then the total (`[0, len]` for a
-    /// store).
-    pub fn part_starts(&self) -> Vec<u64> {
-        self.engine.starts()
-    }
-
-    /// The format generation the store is in (see [`Generation`](crate::Generation));
-    /// a 2.8.18 Dense store is byte for byte a 2.8.19 one and reads as
-    /// [`Generation::V2_8_19`](crate::Generation::V2_8_19).
-    pub fn generation(&self) -> crate::Generation {
-        self.engine.generation()
     }
 
     /// Gathers the records at `indices`, in that order, into `dst`, which

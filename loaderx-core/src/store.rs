@@ -1,26 +1,25 @@
 use std::path::Path;
 
-use crate::codec::Codec;
 use crate::dense::DynDense;
 use crate::dtype::DType;
 use crate::engine::StoreReader;
 use crate::error::{Error, StoreKind};
 use crate::ragged::DynRagged;
 
-/// The accessors every untyped store reader ([`DynDense`](crate::DynDense),
-/// [`DynRagged`](crate::DynRagged)) shares, written once: the reader has an
-/// `engine` field (the store engine) and a `dtype` field.
-macro_rules! reader_accessors {
+/// The accessors every untyped store ([`DynDense`](crate::DynDense),
+/// [`DynRagged`](crate::DynRagged), [`Store`](crate::Store)) shares,
+/// written once over its store engine (an `engine()` method).
+macro_rules! engine_accessors {
     () => {
         /// What a remote store fetched since it was opened; `None` for a local one.
         #[cfg(feature = "remote")]
         pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
-            self.engine.remote_stats()
+            self.engine().remote_stats()
         }
 
         /// Number of records.
         pub fn len(&self) -> u64 {
-            self.engine.len()
+            self.engine().len()
         }
 
         /// True when the store holds no record.
@@ -28,38 +27,118 @@ macro_rules! reader_accessors {
             self.len() == 0
         }
 
+        /// The codec.
+        pub fn codec(&self) -> crate::Codec {
+            self.engine().codec()
+        }
+
+        /// Number of payload shards.
+        pub fn data_shards(&self) -> usize {
+            self.engine().data_shards()
+        }
+
+        /// The store directory.
+        pub fn path(&self) -> &std::path::Path {
+            self.engine().path()
+        }
+
+        /// Bytes the store occupies (payloads, table, dictionary).
+        pub fn stored_bytes(&self) -> u64 {
+            self.engine().stored_bytes()
+        }
+
+        /// The `zstd_dict` dictionary, if any.
+        pub fn dict(&self) -> Option<&[u8]> {
+            self.engine().dict()
+        }
+
+        /// The format generation the store is in (see
+        /// [`Generation`](crate::Generation)); a 2.8.18 Dense store is byte
+        /// for byte a 2.8.19 one and reads as
+        /// [`Generation::V2_8_19`](crate::Generation::V2_8_19).
+        pub fn generation(&self) -> crate::Generation {
+            self.engine().generation()
+        }
+
+        /// The first record index of every part of a concatenation
+        /// (`concat`, a multi-part [`Dataset`](crate::Dataset)'s streams),
+        /// then the total (`[0, len]` for a store).
+        pub fn part_starts(&self) -> Vec<u64> {
+            self.engine().starts()
+        }
+    };
+}
+pub(crate) use engine_accessors;
+
+/// [`engine_accessors`] and the element type, for the untyped readers
+/// ([`DynDense`](crate::DynDense), [`DynRagged`](crate::DynRagged)): the
+/// reader has `engine` and `dtype` fields.
+macro_rules! reader_accessors {
+    () => {
+        crate::store::engine_accessors!();
+
         /// Element type.
         pub fn dtype(&self) -> crate::DType {
             self.dtype
         }
 
-        /// The codec.
-        pub fn codec(&self) -> crate::Codec {
-            self.engine.codec()
+        /// The engine underneath.
+        pub(crate) fn engine(&self) -> &crate::engine::Engine {
+            &self.engine
         }
 
-        /// Number of payload shards.
-        pub fn data_shards(&self) -> usize {
-            self.engine.data_shards()
-        }
-
-        /// The store directory.
-        pub fn path(&self) -> &std::path::Path {
-            self.engine.path()
-        }
-
-        /// Bytes the store occupies (payloads, table, dictionary).
-        pub fn stored_bytes(&self) -> u64 {
-            self.engine.stored_bytes()
-        }
-
-        /// The `zstd_dict` dictionary, if any.
-        pub fn dict(&self) -> Option<&[u8]> {
-            self.engine.dict()
+        /// The engine underneath, to release its locks.
+        pub(crate) fn engine_mut(&mut self) -> &mut crate::engine::Engine {
+            &mut self.engine
         }
     };
 }
 pub(crate) use reader_accessors;
+
+/// The constructors every untyped store ([`DynDense`](crate::DynDense),
+/// [`DynRagged`](crate::DynRagged), [`Store`](crate::Store)) shares,
+/// written once: `open` (a path, or a URL with feature `remote`) and
+/// `open_url`, both through the type's `from_engine`. `$what` names the
+/// stores it opens and `$mismatch` the error for the other contract.
+macro_rules! store_openers {
+    ($what:literal, $mismatch:literal) => {
+        #[doc = concat!("Opens ", $what, " at `path`; with feature `remote`, `path` may")]
+        /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
+        // The type exists with feature `remote` only: link it only then.
+        #[cfg_attr(
+            feature = "remote",
+            doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
+        )]
+        #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
+        ///
+        /// # Errors
+        ///
+        /// [`ErrorKind::NotAStore`](crate::ErrorKind::NotAStore) when `path` holds no
+        /// store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished) when its
+        /// writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a
+        /// writer holds it, [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed
+        /// metadata (header, schema, including an element type loaderx does not know,
+        /// shard files, dictionary), and
+        /// [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
+        #[doc = $mismatch]
+        /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
+        /// store cannot be read.
+        pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self, crate::Error> {
+            Self::from_engine(crate::engine::StoreReader::open(path.as_ref())?)
+        }
+
+        #[doc = concat!("Opens ", $what, " at the URL `url` with the options `options`.")]
+        ///
+        /// # Errors
+        ///
+        /// As [`open`](Self::open).
+        #[cfg(feature = "remote")]
+        pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<Self, crate::Error> {
+            Self::from_engine(crate::remote::open(url, options)?)
+        }
+    };
+}
+pub(crate) use store_openers;
 
 /// The accessors the typed readers ([`Dense<T>`](crate::Dense),
 /// [`Ragged<T>`](crate::Ragged)) share, written once: the reader wraps its
@@ -143,30 +222,7 @@ impl Store {
         path.join(crate::format::META_FILE).is_file()
     }
 
-    /// Opens the store at `path`, whichever contract its schema declares;
-    /// with feature `remote`, `path` may be a store URL (`s3://…`, `gs://…`,
-    /// `az://…`, `http(s)://…`), opened with
-    // The type exists with feature `remote` only: link it only then.
-    #[cfg_attr(
-        feature = "remote",
-        doc = "[`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
-    )]
-    #[cfg_attr(not(feature = "remote"), doc = "`RemoteOptions::from_env`.")]
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::NotAStore`](crate::ErrorKind::NotAStore) when `path` holds no
-    /// store, [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished) when its
-    /// writer never closed it, [`ErrorKind::Busy`](crate::ErrorKind::Busy) while a
-    /// writer holds it, [`ErrorKind::Corrupt`](crate::ErrorKind::Corrupt) for malformed
-    /// metadata (header, schema, including an element type loaderx does not know,
-    /// shard files, dictionary), and
-    /// [`ErrorKind::Io`](crate::ErrorKind::Io) when a file cannot be read or locked.
-    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
-    /// store cannot be read.
-    pub fn open(path: impl AsRef<Path>) -> Result<Store, Error> {
-        Self::from_engine(StoreReader::open(path.as_ref())?)
-    }
+    crate::store::store_openers!("the store, whichever contract its schema declares,", "");
 
     /// Every store directly under `dir` (a converted split such as
     /// `fashion/train` holding `image/` and `label/`), named after its
@@ -197,15 +253,6 @@ impl Store {
                 Ok((name, Store::open(&path)?))
             })
             .collect()
-    }
-
-    /// Opens the store at the URL `url` with the options `options`.
-    ///
-    /// # Errors
-    /// As [`Self::open`].
-    #[cfg(feature = "remote")]
-    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<Store, Error> {
-        Self::from_engine(crate::remote::open(url, options)?)
     }
 
     /// The Dense store, if this is one.
@@ -241,12 +288,13 @@ impl Store {
         })
     }
 
-    /// What a remote store fetched since it was opened; `None` for a local one.
-    #[cfg(feature = "remote")]
-    pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
+    crate::store::engine_accessors!();
+
+    /// The engine underneath.
+    fn engine(&self) -> &crate::engine::Engine {
         match self {
-            Store::Dense(s) => s.remote_stats(),
-            Store::Ragged(s) => s.remote_stats(),
+            Store::Dense(s) => s.engine(),
+            Store::Ragged(s) => s.engine(),
         }
     }
 
@@ -258,56 +306,11 @@ impl Store {
         }
     }
 
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        match self {
-            Store::Dense(s) => s.len(),
-            Store::Ragged(s) => s.len(),
-        }
-    }
-
-    /// True when the store holds no record.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// Element type.
     pub fn dtype(&self) -> DType {
         match self {
             Store::Dense(s) => s.dtype(),
             Store::Ragged(s) => s.dtype(),
-        }
-    }
-
-    /// The codec.
-    pub fn codec(&self) -> Codec {
-        match self {
-            Store::Dense(s) => s.codec(),
-            Store::Ragged(s) => s.codec(),
-        }
-    }
-
-    /// Number of payload shards.
-    pub fn data_shards(&self) -> usize {
-        match self {
-            Store::Dense(s) => s.data_shards(),
-            Store::Ragged(s) => s.data_shards(),
-        }
-    }
-
-    /// The format generation the store is in (see [`Generation`](crate::Generation)).
-    pub fn generation(&self) -> crate::Generation {
-        match self {
-            Store::Dense(s) => s.generation(),
-            Store::Ragged(s) => s.generation(),
-        }
-    }
-
-    /// Bytes the store occupies.
-    pub fn stored_bytes(&self) -> u64 {
-        match self {
-            Store::Dense(s) => s.stored_bytes(),
-            Store::Ragged(s) => s.stored_bytes(),
         }
     }
 
@@ -322,14 +325,6 @@ impl Store {
         match self {
             Store::Dense(s) => Ok(s.len() * s.record_bytes() as u64),
             Store::Ragged(s) => s.logical_bytes(),
-        }
-    }
-
-    /// The store directory.
-    pub fn path(&self) -> &Path {
-        match self {
-            Store::Dense(s) => s.path(),
-            Store::Ragged(s) => s.path(),
         }
     }
 
@@ -417,7 +412,7 @@ fn first_failure(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{DenseWriter, ErrorKind, RaggedWriter};
+    use crate::{Codec, DenseWriter, ErrorKind, RaggedWriter};
 
     #[test]
     fn a_directory_opens_as_its_stores_in_name_order() {

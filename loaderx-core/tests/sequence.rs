@@ -51,12 +51,11 @@ const MODES: [SamplerMode; 2] = [
 #[test]
 fn resume_mid_pass_is_bit_identical() {
     let dir = tempfile::tempdir().unwrap();
-    let tok = tokens(dir.path()).into_dyn();
-    let tok = std::sync::Arc::new(tok);
+    let tok = loaderx_core::Stream::from(tokens(dir.path()));
     for mode in MODES {
         let run = |start: Option<u64>, workers: usize| {
             let mut b = DataLoader::builder()
-                .stream("tok", std::sync::Arc::clone(&tok))
+                .stream("tok", tok.clone())
                 .batch_size(32)
                 .mode(mode)
                 .seed(11)
@@ -89,12 +88,12 @@ fn resume_mid_pass_is_bit_identical() {
 #[test]
 fn shards_are_disjoint_and_cover_every_record() {
     let dir = tempfile::tempdir().unwrap();
-    let tok = std::sync::Arc::new(tokens(dir.path()).into_dyn());
+    let tok = loaderx_core::Stream::from(tokens(dir.path()));
     for mode in MODES {
         let mut seen = vec![0u32; N as usize];
         for rank in 0..3 {
             let loader = DataLoader::builder()
-                .stream("tok", std::sync::Arc::clone(&tok))
+                .stream("tok", tok.clone())
                 .batch_size(32)
                 .mode(mode)
                 .shard(rank, 3)

@@ -30,27 +30,17 @@ use crate::sampler::{Sampler, SamplerBuilder, SamplerMode};
 use crate::sequence::{LengthIndex, PackOptions};
 use crate::store::Store;
 
-/// A store a loader reads, shared between its workers.
+/// A store a loader reads, shared between its workers: an open [`Store`]
+/// (either contract) behind an `Arc`, so cloning it is cheap. It
+/// dereferences to the [`Store`], whose accessors (`len`, `kind`, `dtype`,
+/// `as_dense`, `as_ragged`...) it has.
 #[derive(Clone)]
-pub enum Stream {
-    /// A Dense store: each batch is one `(B, *item_shape)` block.
-    Dense(Arc<DynDense>),
-    /// A Ragged store: each batch is one allocation with per-record shapes.
-    Ragged(Arc<DynRagged>),
-}
+pub struct Stream(Arc<Store>);
 
 impl Stream {
-    /// Number of records.
-    pub fn len(&self) -> u64 {
-        match self {
-            Stream::Dense(s) => s.len(),
-            Stream::Ragged(s) => s.len(),
-        }
-    }
-
-    /// True when the store is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.0
     }
 
     /// Gathers the records at `indices`, in that order, into one new
@@ -65,8 +55,8 @@ impl Stream {
     /// [`ErrorKind::Buffer`](crate::ErrorKind::Buffer) when the buffer cannot be
     /// had or its size overflows.
     pub fn gather(&self, indices: &[u64]) -> Result<Column, Error> {
-        let (dtype, layout, buffer) = match self {
-            Stream::Dense(s) => {
+        let (dtype, layout, buffer) = match self.store() {
+            Store::Dense(s) => {
                 let len = indices.len().checked_mul(s.record_bytes()).ok_or_else(|| {
                     crate::ErrorKind::Buffer {
                         detail: format!(
@@ -83,7 +73,7 @@ impl Stream {
                 shape.extend_from_slice(s.item_shape());
                 (s.dtype(), ColumnLayout::Dense { shape }, buffer)
             }
-            Stream::Ragged(s) => {
+            Store::Ragged(s) => {
                 let mut buffer = AlignedBuf::zeroed(s.gather_len(indices)?)?;
                 let layout = s.gather_into(indices, buffer.as_bytes_mut())?;
                 (s.dtype(), ColumnLayout::Ragged(layout), buffer)
@@ -129,48 +119,47 @@ impl Stream {
     }
 }
 
-impl From<DynDense> for Stream {
-    fn from(s: DynDense) -> Stream {
-        Stream::Dense(Arc::new(s))
-    }
-}
+impl std::ops::Deref for Stream {
+    type Target = Store;
 
-impl From<Arc<DynDense>> for Stream {
-    fn from(s: Arc<DynDense>) -> Stream {
-        Stream::Dense(s)
-    }
-}
-
-impl<T: Element> From<Dense<T>> for Stream {
-    fn from(s: Dense<T>) -> Stream {
-        Stream::Dense(Arc::new(s.into_dyn()))
-    }
-}
-
-impl From<DynRagged> for Stream {
-    fn from(s: DynRagged) -> Stream {
-        Stream::Ragged(Arc::new(s))
-    }
-}
-
-impl From<Arc<DynRagged>> for Stream {
-    fn from(s: Arc<DynRagged>) -> Stream {
-        Stream::Ragged(s)
-    }
-}
-
-impl<T: Element> From<Ragged<T>> for Stream {
-    fn from(s: Ragged<T>) -> Stream {
-        Stream::Ragged(Arc::new(s.into_dyn()))
+    fn deref(&self) -> &Store {
+        &self.0
     }
 }
 
 impl From<Store> for Stream {
     fn from(s: Store) -> Stream {
-        match s {
-            Store::Dense(d) => d.into(),
-            Store::Ragged(r) => r.into(),
-        }
+        Stream(Arc::new(s))
+    }
+}
+
+impl From<Arc<Store>> for Stream {
+    fn from(s: Arc<Store>) -> Stream {
+        Stream(s)
+    }
+}
+
+impl From<DynDense> for Stream {
+    fn from(s: DynDense) -> Stream {
+        Store::Dense(s).into()
+    }
+}
+
+impl<T: Element> From<Dense<T>> for Stream {
+    fn from(s: Dense<T>) -> Stream {
+        Store::from(s).into()
+    }
+}
+
+impl From<DynRagged> for Stream {
+    fn from(s: DynRagged) -> Stream {
+        Store::Ragged(s).into()
+    }
+}
+
+impl<T: Element> From<Ragged<T>> for Stream {
+    fn from(s: Ragged<T>) -> Stream {
+        Store::from(s).into()
     }
 }
 
@@ -581,13 +570,10 @@ impl<S: Staging> DataLoaderBuilder<S> {
         let lengths = match self.sampling.lengths.clone() {
             Some(l) => Some(l),
             None if self.sampler.is_none() && mode.needs_lengths() => {
-                let ragged: Vec<(&String, &Arc<DynRagged>)> = self
+                let ragged: Vec<(&String, &DynRagged)> = self
                     .streams
                     .iter()
-                    .filter_map(|(n, s)| match s {
-                        Stream::Ragged(r) => Some((n, r)),
-                        Stream::Dense(_) => None,
-                    })
+                    .filter_map(|(n, s)| Some((n, s.as_ragged()?)))
                     .collect();
                 match ragged[..] {
                     [(_, r)] => Some(r.lengths()?.clone()),
@@ -605,7 +591,7 @@ impl<S: Staging> DataLoaderBuilder<S> {
         };
         if let Some((name, _)) = &self.pack {
             match self.streams.iter().find(|(n, _)| n == name) {
-                Some((_, Stream::Ragged(_))) => {}
+                Some((_, s)) if s.as_ragged().is_some() => {}
                 _ => {
                     return Err(Error::invalid(format!(
                         "pack({name:?}) needs a Ragged stream of that name"

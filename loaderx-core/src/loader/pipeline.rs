@@ -15,6 +15,7 @@ use crate::dense::DynDense;
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::ragged::{DynRagged, RaggedGatherPlan, RaggedLayout};
 use crate::sampler::Sampler;
+use crate::store::Store;
 
 pub(super) struct Config<T, S: Staging> {
     pub(super) streams: Vec<(String, Stream)>,
@@ -291,8 +292,8 @@ impl<T, S: Staging> Producer<T, S> {
                 }
                 .into()
             };
-            let column = match stream {
-                Stream::Dense(s) => {
+            let column = match stream.store() {
+                Store::Dense(s) => {
                     let mut shape = Vec::with_capacity(1 + s.item_shape().len());
                     shape.push(indices.len());
                     shape.extend_from_slice(s.item_shape());
@@ -327,7 +328,7 @@ impl<T, S: Staging> Producer<T, S> {
                         buffer,
                     }
                 }
-                Stream::Ragged(s) => {
+                Store::Ragged(s) => {
                     // Planned once: the plan sizes the buffer and the gather
                     // reads it, without locating the records again.
                     let plan = s.plan_gather(&indices).map_err(gather_err)?;
@@ -620,11 +621,11 @@ mod tests {
         w.append_slice(&(0..600).map(|i| i as u8 | 1).collect::<Vec<_>>(), 200)
             .unwrap();
         w.close().unwrap();
-        let ragged = Arc::new(crate::DynRagged::open(dir.path().join("r")).unwrap());
-        let dense = Arc::new(crate::DynDense::open(dir.path().join("d")).unwrap());
+        let ragged = Stream::from(crate::DynRagged::open(dir.path().join("r")).unwrap());
+        let dense = Stream::from(crate::DynDense::open(dir.path().join("d")).unwrap());
         let loader = DataLoader::builder()
-            .stream("r", Arc::clone(&ragged))
-            .stream("d", Arc::clone(&dense))
+            .stream("r", ragged.clone())
+            .stream("d", dense.clone())
             .batch_size(9)
             .mode(SamplerMode::Iid)
             .workers(2)
@@ -633,12 +634,20 @@ mod tests {
         for batch in loader.take(60) {
             let batch = batch.unwrap();
             let r = batch.column("r").unwrap();
+            let ragged = ragged.as_ragged().unwrap();
             let mut want = vec![0u8; ragged.gather_len(batch.indices()).unwrap()];
             let layout = ragged.gather_into(batch.indices(), &mut want).unwrap();
             assert_eq!(r.bytes(), &want[..], "step {}", batch.step());
             assert_eq!(r.layout(), &ColumnLayout::Ragged(layout));
             let d = batch.column("d").unwrap();
-            assert_eq!(d.bytes(), &dense.gather_bytes(batch.indices()).unwrap()[..]);
+            assert_eq!(
+                d.bytes(),
+                &dense
+                    .as_dense()
+                    .unwrap()
+                    .gather_bytes(batch.indices())
+                    .unwrap()[..]
+            );
         }
     }
 
@@ -649,11 +658,11 @@ mod tests {
         let mut w = DenseWriter::<u32>::create(&path, &[2], Codec::Raw).unwrap();
         w.append_slice(&(0..64).collect::<Vec<u32>>(), 32).unwrap();
         w.close().unwrap();
-        let store = Arc::new(crate::Dense::<u32>::open(&path).unwrap().into_dyn());
+        let store = Stream::from(crate::Dense::<u32>::open(&path).unwrap());
         for fail_from in [0usize, 1, 3] {
             FAIL_SPAWN_FROM.with(|f| f.set(Some(fail_from)));
             let built = DataLoader::builder()
-                .stream("x", Arc::clone(&store))
+                .stream("x", store.clone())
                 .batch_size(4)
                 .mode(SamplerMode::Sequential)
                 .workers(4)
@@ -669,7 +678,7 @@ mod tests {
         }
         // With every spawn succeeding, the same loader delivers.
         let mut ok = DataLoader::builder()
-            .stream("x", Arc::clone(&store))
+            .stream("x", store.clone())
             .batch_size(4)
             .mode(SamplerMode::Sequential)
             .workers(4)

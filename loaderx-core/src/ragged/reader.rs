@@ -27,28 +27,10 @@ pub struct DynRagged {
 impl DynRagged {
     crate::store::reader_accessors!();
 
-    /// Opens the Ragged store at `path`; with feature `remote`, `path` may
-    /// be a store URL (`s3://…`, `gs://…`, `az://…`, `http(s)://…`), opened
-    // The type exists with feature `remote` only: link it only then.
-    #[cfg_attr(
-        feature = "remote",
-        doc = "with [`RemoteOptions::from_env`](crate::RemoteOptions::from_env)."
-    )]
-    #[cfg_attr(not(feature = "remote"), doc = "with `RemoteOptions::from_env`.")]
-    ///
-    /// # Errors
-    ///
-    /// [`ErrorKind::NotAStore`] when `path` holds no store, [`ErrorKind::NotPublished`]
-    /// when its writer never closed it, [`ErrorKind::Busy`] while a writer holds it,
-    /// [`ErrorKind::Corrupt`] for malformed metadata (header, schema, including an
-    /// element type loaderx does not know, shard files, dictionary), and
-    /// [`ErrorKind::Io`] when a file cannot be read or locked.
-    /// [`ErrorKind::KindMismatch`] when the store is Dense.
-    /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
-    /// store cannot be read.
-    pub fn open(path: impl AsRef<Path>) -> Result<DynRagged, Error> {
-        Self::from_engine(StoreReader::open(path.as_ref())?)
-    }
+    crate::store::store_openers!(
+        "the Ragged store",
+        "[`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store is Dense."
+    );
 
     /// Opens the Ragged store at `path`, reading it as a store of
     /// `generation` instead of detecting which JSON generation (2.8.18's
@@ -71,15 +53,6 @@ impl DynRagged {
             )));
         }
         Self::with_generation(engine, generation)
-    }
-
-    /// Opens the Ragged store at the URL `url` with the options `options`.
-    ///
-    /// # Errors
-    /// As [`Self::open`].
-    #[cfg(feature = "remote")]
-    pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<DynRagged, Error> {
-        Self::from_engine(crate::remote::open(url, options)?)
     }
 
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
@@ -117,16 +90,6 @@ impl DynRagged {
     /// Rank of every record.
     pub fn ndim(&self) -> usize {
         self.ndim
-    }
-
-    /// The engine underneath.
-    pub(crate) fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    /// The engine underneath, to release its locks.
-    pub(crate) fn engine_mut(&mut self) -> &mut Engine {
-        &mut self.engine
     }
 
     /// Reads `parts`, Ragged stores of one element type, rank and shape
@@ -171,18 +134,6 @@ impl DynRagged {
             dim_width,
             lengths: std::sync::OnceLock::new(),
         })
-    }
-
-    /// The first record index of every part of a
-    /// [concatenation](Self::concat), then the total (`[0, len]` for a
-    /// store).
-    pub fn part_starts(&self) -> Vec<u64> {
-        self.engine.starts()
-    }
-
-    /// The format generation the store is in (see [`Generation`]).
-    pub fn generation(&self) -> Generation {
-        self.engine.generation()
     }
 
     /// Bytes of a record's shape header: `ndim` dimension lengths of 8
