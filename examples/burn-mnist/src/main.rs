@@ -71,12 +71,53 @@ fn open_device(arg: DeviceArg) -> Result<Device, burn_mnist::Error> {
     match arg {
         DeviceArg::Cpu => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
-        DeviceArg::Cuda => Ok(Device::cuda(0)),
+        DeviceArg::Cuda => probe_cuda(Device::cuda(0)),
         #[cfg(not(feature = "cuda"))]
         DeviceArg::Cuda => Err(
             "--device cuda: this binary was built without CUDA; rebuild with `--features cuda`"
                 .into(),
         ),
+    }
+}
+
+/// `device` once it has run one upload and read-back: burn creates the
+/// CUDA context on first use and panics when there is none (on its runtime
+/// thread, which the caller sees as a closed channel), so the probe turns a
+/// machine without a usable GPU into one error line with the first panic's
+/// message, e.g. the driver's `CUDA_ERROR_NO_DEVICE` (the panics' own
+/// reports are silenced while probing).
+#[cfg(feature = "cuda")]
+fn probe_cuda(device: Device) -> Result<Device, burn_mnist::Error> {
+    use burn::tensor::{Tensor, TensorData};
+    use std::sync::{Arc, Mutex};
+    let first: Arc<Mutex<Option<String>>> = Arc::default();
+    let seen = Arc::clone(&first);
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| payload.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| info.to_string());
+        if let Ok(mut first) = seen.lock() {
+            first.get_or_insert(message);
+        }
+    }));
+    let probe = std::panic::catch_unwind(|| {
+        Tensor::<1>::from_data(TensorData::new(vec![1.0f32], [1]), &device).into_data()
+    });
+    std::panic::set_hook(hook);
+    match probe {
+        Ok(_) => Ok(device),
+        Err(_) => {
+            let why = first
+                .lock()
+                .ok()
+                .and_then(|m| m.clone())
+                .unwrap_or_else(|| "the CUDA runtime failed".to_owned());
+            Err(format!("--device cuda: no usable CUDA device: {why}").into())
+        }
     }
 }
 
