@@ -113,6 +113,7 @@ pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{
     Complex32, Complex64, DType, Element, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu,
 };
+pub use engine::source::RemoteStats;
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use format::{Generation, MAX_RECORD_LEN};
 pub use loader::{
@@ -127,9 +128,7 @@ pub use ragged::{
     RaggedLayout, RaggedRecord, RaggedWriter,
 };
 #[cfg(feature = "remote")]
-pub use remote::{
-    CACHE_SUBDIR, PushReport, RemoteOptions, RemoteStats, STORE_ID_FILE, push, push_stores,
-};
+pub use remote::{CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores};
 pub use remote_url::{is_url, redact_url};
 pub use sampler::{
     FeistelPermutation, Mixture, MixtureStop, RecordPosition, Sampler, SamplerBuilder, SamplerMode,

@@ -6,13 +6,28 @@ use crate::engine::StoreReader;
 use crate::error::{Error, StoreKind};
 use crate::ragged::DynRagged;
 
+/// Opens the store at `path`: a local directory, or a URL (`s3://`,
+/// `gs://`, `az://`, `http(s)://`) with the options of the environment
+/// (feature `remote`).
+pub(crate) fn open_reader(path: &Path) -> Result<StoreReader, Error> {
+    if let Some(url) = path.to_str().filter(|p| crate::remote_url::is_url(p)) {
+        #[cfg(feature = "remote")]
+        return crate::remote::open(url, &crate::RemoteOptions::from_env());
+        #[cfg(not(feature = "remote"))]
+        return Err(Error::invalid(format!(
+            "{url}: a URL needs loaderx-core's `remote` feature, which this build lacks"
+        )));
+    }
+    StoreReader::open(path)
+}
+
 /// The accessors every untyped store ([`DynDense`](crate::DynDense),
 /// [`DynRagged`](crate::DynRagged), [`Store`](crate::Store)) shares,
 /// written once over its store engine (an `engine()` method).
 macro_rules! engine_accessors {
     () => {
-        /// What a remote store fetched since it was opened; `None` for a local one.
-        #[cfg(feature = "remote")]
+        /// What a remote store fetched since it was opened; `None` for a local
+        /// one (so always `None` without the `remote` feature).
         pub fn remote_stats(&self) -> Option<crate::RemoteStats> {
             self.engine().remote_stats()
         }
@@ -124,7 +139,7 @@ macro_rules! store_openers {
         /// With a URL, also [`ErrorKind::Remote`](crate::ErrorKind::Remote) when the object
         /// store cannot be read.
         pub fn open(path: impl AsRef<std::path::Path>) -> Result<Self, crate::Error> {
-            Self::from_engine(crate::engine::StoreReader::open(path.as_ref())?)
+            Self::from_engine(crate::store::open_reader(path.as_ref())?)
         }
 
         #[doc = concat!("Opens ", $what, " at the URL `url` with the options `options`.")]

@@ -21,6 +21,10 @@
 //! - [`parts`] reads several stores of one schema end to end as one
 //!   ([`Engine::Parts`]): a record's part by a binary search, a gather
 //!   split by part and run in parallel, straight into the caller's buffer.
+//! - [`source`] is the seam to stores whose shards are not mapped files
+//!   (object storage, the `remote` module): a [`source::ShardSource`]
+//!   fetches a gather's stored bytes or lends its in-memory blocks; the
+//!   reader decodes as for a local store.
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
@@ -30,6 +34,7 @@ pub(crate) mod files;
 pub(crate) mod layout;
 pub(crate) mod parts;
 pub(crate) mod reader;
+pub(crate) mod source;
 pub(crate) mod varlen;
 pub(crate) mod writer;
 
@@ -39,6 +44,7 @@ pub(crate) use writer::{RecordSource, StoreWriter};
 
 use std::path::Path;
 
+use self::source::ShardSource;
 use crate::codec::{Codec, Sink};
 use crate::error::Error;
 use crate::format::{Generation, RecordLoc};
@@ -140,18 +146,11 @@ impl Engine {
 
     /// What the remote stores read fetched, added up; `None` when none is
     /// remote.
-    #[cfg(feature = "remote")]
-    pub(crate) fn remote_stats(&self) -> Option<crate::RemoteStats> {
+    pub(crate) fn remote_stats(&self) -> Option<source::RemoteStats> {
         self.stores()
             .iter()
-            .filter_map(|r| r.remote().map(|r| r.stats()))
-            .reduce(|a, b| crate::RemoteStats {
-                requests: a.requests + b.requests,
-                bytes_fetched: a.bytes_fetched + b.bytes_fetched,
-                memory_hits: a.memory_hits + b.memory_hits,
-                disk_hits: a.disk_hits + b.disk_hits,
-                misses: a.misses + b.misses,
-            })
+            .filter_map(|r| r.source().map(ShardSource::stats))
+            .reduce(|a, b| a + b)
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {

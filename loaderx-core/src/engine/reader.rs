@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN, Sink};
 use crate::engine::files;
 use crate::engine::layout::{Layout, Uniform};
+use crate::engine::source::{self, Copied, ResidentBlocks, ShardSource, StagedBytes};
 use crate::error::{Error, ErrorKind};
 use crate::format::{
     self, DICT_FILE, Generation, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE,
@@ -60,9 +61,9 @@ pub(crate) struct StoreReader {
     generation: Generation,
     codec: CodecState,
     dict: Option<Vec<u8>>,
-    /// Where the payload shards of a remote store are fetched from.
-    #[cfg(feature = "remote")]
-    remote: Option<crate::remote::RemoteShards>,
+    /// Where the payload shards come from when they are not mapped (a
+    /// store on object storage).
+    source: Option<Box<dyn ShardSource>>,
 }
 
 /// Bytes of `meta.zr` up to the end of its location table.
@@ -90,9 +91,8 @@ impl std::ops::Deref for Region {
 pub(crate) enum Staged {
     /// Read from the mapped shards.
     Local,
-    /// Fetched from object storage.
-    #[cfg(feature = "remote")]
-    Fetched(crate::remote::Fetched),
+    /// Made available by the store's [`ShardSource`].
+    Fetched(Box<dyn StagedBytes>),
 }
 
 pub(crate) struct Shard {
@@ -282,26 +282,17 @@ pub(crate) fn check_shard_len(p: &Path, len: u64, tail: u64) -> Result<(), Error
 }
 
 impl Shard {
-    /// A shard of a remote store: fetched on demand, never mapped.
-    #[cfg(feature = "remote")]
-    pub(crate) fn remote(tail: u64) -> Shard {
+    /// A shard read through a [`ShardSource`], never mapped.
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub(crate) fn unmapped(tail: u64) -> Shard {
         Shard { map: None, tail }
     }
 }
 
 impl StoreReader {
-    /// Opens and validates the store at `path`; a URL (`s3://`, `gs://`,
-    /// `az://`, `http(s)://`) opens a remote store with the options of the
-    /// environment (feature `remote`).
+    /// Opens and validates the local store at `path` (a URL is the
+    /// opener's: [`crate::store::open_reader`]).
     pub(crate) fn open(path: &Path) -> Result<StoreReader, Error> {
-        if let Some(url) = path.to_str().filter(|p| crate::remote_url::is_url(p)) {
-            #[cfg(feature = "remote")]
-            return crate::remote::open(url, &crate::remote::RemoteOptions::from_env());
-            #[cfg(not(feature = "remote"))]
-            return Err(Error::invalid(format!(
-                "{url}: a URL needs loaderx-core's `remote` feature, which this build lacks"
-            )));
-        }
         let meta_path = path.join(META_FILE);
         let Some((meta, _)) = files::open_regular(&meta_path)? else {
             return Err(ErrorKind::NotAStore {
@@ -394,8 +385,7 @@ impl StoreReader {
             generation: checked.generation,
             codec,
             dict,
-            #[cfg(feature = "remote")]
-            remote: None,
+            source: None,
         }
     }
 
@@ -429,44 +419,44 @@ impl StoreReader {
         self._meta = None;
     }
 
-    /// Attaches the fetcher of a remote store's payload shards.
-    #[cfg(feature = "remote")]
-    pub(crate) fn with_remote(mut self, remote: crate::remote::RemoteShards) -> StoreReader {
-        self.remote = Some(remote);
+    /// Attaches the source of the payload shards of a store that is not
+    /// mapped (its shards made by [`Shard::unmapped`]).
+    #[cfg_attr(not(feature = "remote"), allow(dead_code))]
+    pub(crate) fn with_source(mut self, source: Box<dyn ShardSource>) -> StoreReader {
+        self.source = Some(source);
         self
     }
 
-    /// The fetcher of a remote store.
-    #[cfg(feature = "remote")]
-    pub(crate) fn remote(&self) -> Option<&crate::remote::RemoteShards> {
-        self.remote.as_ref()
+    /// The source of a store that is not mapped.
+    pub(crate) fn source(&self) -> Option<&dyn ShardSource> {
+        self.source.as_deref()
     }
 
-    /// True for a store on object storage.
+    /// True for a store read through a [`ShardSource`] (on object storage).
     pub(crate) fn is_remote(&self) -> bool {
-        #[cfg(feature = "remote")]
-        return self.remote.is_some();
-        #[cfg(not(feature = "remote"))]
-        return false;
+        self.source.is_some()
+    }
+
+    /// The number of the shard of record `index`.
+    #[inline(always)]
+    fn shard_index(&self, index: u64) -> usize {
+        (match self.shard_mask {
+            Some(mask) => index & mask,
+            None => index % self.shards.len() as u64,
+        }) as usize
     }
 
     /// Makes the stored bytes of the `(index, location)` records available
     /// to [`Self::stored`]: nothing to do for a local store; a remote store
     /// fetches them (coalesced, through its block cache).
     pub(super) fn stage(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
-        #[cfg(feature = "remote")]
-        if let Some(r) = &self.remote {
-            let wanted = records.iter().map(|&(index, loc)| {
-                let s = match self.shard_mask {
-                    Some(mask) => index & mask,
-                    None => index % self.shards.len() as u64,
-                };
-                (index, s as usize, loc.offset, loc.phys_length)
-            });
-            return r.fetch(wanted.collect()).map(Staged::Fetched);
-        }
-        let _ = records;
-        Ok(Staged::Local)
+        let Some(source) = &self.source else {
+            return Ok(Staged::Local);
+        };
+        let wanted = records
+            .iter()
+            .map(|&(index, loc)| (index, self.shard_index(index), loc.offset, loc.phys_length));
+        source.fetch(wanted.collect()).map(Staged::Fetched)
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -571,11 +561,7 @@ impl StoreReader {
 
     /// The payload shard holding record `index`.
     fn shard_of(&self, index: u64) -> &Shard {
-        let s = match self.shard_mask {
-            Some(mask) => index & mask,
-            None => index % self.shards.len() as u64,
-        };
-        &self.shards[s as usize]
+        &self.shards[self.shard_index(index)]
     }
 
     /// The validated location of record `index` and the bytes it points
@@ -682,17 +668,11 @@ impl StoreReader {
                 let start = loc.offset as usize;
                 Ok(&self.region_of(index)[start..start + loc.phys_length as usize])
             }
-            #[cfg(feature = "remote")]
-            Staged::Fetched(f) => {
-                let s = match self.shard_mask {
-                    Some(mask) => index & mask,
-                    None => index % self.shards.len() as u64,
-                };
-                f.get(s as usize, loc.offset, loc.phys_length)
-                    .ok_or_else(|| {
-                        Error::corrupt_record(&self.path, index, "stored bytes were not fetched")
-                    })
-            }
+            Staged::Fetched(f) => f
+                .get(self.shard_index(index), loc.offset, loc.phys_length)
+                .ok_or_else(|| {
+                    Error::corrupt_record(&self.path, index, "stored bytes were not fetched")
+                }),
         }
     }
 
@@ -755,7 +735,6 @@ impl StoreReader {
 
     /// Whether [`Self::read_jobs`] decodes `jobs` records of `total` bytes
     /// on the calling thread.
-    #[cfg(feature = "remote")]
     pub(super) fn reads_serially(&self, total: usize, jobs: usize) -> bool {
         total < self.parallel_min_bytes() || jobs < 2 || rayon::current_num_threads() < 2
     }
@@ -806,7 +785,6 @@ impl StoreReader {
             return self.copy_raw(indices, width, dst);
         }
         // Warm: straight out of the memory tier, as locally out of the map.
-        #[cfg(feature = "remote")]
         if self.codec() == Codec::Raw && self.copy_raw_resident(indices, width, dst)? {
             return Ok(());
         }
@@ -878,7 +856,6 @@ impl StoreReader {
     /// no memory tier or a block is missing: the general path then fetches
     /// and rewrites every record. The tier's shared lock is held only while
     /// copying, and dropped before that fallback (whose puts write-lock it).
-    #[cfg(feature = "remote")]
     fn copy_raw_resident<D: Sink>(
         &self,
         indices: &[u64],
@@ -889,7 +866,7 @@ impl StoreReader {
             .layout
             .uniform()
             .filter(|u| u.phys as usize == width && u.logic as usize == width);
-        let (Some(r), Some(u)) = (&self.remote, uniform) else {
+        let (Some(r), Some(u)) = (&self.source, uniform) else {
             return Ok(false);
         };
         let threads = rayon::current_num_threads();
@@ -900,7 +877,7 @@ impl StoreReader {
             let Some(view) = r.resident(None) else {
                 return Ok(false);
             };
-            self.copy_resident_serial(&view, u, indices, width, dst)
+            self.copy_resident_serial(&*view, u, indices, width, dst)
         } else {
             // Each task locks the tier for itself, at the gather's tick: no
             // lock is held here while this thread waits for (and may run)
@@ -912,7 +889,7 @@ impl StoreReader {
             dst.par_chunks_mut(width * per_job)
                 .zip(indices.par_chunks(per_job))
                 .map(|(d, idx)| match r.resident(Some(tick)) {
-                    Some(view) => self.copy_resident_serial(&view, u, idx, width, d),
+                    Some(view) => self.copy_resident_serial(&*view, u, idx, width, d),
                     None => Err(None),
                 })
                 .try_reduce(|| 0, |a, b| Ok(a + b))
@@ -934,12 +911,11 @@ impl StoreReader {
     /// `Ok(false)`, with destinations partly written, otherwise (another
     /// codec, a gather `read_jobs` runs in parallel, a block missing, or a
     /// record whose lengths disagree, which the general path then reports).
-    #[cfg(feature = "remote")]
     pub(super) fn copy_jobs_resident<D: Sink>(
         &self,
         jobs: &mut [(u64, RecordLoc, &mut [D])],
     ) -> Result<bool, Error> {
-        let Some(r) = &self.remote else {
+        let Some(r) = &self.source else {
             return Ok(false);
         };
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
@@ -957,14 +933,11 @@ impl StoreReader {
             if loc.logic_length as usize != dst.len() || loc.phys_length != loc.logic_length {
                 return Ok(false);
             }
-            let s = match self.shard_mask {
-                Some(mask) => *index & mask,
-                None => *index % self.shards.len() as u64,
-            };
-            match view.copy(s as usize, loc.offset, dst, &mut hits) {
-                crate::remote::Copied::Done => {}
-                crate::remote::Copied::Miss => return Ok(false),
-                crate::remote::Copied::Outside => {
+            let s = self.shard_index(*index);
+            match source::copy_resident(&*view, s, loc.offset, dst, &mut hits) {
+                Copied::Done => {}
+                Copied::Miss => return Ok(false),
+                Copied::Outside => {
                     return Err(self.outside_shard(*index));
                 }
             }
@@ -977,10 +950,9 @@ impl StoreReader {
     /// [`Self::copy_raw_resident`] on the calling thread, specialised for
     /// the common small widths as [`Self::copy_raw_serial`] is. The blocks
     /// newly touched, or `Err(None)` on a miss.
-    #[cfg(feature = "remote")]
     fn copy_resident_serial<D: Sink>(
         &self,
-        view: &crate::remote::Resident<'_>,
+        view: &dyn ResidentBlocks,
         u: &Uniform,
         indices: &[u64],
         width: usize,
@@ -999,11 +971,10 @@ impl StoreReader {
     /// Copies records of `N` bytes (`width` when `N` is 0) placed by `u` out
     /// of `view`: the writer's layout with its case analysis hoisted out of
     /// the loop, as in [`Self::copy_uniform`], any other through `u`.
-    #[cfg(feature = "remote")]
     #[inline(always)]
     fn copy_resident<D: Sink, const N: usize>(
         &self,
-        view: &crate::remote::Resident<'_>,
+        view: &dyn ResidentBlocks,
         u: &Uniform,
         indices: &[u64],
         width: usize,
@@ -1029,21 +1000,19 @@ impl StoreReader {
 
     /// The loop of [`Self::copy_resident`], `place` giving each record's
     /// shard and offset.
-    #[cfg(feature = "remote")]
     #[inline(always)]
     fn copy_placed<D: Sink>(
         &self,
-        view: &crate::remote::Resident<'_>,
+        view: &dyn ResidentBlocks,
         indices: &[u64],
         w: usize,
         dst: &mut [D],
         place: impl Fn(u64) -> (usize, u64),
     ) -> Result<u64, Option<Error>> {
-        use crate::remote::Copied;
         let mut hits = 0;
         for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
             let (s, offset) = place(i);
-            match view.copy(s, offset, d, &mut hits) {
+            match source::copy_resident(view, s, offset, d, &mut hits) {
                 Copied::Done => {}
                 Copied::Miss => return Err(None),
                 Copied::Outside => {

@@ -250,10 +250,7 @@ impl StoreReader {
         let mut jobs = plan.tile(&mut *dst);
         // Warm raw records: straight out of the memory tier. (A raw record's
         // logical length was checked by the plan: it stores exactly it.)
-        #[cfg(feature = "remote")]
         let copied = plan.check_fetched && self.copy_jobs_resident(&mut jobs)?;
-        #[cfg(not(feature = "remote"))]
-        let copied = false;
         if !copied {
             let staged = self.stage_plan(plan)?;
             self.read_jobs(jobs, &staged)?;

@@ -44,7 +44,7 @@ impl DynRagged {
     /// schema's encoding is not `generation`'s (MsgPack for 2.4.6 and 2.8.12,
     /// JSON for 2.8.18 and 2.8.19).
     pub fn open_as(path: impl AsRef<Path>, generation: Generation) -> Result<DynRagged, Error> {
-        let engine = StoreReader::open(path.as_ref())?;
+        let engine = crate::store::open_reader(path.as_ref())?;
         if engine.generation().json_schema() != generation.json_schema() {
             return Err(Error::invalid(format!(
                 "{}: a store of the {} generation cannot be read as {generation}",

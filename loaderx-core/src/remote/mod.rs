@@ -99,11 +99,11 @@ use object_store::{
 use sha2::{Digest, Sha256};
 use url::Url;
 
-use crate::codec::Sink;
 use crate::engine::StoreReader;
 use crate::engine::reader::{
     Region, Shard, check_dict_len, check_meta_len, check_page, check_shard_len, codec_state,
 };
+use crate::engine::source::{RemoteStats, ResidentBlocks, ShardSource, StagedBytes, Wanted};
 use crate::error::{Error, ErrorKind};
 use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN, STATIC_PAGE_LEN};
 
@@ -120,9 +120,8 @@ mod tests;
 pub use self::cache::CACHE_SUBDIR;
 pub(crate) use self::dir::RemoteDir;
 pub(crate) use self::open::open;
-pub use self::options::{RemoteOptions, RemoteStats, STORE_ID_FILE};
+pub use self::options::{RemoteOptions, STORE_ID_FILE};
 pub use self::push::{PushReport, push, push_stores};
-pub(crate) use self::shards::{Copied, Fetched, RemoteShards, Resident};
 // The sibling modules see each other's items through these.
 #[allow(clippy::wildcard_imports, unused_imports)]
 use self::{cache::*, client::*, dir::*, open::*, options::*, push::*, shards::*};

@@ -146,7 +146,7 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
             return Err(Error::corrupt(&p, "payload shard is missing"));
         };
         check_shard_len(&p, head.size, tail)?;
-        shards.push(Shard::remote(tail));
+        shards.push(Shard::unmapped(tail));
         tails.push(tail);
     }
     // The cache identity: every validator `open` fetched (a re-published
@@ -183,7 +183,10 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
         }),
     };
     let table = Some(Region::Heap(bytes));
-    Ok(StoreReader::assemble(&path, None, table, checked, shards, codec, dict).with_remote(remote))
+    Ok(
+        StoreReader::assemble(&path, None, table, checked, shards, codec, dict)
+            .with_source(Box::new(remote)),
+    )
 }
 
 /// Hashes an object's validators (size, ETag, last modified, version; a

@@ -1,5 +1,4 @@
-//! Remote options: where credentials and limits come from, and what a
-//! remote store counted.
+//! Remote options: where credentials and limits come from.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -242,20 +241,4 @@ impl RemoteOptions {
         self.connect_timeout = connect;
         self
     }
-}
-
-/// Requests and bytes a remote store has fetched since it was opened.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct RemoteStats {
-    /// Ranged GET requests for payload bytes (retries not counted).
-    pub requests: u64,
-    /// Payload bytes those requests returned.
-    pub bytes_fetched: u64,
-    /// Cache blocks served from memory.
-    pub memory_hits: u64,
-    /// Cache blocks served from the cache directory.
-    pub disk_hits: u64,
-    /// Cache blocks fetched.
-    pub misses: u64,
 }

@@ -24,12 +24,12 @@ pub(super) struct Inner {
 
 /// The payload shards of a remote store, with their block cache.
 #[derive(Clone)]
-pub(crate) struct RemoteShards {
+pub(super) struct RemoteShards {
     pub(super) inner: Arc<Inner>,
 }
 
 /// Stored bytes fetched for one gather.
-pub(crate) enum Fetched {
+pub(super) enum Fetched {
     /// Contiguous pieces of the shards, `(shard, start, bytes)`, sorted by
     /// shard and start, disjoint: what the general path assembles.
     Pieces(Vec<(usize, u64, Bytes)>),
@@ -67,9 +67,8 @@ pub(super) fn pieces_get(
     bytes.get(at..at.checked_add(len as usize)?)
 }
 
-impl Fetched {
-    /// The `len` bytes at `offset` of shard `s`, if fetched.
-    pub(crate) fn get(&self, s: usize, offset: u64, len: u32) -> Option<&[u8]> {
+impl StagedBytes for Fetched {
+    fn get(&self, s: usize, offset: u64, len: u32) -> Option<&[u8]> {
         match self {
             Fetched::Pieces(pieces) => pieces_get(pieces, s, offset, len),
             Fetched::Blocks {
@@ -90,7 +89,7 @@ impl Fetched {
 /// How shard offsets map to cache blocks: block `b` of a shard holds its
 /// bytes `[b * bytes, (b + 1) * bytes)` (the last block up to the tail).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Geometry {
+pub(super) struct Geometry {
     /// Block size, at least 4096.
     pub(super) bytes: u64,
     /// `log2(bytes)` when it is a power of two (the default is), so that
@@ -134,7 +133,7 @@ pub(super) fn block_key(s: usize, b: u64) -> u64 {
 /// numbers of the store's own shards (consecutive integers, which this
 /// spreads evenly), and a collision costs a probe, never a wrong block.
 #[derive(Default, Clone, Copy)]
-pub(crate) struct KeyHasher(u64);
+pub(super) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn write(&mut self, bytes: &[u8]) {
@@ -155,80 +154,31 @@ impl Hasher for KeyHasher {
 }
 
 /// Builds [`KeyHasher`]s.
-pub(crate) type FastKeys = BuildHasherDefault<KeyHasher>;
+pub(super) type FastKeys = BuildHasherDefault<KeyHasher>;
 
 /// The memory tier read-locked for one gather (or one part of a parallel
-/// one), with that gather's tick: [`Resident::copy`] copies records straight
-/// out of its blocks.
+/// one), with that gather's tick: the engine copies records straight out of
+/// its blocks ([`crate::engine::source::copy_resident`]).
 ///
 /// The lock is shared: other gathers read on, and a put (of a block another
 /// gather fetched) waits until this one is dropped. Drop it before taking
 /// the general path, whose puts lock the tier for writing.
-pub(crate) struct Resident<'a> {
+pub(super) struct Resident<'a> {
     pub(super) memory: RwLockReadGuard<'a, MemoryCache>,
     pub(super) tick: u64,
     pub(super) geometry: Geometry,
 }
 
-/// What [`Resident::copy`] did.
-pub(crate) enum Copied {
-    /// Every byte of the destination was written.
-    Done,
-    /// A block is not in memory (some bytes may have been written).
-    Miss,
-    /// The bytes run past the end of their shard's last block.
-    Outside,
-}
-
-impl Resident<'_> {
-    /// The gather's tick, for the other parts of a parallel gather.
-    pub(crate) fn tick(&self) -> u64 {
+impl ResidentBlocks for Resident<'_> {
+    fn tick(&self) -> u64 {
         self.tick
     }
 
-    /// Copies the `dst.len()` stored bytes at `offset` of shard `s` into
-    /// `dst`, a record straddling blocks piece by piece; adds to `hits` each
-    /// block this gather touches for the first time.
     #[inline(always)]
-    pub(crate) fn copy<D: Sink>(
-        &self,
-        s: usize,
-        offset: u64,
-        dst: &mut [D],
-        hits: &mut u64,
-    ) -> Copied {
-        let (mut b, mut at) = self.geometry.split(offset);
-        let Some((mut block, first)) = self.memory.touch(block_key(s, b), self.tick) else {
-            return Copied::Miss;
-        };
-        *hits += u64::from(first);
-        if let Some(src) = block.get(at..at.wrapping_add(dst.len())) {
-            D::put(dst, src);
-            return Copied::Done;
-        }
-        // Straddles blocks (or runs past the last one): piece by piece.
-        let mut done = 0;
-        loop {
-            let n = block.len().saturating_sub(at).min(dst.len() - done);
-            let (Some(src), Some(d)) = (block.get(at..at + n), dst.get_mut(done..done + n)) else {
-                return Copied::Outside;
-            };
-            if n == 0 {
-                return Copied::Outside;
-            }
-            D::put(d, src);
-            done += n;
-            if done == dst.len() {
-                return Copied::Done;
-            }
-            b += 1;
-            at = 0;
-            let Some((next, first)) = self.memory.touch(block_key(s, b), self.tick) else {
-                return Copied::Miss;
-            };
-            *hits += u64::from(first);
-            block = next;
-        }
+    fn block_at(&self, shard: usize, offset: u64) -> Option<(&[u8], usize, bool)> {
+        let (b, at) = self.geometry.split(offset);
+        let (block, first) = self.memory.touch(block_key(shard, b), self.tick)?;
+        Some((block, at, first))
     }
 }
 
@@ -241,9 +191,8 @@ pub(super) struct Segment {
     pub(super) record: u64,
 }
 
-impl RemoteShards {
-    /// What was fetched so far.
-    pub(crate) fn stats(&self) -> RemoteStats {
+impl ShardSource for RemoteShards {
+    fn stats(&self) -> RemoteStats {
         let c = &self.inner.stats;
         RemoteStats {
             requests: c.requests.load(Ordering::Relaxed),
@@ -254,9 +203,10 @@ impl RemoteShards {
         }
     }
 
-    /// Fetches the stored bytes of `(record, shard, offset, length)`, every
-    /// one within its shard's committed tail.
-    pub(crate) fn fetch(&self, mut wanted: Vec<(u64, usize, u64, u32)>) -> Result<Fetched, Error> {
+    /// Coalesces the wanted ranges into requests (through the block cache
+    /// when there is one) and fetches them concurrently; with every block
+    /// in the memory tier, hands out the blocks themselves.
+    fn fetch(&self, mut wanted: Vec<Wanted>) -> Result<Box<dyn StagedBytes>, Error> {
         let inner = &*self.inner;
         let o = &inner.opts;
         // Warm: every block in the memory tier. The blocks themselves are
@@ -265,7 +215,7 @@ impl RemoteShards {
             && let Some((fetched, hits)) = cache.resident(&wanted)
         {
             self.count_memory_hits(hits);
-            return Ok(fetched);
+            return Ok(Box::new(fetched));
         }
         wanted.sort_unstable_by_key(|w| (w.1, w.2));
         // With a cache, requests are made of blocks: cap segments only then.
@@ -309,28 +259,27 @@ impl RemoteShards {
             None => self.fetch_segments(&segments)?,
             Some(cache) => self.fetch_blocks(cache, &segments)?,
         };
-        Ok(Fetched::Pieces(pieces))
+        Ok(Box::new(Fetched::Pieces(pieces)))
     }
 
-    /// The memory tier read-locked, for a gather that copies straight out of
-    /// it; `tick` is the gather's when this is one part of a parallel one,
-    /// `None` to start a new gather. `None` without a memory tier.
-    pub(crate) fn resident(&self, tick: Option<u64>) -> Option<Resident<'_>> {
+    /// The memory tier read-locked; `None` without one.
+    fn resident(&self, tick: Option<u64>) -> Option<Box<dyn ResidentBlocks + '_>> {
         let cache = self.inner.cache.as_ref()?;
         let memory = cache.memory.as_ref()?.read().ok()?;
         let tick = tick.unwrap_or_else(|| memory.next_tick());
-        Some(Resident {
+        Some(Box::new(Resident {
             memory,
             tick,
             geometry: cache.geometry,
-        })
+        }))
     }
 
-    /// Counts `n` blocks served from memory.
-    pub(crate) fn count_memory_hits(&self, n: u64) {
+    fn count_memory_hits(&self, n: u64) {
         self.inner.stats.memory_hits.fetch_add(n, Ordering::Relaxed);
     }
+}
 
+impl RemoteShards {
     /// One request per segment.
     pub(super) fn fetch_segments(
         &self,
