@@ -181,9 +181,10 @@ impl BurnConverter {
 
     /// `data` (host data of stream `stream`, whose store type is `dtype`) as
     /// a rank-`D` tensor of kind `K` on the converter's device, by the
-    /// [table](burn_dtype)'s rules. The data goes through burn's device
-    /// staging first (pinned memory on CUDA, counted in
-    /// [`staging_stats`](crate::staging_stats)).
+    /// [table](burn_dtype)'s rules. The upload is staged in pinned host
+    /// memory on a CUDA device (burn's CUDA backend, or its LibTorch backend
+    /// with the `tch` feature), counted in
+    /// [`staging_stats`](crate::staging_stats).
     ///
     /// # Errors
     ///
@@ -196,7 +197,7 @@ impl BurnConverter {
         &self,
         stream: &str,
         dtype: DType,
-        mut data: TensorData,
+        data: TensorData,
     ) -> Result<Tensor<D, K>> {
         let rank = data.shape().len();
         if D == 0 || rank != D {
@@ -217,8 +218,7 @@ impl BurnConverter {
             let to = int_dtype(self.device.settings().int_dtype);
             check_values(dtype, data.as_bytes(), to).map_err(|e| Error::stream(stream, e))?;
         }
-        crate::staging::stage(&mut data, &self.device);
-        Ok(Tensor::from_data(data, &self.device))
+        Ok(crate::staging::upload(data, &self.device))
     }
 }
 

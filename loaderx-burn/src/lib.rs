@@ -63,10 +63,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Every upload goes through burn's own device staging: with the `cuda`
-//! feature (burn's CUDA backend) and a CUDA device, batches are moved into
-//! pinned host memory before the copy; [`staging_stats`] counts how many
-//! tensors were created from pinned memory, read back from their bytes.
+//! Every upload to a CUDA device is staged in pinned host memory: on burn's
+//! CUDA backend (feature `cuda`) through burn's own device staging, on its
+//! LibTorch backend (feature `tch`, `Device::libtorch_cuda`) by a pinned CPU
+//! tensor and a non-blocking copy, as loaderx-tch does. [`staging_stats`]
+//! counts how many tensors were created from pinned memory, read back from
+//! the memory itself.
 //!
 //! The crate depends on burn with `default-features = false, features =
 //! ["std", "dataset"]` only: the application's own burn dependency picks the

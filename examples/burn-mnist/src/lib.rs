@@ -237,9 +237,9 @@ pub struct EpochReport {
 pub struct Report {
     /// Per-epoch figures.
     pub epochs: Vec<EpochReport>,
-    /// Records per second the training loader delivers on its own (one
-    /// epoch read without a model, before training).
-    pub loader_records_per_s: f64,
+    /// What the training loader delivers on its own (one epoch read
+    /// without a model, before training).
+    pub loader: Throughput,
     /// Records per second trained (loader and model together).
     pub train_records_per_s: f64,
     /// Share of the training time the Learner waited for the training loader.
@@ -358,14 +358,40 @@ impl MetricsRenderer for Quiet {
     fn register_metric(&mut self, _definition: MetricDefinition) {}
 }
 
-/// Reads one epoch of `loader` without a model; records per second.
-pub fn loader_throughput(loader: &dyn DataLoader<MnistBatch>) -> Result<f64, Error> {
+/// What a loader delivered on the device: records and bytes of tensor
+/// data per second.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Throughput {
+    /// Records per second.
+    pub records_per_s: f64,
+    /// Bytes of the batches' tensors (images and targets, in the dtypes
+    /// they have on the device) per second.
+    pub bytes_per_s: f64,
+}
+
+/// One pass of `loader` without a model, timed until the device has finished every upload
+/// (burn's backends copy asynchronously).
+pub fn loader_throughput(loader: &dyn DataLoader<MnistBatch>) -> Result<Throughput, Error> {
     let started = Instant::now();
-    let mut records = 0;
+    let (mut records, mut bytes) = (0usize, 0usize);
+    let mut device = None;
     for batch in loader.iter() {
-        records += batch?.targets.dims()[0];
+        let batch = batch?;
+        records += batch.targets.dims()[0];
+        bytes += batch.images.shape().num_elements() * batch.images.dtype().size()
+            + batch.targets.shape().num_elements() * batch.targets.dtype().size();
+        device.get_or_insert_with(|| batch.targets.device());
     }
-    Ok(records as f64 / started.elapsed().as_secs_f64())
+    if let Some(device) = device {
+        device
+            .sync()
+            .map_err(|e| format!("waiting for the device: {e:?}"))?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Throughput {
+        records_per_s: records as f64 / seconds,
+        bytes_per_s: bytes as f64 / seconds,
+    })
 }
 
 /// One training epoch delivered as [`MnistBatch`]es (the same mapping,
@@ -389,15 +415,10 @@ pub fn compare_loaders(config: &Config, device: &Device) -> Result<(f64, f64), E
         .num_workers(config.workers)
         .set_device(device.clone())
         .build(ZrecordDataset::open_dir(&root)?);
-    let rate = |loader: &dyn DataLoader<MnistBatch>| -> Result<f64, Error> {
-        let started = Instant::now();
-        let mut records = 0;
-        for batch in loader.iter() {
-            records += batch?.targets.dims()[0];
-        }
-        Ok(records as f64 / started.elapsed().as_secs_f64())
-    };
-    Ok((rate(&ours)?, rate(&*burns)?))
+    Ok((
+        loader_throughput(&ours)?.records_per_s,
+        loader_throughput(&*burns)?.records_per_s,
+    ))
 }
 
 /// Trains an MLP as `config` says with burn's `Learner`, printing per-epoch
@@ -415,7 +436,7 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
         .start_epoch(start_epoch)?;
     // The loader alone, on a copy (its own pipeline, same data order), so the
     // training loader still starts at `start_epoch`.
-    let loader_records_per_s = loader_throughput(&*train_loader.to_device(device))?;
+    let loader = loader_throughput(&*train_loader.to_device(device))?;
     // In order, every record once per epoch, the last batch partial.
     let test_loader = eval_loader(root, "test", config.eval_batch_size, config.workers, device)?;
     println!(
@@ -424,7 +445,7 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
         train_loader.steps_per_epoch(),
         config.batch_size,
         test_loader.num_items(),
-        loader_records_per_s
+        loader.records_per_s
     );
 
     let train_loader = Arc::new(train_loader);
@@ -472,7 +493,7 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
         result.model,
         Report {
             epochs,
-            loader_records_per_s,
+            loader,
             train_records_per_s: trained as f64 / elapsed.as_secs_f64(),
             wait_share: waited.as_secs_f64() / elapsed.as_secs_f64(),
             elapsed,

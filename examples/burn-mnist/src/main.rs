@@ -8,6 +8,9 @@
 //! cargo run --release -p burn-mnist -- data/fashion --epochs 10 --start-epoch 6
 //! # burn's CUDA backend, uploads staged in pinned memory:
 //! cargo run --release -p burn-mnist --features cuda -- data/fashion --device cuda
+//! # burn's LibTorch backend on CUDA (LIBTORCH: a CUDA libtorch), uploads
+//! # pinned and non-blocking:
+//! cargo run --release -p burn-mnist --features tch -- data/fashion --backend tch --device cuda
 //! ```
 
 use burn::tensor::Device;
@@ -52,41 +55,66 @@ struct Args {
     /// Where burn writes its logs and checkpoints.
     #[arg(long, default_value = "target/burn-mnist")]
     artifacts: std::path::PathBuf,
-    /// Where to train: `cpu` (burn's flex backend), or `cuda` (CUDA device
-    /// 0; an error when the binary was built without the `cuda` feature).
+    /// Where to train: `cpu` or `cuda` (device 0).
     #[arg(long, value_enum, default_value_t = DeviceArg::Cpu)]
     device: DeviceArg,
+    /// Which burn backend runs the device: `native` (flex on the CPU,
+    /// burn's CUDA backend on CUDA, feature `cuda`) or `tch` (burn's
+    /// LibTorch backend, feature `tch`).
+    #[arg(long, value_enum, default_value_t = BackendArg::Native)]
+    backend: BackendArg,
 }
 
 /// The `--device` choices.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DeviceArg {
-    /// burn's pure-Rust CPU backend.
+    /// The CPU.
     Cpu,
-    /// burn's CUDA backend, device 0.
+    /// CUDA device 0.
     Cuda,
 }
 
-fn open_device(arg: DeviceArg) -> Result<Device, burn_mnist::Error> {
-    match arg {
-        DeviceArg::Cpu => Ok(Device::flex()),
+/// The `--backend` choices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BackendArg {
+    /// burn's own backends: flex (CPU) and CUDA (cubecl).
+    Native,
+    /// burn's LibTorch backend.
+    Tch,
+}
+
+fn open_device(backend: BackendArg, device: DeviceArg) -> Result<Device, burn_mnist::Error> {
+    match (backend, device) {
+        (BackendArg::Native, DeviceArg::Cpu) => Ok(Device::flex()),
         #[cfg(feature = "cuda")]
-        DeviceArg::Cuda => probe_cuda(Device::cuda(0)),
+        (BackendArg::Native, DeviceArg::Cuda) => probe_cuda(Device::cuda(0)),
         #[cfg(not(feature = "cuda"))]
-        DeviceArg::Cuda => Err(
+        (BackendArg::Native, DeviceArg::Cuda) => Err(
             "--device cuda: this binary was built without CUDA; rebuild with `--features cuda`"
+                .into(),
+        ),
+        #[cfg(feature = "tch")]
+        #[allow(deprecated)] // burn-tch is deprecated upstream, still shipped in 0.22
+        (BackendArg::Tch, DeviceArg::Cpu) => Ok(Device::libtorch()),
+        #[cfg(feature = "tch")]
+        #[allow(deprecated)]
+        (BackendArg::Tch, DeviceArg::Cuda) => probe_cuda(Device::libtorch_cuda(0)),
+        #[cfg(not(feature = "tch"))]
+        (BackendArg::Tch, _) => Err(
+            "--backend tch: this binary was built without LibTorch; rebuild with `--features tch`"
                 .into(),
         ),
     }
 }
 
-/// `device` once it has run one upload and read-back: burn creates the
-/// CUDA context on first use and panics when there is none (on its runtime
-/// thread, which the caller sees as a closed channel), so the probe turns a
-/// machine without a usable GPU into one error line with the first panic's
-/// message, e.g. the driver's `CUDA_ERROR_NO_DEVICE` (the panics' own
-/// reports are silenced while probing).
-#[cfg(feature = "cuda")]
+/// `device` once it has run one upload and read-back: burn's backends
+/// create the CUDA context on first use and panic when there is none
+/// (cubecl on its runtime thread, which the caller sees as a closed
+/// channel; libtorch through tch), so the probe turns a machine without a
+/// usable GPU into one error line with the first panic's message, e.g. the
+/// driver's `CUDA_ERROR_NO_DEVICE` (the panics' own reports are silenced
+/// while probing).
+#[cfg(any(feature = "cuda", feature = "tch"))]
 fn probe_cuda(device: Device) -> Result<Device, burn_mnist::Error> {
     use burn::tensor::{Tensor, TensorData};
     use std::sync::{Arc, Mutex};
@@ -135,7 +163,7 @@ fn main() -> Result<(), burn_mnist::Error> {
         lr: a.lr,
         seed: a.seed,
     };
-    let device = open_device(a.device)?;
+    let device = open_device(a.backend, a.device)?;
     if a.compare_loaders {
         let (ours, burns) = burn_mnist::compare_loaders(&config, &device)?;
         println!(
@@ -162,12 +190,14 @@ fn main() -> Result<(), burn_mnist::Error> {
     );
     let accuracy = report.epochs.last().map_or(0.0, |e| e.test_accuracy);
     println!(
-        "trained {} epochs in {:.1}s: test accuracy {:.2}%; loader alone {:.0} records/s, \
-         training {:.0} records/s, the Learner waited on the loader {:.1}% of the time",
+        "trained {} epochs in {:.1}s: test accuracy {:.2}%; loader alone {:.0} records/s \
+         ({:.1} MB/s to the device), training {:.0} records/s, the Learner waited on the \
+         loader {:.1}% of the time",
         report.epochs.len(),
         report.elapsed.as_secs_f64(),
         accuracy,
-        report.loader_records_per_s,
+        report.loader.records_per_s,
+        report.loader.bytes_per_s / 1e6,
         report.train_records_per_s,
         report.wait_share * 100.0
     );

@@ -71,7 +71,13 @@ fn learner_trains_on_a_tiny_store_and_resumes() {
         "loss did not fall: {report:?}"
     );
     assert!(last.test_accuracy > 90.0, "accuracy {report:?}");
-    assert!(report.loader_records_per_s > 0.0);
+    assert!(report.loader.records_per_s > 0.0);
+    // 28×28 f32 images and one integer per record, at least.
+    let per_record = report.loader.bytes_per_s / report.loader.records_per_s;
+    assert!(
+        per_record >= (28.0 * 28.0 * 4.0 + 4.0) * 0.999,
+        "{per_record}"
+    );
     assert!(report.train_records_per_s > 0.0);
     assert!((0.0..=1.0).contains(&report.wait_share));
     let (ours, burns) = burn_mnist::compare_loaders(&config, &device).unwrap();
