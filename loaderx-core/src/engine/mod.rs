@@ -23,12 +23,14 @@
 //!   split by part and run in parallel, straight into the caller's buffer.
 //! - [`source`] is the seam to stores whose shards are not mapped files
 //!   (object storage, the `remote` module): a [`source::ShardSource`]
-//!   fetches a gather's stored bytes or lends its in-memory blocks; the
-//!   reader decodes as for a local store.
+//!   fetches a gather's stored bytes or lends its in-memory blocks
+//!   ([`blocks`]: the tier, and the view the reader copies out of inline);
+//!   the reader decodes as for a local store.
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
 
+pub(crate) mod blocks;
 pub(crate) mod durable;
 pub(crate) mod files;
 pub(crate) mod layout;

@@ -9,9 +9,10 @@ use memmap2::Mmap;
 use rayon::prelude::*;
 
 use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN, Sink};
+use crate::engine::blocks::{Copied, Resident};
 use crate::engine::files;
 use crate::engine::layout::{Layout, Uniform};
-use crate::engine::source::{self, Copied, ResidentBlocks, ShardSource, StagedBytes};
+use crate::engine::source::{ShardSource, StagedBytes};
 use crate::error::{Error, ErrorKind};
 use crate::format::{
     self, DICT_FILE, Generation, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE,
@@ -877,7 +878,7 @@ impl StoreReader {
             let Some(view) = r.resident(None) else {
                 return Ok(false);
             };
-            self.copy_resident_serial(&*view, u, indices, width, dst)
+            self.copy_resident_serial(&view, u, indices, width, dst)
         } else {
             // Each task locks the tier for itself, at the gather's tick: no
             // lock is held here while this thread waits for (and may run)
@@ -889,7 +890,7 @@ impl StoreReader {
             dst.par_chunks_mut(width * per_job)
                 .zip(indices.par_chunks(per_job))
                 .map(|(d, idx)| match r.resident(Some(tick)) {
-                    Some(view) => self.copy_resident_serial(&*view, u, idx, width, d),
+                    Some(view) => self.copy_resident_serial(&view, u, idx, width, d),
                     None => Err(None),
                 })
                 .try_reduce(|| 0, |a, b| Ok(a + b))
@@ -934,7 +935,7 @@ impl StoreReader {
                 return Ok(false);
             }
             let s = self.shard_index(*index);
-            match source::copy_resident(&*view, s, loc.offset, dst, &mut hits) {
+            match view.copy(s, loc.offset, dst, &mut hits) {
                 Copied::Done => {}
                 Copied::Miss => return Ok(false),
                 Copied::Outside => {
@@ -952,7 +953,7 @@ impl StoreReader {
     /// newly touched, or `Err(None)` on a miss.
     fn copy_resident_serial<D: Sink>(
         &self,
-        view: &dyn ResidentBlocks,
+        view: &Resident<'_>,
         u: &Uniform,
         indices: &[u64],
         width: usize,
@@ -974,7 +975,7 @@ impl StoreReader {
     #[inline(always)]
     fn copy_resident<D: Sink, const N: usize>(
         &self,
-        view: &dyn ResidentBlocks,
+        view: &Resident<'_>,
         u: &Uniform,
         indices: &[u64],
         width: usize,
@@ -1003,7 +1004,7 @@ impl StoreReader {
     #[inline(always)]
     fn copy_placed<D: Sink>(
         &self,
-        view: &dyn ResidentBlocks,
+        view: &Resident<'_>,
         indices: &[u64],
         w: usize,
         dst: &mut [D],
@@ -1012,7 +1013,7 @@ impl StoreReader {
         let mut hits = 0;
         for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
             let (s, offset) = place(i);
-            match source::copy_resident(view, s, offset, d, &mut hits) {
+            match view.copy(s, offset, d, &mut hits) {
                 Copied::Done => {}
                 Copied::Miss => return Err(None),
                 Copied::Outside => {

@@ -8,16 +8,16 @@ use super::*;
 pub(super) struct BlockCache {
     pub(super) geometry: Geometry,
     /// Read-locked by lookups (gathers run side by side), write-locked by puts.
-    pub(super) memory: Option<RwLock<MemoryCache>>,
+    pub(super) memory: Option<RwLock<MemoryBlocks>>,
     pub(super) disk: Option<DiskCache>,
 }
 
 impl BlockCache {
     pub(super) fn new(o: &RemoteOptions, identity: &str) -> Result<Option<BlockCache>, Error> {
         let memory = (o.memory_cache_bytes > 0).then(|| {
-            RwLock::new(MemoryCache {
+            RwLock::new(MemoryBlocks {
                 limit: o.memory_cache_bytes,
-                ..MemoryCache::default()
+                ..MemoryBlocks::default()
             })
         });
         let disk = match &o.cache_dir {
@@ -162,78 +162,6 @@ impl Hit {
     pub(super) fn bytes(&self) -> &Bytes {
         match self {
             Hit::Memory(b) | Hit::Disk(b) => b,
-        }
-    }
-}
-
-/// A block in the memory tier.
-pub(super) struct Cached {
-    /// The tick of its last use: stored under the shared lock, so atomic.
-    pub(super) stamp: AtomicU64,
-    pub(super) bytes: Bytes,
-}
-
-/// Blocks in memory, least recently used evicted first.
-///
-/// A hit only stamps its block with its gather's tick (O(1), once per block
-/// and gather, under the shared lock: an atomic store, done only when the
-/// stamp changes); eviction, which is rare, sorts the blocks by their stamps
-/// and drops the oldest until an eighth of the limit is free, so its cost is
-/// spread over the puts that filled that eighth.
-#[derive(Default)]
-pub(super) struct MemoryCache {
-    pub(super) limit: u64,
-    pub(super) used: u64,
-    /// The last tick handed out: one per gather and one per put.
-    pub(super) tick: AtomicU64,
-    /// Block (by [`block_key`]) → last use and bytes.
-    pub(super) blocks: HashMap<u64, Cached, FastKeys>,
-}
-
-impl MemoryCache {
-    /// A new tick, for one gather's lookups.
-    pub(super) fn next_tick(&self) -> u64 {
-        self.tick.fetch_add(1, Ordering::Relaxed).wrapping_add(1)
-    }
-
-    /// Block `key`, if in memory, stamped with `tick`; `true` when this is
-    /// its first use at `tick` (so that a gather counts each block once).
-    #[inline(always)]
-    pub(super) fn touch(&self, key: u64, tick: u64) -> Option<(&Bytes, bool)> {
-        let c = self.blocks.get(&key)?;
-        let first = c.stamp.load(Ordering::Relaxed) != tick;
-        if first {
-            c.stamp.store(tick, Ordering::Relaxed);
-        }
-        Some((&c.bytes, first))
-    }
-
-    pub(super) fn put(&mut self, s: usize, b: u64, bytes: Bytes) {
-        let len = bytes.len() as u64;
-        if len > self.limit {
-            return;
-        }
-        let stamp = AtomicU64::new(self.next_tick());
-        if let Some(old) = self.blocks.insert(block_key(s, b), Cached { stamp, bytes }) {
-            self.used -= old.bytes.len() as u64;
-        }
-        self.used += len;
-        if self.used > self.limit {
-            let low = self.limit - self.limit / 8;
-            let mut by_age: Vec<(u64, u64)> = self
-                .blocks
-                .iter()
-                .map(|(&k, c)| (c.stamp.load(Ordering::Relaxed), k))
-                .collect();
-            by_age.sort_unstable();
-            for (_, key) in by_age {
-                if self.used <= low {
-                    break;
-                }
-                if let Some(old) = self.blocks.remove(&key) {
-                    self.used -= old.bytes.len() as u64;
-                }
-            }
         }
     }
 }

@@ -81,12 +81,11 @@
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
@@ -100,10 +99,11 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use crate::engine::StoreReader;
+use crate::engine::blocks::{FastKeys, Geometry, MemoryBlocks, Resident, block_key};
 use crate::engine::reader::{
     Region, Shard, check_dict_len, check_meta_len, check_page, check_shard_len, codec_state,
 };
-use crate::engine::source::{RemoteStats, ResidentBlocks, ShardSource, StagedBytes, Wanted};
+use crate::engine::source::{RemoteStats, ShardSource, StagedBytes, Wanted};
 use crate::error::{Error, ErrorKind};
 use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN, STATIC_PAGE_LEN};
 

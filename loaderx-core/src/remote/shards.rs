@@ -86,102 +86,6 @@ impl StagedBytes for Fetched {
     }
 }
 
-/// How shard offsets map to cache blocks: block `b` of a shard holds its
-/// bytes `[b * bytes, (b + 1) * bytes)` (the last block up to the tail).
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Geometry {
-    /// Block size, at least 4096.
-    pub(super) bytes: u64,
-    /// `log2(bytes)` when it is a power of two (the default is), so that
-    /// [`Geometry::split`] is a shift and a mask instead of a division.
-    pub(super) shift: Option<u32>,
-}
-
-impl Geometry {
-    pub(super) fn new(bytes: u64) -> Geometry {
-        let bytes = bytes.max(1);
-        Geometry {
-            bytes,
-            shift: bytes.is_power_of_two().then(|| bytes.trailing_zeros()),
-        }
-    }
-
-    /// The block holding shard offset `offset`, and where in it.
-    #[inline(always)]
-    pub(super) fn split(self, offset: u64) -> (u64, usize) {
-        match self.shift {
-            Some(shift) => (offset >> shift, (offset & (self.bytes - 1)) as usize),
-            None => (offset / self.bytes, (offset % self.bytes) as usize),
-        }
-    }
-}
-
-/// The key of block `b` of shard `s` in the memory tier. Shards number at
-/// most [`MAX_DATA_SHARDS`] (255, a `u8` in the header) and a block number
-/// is below 2^52 (offsets are `u64`, blocks at least 4096 bytes), so the
-/// key is unique.
-#[inline(always)]
-pub(super) fn block_key(s: usize, b: u64) -> u64 {
-    debug_assert!(s < 256);
-    (b << 8) | (s as u64 & 0xff)
-}
-
-/// Hashes the memory tier's `u64` block keys: one multiply by the 64-bit
-/// golden ratio (Fibonacci hashing), whose high bits depend on every bit of
-/// the key, folded into the low bits that pick a bucket. std's SipHash costs
-/// several times more, to resist keys chosen to collide; these are block
-/// numbers of the store's own shards (consecutive integers, which this
-/// spreads evenly), and a collision costs a probe, never a wrong block.
-#[derive(Default, Clone, Copy)]
-pub(super) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    #[inline(always)]
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        self.0 ^ (self.0 >> 32)
-    }
-}
-
-/// Builds [`KeyHasher`]s.
-pub(super) type FastKeys = BuildHasherDefault<KeyHasher>;
-
-/// The memory tier read-locked for one gather (or one part of a parallel
-/// one), with that gather's tick: the engine copies records straight out of
-/// its blocks ([`crate::engine::source::copy_resident`]).
-///
-/// The lock is shared: other gathers read on, and a put (of a block another
-/// gather fetched) waits until this one is dropped. Drop it before taking
-/// the general path, whose puts lock the tier for writing.
-pub(super) struct Resident<'a> {
-    pub(super) memory: RwLockReadGuard<'a, MemoryCache>,
-    pub(super) tick: u64,
-    pub(super) geometry: Geometry,
-}
-
-impl ResidentBlocks for Resident<'_> {
-    fn tick(&self) -> u64 {
-        self.tick
-    }
-
-    #[inline(always)]
-    fn block_at(&self, shard: usize, offset: u64) -> Option<(&[u8], usize, bool)> {
-        let (b, at) = self.geometry.split(offset);
-        let (block, first) = self.memory.touch(block_key(shard, b), self.tick)?;
-        Some((block, at, first))
-    }
-}
-
 /// A coalesced run of wanted bytes of one shard.
 pub(super) struct Segment {
     pub(super) shard: usize,
@@ -263,15 +167,10 @@ impl ShardSource for RemoteShards {
     }
 
     /// The memory tier read-locked; `None` without one.
-    fn resident(&self, tick: Option<u64>) -> Option<Box<dyn ResidentBlocks + '_>> {
+    fn resident(&self, tick: Option<u64>) -> Option<Resident<'_>> {
         let cache = self.inner.cache.as_ref()?;
         let memory = cache.memory.as_ref()?.read().ok()?;
-        let tick = tick.unwrap_or_else(|| memory.next_tick());
-        Some(Box::new(Resident {
-            memory,
-            tick,
-            geometry: cache.geometry,
-        }))
+        Some(Resident::new(memory, tick, cache.geometry))
     }
 
     fn count_memory_hits(&self, n: u64) {

@@ -20,12 +20,12 @@ fn fetched_pieces_are_found_by_shard_and_offset() {
 
 #[test]
 fn the_memory_cache_evicts_least_recently_used_blocks() {
-    let mut m = MemoryCache {
+    let mut m = MemoryBlocks {
         limit: 10,
-        ..MemoryCache::default()
+        ..MemoryBlocks::default()
     };
     // One lookup per gather, each at a tick of its own.
-    let get = |m: &MemoryCache, b: u64| {
+    let get = |m: &MemoryBlocks, b: u64| {
         let tick = m.next_tick();
         m.touch(block_key(0, b), tick)
             .map(|(bytes, _)| bytes.clone())
@@ -44,31 +44,6 @@ fn the_memory_cache_evicts_least_recently_used_blocks() {
     assert_eq!(m.touch(block_key(0, 0), tick).map(|h| h.1), Some(true));
     assert_eq!(m.touch(block_key(0, 0), tick).map(|h| h.1), Some(false));
     assert_eq!(m.touch(block_key(1, 0), tick).map(|h| h.1), None);
-}
-
-#[test]
-fn geometry_and_keys_place_offsets_in_their_blocks() {
-    let pow2 = Geometry::new(4096);
-    assert_eq!(pow2.split(0), (0, 0));
-    assert_eq!(pow2.split(4095), (0, 4095));
-    assert_eq!(pow2.split(4096 * 7 + 3), (7, 3));
-    let odd = Geometry::new(5000);
-    assert_eq!(odd.shift, None);
-    assert_eq!(odd.split(4999), (0, 4999));
-    assert_eq!(odd.split(5000 * 9 + 11), (9, 11));
-    // Keys differ by shard and by block.
-    let keys: std::collections::HashSet<u64> = (0..255)
-        .flat_map(|s| (0..64).map(move |b| block_key(s, b)))
-        .collect();
-    assert_eq!(keys.len(), 255 * 64);
-    // The hasher spreads consecutive keys over the low bits.
-    let h = |k: u64| {
-        let mut x = KeyHasher::default();
-        x.write_u64(k);
-        x.finish() & 1023
-    };
-    let buckets: std::collections::HashSet<u64> = (0..1024).map(|b| h(block_key(0, b))).collect();
-    assert!(buckets.len() > 512, "{}", buckets.len());
 }
 
 #[test]
