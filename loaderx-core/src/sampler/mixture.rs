@@ -72,7 +72,8 @@ pub enum MixtureStop {
 /// assert_eq!(counts, [600, 250, 150]);
 /// // Books (200 records at 15 %) run out first, within 1334 records.
 /// assert!((1320..=1334).contains(&m.pass_len()));
-/// assert_eq!(m.drawn_before(2, u128::from(m.pass_len())), 200);
+/// assert_eq!(m.drawn_before(2, u128::from(m.pass_len())), Some(200));
+/// assert_eq!(m.drawn_before(3, 0), None); // no source 3
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,11 +101,17 @@ impl Mixture {
     /// `Sequential`: in order), passes as `stop` says. The sampler drawing
     /// through it keys the sources' permutations with its seed.
     ///
-    /// Weights are relative (any positive scale). Whole-number weights
-    /// summing to at most 2^20 are a period of that many records, exact;
-    /// any other weights are rounded to shares of 2^16 (largest
-    /// remainder, every source at least one), so a proportion is exact to
-    /// 1/65536.
+    /// Weights are relative (any positive finite scale, subnormal to
+    /// `f64::MAX`). Whole-number weights summing to at most 2^20 are a
+    /// period of that many records, exact; any other weights are rounded
+    /// to shares of 2^16 (largest remainder, every source at least one),
+    /// so a proportion is exact to 1/65536. Weights whose sum overflows
+    /// `f64` are divided by the largest first, so their proportions are
+    /// kept.
+    ///
+    /// Building the period's order costs O(period · log sources), at most
+    /// about 2^20 · 16 steps: even 65536 sources build in well under a
+    /// second.
     ///
     /// # Errors
     ///
@@ -265,13 +272,17 @@ impl Mixture {
         self.table[(t % self.table.len() as u128) as usize] as usize
     }
 
-    /// Records source `s` has drawn in positions `0..t` of the run.
-    pub fn drawn_before(&self, s: usize, t: u128) -> u128 {
+    /// Records source `s` has drawn in positions `0..t` of the run; `None`
+    /// when there is no source `s` (`s >= sources()`).
+    pub fn drawn_before(&self, s: usize, t: u128) -> Option<u128> {
+        let (from, to) = (
+            *self.occ_start.get(s)?,
+            *self.occ_start.get(s.checked_add(1)?)?,
+        );
         let w = self.table.len() as u128;
         let (periods, r) = (t / w, (t % w) as usize);
-        let within = self.occurrences[self.occ_start[s]..self.occ_start[s + 1]]
-            .partition_point(|&p| (p as usize) < r);
-        periods * u128::from(self.weights[s]) + within as u128
+        let within = self.occurrences[from..to].partition_point(|&p| (p as usize) < r);
+        Some(periods * u128::from(self.weights[s]) + within as u128)
     }
 
     /// The record index (in the mixture's index space) position `t` of the
@@ -328,8 +339,17 @@ fn period_weights(weights: impl Iterator<Item = f64> + Clone) -> Vec<u64> {
             return ints.into_iter().map(|w| w / g).collect();
         }
     }
-    let sum: f64 = weights.clone().sum();
-    let ideal: Vec<f64> = weights.map(|w| w / sum * QUANTUM as f64).collect();
+    let mut sum: f64 = weights.clone().sum();
+    let mut scale = 1.0;
+    if !sum.is_finite() {
+        // Finite weights whose sum overflows (near `f64::MAX`): divided by
+        // the largest first, each is at most 1 and they sum to at most
+        // 65536. Sums that fit are used as they are, so the shares of
+        // every other input are the ones they always were.
+        scale = weights.clone().fold(0.0, f64::max);
+        sum = weights.clone().map(|w| w / scale).sum();
+    }
+    let ideal: Vec<f64> = weights.map(|w| w / scale / sum * QUANTUM as f64).collect();
     let mut out: Vec<u64> = ideal.iter().map(|&x| (x.floor() as u64).max(1)).collect();
     let mut assigned: u64 = out.iter().sum();
     // Hand out what is left by the largest remainders (stable: the first
@@ -346,15 +366,23 @@ fn period_weights(weights: impl Iterator<Item = f64> + Clone) -> Vec<u64> {
         assigned += 1;
         i += 1;
     }
+    // The largest share first, the last source of equal ones: a heap, as
+    // up to one record per source may have to be taken back.
+    let mut big: std::collections::BinaryHeap<(u64, usize)> = out
+        .iter()
+        .enumerate()
+        .filter(|&(_, &w)| w > 1)
+        .map(|(s, &w)| (w, s))
+        .collect();
     while assigned > QUANTUM {
-        let Some(big) = (0..out.len())
-            .filter(|&s| out[s] > 1)
-            .max_by_key(|&s| out[s])
-        else {
+        let Some((w, s)) = big.pop() else {
             break;
         };
-        out[big] -= 1;
+        out[s] = w - 1;
         assigned -= 1;
+        if w - 1 > 1 {
+            big.push((w - 1, s));
+        }
     }
     out
 }
@@ -365,38 +393,103 @@ fn gcd(a: u64, b: u64) -> u64 {
 
 /// One period of sources in the quota method's order, and each
 /// position's ordinal within its source.
+///
+/// Position `t` goes to the source of highest `w / (drawn + 1)` (compared
+/// exactly; the lowest index wins a tie) among the *eligible* ones, those
+/// with `drawn + 1 <= ceil((t + 1) · w / W)`. A source stays eligible from
+/// position `floor(drawn · W / w)` until it draws, and its priority only
+/// changes when it draws, so two heaps find it in O(log sources) a
+/// position: the eligible sources by priority, the others by the position
+/// they become eligible at. The order is the one a scan of every source at
+/// every position gives (the tests compare the two).
 fn quota_order(weights: &[u64]) -> (Vec<u32>, Vec<u32>) {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
     let period: u64 = weights.iter().sum();
     let mut table = Vec::with_capacity(period as usize);
     let mut ordinal = Vec::with_capacity(period as usize);
     let mut drawn = vec![0u64; weights.len()];
+    // With nothing drawn every source is eligible at position 0.
+    let mut eligible: BinaryHeap<Due> = weights
+        .iter()
+        .enumerate()
+        .map(|(source, &weight)| Due {
+            weight,
+            drawn: 0,
+            source,
+        })
+        .collect();
+    // `(position it becomes eligible at, source)`, earliest first.
+    let mut waiting: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
     for t in 0..period {
-        // Upper quota after this position: ceil((t + 1) · w / W).
-        let mut best: Option<usize> = None;
-        for (s, &w) in weights.iter().enumerate() {
-            let quota = ((t + 1) * w).div_ceil(period);
-            if drawn[s] + 1 > quota {
-                continue;
+        while let Some(&Reverse((at, s))) = waiting.peek() {
+            if at > t {
+                break;
             }
-            // Highest w / (drawn + 1), compared exactly; the first source
-            // wins a tie.
-            let better = best.is_none_or(|b| {
-                u128::from(w) * u128::from(drawn[b] + 1)
-                    > u128::from(weights[b]) * u128::from(drawn[s] + 1)
+            waiting.pop();
+            eligible.push(Due {
+                weight: weights[s],
+                drawn: drawn[s],
+                source: s,
             });
-            if better {
-                best = Some(s);
-            }
         }
         // The quota method always has an eligible source (Balinski and
-        // Young); the fallback keeps this total, never reached.
-        let s = best.unwrap_or(0);
+        // Young); the fallback, the next source to become eligible, keeps
+        // this total and is never reached. Some source has records left
+        // in the period (fewer than `period` are drawn), so one of the two
+        // heaps holds it.
+        let Some(s) = eligible
+            .pop()
+            .map(|d| d.source)
+            .or_else(|| waiting.pop().map(|Reverse((_, s))| s))
+        else {
+            break;
+        };
         table.push(s as u32);
         ordinal.push(drawn[s] as u32);
         drawn[s] += 1;
+        let w = weights[s];
+        if drawn[s] < w {
+            // The first `t` with `drawn · W < (t + 1) · w`.
+            let at = u128::from(drawn[s]) * u128::from(period) / u128::from(w);
+            waiting.push(Reverse((at as u64, s)));
+        }
     }
     (table, ordinal)
 }
+
+/// An eligible source in [`quota_order`]'s heap: ordered by `w / (drawn +
+/// 1)`, exactly, then by the lower index (the greatest is drawn next).
+#[derive(Debug, Clone, Copy)]
+struct Due {
+    weight: u64,
+    drawn: u64,
+    source: usize,
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        let mine = u128::from(self.weight) * u128::from(other.drawn + 1);
+        let theirs = u128::from(other.weight) * u128::from(self.drawn + 1);
+        mine.cmp(&theirs)
+            .then_with(|| other.source.cmp(&self.source))
+    }
+}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Due {}
 
 #[cfg(test)]
 mod tests {
@@ -422,6 +515,172 @@ mod tests {
             }
             prop_assert_eq!(drawn, weights);
         }
+    }
+
+    /// The quota order as it was first written: every source scanned at
+    /// every position, O(period · sources). The reference the heap version
+    /// must match position for position (a seed's draws depend on it).
+    fn quota_order_by_scan(weights: &[u64]) -> (Vec<u32>, Vec<u32>) {
+        let period: u64 = weights.iter().sum();
+        let mut table = Vec::with_capacity(period as usize);
+        let mut ordinal = Vec::with_capacity(period as usize);
+        let mut drawn = vec![0u64; weights.len()];
+        for t in 0..period {
+            let mut best: Option<usize> = None;
+            for (s, &w) in weights.iter().enumerate() {
+                let quota = ((t + 1) * w).div_ceil(period);
+                if drawn[s] + 1 > quota {
+                    continue;
+                }
+                let better = best.is_none_or(|b| {
+                    u128::from(w) * u128::from(drawn[b] + 1)
+                        > u128::from(weights[b]) * u128::from(drawn[s] + 1)
+                });
+                if better {
+                    best = Some(s);
+                }
+            }
+            let s = best.unwrap_or(0);
+            table.push(s as u32);
+            ordinal.push(drawn[s] as u32);
+            drawn[s] += 1;
+        }
+        (table, ordinal)
+    }
+
+    /// `period_weights`' take-back as first written (a scan per record).
+    fn take_back_by_scan(mut out: Vec<u64>) -> Vec<u64> {
+        let mut assigned: u64 = out.iter().sum();
+        while assigned > QUANTUM {
+            let Some(big) = (0..out.len())
+                .filter(|&s| out[s] > 1)
+                .max_by_key(|&s| out[s])
+            else {
+                break;
+            };
+            out[big] -= 1;
+            assigned -= 1;
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn the_heap_quota_order_is_the_scan_s(
+            weights in prop_oneof![
+                proptest::collection::vec(1u64..40, 1..12),
+                // Many equal weights: ties everywhere.
+                (1u64..4, 1usize..60).prop_map(|(w, n)| vec![w; n]),
+                proptest::collection::vec(1u64..2000, 1..40),
+                proptest::collection::vec(prop_oneof![Just(1u64), 1u64..5, 100u64..300], 1..200),
+            ],
+        ) {
+            prop_assert_eq!(quota_order(&weights), quota_order_by_scan(&weights));
+        }
+
+        #[test]
+        fn the_heap_take_back_is_the_scan_s(
+            weights in proptest::collection::vec(
+                prop_oneof![1e-12f64..1e-3, 0.5f64..2.0, 1e3f64..1e9], 1..300),
+        ) {
+            // The shares before any take-back, as `period_weights` has them.
+            let sum: f64 = weights.iter().sum();
+            let floors: Vec<u64> = weights
+                .iter()
+                .map(|&w| ((w / sum * QUANTUM as f64).floor() as u64).max(1))
+                .collect();
+            let got = period_weights(weights.iter().copied());
+            prop_assert_eq!(got.iter().sum::<u64>(), QUANTUM);
+            if floors.iter().sum::<u64>() > QUANTUM {
+                prop_assert_eq!(got, take_back_by_scan(floors));
+            }
+        }
+    }
+
+    #[test]
+    fn the_documented_most_sources_build_in_seconds() {
+        // Scanning every source at every position took minutes here: 65536
+        // sources times a period of 557056 positions.
+        let n = 65_536usize;
+        let sources: Vec<(u64, f64)> = (0..n).map(|s| (3, (s % 16 + 1) as f64)).collect();
+        let m = Mixture::new(&sources, &vec![SamplerMode::Cyclic; n], MixtureStop::Total).unwrap();
+        assert_eq!(m.period(), 557_056);
+        assert_eq!(m.drawn_before(n - 1, u128::from(m.period())), Some(16));
+        // One huge weight and 65535 tiny ones: a record taken back from
+        // the huge share for each of the others.
+        let mut sources = vec![(1u64, 1.0); n];
+        sources[0] = (1, 1e9);
+        let m = Mixture::new(&sources, &vec![SamplerMode::Cyclic; n], MixtureStop::Total).unwrap();
+        assert_eq!(m.period_weights()[0], 1);
+        assert!(m.period_weights().iter().all(|&w| w == 1));
+        let m = Mixture::new(
+            &sources[..n / 2],
+            &vec![SamplerMode::Cyclic; n / 2],
+            MixtureStop::Total,
+        )
+        .unwrap();
+        assert_eq!(m.period_weights()[0], QUANTUM - (n / 2 - 1) as u64);
+    }
+
+    #[test]
+    fn weights_near_the_largest_float_keep_their_proportions() {
+        // Their sum overflowed to infinity, every share became 0 and each
+        // source got an equal share.
+        let w = period_weights([f64::MAX, f64::MAX / 2.0, f64::MAX / 4.0].into_iter());
+        assert_eq!(w.iter().sum::<u64>(), QUANTUM);
+        assert_eq!(w, [37449, 18725, 9362]);
+        let w = period_weights([f64::MAX, f64::MAX].into_iter());
+        assert_eq!(w, [QUANTUM / 2, QUANTUM / 2]);
+        let w = period_weights([f64::MAX, 1.0].into_iter());
+        assert_eq!(w, [QUANTUM - 1, 1]);
+        // Subnormal weights are proportions like any other.
+        let tiny = f64::from_bits(1); // 2^-1074, the least subnormal
+        let w = period_weights([tiny, 3.0 * tiny].into_iter());
+        assert_eq!(w, [QUANTUM / 4, 3 * QUANTUM / 4]);
+        let w = period_weights([tiny, f64::MAX].into_iter());
+        assert_eq!(w, [1, QUANTUM - 1]);
+        // Through the constructor, and what it refuses.
+        let modes = [SamplerMode::Cyclic; 2];
+        let m = Mixture::new(
+            &[(9, f64::MAX), (9, f64::MAX / 3.0)],
+            &modes,
+            MixtureStop::Total,
+        )
+        .unwrap();
+        assert_eq!(m.period_weights(), [49152, 16384]);
+        for bad in [
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -1.0,
+            -0.0,
+            0.0,
+            -tiny,
+        ] {
+            let e = Mixture::new(&[(9, 1.0), (9, bad)], &modes, MixtureStop::Total).unwrap_err();
+            assert!(
+                matches!(e.kind(), crate::ErrorKind::InvalidArgument { .. }),
+                "{bad}: {e}"
+            );
+            assert!(e.to_string().contains("source 1"), "{e}");
+        }
+    }
+
+    #[test]
+    fn drawn_before_a_source_past_the_last_is_none() {
+        let m = Mixture::new(
+            &[(10, 2.0), (10, 1.0)],
+            &[SamplerMode::Cyclic; 2],
+            MixtureStop::Total,
+        )
+        .unwrap();
+        assert_eq!(m.drawn_before(0, 3), Some(2));
+        assert_eq!(m.drawn_before(1, 3), Some(1));
+        assert_eq!(m.drawn_before(2, 3), None);
+        assert_eq!(m.drawn_before(usize::MAX, u128::MAX), None);
+        assert_eq!(m.drawn_before(1, u128::MAX), Some(u128::MAX / 3));
     }
 
     #[test]
