@@ -235,6 +235,17 @@ proptest! {
         let first = run.step_at(pass, 0).unwrap();
         let mut seen: Vec<u64> = (first..stop).flat_map(|k| run.indices(k)).collect();
         prop_assert_eq!(seen.len() as u64, at.records);
+        // A resume that would put the ranks out of step is refused (the
+        // test below); the others deliver the rest of the pass.
+        prop_assume!(
+            Sampler::builder(len, per_rank)
+                .mode(mode)
+                .drop_last(false)
+                .shard(0, world)
+                .resume(at)
+                .build()
+                .is_ok()
+        );
         // The resumed run (new global batch per_rank × world), each rank to
         // the end of that pass (a rank with no share of the pass's last
         // step has one step fewer).
@@ -259,6 +270,51 @@ proptest! {
         }
         seen.sort_unstable();
         prop_assert_eq!(seen, (0..len).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn a_drop_last_false_resume_keeps_ranks_in_step_or_is_refused(
+        len in 1u64..300,
+        per_rank in 1usize..20,
+        world in 2usize..6,
+        records in 0u64..300,
+        epoch in 0u64..3,
+        cyclic in any::<bool>(),
+    ) {
+        prop_assume!(world as u64 <= len);
+        let mode = if cyclic { SamplerMode::Cyclic } else { SamplerMode::Sequential };
+        let at = RecordPosition { epoch, records: records % (len + 1) };
+        let g = (per_rank * world) as u64;
+        let ranks: Vec<Result<Sampler, loaderx_core::Error>> = (0..world)
+            .map(|r| {
+                Sampler::builder(len, per_rank)
+                    .mode(mode)
+                    .drop_last(false)
+                    .shard(r, world)
+                    .resume(at)
+                    .build()
+            })
+            .collect();
+        // Whole passes whose last step gives every rank a record keep the
+        // ranks in step; a resume must not break that.
+        let whole_in_step = len % g == 0 || len % g >= world as u64;
+        if ranks.iter().any(Result::is_err) {
+            prop_assert!(ranks.iter().all(Result::is_err), "some ranks refuse");
+            let e = ranks.into_iter().find_map(Result::err).unwrap();
+            prop_assert!(e.to_string().contains("lockstep"), "{}", e);
+            prop_assert!(whole_in_step);
+            let rem = (len - at.records) % g;
+            prop_assert!(rem != 0 && rem < world as u64);
+            return Ok(());
+        }
+        let ranks: Vec<Sampler> = ranks.into_iter().map(Result::unwrap).collect();
+        if whole_in_step {
+            // The steps to the end of the resumed pass and of the two after.
+            for e in epoch + 1..epoch + 4 {
+                let ends: Vec<u64> = ranks.iter().map(|s| s.first_step_of(e).unwrap()).collect();
+                prop_assert!(ends.iter().all(|&k| k == ends[0]), "pass {} ends at {:?}", e, ends);
+            }
+        }
     }
 
     #[test]

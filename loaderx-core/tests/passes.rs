@@ -235,3 +235,65 @@ fn an_endless_loader_stays_endless_and_a_bad_start_is_refused() {
     // A zero-epoch loader is empty.
     assert!(builder().epochs(0).build().unwrap().next().is_none());
 }
+
+#[test]
+fn a_sharded_drop_last_false_resume_gives_every_rank_the_same_steps() {
+    // 100 records, batches of 8 on 4 ranks: a pass is 3 steps of 32 and one
+    // of 4, a record for each rank, so every rank takes 4 steps a pass. A
+    // run resumed at a record position whose rest of the pass ends in a
+    // step of fewer records than ranks gave rank 0 a step the others did
+    // not have: with epochs(n), ranks in lockstep waited for it forever.
+    let root = tempfile::tempdir().unwrap();
+    let dir = stores(root.path(), 100);
+    let builder = |rank: usize| {
+        DataLoader::builder()
+            .stream("id", Dense::<u32>::open(dir.join("id")).unwrap())
+            .batch_size(8)
+            .mode(SamplerMode::Cyclic)
+            .seed(3)
+            .shard(rank, 4)
+            .drop_last(false)
+            .epochs(2)
+            .workers(1)
+    };
+    // Every resume point of pass 0 (and one at a step): every rank builds
+    // and takes the same number of steps, all the rest of the records once
+    // each pass, or every rank refuses.
+    let mut refused = 0;
+    for records in 0..=100u64 {
+        let at = loaderx_core::RecordPosition { epoch: 0, records };
+        let runs: Vec<Result<Vec<Vec<u64>>, loaderx_core::Error>> = (0..4)
+            .map(|rank| {
+                let loader = builder(rank).resume(at).build()?;
+                Ok(loader.map(|b| b.unwrap().indices().to_vec()).collect())
+            })
+            .collect();
+        if runs.iter().all(Result::is_err) {
+            for e in runs.into_iter().filter_map(Result::err) {
+                assert!(e.to_string().contains("lockstep"), "{at}: {e}");
+            }
+            refused += 1;
+            continue;
+        }
+        let runs: Vec<Vec<Vec<u64>>> = runs
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|e| panic!("{at}: some ranks refuse: {e}")))
+            .collect();
+        let steps: Vec<usize> = runs.iter().map(Vec::len).collect();
+        assert!(
+            steps.iter().all(|&n| n == steps[0]),
+            "{at}: steps per rank {steps:?}"
+        );
+        let mut all: Vec<u64> = runs.into_iter().flatten().flatten().collect();
+        all.sort_unstable();
+        assert_eq!(all.len() as u64, 200 - records, "{at}");
+        all.dedup();
+        assert_eq!(all.len(), 100, "{at}");
+    }
+    // Resumed with 1 to 3 records left over a multiple of 32.
+    assert_eq!(refused, 12);
+    let steps: Vec<usize> = (0..4)
+        .map(|rank| builder(rank).start_step(5).build().unwrap().count())
+        .collect();
+    assert_eq!(steps, [3; 4]);
+}

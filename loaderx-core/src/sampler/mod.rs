@@ -187,8 +187,10 @@ impl SamplerBuilder {
     /// modes, no or mismatched lengths, a zero window, budget or bucket
     /// count, a record longer than the token budget, or fewer token-budget
     /// batches per pass than ranks; a [`resume`](Self::resume) position in
-    /// a mode other than `Sequential` and `Cyclic`, or past the end of its
-    /// pass.
+    /// a mode other than `Sequential` and `Cyclic`, past the end of its
+    /// pass, or, with `drop_last(false)` on several ranks whose whole
+    /// passes give every rank the same number of steps, one whose rest of
+    /// the pass would not (its last step holding fewer records than ranks).
     pub fn build(self) -> Result<Sampler, Error> {
         if self.world_size == 0 || self.rank >= self.world_size {
             return Err(Error::invalid(format!(
@@ -366,6 +368,13 @@ impl SamplerBuilder {
 ///   uninterrupted run with the new batch size has them.
 /// - `Sequential` with `drop_last(true)` (the sliding window): the window
 ///   slides on from the next record.
+///
+/// With `drop_last(false)` on several ranks, a resume position is refused
+/// when the rest of its pass ends in a step of fewer records than ranks
+/// while the whole passes do not: a rank with no share of that step would
+/// take one step fewer than the others, and ranks that step in lockstep
+/// would wait for it forever. Another global batch size (or, for fewer
+/// records left than ranks, fewer ranks) resumes from it.
 ///
 /// [`epoch_of`](Sampler::epoch_of) then counts the passes of the original
 /// run, and the steps of the first one from the resume point;
@@ -662,6 +671,7 @@ impl Sampler {
                     self.len, self.world_size
                 )));
             }
+            self.check_resumed_lockstep()?;
             return Ok(());
         }
         let global = (self.batch_size as u64).checked_mul(self.world_size);
@@ -678,6 +688,36 @@ impl Sampler {
                 self.world_size,
                 self.batch_size as u128 * self.world_size as u128,
                 self.len
+            )));
+        }
+        Ok(())
+    }
+
+    /// With `drop_last(false)` on several ranks, refuses a resume position
+    /// whose rest of the pass ends in a step of fewer records than ranks
+    /// (some rank then has no share of it, and one step fewer than the
+    /// others) when the whole passes give every rank the same number of
+    /// steps: ranks stepping in lockstep would wait forever for the short
+    /// one. A configuration whose whole passes already differ by a step is
+    /// the documented behaviour, and its resume is not refused.
+    fn check_resumed_lockstep(&self) -> Result<(), Error> {
+        let Some(origin) = self.origin else {
+            return Ok(());
+        };
+        if self.world_size < 2 {
+            return Ok(());
+        }
+        let global = self.global();
+        let short = |span: u64| {
+            let rem = span as u128 % global;
+            rem != 0 && rem < u128::from(self.world_size)
+        };
+        let span = self.len - origin.records;
+        if short(span) && !short(self.len) {
+            let rem = span as u128 % global;
+            return Err(Error::invalid(format!(
+                "cannot resume at {origin} on {} ranks with batches of {}: the {span}                  records left of the pass end in a step of {rem}, fewer than the ranks,                  so ranks {rem}..{} would take one step fewer than the others and ranks                  in lockstep would wait for them forever; resume with a global batch                  (batch_size × world_size) that leaves none or at least {} records for                  that step",
+                self.world_size, self.batch_size, self.world_size, self.world_size
             )));
         }
         Ok(())
@@ -787,7 +827,7 @@ impl Sampler {
     /// run's first pass has left (0 when none or too few for a full batch
     /// with `drop_last(true)`); 0 unless the pass is split (a resumed
     /// `Cyclic` or `drop_last(false)` `Sequential` run).
-    fn partial_steps(&self) -> u64 {
+    pub(crate) fn partial_steps(&self) -> u64 {
         let Some(origin) = self.origin.filter(|_| !self.slides()) else {
             return 0;
         };
