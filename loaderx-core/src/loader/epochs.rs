@@ -158,7 +158,8 @@ impl<S: Staging> DataLoaderBuilder<S> {
         let (start, _) = self.bounds(&sampler, start_epoch)?;
         sampler.seek(0);
         let steps_per_epoch = sampler.steps_per_epoch();
-        self.placement.check(&sampler)?;
+        // Its pipelines may start at any epoch: every batch of the run.
+        self.placement.check(&sampler, (0, None))?;
         let view = self.placement.single().ok_or_else(|| {
             Error::invalid("an EpochLoader delivers one view: use view(index, count)")
         })?;
@@ -260,11 +261,17 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoade
     /// [`DataLoaderBuilder::view`]) or `index` is not below `count`.
     pub fn view(&self, index: usize, count: usize) -> Result<Self, Error> {
         let (outer, outer_count) = self.view;
+        if index >= count {
+            // Refused before `outer * count + index` could overflow.
+            return Err(Error::invalid(format!(
+                "view {index} of {count}: views are numbered 0..{count}"
+            )));
+        }
         let total = outer_count
             .checked_mul(count)
             .ok_or_else(|| Error::invalid(format!("{outer_count} views of {count} views each")))?;
         let view = (outer * count + index, total);
-        super::views::Placement::<S>::one(view.0, view.1).check(&self.shared.sampler)?;
+        super::views::Placement::<S>::one(view.0, view.1).check(&self.shared.sampler, (0, None))?;
         let mut derived = self.derive(self.context.clone(), self.steps.clone());
         derived.view = view;
         Ok(derived)
@@ -726,6 +733,11 @@ mod tests {
         // Parts that do not split evenly are refused.
         assert!(l.view(0, 4).is_err());
         assert!(l.view(3, 3).is_err());
+        // So is an index past the count, of a view of a view too (its
+        // place, `outer * count + index`, overflowed).
+        let e = l.view(1, 2).unwrap().view(usize::MAX, 2).unwrap_err();
+        assert!(e.to_string().contains("numbered 0..2"), "{e}");
+        assert!(l.view(usize::MAX, usize::MAX).is_err());
         let e = builder(dir.path(), 24, 6)
             .view(0, 4)
             .build_epochs(0, (), seen)

@@ -705,8 +705,10 @@ impl<S: Staging> DataLoaderBuilder<S> {
         transform: Transform<T, S::Buffer>,
     ) -> Result<DataLoader<T>, Error> {
         let sampler = self.resolved_sampler()?;
-        self.placement.check(&sampler)?;
         let (start_step, end_step) = self.bounds(&sampler, 0)?;
+        // The batches the run draws, from where it starts (a resumed pass's
+        // own last batch among them), split into the views.
+        self.placement.check(&sampler, (start_step, end_step))?;
         let views = self.placement.slots.len();
         let live = (self.workers + self.prefetch + 2) * self.streams.len() * views;
         self.staging.expect_buffers(live);

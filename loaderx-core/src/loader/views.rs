@@ -131,10 +131,12 @@ impl<S> Placement<S> {
         }
     }
 
-    /// Checks that `sampler`'s batches split into `count` views: the full
-    /// batch and the last batch of a pass. `TokenBudget` batches vary in
-    /// length from step to step and are refused.
-    pub(super) fn check(&self, sampler: &Sampler) -> Result<(), Error> {
+    /// Checks that the batches `sampler` draws at steps `steps` (`(first,
+    /// end)`, `None`: endless) split into `count` views: the full batch,
+    /// the last batch of a resumed run's first (partial) pass and the last
+    /// batch of a whole pass, each when the steps reach it. `TokenBudget`
+    /// batches vary in length from step to step and are refused.
+    pub(super) fn check(&self, sampler: &Sampler, steps: (u64, Option<u64>)) -> Result<(), Error> {
         if self.count == 0 {
             return Err(Error::invalid("a loader needs at least one view"));
         }
@@ -156,14 +158,38 @@ impl<S> Placement<S> {
         }
         view_range(sampler.batch_size(), self.count, 0)
             .map_err(|e| Error::invalid(format!("batch_size {}: {e}", sampler.batch_size())))?;
-        let last = sampler.steps_per_epoch().saturating_sub(1);
-        let len = sampler.batch_len(last);
-        view_range(len, self.count, 0).map_err(|e| {
-            Error::invalid(format!(
-                "the last batch of a pass holds {len} records with drop_last(false): {e} \
-                 (use drop_last(true), or a record count that splits)"
-            ))
-        })?;
+        let (first, end) = steps;
+        let drawn = |k: u64| k >= first && end.is_none_or(|e| k < e);
+        // A run resumed at a record position first ends the pass it resumed
+        // in, in steps of its own: its last batch is one of a kind.
+        let partial = sampler.partial_steps();
+        if let Some(last) = partial.checked_sub(1).filter(|&k| drawn(k)) {
+            let len = sampler.batch_len(last);
+            view_range(len, self.count, 0).map_err(|e| {
+                Error::invalid(format!(
+                    "the last batch of the pass resumed at {} (step {last}) holds {len} \
+                     records with drop_last(false): {e} (resume at another record \
+                     position, or use drop_last(true))",
+                    sampler.resumed_from().unwrap_or_default()
+                ))
+            })?;
+        }
+        // Every whole pass ends in a batch of the same length: the first
+        // such end at or after `first`.
+        let spe = sampler.steps_per_epoch();
+        let whole_end = partial.checked_add(spe - 1).and_then(|k| {
+            let passes = first.saturating_sub(k).div_ceil(spe);
+            k.checked_add(passes.checked_mul(spe)?)
+        });
+        if let Some(last) = whole_end.filter(|&k| drawn(k)) {
+            let len = sampler.batch_len(last);
+            view_range(len, self.count, 0).map_err(|e| {
+                Error::invalid(format!(
+                    "the last batch of a pass holds {len} records with drop_last(false): {e} \
+                     (use drop_last(true), or a record count that splits)"
+                ))
+            })?;
+        }
         Ok(())
     }
 }
@@ -178,7 +204,9 @@ impl<S: Staging> DataLoaderBuilder<S> {
     /// loader instead.
     ///
     /// The batch size (and, with `drop_last(false)`, the last batch of a
-    /// pass) must divide by `count`; `TokenBudget` sampling is refused.
+    /// pass, and of the pass a [`resume`](Self::resume)d run ends first)
+    /// must divide by `count`, checked when the loader is built for the
+    /// batches it will draw; `TokenBudget` sampling is refused.
     /// [`Batch::indices`] are the view's.
     pub fn view(mut self, index: usize, count: usize) -> Self {
         self.placement = super::views::Placement::one(index, count);
@@ -451,6 +479,55 @@ mod tests {
             buckets: 2,
         });
         assert!(err(build(budget, 2)).contains("TokenBudget"));
+    }
+
+    #[test]
+    fn a_resumed_run_s_batches_that_do_not_split_are_refused_when_built() {
+        // 100 records in batches of 12, every record once: whole passes end
+        // in a batch of 4. A run resumed at a record position ends its
+        // first pass in a batch of its own; it used to be built, and fail
+        // at that step.
+        let dir = tempfile::tempdir().unwrap();
+        let passes = builder(dir.path(), 100)
+            .mode(SamplerMode::Sequential)
+            .drop_last(false)
+            .workers(0);
+        let build = |b: DataLoaderBuilder, n: usize| b.build_views(n, |v| Ok::<_, Error>(v.len()));
+        let at = |records| crate::RecordPosition { epoch: 0, records };
+        // 50 left: 4 batches of 12, then 2, which 4 views do not split.
+        let e = match build(passes.clone().resume(at(50)), 4) {
+            Err(e) => e,
+            Ok(l) => panic!("built; {:?}", l.take(12).find_map(Result::err)),
+        };
+        assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("record 50 of pass 0 (step 4) holds 2"),
+            "{e}"
+        );
+        // 48 left: whole batches, and the whole passes' 4 split in 4.
+        let ok = build(passes.clone().resume(at(52)), 4).unwrap();
+        assert!(ok.take(30).all(|r| r.unwrap() == 4));
+        // ... but not in 3: the check looked at step 8 of the resumed run,
+        // inside the first whole pass, rather than at its last, step 12.
+        let e = match build(passes.clone().resume(at(52)), 3) {
+            Err(e) => e.to_string(),
+            Ok(l) => panic!("built; {:?}", l.take(30).find_map(Result::err)),
+        };
+        assert!(e.contains("last batch of a pass holds 4"), "{e}");
+        // Only the batches the run draws count: from step 5 on, past the
+        // resumed pass, or ending before the first whole pass does.
+        let mut tail = build(passes.clone().resume(at(50)).start_step(5), 4).unwrap();
+        assert_eq!(tail.next().unwrap().unwrap(), 4);
+        let head = build(passes.clone().resume(at(52)).epochs(1), 3).unwrap();
+        assert_eq!(head.map(Result::unwrap).collect::<Vec<_>>(), [3; 4]);
+        // One view per loader: checked alike.
+        let one = passes
+            .clone()
+            .resume(at(50))
+            .view(1, 4)
+            .build_with(|b| Ok::<_, Error>(b.len()));
+        assert!(one.is_err());
     }
 
     /// A staging that records the requests it serves.
