@@ -176,7 +176,7 @@ impl<S> Placement<S> {
         }
         // Every whole pass ends in a batch of the same length: the first
         // such end at or after `first`.
-        let spe = sampler.steps_per_epoch();
+        let spe = sampler.steps_per_epoch().max(1);
         let whole_end = partial.checked_add(spe - 1).and_then(|k| {
             let passes = first.saturating_sub(k).div_ceil(spe);
             k.checked_add(passes.checked_mul(spe)?)
