@@ -99,8 +99,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjPath;
 use object_store::{
-    BackoffConfig, ClientOptions, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme,
-    PutMode, PutPayload, RetryConfig,
+    BackoffConfig, ClientOptions, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt,
+    ObjectStoreScheme, PutMode, PutPayload, RetryConfig,
 };
 use sha2::{Digest, Sha256};
 use url::Url;

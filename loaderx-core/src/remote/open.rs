@@ -216,8 +216,7 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
 /// that is not weak (`W/"…"`).
 pub(super) fn identifies(m: &ObjectMeta) -> bool {
     m.version.is_some()
-        || m
-            .e_tag
+        || m.e_tag
             .as_deref()
             .is_some_and(|e| !e.is_empty() && !e.starts_with("W/"))
 }

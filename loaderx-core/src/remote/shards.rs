@@ -227,7 +227,9 @@ impl RemoteShards {
                         return Err(t.err(
                             &name,
                             Some(record),
-                            format!("re-written since the store was opened ({what} {now}, was {was})"),
+                            format!(
+                                "re-written since the store was opened ({what} {now}, was {was})"
+                            ),
                         ));
                     }
                 }

@@ -580,7 +580,9 @@ mod faulty {
         RefusePut(String),
         /// No fault, but HEAD and GET send an ETag (of the object's
         /// bytes), weak (`W/"…"`) or strong.
-        ETags { weak: bool },
+        ETags {
+            weak: bool,
+        },
     }
 
     pub(super) struct Server {
@@ -1082,7 +1084,9 @@ fn a_store_rewritten_without_validators_is_never_served_from_old_blocks() {
         ("strong ETags", Fault::ETags { weak: false }, true),
     ] {
         server.set(fault);
-        let cache = dir.path().join(format!("cache-{cached_across_opens}-{case}"));
+        let cache = dir
+            .path()
+            .join(format!("cache-{cached_across_opens}-{case}"));
         let o = quick(RemoteOptions::default())
             .memory_cache_bytes(0)
             .block_bytes(4096)
@@ -1093,7 +1097,11 @@ fn a_store_rewritten_without_validators_is_never_served_from_old_blocks() {
             for pass in 0..2 {
                 let remote = DynDense::open_url(&server.url("s"), &o).unwrap();
                 let got = remote.gather_bytes(&all).unwrap();
-                assert!(got == *want, "{case}: {} served wrong bytes", store.display());
+                assert!(
+                    got == *want,
+                    "{case}: {} served wrong bytes",
+                    store.display()
+                );
                 stats.push((pass, remote.remote_stats().unwrap()));
             }
         }
@@ -1191,7 +1199,10 @@ fn credentials_and_queries_in_a_url_never_reach_a_message() {
         .unwrap_err();
     // A URL as push's local source: refused by name, never opened as a path.
     let e4 = push(secret(server.url("s")), &server.url("t"), &o).unwrap_err();
-    assert!(matches!(e4.kind(), ErrorKind::InvalidArgument { .. }), "{e4}");
+    assert!(
+        matches!(e4.kind(), ErrorKind::InvalidArgument { .. }),
+        "{e4}"
+    );
     for m in [
         e.to_string(),
         e2.to_string(),
