@@ -19,7 +19,10 @@
 //! default, or 2.4.6).
 //!
 //! Every STORE may be a URL (`s3://bucket/prefix/store`, …), and a convert's
-//! OUT too: the stores are written to a local staging directory, then pushed.
+//! OUT and a migrate's DST too: the stores are written to a private local
+//! staging directory, then pushed. Text of the form `scheme://…` of another
+//! scheme is refused by name, never written as a local directory `scheme:/…`;
+//! no message prints a URL's user information or query string.
 //! Credentials, region and endpoint come from the service's environment
 //! (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, …); `LOADERX_CACHE_DIR` sets
 //! the block cache directory.
@@ -95,7 +98,8 @@ enum Command {
     Migrate {
         /// Local store directory.
         src: PathBuf,
-        /// New store directory (must not exist).
+        /// New store directory (must not exist), or a URL to push the
+        /// migrated store to (must hold no store).
         dst: PathBuf,
         /// The generation to write.
         #[arg(long = "format", value_name = "GENERATION")]
@@ -300,30 +304,89 @@ fn main() -> ExitCode {
 }
 
 impl Command {
-    /// The store URLs named on the command line (their credentials and
-    /// query strings are never printed).
+    /// The URLs named on the command line, as sources or destinations
+    /// (their credentials and query strings are never printed): every
+    /// argument that [`looks_like_url`], supported scheme or not.
     fn urls(&self) -> Vec<&str> {
-        let named: Vec<&str> = match self {
+        let named: Vec<&std::ffi::OsStr> = match self {
             Command::Info { store } | Command::Digest { store } | Command::Verify { store } => {
-                store.to_str().into_iter().collect()
+                vec![store.as_os_str()]
             }
-            Command::Push { url, .. } => vec![url.as_str()],
+            Command::Push { store, url, .. } => vec![store.as_os_str(), std::ffi::OsStr::new(url)],
             Command::Dataset(
                 DatasetCommand::Merge { dir, .. }
                 | DatasetCommand::Info { dir }
                 | DatasetCommand::Digest { dir }
                 | DatasetCommand::Verify { dir },
-            ) => dir.to_str().into_iter().collect(),
-            Command::Migrate { .. } => Vec::new(),
-            Command::Convert(Convert::Idx { out, .. } | Convert::Hf { out, .. }) => {
-                out.to_str().into_iter().collect()
+            ) => vec![dir.as_os_str()],
+            Command::Migrate { src, dst, .. } => vec![src.as_os_str(), dst.as_os_str()],
+            Command::Convert(Convert::Idx { dir, out, .. }) => {
+                vec![dir.as_os_str(), out.as_os_str()]
+            }
+            Command::Convert(Convert::Hf {
+                out,
+                endpoint,
+                tokenizer,
+                cache_dir,
+                ..
+            }) => {
+                let mut v = vec![out.as_os_str()];
+                v.extend(endpoint.iter().map(std::ffi::OsStr::new));
+                v.extend(tokenizer.iter().map(std::ffi::OsStr::new));
+                v.extend(cache_dir.iter().map(|d| d.as_os_str()));
+                v
             }
         };
         named
             .into_iter()
-            .filter(|u| loaderx_core::is_url(u))
+            .filter_map(std::ffi::OsStr::to_str)
+            .filter(|u| looks_like_url(u))
             .collect()
     }
+}
+
+/// True for text of the form `scheme://…` (a letter, then letters, digits,
+/// `+`, `-` or `.`), whether or not loaderx reads that scheme: never a
+/// path meant to be written as a local directory `scheme:/…` (`./s3://x`
+/// is a local path).
+fn looks_like_url(s: &str) -> bool {
+    s.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+            && scheme
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    })
+}
+
+/// Where a command writes its stores.
+#[derive(Debug, PartialEq)]
+enum Dest<'a> {
+    /// A local directory.
+    Local(&'a Path),
+    /// A store URL: written to a private staging directory, then pushed.
+    Url(&'a str),
+}
+
+/// The destination `out` names: a store URL ([`loaderx_core::is_url`]:
+/// `s3://`, `gs://`, `az://`, `http(s)://`, …) or a local path. Text that
+/// [`looks_like_url`] of another scheme (`ftp://…`, `s3://` with nothing
+/// after it) is refused by name, never written as a local directory.
+fn dest(out: &Path) -> Result<Dest<'_>, Error> {
+    let Some(text) = out.to_str() else {
+        return Ok(Dest::Local(out));
+    };
+    if loaderx_core::is_url(text) {
+        return Ok(Dest::Url(text));
+    }
+    if looks_like_url(text) {
+        return Err(format!(
+            "{}: not a store URL (s3://, gs://, az://, http(s)://, … with a bucket \
+             and path); a local directory of such a name must start with ./",
+            redact_url(text)
+        )
+        .into());
+    }
+    Ok(Dest::Local(out))
 }
 
 /// `text` with every URL of `urls` in its redacted form ([`redact_url`]),
@@ -378,13 +441,32 @@ fn run(command: &Command) -> Result<String, Error> {
             dst,
             generation,
         } => {
+            let to = dest(dst)?;
             let from = Store::open(src)?.generation();
-            loaderx_core::migrate(src, dst, *generation)?;
-            Ok(format!(
-                "migrated {} ({from}) to {} ({generation})",
-                src.display(),
-                dst.display()
-            ))
+            match to {
+                Dest::Local(dst) => {
+                    loaderx_core::migrate(src, dst, *generation)?;
+                    Ok(format!(
+                        "migrated {} ({from}) to {} ({generation})",
+                        src.display(),
+                        dst.display()
+                    ))
+                }
+                Dest::Url(url) => {
+                    // Migrated in a private staging directory, then pushed.
+                    let staging = Staging::new_in(&staging_base())?;
+                    let local = staging.root();
+                    loaderx_core::migrate(src, &local, *generation)?;
+                    let r = loaderx_core::push(&local, url, &RemoteOptions::from_env())?;
+                    Ok(format!(
+                        "migrated {} ({from}) to {} ({generation}): pushed {} objects, {} bytes",
+                        src.display(),
+                        redact_url(url),
+                        r.objects,
+                        r.bytes
+                    ))
+                }
+            }
         }
         Command::Push {
             store,
@@ -392,6 +474,20 @@ fn run(command: &Command) -> Result<String, Error> {
             part_mib,
             generation,
         } => {
+            if looks_like_url(&store.to_string_lossy()) {
+                return Err(format!(
+                    "{}: push uploads a local store; its source is a URL",
+                    redact_url(&store.to_string_lossy())
+                )
+                .into());
+            }
+            let Dest::Url(url) = dest(Path::new(url))? else {
+                return Err(format!(
+                    "{url}: push uploads to a store URL (s3://, gs://, az://, http(s)://); \
+                     this is a local path"
+                )
+                .into());
+            };
             let o = RemoteOptions::from_env().part_bytes(part_mib.saturating_mul(1 << 20));
             if generation.is_none() && !Store::is_store_dir(store) && store.is_dir() {
                 let n = loaderx_convert::output::push_root(store, url, &o)?;
@@ -424,9 +520,9 @@ fn run(command: &Command) -> Result<String, Error> {
             let out = match c {
                 Convert::Idx { out, .. } | Convert::Hf { out, .. } => out,
             };
-            match out.to_str().filter(|o| loaderx_core::is_url(o)) {
-                None => convert(c, out),
-                Some(url) => {
+            match dest(out)? {
+                Dest::Local(out) => convert(c, out),
+                Dest::Url(url) => {
                     let staging = Staging::new_in(&staging_base())?;
                     let root = staging.root();
                     let text = convert(c, &root)?;
@@ -592,6 +688,7 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
 fn dataset(command: &DatasetCommand) -> Result<String, Error> {
     Ok(match command {
         DatasetCommand::Merge { dir, parts } => {
+            dest(dir)?;
             let d = Dataset::merge(dir, *parts)?;
             format!(
                 "merged {}: {} records in {} parts, streams {}",
@@ -736,6 +833,43 @@ mod tests {
             generation: None,
         };
         assert_eq!(push.urls(), [url]);
+    }
+
+    #[test]
+    fn outputs_are_local_paths_store_urls_or_refused() {
+        for (out, want) in [
+            ("out/fashion", Some(Dest::Local(Path::new("out/fashion")))),
+            ("./s3://b/x", Some(Dest::Local(Path::new("./s3://b/x")))),
+            ("s3:/b/x", Some(Dest::Local(Path::new("s3:/b/x")))),
+            ("s3://u:pw@b/x", Some(Dest::Url("s3://u:pw@b/x"))),
+            ("https://h/x", Some(Dest::Url("https://h/x"))),
+            ("ftp://u:pw@h/x?sig=z", None),
+            ("S3+x://b/x", None),
+            ("s3://", None),
+        ] {
+            match (dest(Path::new(out)), want) {
+                (Ok(got), Some(want)) => assert_eq!(got, want, "{out}"),
+                (Err(e), None) => {
+                    let m = e.to_string();
+                    assert!(!m.contains("pw") && !m.contains("sig"), "{m}");
+                }
+                (got, want) => panic!("{out}: {got:?}, want {want:?}"),
+            }
+        }
+        // Every URL-like argument is scrubbed, sources and destinations.
+        let migrate = Command::Migrate {
+            src: PathBuf::from("ftp://u:pw@h/a"),
+            dst: PathBuf::from("s3://u:pw@b/x"),
+            generation: Generation::DEFAULT,
+        };
+        assert_eq!(migrate.urls(), ["ftp://u:pw@h/a", "s3://u:pw@b/x"]);
+        let push = Command::Push {
+            store: PathBuf::from("s3://u:pw@b/x"),
+            url: "gs://b/y".into(),
+            part_mib: 32,
+            generation: None,
+        };
+        assert_eq!(push.urls(), ["s3://u:pw@b/x", "gs://b/y"]);
     }
 
     #[test]

@@ -155,3 +155,86 @@ fn urls_with_credentials_or_queries_are_never_printed() {
         );
     }
 }
+
+/// Tiny MNIST-format IDX files (2 images of 2x2 per split) in `dir`.
+fn tiny_idx(dir: &Path) {
+    for prefix in ["train", "t10k"] {
+        let mut images = vec![0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2];
+        images.extend([1u8, 2, 3, 4, 5, 6, 7, 8]);
+        std::fs::write(dir.join(format!("{prefix}-images-idx3-ubyte")), images).unwrap();
+        let labels = [0u8, 0, 8, 1, 0, 0, 0, 2, 3, 4];
+        std::fs::write(dir.join(format!("{prefix}-labels-idx1-ubyte")), labels).unwrap();
+    }
+}
+
+/// Every command that writes stores, given a URL as its output: a store
+/// URL is staged and pushed (here to a server that is not there, so the
+/// command fails), another scheme is refused by name; none writes a local
+/// directory `s3:/…` or `ftp:/…` (in the child's working directory), leaves
+/// its staging directory behind, or prints the password or query string.
+#[test]
+fn url_destinations_are_pushed_or_refused_never_written_as_local_paths() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let mut w = RaggedWriter::<i8>::create(&src, 1, Codec::Raw).unwrap();
+    w.append([vec![1i8, 2, 3], vec![4]]).unwrap();
+    w.close().unwrap();
+    let idx = dir.path().join("idx");
+    std::fs::create_dir(&idx).unwrap();
+    tiny_idx(&idx);
+    let cwd = dir.path().join("cwd");
+    let staging = dir.path().join("staging");
+    std::fs::create_dir(&cwd).unwrap();
+    std::fs::create_dir(&staging).unwrap();
+    let (s, i) = (src.to_str().unwrap(), idx.to_str().unwrap());
+    for url in [
+        "s3://reader:hunter2@bucket/x?X-Amz-Signature=deadbeef",
+        "http://reader:hunter2@127.0.0.1:9/x?sig=deadbeef",
+        "ftp://reader:hunter2@host/x?sig=deadbeef",
+    ] {
+        for args in [
+            vec!["migrate", "--format", "2.4.6", s, url],
+            vec!["convert", "idx", i, url, "--codec", "raw", "--shards", "1"],
+            vec!["push", url, "s3://bucket/y"],
+            vec!["push", s, url],
+        ] {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+            for (k, _) in std::env::vars() {
+                if k.starts_with("AWS_") {
+                    c.env_remove(k);
+                }
+            }
+            let out = c
+                .args(&args)
+                .current_dir(&cwd)
+                .env("LOADERX_STAGING_DIR", &staging)
+                .env("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+                .env("AWS_ACCESS_KEY_ID", "testing")
+                .env("AWS_SECRET_ACCESS_KEY", "testing")
+                .env("AWS_REGION", "us-east-1")
+                .env("AWS_ALLOW_HTTP", "true")
+                .output()
+                .unwrap();
+            let printed = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(!out.status.success(), "{args:?}: {printed}");
+            for secret in ["hunter2", "deadbeef", "reader"] {
+                assert!(
+                    !printed.contains(secret),
+                    "{args:?} printed {secret}: {printed}"
+                );
+            }
+            let shown = loaderx_core::redact_url(url);
+            assert!(printed.contains(&shown), "{args:?}: {printed}");
+            let left: Vec<_> = std::fs::read_dir(&cwd)
+                .unwrap()
+                .chain(std::fs::read_dir(&staging).unwrap())
+                .map(|e| e.unwrap().path())
+                .collect();
+            assert!(left.is_empty(), "{args:?} left {left:?}: {printed}");
+        }
+    }
+}

@@ -85,6 +85,48 @@ fn push_then_info_digest_verify_a_url() {
     assert!(err.contains("no store here"), "{err}");
 }
 
+/// `loaderx migrate SRC URL` migrates in a private staging directory and
+/// pushes the result: the store at the URL is in the new generation with
+/// the same digest, and nothing is left in the staging base.
+#[test]
+fn migrate_to_a_url_pushes_the_migrated_store() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let mut w = RaggedWriter::<i32>::create(&src, 1, Codec::Zstd).unwrap();
+    w.append([vec![1, 2, 3], vec![4], vec![5, 6]]).unwrap();
+    w.close().unwrap();
+    let staging = dir.path().join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    let env = [("LOADERX_STAGING_DIR", staging.as_path())];
+    let s = src.to_str().unwrap();
+    let url = "s3://bkt/migrated";
+    let out = stdout(&loaderx(
+        &server,
+        &["migrate", "--format", "2.4.6", s, url],
+        &env,
+    ));
+    assert!(
+        out.contains("(2.8.19) to s3://bkt/migrated (2.4.6): pushed"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read_dir(&staging).unwrap().count(), 0);
+    let info = stdout(&loaderx(&server, &["info", url], &[]));
+    assert!(info.contains("format: 2.4.6"), "{info}");
+    assert_eq!(
+        stdout(&loaderx(&server, &["digest", url], &[])),
+        stdout(&loaderx(&server, &["digest", s], &[]))
+    );
+    // A URL that holds a store is refused, as by push.
+    let again = loaderx(&server, &["migrate", "--format", "2.4.6", s, url], &env);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("already exists"));
+    assert_eq!(std::fs::read_dir(&staging).unwrap().count(), 0);
+}
+
 #[test]
 fn convert_idx_writes_straight_to_a_url() {
     let src = Path::new("/usr/share/datasets/fashion-mnist");

@@ -52,9 +52,18 @@ impl StagedRoot {
     /// # Errors
     ///
     /// [`Error::AlreadyExists`] when `target` exists; [`Error::InvalidOption`] when it
-    /// has no final name; [`Error::Io`] when the hidden sibling cannot be made.
+    /// has no final name or is a store URL (`s3://…`: convert into a local
+    /// directory, then push it); [`Error::Io`] when the hidden sibling cannot be made.
     pub fn new(target: impl AsRef<Path>) -> Result<StagedRoot, Error> {
         let target = target.as_ref().to_path_buf();
+        // Never a local directory `s3:/…` named after a URL (and its password).
+        if loaderx_core::is_url(&target.to_string_lossy()) {
+            return Err(Error::invalid(format!(
+                "{}: stores are converted into a local directory, not a URL: \
+                 convert here, then push it",
+                loaderx_core::redact_url(&target.to_string_lossy())
+            )));
+        }
         if fs::symlink_metadata(&target).is_ok() {
             return Err(Error::AlreadyExists { path: target });
         }
@@ -295,6 +304,17 @@ mod tests {
         for good in ["train", "image", "test-2", "label_0"] {
             assert!(safe_component("split", good).is_ok(), "{good:?}");
         }
+    }
+
+    #[test]
+    fn a_url_is_never_staged_as_a_local_directory() {
+        let url = "s3://reader:SECRET1@loaderx-output-test/x?sig=SECRET2";
+        let e = StagedRoot::new(url).map(|_| ()).unwrap_err();
+        assert!(matches!(e, Error::InvalidOption { .. }), "{e}");
+        let m = e.to_string();
+        assert!(m.contains("s3://loaderx-output-test/x"), "{m}");
+        assert!(!m.contains("SECRET") && !m.contains("reader"), "{m}");
+        assert!(!Path::new("s3:").exists());
     }
 
     #[test]

@@ -50,7 +50,7 @@ impl DynDenseWriter {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
@@ -176,7 +176,7 @@ impl<T: Element> DenseWriter<T> {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
@@ -193,7 +193,7 @@ impl<T: Element> DenseWriter<T> {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank of 64 or more, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,

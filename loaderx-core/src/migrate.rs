@@ -49,6 +49,9 @@ const BATCH_RECORDS: usize = 1 << 16;
 ///
 /// As [`Store::open`] for `src` (a URL is refused: migrate a local copy);
 /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
+/// `dst` that is a URL (migrate locally, then `push` it, feature `remote`),
+/// before anything is read or written;
+/// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for a
 /// generation this crate does not write or one that cannot express the
 /// store's element type (bfloat16 and float8 into 2.4.6), naming the
 /// generation that can, and for a record the target cannot hold (a
@@ -61,6 +64,12 @@ pub fn migrate(src: impl AsRef<Path>, dst: impl AsRef<Path>, to: Generation) -> 
         return Err(Error::invalid(format!(
             "{}: migrate reads a local store; copy it here first",
             crate::redact_url(&src.to_string_lossy())
+        )));
+    }
+    if crate::is_url(&dst.to_string_lossy()) {
+        return Err(Error::invalid(format!(
+            "{}: migrate writes a local store; migrate here, then push it",
+            crate::redact_url(&dst.to_string_lossy())
         )));
     }
     let store = Store::open(src)?;

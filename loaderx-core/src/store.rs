@@ -15,7 +15,8 @@ pub(crate) fn open_reader(path: &Path) -> Result<StoreReader, Error> {
         return crate::remote::open(url, &crate::RemoteOptions::from_env());
         #[cfg(not(feature = "remote"))]
         return Err(Error::invalid(format!(
-            "{url}: a URL needs loaderx-core's `remote` feature, which this build lacks"
+            "{}: a URL needs loaderx-core's `remote` feature, which this build lacks",
+            crate::redact_url(url)
         )));
     }
     StoreReader::open(path)

@@ -257,6 +257,52 @@ fn create_refuses_existing_paths() {
     assert_eq!(Dense::<u32>::open(&store).unwrap().len(), 4);
 }
 
+/// A store URL given as a writer's path is refused by name, its password
+/// and query never printed; it is never written as a local directory
+/// `s3:/…` (relative to the working directory, here the crate's).
+#[test]
+fn create_and_migrate_refuse_a_url_as_a_local_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    build_dense(&src, Codec::Raw, 4, WIDTH, 1);
+    for url in [
+        "s3://reader:SECRET1@loaderx-bad-input/x?X-Amz-Signature=SECRET2",
+        "http://reader:SECRET1@127.0.0.1:9/loaderx-bad-input/x",
+    ] {
+        let results = [
+            DenseWriter::<u32>::create(url, &[WIDTH], Codec::Raw).map(|_| ()),
+            RaggedWriter::<u8>::create(url, 1, Codec::Zstd).map(|_| ()),
+            DynRaggedWriter::create(url, DType::F32, 2, &options(Codec::Raw, 2)).map(|_| ()),
+            loaderx_core::migrate(&src, url, loaderx_core::Generation::V2_4_6),
+        ];
+        for r in results {
+            let e = r.unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::InvalidArgument { .. }),
+                "{url}: {e}"
+            );
+            let m = e.to_string();
+            assert!(!m.contains("SECRET") && !m.contains("reader"), "{m}");
+            assert!(m.contains("loaderx-bad-input/x"), "{m}");
+        }
+        let scheme = url.split_once("//").unwrap().0;
+        assert!(!std::path::Path::new(scheme).exists(), "{scheme} written");
+    }
+}
+
+/// Without the `remote` feature a URL is refused, naming it redacted.
+#[cfg(not(feature = "remote"))]
+#[test]
+fn a_url_without_the_remote_feature_is_refused_redacted() {
+    let Err(e) = loaderx_core::Store::open("https://reader:SECRET1@host/x?sig=SECRET2") else {
+        panic!("a URL opened without the remote feature");
+    };
+    assert!(matches!(e.kind(), ErrorKind::InvalidArgument { .. }), "{e}");
+    let m = e.to_string();
+    assert!(m.starts_with("https://host/x: "), "{m}");
+    assert!(!m.contains("SECRET") && !m.contains("reader"), "{m}");
+}
+
 #[test]
 fn create_rejects_bad_options() {
     let dir = tempfile::tempdir().unwrap();

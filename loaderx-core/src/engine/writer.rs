@@ -77,7 +77,8 @@ impl StoreWriter {
     /// probes `path` meanwhile finds nothing, or a locked unpublished store,
     /// and never takes a lock the writer then fails on; and a `create` that
     /// fails (a full disk, no file descriptors left, `path` taken meanwhile)
-    /// removes what it made and leaves `path` as it was.
+    /// removes what it made and leaves `path` as it was. A `path` that is a
+    /// store URL ([`crate::is_url`]) is refused before anything is made.
     pub(crate) fn create(
         path: &Path,
         schema: &Schema,
@@ -89,6 +90,15 @@ impl StoreWriter {
         let generation = options.format_generation();
         generation.check_writable(schema.dtype())?;
         let schema = schema.encode(generation)?;
+        // `s3://bkt/x` as a path would be a local directory `s3:/bkt/x`,
+        // its name (perhaps a password) printed by every message.
+        if crate::is_url(&path.to_string_lossy()) {
+            return Err(Error::invalid(format!(
+                "{}: a store is written to a local directory, not a URL: \
+                 write it here, then push it",
+                crate::redact_url(&path.to_string_lossy())
+            )));
+        }
         let exists = || -> Error {
             ErrorKind::AlreadyExists {
                 path: path.to_path_buf(),

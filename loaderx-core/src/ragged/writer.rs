@@ -100,7 +100,7 @@ impl DynRaggedWriter {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create(
         path: impl AsRef<Path>,
@@ -305,7 +305,7 @@ impl<T: Element> RaggedWriter<T> {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create(path: impl AsRef<Path>, ndim: usize, codec: Codec) -> Result<Self, Error> {
         Self::create_with(path, ndim, &CreateOptions::new(codec))
@@ -318,7 +318,7 @@ impl<T: Element> RaggedWriter<T> {
     /// [`ErrorKind::AlreadyExists`] when `path` exists; [`ErrorKind::InvalidArgument`]
     /// for a schema or options that cannot make a store (a record of 0 bytes or over 2
     /// GiB, a rank outside 1..=64, a shard count outside 1..=255, a dictionary zstd
-    /// cannot load, a path without a final name); [`ErrorKind::Io`] when the directory
+    /// cannot load, a path without a final name, a store URL); [`ErrorKind::Io`] when the directory
     /// or its files cannot be made (nothing is left behind then).
     pub fn create_with(
         path: impl AsRef<Path>,

@@ -39,7 +39,14 @@
 //!   of `meta.zr`, `dict.zr` and every shard) and the store id that
 //!   [`push`] writes beside the store ([`STORE_ID_FILE`]), so a store
 //!   deleted and re-published with the same shape, even on a plain HTTP
-//!   server without validators, is a new identity. Several processes may
+//!   server without validators, is a new identity. The directory tier is
+//!   used only when that identity is proven: a store id, or a version or
+//!   strong ETag on every object. A store without (copied onto a web server
+//!   that sends no validator, or weak ETags only) keeps its blocks in memory
+//!   for that open alone: re-written with the same shape, its `meta.zr` is
+//!   byte-identical and nothing else tells the two apart. A shard read whose
+//!   response names another ETag or version than `open` saw is an
+//!   [`ErrorKind::Remote`], never bytes of two stores. Several processes may
 //!   share one directory: blocks are written to a fresh temporary file
 //!   (created exclusively, never through a link) and renamed into place;
 //!   every block file ends in a SHA-256 of the identity, the block's place
@@ -92,8 +99,8 @@ use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjPath;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectMeta, ObjectStore, ObjectStoreExt, ObjectStoreScheme,
-    PutMode, PutPayload, RetryConfig,
+    BackoffConfig, ClientOptions, GetOptions, ObjectMeta, ObjectStore, ObjectStoreExt,
+    ObjectStoreScheme, PutMode, PutPayload, RetryConfig,
 };
 use sha2::{Digest, Sha256};
 use url::Url;

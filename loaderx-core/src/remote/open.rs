@@ -172,11 +172,34 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    let cache = BlockCache::new(o, &identity)?;
+    // Blocks in the directory outlive this open: serve them to a later open
+    // only when the identity tells this store from one re-written at the
+    // same URL. Without a store id, every object must carry a version or a
+    // strong ETag (a weak one promises no byte identity; a last-modified
+    // time has one-second resolution; nothing at all, as from a plain
+    // HTTP server, hashes the same for two stores of one `meta.zr`).
+    let proven = store_id.is_some()
+        || std::iter::once(&meta_head)
+            .chain(dict_head.as_ref())
+            .chain(shard_heads.iter().flatten())
+            .all(identifies);
+    let this_open_only;
+    let cache_options = if proven {
+        o
+    } else {
+        this_open_only = o.clone().cache_dir(None);
+        &this_open_only
+    };
+    let cache = BlockCache::new(cache_options, &identity)?;
     let remote = RemoteShards {
         inner: Arc::new(Inner {
             target: t,
             tails,
+            validators: shard_heads
+                .iter()
+                .map(|h| h.as_ref().map(|h| (h.e_tag.clone(), h.version.clone())))
+                .map(Option::unwrap_or_default)
+                .collect(),
             cache,
             opts: o.clone(),
             stats: Counters::default(),
@@ -187,6 +210,15 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
         StoreReader::assemble(&path, None, table, checked, shards, codec, dict)
             .with_source(Box::new(remote)),
     )
+}
+
+/// True when `m` names one content of its object: a version id, or an ETag
+/// that is not weak (`W/"…"`).
+pub(super) fn identifies(m: &ObjectMeta) -> bool {
+    m.version.is_some()
+        || m.e_tag
+            .as_deref()
+            .is_some_and(|e| !e.is_empty() && !e.starts_with("W/"))
 }
 
 /// Hashes an object's validators (size, ETag, last modified, version; a

@@ -60,6 +60,13 @@ pub fn push_stores<P: AsRef<Path>, U: AsRef<str>>(
     let mut pending = Vec::with_capacity(stores.len());
     for (store, url) in stores {
         let store = store.as_ref();
+        // Not opened as a local path: its name would reach the message.
+        if crate::is_url(&store.to_string_lossy()) {
+            return Err(Error::invalid(format!(
+                "{}: push uploads a local store; its source is a URL",
+                crate::redact_url(&store.to_string_lossy())
+            )));
+        }
         // Validates the store and holds its shared lock during the upload.
         let reader = StoreReader::open(store)?;
         if reader.is_remote() {

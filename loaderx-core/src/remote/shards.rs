@@ -17,6 +17,10 @@ pub(super) struct Counters {
 pub(super) struct Inner {
     pub(super) target: Target,
     pub(super) tails: Vec<u64>,
+    /// Each shard's ETag and version as `open` found them: a read whose
+    /// response names another is refused (the shard was re-written since,
+    /// and its bytes would be served, and cached, under this identity).
+    pub(super) validators: Vec<(Option<String>, Option<String>)>,
     pub(super) cache: Option<BlockCache>,
     pub(super) opts: RemoteOptions,
     pub(super) stats: Counters,
@@ -207,9 +211,30 @@ impl RemoteShards {
                 let name = format::data_file(s);
                 let want = r.end - r.start;
                 let start = r.start;
-                let b = t
+                let got = t
                     .store
-                    .get_range(&t.object(&name), r)
+                    .get_opts(&t.object(&name), GetOptions::new().with_range(Some(r)))
+                    .await
+                    .map_err(|e| t.err(&name, Some(record), e))?;
+                let (e_tag, version) = &inner.validators[s];
+                for (what, was, now) in [
+                    ("ETag", e_tag, &got.meta.e_tag),
+                    ("version", version, &got.meta.version),
+                ] {
+                    if let (Some(was), Some(now)) = (was, now)
+                        && was != now
+                    {
+                        return Err(t.err(
+                            &name,
+                            Some(record),
+                            format!(
+                                "re-written since the store was opened ({what} {now}, was {was})"
+                            ),
+                        ));
+                    }
+                }
+                let b = got
+                    .bytes()
                     .await
                     .map_err(|e| t.err(&name, Some(record), e))?;
                 inner.stats.requests.fetch_add(1, Ordering::Relaxed);

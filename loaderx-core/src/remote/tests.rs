@@ -578,6 +578,11 @@ mod faulty {
         Huge,
         /// PUT of an object whose path ends so fails with 403.
         RefusePut(String),
+        /// No fault, but HEAD and GET send an ETag (of the object's
+        /// bytes), weak (`W/"…"`) or strong.
+        ETags {
+            weak: bool,
+        },
     }
 
     pub(super) struct Server {
@@ -615,6 +620,21 @@ mod faulty {
 
         pub(super) fn url(&self, name: &str) -> String {
             format!("http://{}/s/{name}", self.addr)
+        }
+
+        /// Serves the files of the local store at `path` as store `name`
+        /// (as a copy onto a web server would: no store id), replacing
+        /// what was there.
+        pub(super) fn serve_files(&self, name: &str, path: &std::path::Path) {
+            self.delete_store(name);
+            let mut objects = self.objects.lock().unwrap();
+            for f in std::fs::read_dir(path).unwrap().flatten() {
+                let file = f.file_name().into_string().unwrap();
+                if file.ends_with(".zr") {
+                    let bytes = std::fs::read(f.path()).unwrap();
+                    objects.insert(format!("s/{name}/{file}"), bytes);
+                }
+            }
         }
 
         /// Deletes every object of store `name`.
@@ -784,13 +804,24 @@ mod faulty {
                     let records = (total - 4096) / 16;
                     data[..8].copy_from_slice(&records.to_le_bytes());
                 }
+                let e_tag = match fault {
+                    Fault::ETags { weak } => {
+                        use std::hash::{Hash, Hasher};
+                        let mut h = std::collections::hash_map::DefaultHasher::new();
+                        data.hash(&mut h);
+                        let w = if weak { "W/" } else { "" };
+                        Some(format!("ETag: {w}\"{:016x}\"", h.finish()))
+                    }
+                    _ => None,
+                };
                 if method == "HEAD" {
                     if let Fault::HeadLies(d) = fault
                         && path.contains("/data_")
                     {
                         total = total.saturating_add_signed(d);
                     }
-                    let h = [format!("Content-Length: {total}")];
+                    let mut h = vec![format!("Content-Length: {total}")];
+                    h.extend(e_tag);
                     respond(&mut c, "200 OK", &h, b"");
                     return Ok(());
                 }
@@ -811,7 +842,7 @@ mod faulty {
                     }
                 };
                 let part = &data[lo as usize..hi as usize];
-                let mut h = vec![];
+                let mut h: Vec<String> = e_tag.into_iter().collect();
                 if range.is_some() {
                     h.push(format!("Content-Range: bytes {lo}-{}/{total}", hi - 1));
                 }
@@ -1023,6 +1054,77 @@ fn a_store_republished_with_the_same_shape_is_never_served_from_old_blocks() {
     assert_eq!(remote.remote_stats().unwrap().disk_hits, 0);
 }
 
+/// Stores copied onto a web server (no store id), deleted and re-written at
+/// the same URL with the same shape: `meta.zr` is byte-identical, so without
+/// a validator nothing tells them apart, and the directory's blocks must not
+/// outlive the open; a weak ETag proves nothing either. With strong ETags
+/// the blocks are served across opens, and a shard re-written under an open
+/// store is refused, never read as the old store's.
+#[test]
+fn a_store_rewritten_without_validators_is_never_served_from_old_blocks() {
+    use crate::DynDense;
+    use faulty::{Fault, Server};
+    let server = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let all: Vec<u64> = (0..50).collect();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    raw_store(&a, 50, 1);
+    raw_store(&b, 50, 2);
+    assert_eq!(
+        std::fs::read(a.join(META_FILE)).unwrap(),
+        std::fs::read(b.join(META_FILE)).unwrap(),
+        "the two stores differ only in their payload"
+    );
+    let local = |p: &Path| DynDense::open(p).unwrap().gather_bytes(&all).unwrap();
+    let (want_a, want_b) = (local(&a), local(&b));
+    assert_ne!(want_a, want_b);
+    for (case, fault, cached_across_opens) in [
+        ("no validator", Fault::None, false),
+        ("weak ETags", Fault::ETags { weak: true }, false),
+        ("strong ETags", Fault::ETags { weak: false }, true),
+    ] {
+        server.set(fault);
+        let cache = dir
+            .path()
+            .join(format!("cache-{cached_across_opens}-{case}"));
+        let o = quick(RemoteOptions::default())
+            .memory_cache_bytes(0)
+            .block_bytes(4096)
+            .cache_dir(Some(cache));
+        let mut stats = Vec::new();
+        for (store, want) in [(&a, &want_a), (&b, &want_b), (&a, &want_a)] {
+            server.serve_files("s", store);
+            for pass in 0..2 {
+                let remote = DynDense::open_url(&server.url("s"), &o).unwrap();
+                let got = remote.gather_bytes(&all).unwrap();
+                assert!(
+                    got == *want,
+                    "{case}: {} served wrong bytes",
+                    store.display()
+                );
+                stats.push((pass, remote.remote_stats().unwrap()));
+            }
+        }
+        for (pass, st) in stats {
+            if !cached_across_opens {
+                assert_eq!(st.disk_hits, 0, "{case}: {st:?}");
+            } else if pass == 1 {
+                assert!(st.disk_hits > 0 && st.misses == 0, "{case}: {st:?}");
+            }
+        }
+    }
+    // Strong ETags: a store opened, then its shards re-written under it,
+    // is refused on the next read that reaches the server.
+    let o = quick(RemoteOptions::default()).no_cache();
+    server.serve_files("s", &a);
+    let remote = DynDense::open_url(&server.url("s"), &o).unwrap();
+    assert_eq!(remote.gather_bytes(&[0]).unwrap(), want_a[..512]);
+    server.serve_files("s", &b);
+    let e = remote.gather_bytes(&all).unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Remote { .. }), "{e}");
+    assert!(e.to_string().contains("re-written since"), "{e}");
+}
+
 #[test]
 fn a_set_push_that_fails_part_way_publishes_nothing_and_says_what_remains() {
     use faulty::{Fault, Server};
@@ -1095,10 +1197,17 @@ fn credentials_and_queries_in_a_url_never_reach_a_message() {
     let e3 = target("ftp://u:SECRET3@h/x?k=SECRET4", &o)
         .map(|_| ())
         .unwrap_err();
+    // A URL as push's local source: refused by name, never opened as a path.
+    let e4 = push(secret(server.url("s")), &server.url("t"), &o).unwrap_err();
+    assert!(
+        matches!(e4.kind(), ErrorKind::InvalidArgument { .. }),
+        "{e4}"
+    );
     for m in [
         e.to_string(),
         e2.to_string(),
         e3.to_string(),
+        e4.to_string(),
         format!("{:?}", r.path()),
     ] {
         assert!(!m.contains("SECRET") && !m.contains("user"), "{m}");
