@@ -172,6 +172,10 @@ enum Convert {
         /// Write only this writer's share, as part PART of a multi-part
         /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist);
         /// needs --parts. Merge each split with `loaderx dataset merge`.
+        /// A part is written once: a second run of a finished part fails
+        /// at once (path already exists) and changes nothing; a second
+        /// writer of a running part fails (OUT/.part-<PART>.lock is held);
+        /// a killed writer's staging is removed by the next run of its part.
         #[arg(long, requires = "parts")]
         part: Option<u64>,
         /// The number of writers sharing the conversion (with --part).
@@ -253,8 +257,15 @@ enum Convert {
         image_mode: Option<String>,
         /// Write only this writer's share, as part PART of a multi-part
         /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
-        /// the split's parquet files cut into PARTS contiguous runs balanced
-        /// by rows; needs --parts. Merge with `loaderx dataset merge`.
+        /// the split's rows cut into PARTS contiguous shares (whatever its
+        /// files; an empty part when rows are fewer than PARTS), every
+        /// store's kind and shape decided from the whole split; needs
+        /// --parts. Merge with `loaderx dataset merge`: the digest is the
+        /// single conversion's. A part is written once: a second run of a
+        /// finished part fails at once (path already exists) and changes
+        /// nothing; a second writer of a running part fails
+        /// (OUT/.part-<PART>.lock is held); a killed writer's staging is
+        /// removed by the next run of its part.
         #[arg(long, requires = "parts")]
         part: Option<u64>,
         /// The number of writers sharing the conversion (with --part).

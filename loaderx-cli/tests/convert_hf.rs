@@ -1110,7 +1110,7 @@ fn four_writers_at_once_merge_into_the_single_conversion() {
     );
     let dataset = loaderx_core::Dataset::open(&ds).unwrap();
     assert_eq!(dataset.len(), 1001);
-    // Each writer took one file of the four.
+    // Four parts, each a quarter of the rows.
     assert_eq!(dataset.part_starts().len(), 5);
     let one = Store::open_dir(single.join("train")).unwrap();
     assert_eq!(
@@ -1124,16 +1124,85 @@ fn four_writers_at_once_merge_into_the_single_conversion() {
             "{name}"
         );
     }
-    // Five writers for four files: one has no file of its own (writer 2,
-    // whose rows hold no file's middle), a clear error.
-    let e = convert_err(
-        &mock.source("test/parts", &home.join("cache5")).part(2, 5),
-        &tmp.path().join("five"),
-    );
+    // The split is cut by rows, not files: five and seven writers for its
+    // four files (of 251, 250, 250 and 250 rows) each get their share
+    // (five used to leave writer 2 without a file, an error), and merge
+    // into the single conversion too.
+    for n in [5u64, 7] {
+        let dir = tmp.path().join(format!("parts-{n}"));
+        for i in 0..n {
+            let s = convert_hf(
+                &mock
+                    .source("test/parts", &home.join("cache"))
+                    .codec(loaderx_core::Codec::Raw)
+                    .part(i, n),
+                &dir,
+            )
+            .unwrap_or_else(|e| panic!("part {i} of {n}: {e}"));
+            let want = loaderx_core::Dataset::part_range(1001, i, n);
+            assert_eq!(s.splits[0].records, want.end - want.start);
+        }
+        assert_eq!(names(&dir), ["train"]);
+        let dataset = loaderx_core::Dataset::merge(dir.join("train"), Some(n)).unwrap();
+        assert_eq!(dataset.len(), 1001);
+        for ((name, joined), (_, store)) in dataset.streams().iter().zip(&one) {
+            assert_eq!(
+                loaderx_core::digest(joined).unwrap(),
+                loaderx_core::digest(store).unwrap(),
+                "{n} parts: {name}"
+            );
+        }
+    }
+}
+
+/// A retried `convert hf --part I` (the same part run again, as an
+/// orchestrator does after a timeout) fails at once, saying the part is
+/// published, and leaves nothing behind; a killed writer's staging does
+/// not block the next run of its part.
+#[test]
+fn a_retried_part_writer_says_so_and_leaves_nothing() {
+    let Some((_fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let home = tmp.path().join("home");
+    let out = tmp.path().join("parted");
+    let part = |i: &str| {
+        let o = out.to_str().unwrap();
+        cli(
+            &mock,
+            &home,
+            &["test/parts", o, "--part", i, "--parts", "2"],
+            &[],
+        )
+    };
+    assert!(part("0").status.success());
+    for _ in 0..2 {
+        let again = part("0");
+        assert!(!again.status.success());
+        let e = String::from_utf8_lossy(&again.stderr);
+        assert_contains_all(
+            &e,
+            &["part-00000: path already exists", "a part is written once"],
+        );
+        // It used to leave a full staged copy in OUT/.part-00000.staged,
+        // and every later run failed on that.
+        assert_eq!(names(&out), ["train"]);
+        assert_eq!(names(&out.join("train")), ["part-00000"]);
+    }
+    // What a killed writer of part 1 leaves: its staging; the next run
+    // removes it.
+    std::fs::create_dir_all(out.join(".part-00001.tmp-99999-0/train/label")).unwrap();
+    std::fs::create_dir_all(out.join(".part-00001.staged/train/label")).unwrap();
+    let run = part("1");
     assert!(
-        e.contains("part 2 of 5 gets none of its 4 parquet files"),
-        "{e}"
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
     );
+    assert_eq!(names(&out), ["train"]);
+    assert_eq!(names(&out.join("train")), ["part-00000", "part-00001"]);
+    let dataset = loaderx_core::Dataset::merge(out.join("train"), Some(2)).unwrap();
+    assert_eq!(dataset.len(), 1001);
 }
 
 /// `loaderx` with `server`'s AWS environment (and no other AWS variable).

@@ -26,11 +26,27 @@ pub enum Error {
         /// is not also returned by `source()`: a report prints it once).
         error: io::Error,
     },
-    /// The output root already exists; converters always write a new one.
-    #[error("{}: path already exists; a conversion always writes a new output root", path.display())]
+    /// The output root, or the part a part writer writes, already exists;
+    /// converters always write a new one and never replace one.
+    #[error(
+        "{}: path already exists; a conversion always writes a new output root or part (a part is written once: remove it to write it again)",
+        path.display()
+    )]
     AlreadyExists {
         /// The refused path.
         path: PathBuf,
+    },
+    /// Another writer of the same part is running: it holds the part's lock
+    /// file ([`PartLock`](crate::output::PartLock)).
+    #[error(
+        "{}: another writer of {part} is running (it holds this lock); a part is written by one writer at a time",
+        path.display()
+    )]
+    PartBusy {
+        /// The lock file.
+        path: PathBuf,
+        /// The part's name (`part-00001`).
+        part: String,
     },
     /// A name taken from the source (split, config, column, file) is not a
     /// plain path component and could escape the output root.

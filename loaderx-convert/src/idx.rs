@@ -28,7 +28,7 @@ use loaderx_core::{
 };
 
 use crate::error::Error;
-use crate::output::StagedRoot;
+use crate::output::{PartLock, StagedRoot};
 
 fn idx_error(path: &Path, detail: impl Into<String>) -> Error {
     Error::Idx {
@@ -306,14 +306,18 @@ pub fn convert_idx_dir_as(
 /// parts)` of each split. Writers `0..parts` may run at once, on any
 /// machines sharing `out` (or pushing it); `loaderx dataset merge
 /// out/<split>` ([`Dataset::merge`](loaderx_core::Dataset::merge)) then
-/// joins each split, whose digest equals a single conversion's. Each
-/// split's part is staged aside and renamed into place whole.
+/// joins each split, whose digest equals a single conversion's. The part
+/// is staged aside (`out/.part-<part>.tmp-…`) and renamed into place for
+/// every split or for none; the writer holds the lock file
+/// `out/.part-<part>.lock` ([`PartLock`]) while it runs, and removes the
+/// staging a killed writer of the part left. A part is written once: a
+/// retry of a finished writer fails at once, changing nothing.
 ///
 /// # Errors
 ///
 /// As [`convert_idx_dir`]; [`Error::InvalidOption`] for `part >= parts`;
-/// [`Error::AlreadyExists`] when the part exists (the splits published
-/// before stay).
+/// [`Error::AlreadyExists`] when the part exists for a split (nothing is
+/// written); [`Error::PartBusy`] while another writer of the part runs.
 pub fn convert_idx_part(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,
@@ -328,11 +332,16 @@ pub fn convert_idx_part(
         )));
     }
     let (dir, out) = (dir.as_ref(), out.as_ref());
+    let read = read_splits(dir)?;
+    let name = loaderx_core::Dataset::part_name(part);
+    let lock = PartLock::acquire(out, &name)?;
+    let names: Vec<String> = read.iter().map(|(split, _, _)| split.to_string()).collect();
+    lock.check_unpublished(&names)?;
+    let root = StagedRoot::new(out.join(&name))?;
     let mut splits = Vec::new();
-    for (split, images, labels) in read_splits(dir)? {
+    for (split, images, labels) in read {
         let n = images.dims[0] as u64;
         let range = loaderx_core::Dataset::part_range(n, part, parts);
-        let root = StagedRoot::new(out.join(split).join(loaderx_core::Dataset::part_name(part)))?;
         let image_shape = images.dims[1..].to_vec();
         for (column, array, shape) in [
             ("image", &images, &image_shape[..]),
@@ -348,7 +357,7 @@ pub fn convert_idx_part(
                 data: array.data[start..end].to_vec(),
             };
             write_store(
-                &root.temp_path().join(column),
+                &root.store_path(split, column)?,
                 &slice,
                 shape,
                 options.codec,
@@ -356,13 +365,14 @@ pub fn convert_idx_part(
                 options.generation,
             )?;
         }
-        root.publish()?;
         splits.push(IdxSplit {
             name: split.to_owned(),
             records: range.end - range.start,
             image_shape,
         });
     }
+    root.publish_part(out, &name, &names)?;
+    drop(lock);
     Ok(IdxSummary {
         root: out.to_path_buf(),
         splits,
@@ -435,6 +445,79 @@ mod tests {
             let e = read_idx(&p).unwrap_err().to_string();
             assert!(e.contains(why), "{e} (expected {why})");
         }
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_part_is_published_for_every_split_or_none_and_once() {
+        let dir = tempfile::tempdir().unwrap();
+        for prefix in ["train", "t10k"] {
+            std::fs::write(
+                dir.path().join(format!("{prefix}-images-idx3-ubyte")),
+                idx(0x08, &[5, 2, 2], &[7; 20]),
+            )
+            .unwrap();
+            std::fs::write(
+                dir.path().join(format!("{prefix}-labels-idx1-ubyte")),
+                idx(0x08, &[5], &[1, 2, 3, 4, 5]),
+            )
+            .unwrap();
+        }
+        let out = dir.path().join("out");
+        let options = IdxOptions::new(Codec::Raw, 1);
+        // Part 1 is there for the test split only (a writer that finished
+        // it, or a racing one): the train split's part 1 was published
+        // anyway, and every later run of part 1 failed on it.
+        std::fs::create_dir_all(out.join("test/part-00001")).unwrap();
+        // What a killed writer of part 1 left, and another part's staging.
+        for stale in [
+            ".part-00001.tmp-4242-0/train/image",
+            "train/.part-00001.tmp-4242-1/image",
+            "train/.part-00002.tmp-4242-2/image",
+        ] {
+            std::fs::create_dir_all(out.join(stale)).unwrap();
+        }
+        let e = convert_idx_part(dir.path(), &out, &options, 1, 3).unwrap_err();
+        assert!(
+            matches!(&e, Error::AlreadyExists { path } if path.ends_with("test/part-00001")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("a part is written once"), "{e}");
+        assert_eq!(names(&out), ["test", "train"]);
+        assert_eq!(names(&out.join("train")), [".part-00002.tmp-4242-2"]);
+        assert_eq!(names(&out.join("test")), ["part-00001"]);
+        // Removed, part 1 is written for both splits, once.
+        std::fs::remove_dir(out.join("test/part-00001")).unwrap();
+        let s = convert_idx_part(dir.path(), &out, &options, 1, 3).unwrap();
+        assert_eq!(s.splits[0].records, 2);
+        for split in ["train", "test"] {
+            let part = out.join(split).join("part-00001");
+            assert_eq!(names(&part), ["image", "label"]);
+        }
+        assert!(matches!(
+            convert_idx_part(dir.path(), &out, &options, 1, 3),
+            Err(Error::AlreadyExists { .. })
+        ));
+        assert_eq!(names(&out), ["test", "train"]);
+        // A running writer of part 0 (its lock held): a second is refused.
+        let held = PartLock::acquire(&out, "part-00000").unwrap();
+        let e = convert_idx_part(dir.path(), &out, &options, 0, 3).unwrap_err();
+        assert!(matches!(e, Error::PartBusy { .. }), "{e}");
+        drop(held);
+        convert_idx_part(dir.path(), &out, &options, 0, 3).unwrap();
+        assert_eq!(names(&out), ["test", "train"]);
+        assert_eq!(
+            names(&out.join("train")),
+            [".part-00002.tmp-4242-2", "part-00000", "part-00001"]
+        );
     }
 
     #[test]

@@ -113,6 +113,45 @@ impl StagedRoot {
         &self.temp
     }
 
+    /// Publishes the finished root of part writer `part` (a
+    /// [`Dataset::part_name`](loaderx_core::Dataset::part_name)): every
+    /// `temp/<split>` in `splits` is made durable and renamed to
+    /// `out/<split>/<part>`, none ever replacing an existing one. When one
+    /// cannot be (another writer published that part meanwhile), those
+    /// already renamed are renamed back and the staged tree is removed:
+    /// the part is published for every split or for none. Hold the part's
+    /// [`PartLock`] while calling this.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyExists`] when `out/<split>/<part>` exists;
+    /// [`Error::Io`] when syncing or renaming fails.
+    pub fn publish_part(self, out: &Path, part: &str, splits: &[String]) -> Result<(), Error> {
+        sync_tree(&self.temp)?;
+        let mut moved: Vec<(PathBuf, PathBuf)> = Vec::new();
+        for split in splits {
+            let from = self.temp.join(split);
+            let dir = out.join(split);
+            let to = dir.join(part);
+            let result = fs::create_dir_all(&dir)
+                .map_err(|e| Error::io(&dir, e))
+                .and_then(|()| rename_noreplace(&from, &to))
+                .and_then(|()| sync_dir(&dir));
+            if let Err(e) = result {
+                // Renamed back: only the lock holder writes this part.
+                for (from, to) in moved.iter().rev() {
+                    if fs::symlink_metadata(from).is_err() {
+                        let _ = fs::rename(to, from);
+                    }
+                }
+                return Err(e);
+            }
+            moved.push((from, to));
+        }
+        // Now empty; `Drop` removes it.
+        Ok(())
+    }
+
     /// Makes the finished root durable and renames it into place. Fails
     /// with [`Error::AlreadyExists`] (and leaves the target alone) when
     /// something appeared at the target meanwhile.
@@ -148,6 +187,154 @@ pub fn move_into_place(from: &Path, to: &Path) -> Result<(), Error> {
         sync_dir(parent)?;
     }
     Ok(())
+}
+
+/// The name of part `part`'s lock file in a part writer's output root.
+fn part_lock_name(part: &str) -> String {
+    format!(".{part}.lock")
+}
+
+/// True when `name` (an entry of `dir`, the output root when `in_root`)
+/// is a staging directory a writer of part `part` made: `.{part}.tmp-…`
+/// ([`StagedRoot`]'s, in the root or a split directory), or, in the root,
+/// `.{part}.staged` and `..{part}.staged.tmp-…` (earlier versions').
+fn is_part_staging(name: &str, part: &str, in_root: bool) -> bool {
+    let tmp = format!(".{part}.tmp-");
+    let staged = format!(".{part}.staged");
+    let staged_tmp = format!("..{part}.staged.tmp-");
+    name.starts_with(&tmp) || (in_root && (name == staged || name.starts_with(&staged_tmp)))
+}
+
+/// A part writer's exclusive hold on part `part` of every split under an
+/// output root: an advisory lock on the file `OUT/.part-<index>.lock`
+/// (released when this is dropped, or when the process dies). While a
+/// writer holds it, a second writer of the same part (a retry started
+/// while the first still runs) is refused with [`Error::PartBusy`] before
+/// it reads anything; once it is held, staging directories another writer
+/// of this part left behind (one that was killed) are removed, so a
+/// killed writer never blocks a later run of its part.
+#[derive(Debug)]
+pub struct PartLock {
+    _file: fs::File,
+    out: PathBuf,
+    part: String,
+}
+
+impl PartLock {
+    /// Takes part `part`'s lock under `out` (created if absent) without
+    /// waiting, then removes the stale staging directories of that part in
+    /// `out` and in its directories (`out/<split>/`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::PartBusy`] while another writer of the part holds the lock;
+    /// [`Error::Io`] when `out` or the lock file cannot be made or a stale
+    /// staging directory cannot be removed.
+    pub fn acquire(out: &Path, part: &str) -> Result<PartLock, Error> {
+        fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        let path = out.join(part_lock_name(part));
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::PartBusy {
+                    path,
+                    part: part.to_owned(),
+                });
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+        // The holder before us removes the file as it lets go: a lock on a
+        // file no longer at `path` is no lock; take the new one.
+        if !same_file(&file, &path) {
+            return PartLock::acquire(out, part);
+        }
+        let lock = PartLock {
+            _file: file,
+            out: out.to_path_buf(),
+            part: part.to_owned(),
+        };
+        lock.remove_stale()?;
+        Ok(lock)
+    }
+
+    /// Removes what writers of this part left behind (see [`PartLock`]).
+    fn remove_stale(&self) -> Result<(), Error> {
+        let mut dirs = vec![(self.out.clone(), true)];
+        for entry in fs::read_dir(&self.out).map_err(|e| Error::io(&self.out, e))? {
+            let entry = entry.map_err(|e| Error::io(&self.out, e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with('.')
+                && entry
+                    .file_type()
+                    .map_err(|e| Error::io(entry.path(), e))?
+                    .is_dir()
+            {
+                dirs.push((entry.path(), false));
+            }
+        }
+        for (dir, in_root) in dirs {
+            for entry in fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))? {
+                let entry = entry.map_err(|e| Error::io(&dir, e))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if is_part_staging(&name, &self.part, in_root) {
+                    let path = entry.path();
+                    fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Fails when part `part` is already published for one of `splits`
+    /// (`out/<split>/<part>` exists): a part is written once, and a retry
+    /// of a published part changes nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AlreadyExists`] naming the first published part found.
+    pub fn check_unpublished<S: AsRef<str>>(&self, splits: &[S]) -> Result<(), Error> {
+        for split in splits {
+            let path = self.out.join(split.as_ref()).join(&self.part);
+            if fs::symlink_metadata(&path).is_ok() {
+                return Err(Error::AlreadyExists { path });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for PartLock {
+    fn drop(&mut self) {
+        // Removed while still held (a writer that opened it meanwhile sees
+        // it gone once it holds it, and takes a new one); on systems where
+        // that cannot be checked the empty file stays.
+        if cfg!(unix) {
+            let _ = fs::remove_file(self.out.join(part_lock_name(&self.part)));
+        }
+    }
+}
+
+/// True when the open `file` is the file at `path`.
+fn same_file(file: &fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
+    }
 }
 
 /// Syncs a directory, so the entries created in it are durable.

@@ -65,6 +65,7 @@ pub fn convert_parquet_file(file: &Path, out: &Path) -> Result<u64, Error> {
         partial: false,
         files: vec![(file.to_path_buf(), "train.parquet".to_owned())],
         context: "fuzz".to_owned(),
+        part: None,
     };
     let summary = convert_split(&root, &split, &settings, &ProgressBar::hidden())?;
     Ok(summary.records)

@@ -430,7 +430,7 @@ pub(crate) fn decode_into(
 pub(crate) mod tests {
     use super::*;
 
-    fn png(color: image::ExtendedColorType, w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
+    pub(crate) fn png(color: image::ExtendedColorType, w: u32, h: u32, pixels: &[u8]) -> Vec<u8> {
         use image::ImageEncoder;
         let mut out = Vec::new();
         image::codecs::png::PngEncoder::new(&mut out)

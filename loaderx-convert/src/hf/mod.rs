@@ -83,7 +83,7 @@ use loaderx_core::{Codec, DType, Generation, StoreKind};
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::output::{StagedRoot, safe_component};
+use crate::output::{PartLock, StagedRoot, safe_component};
 
 fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
     Error::Layout {
@@ -213,16 +213,34 @@ impl HfSource {
     /// Converts only writer `index`'s share of `count` writers, as part
     /// `index` of a multi-part dataset per split:
     /// `out/<split>/part-<index>/<column>` (`out` may exist and hold other
-    /// writers' parts). Each split's parquet files, in order, are cut into
-    /// `count` contiguous runs balanced by rows — file `f` goes to the
-    /// writer whose share of the split's rows holds the middle of `f`'s
-    /// rows — so the parts in index order are the single conversion's
-    /// records in order; a writer left with no file fails, naming the split
-    /// (files are not cut: use at most as many writers as files). Merge
-    /// each split with `loaderx dataset merge`
-    /// ([`Dataset::merge`](loaderx_core::Dataset::merge)). Every writer
-    /// fetches the split's files (to read their row counts); the Hub's
-    /// cache shares them between writers on one machine.
+    /// writers' parts). Each split is cut by rows, not by files: the writer
+    /// converts the split's rows
+    /// [`Dataset::part_range`](loaderx_core::Dataset::part_range)`(rows,
+    /// index, count)` (reading only those rows of the files that hold
+    /// them, the row counts coming from the parquet footers), so every
+    /// writer gets its share whatever the files' sizes, a writer of a split
+    /// with fewer rows than writers writes an empty part, and the parts in
+    /// index order are the single conversion's records in order. Every
+    /// decision a writer makes about a column's store (Dense or Ragged, the
+    /// image mode and shape, mono or multi-channel audio) is the whole
+    /// split's, from a first pass over the headers of all its images and
+    /// audio files and from its first file's schema, so the parts merge
+    /// (`loaderx dataset merge`, [`Dataset::merge`](loaderx_core::Dataset::merge))
+    /// into the digest of the single conversion, and a value the single
+    /// conversion refuses fails every writer. Every writer fetches all the
+    /// split's files; the Hub's cache shares them between writers on one
+    /// machine.
+    ///
+    /// A writer holds the lock file `out/.part-<index>.lock`
+    /// ([`PartLock`](crate::output::PartLock)) while it runs: a second
+    /// writer of the same part started meanwhile fails with
+    /// [`Error::PartBusy`], and a staging directory a killed writer of the
+    /// part left behind is removed. A part is written once: when
+    /// `out/<split>/part-<index>` already exists for a chosen split (a
+    /// retry of a writer that finished), the writer fails at once with
+    /// [`Error::AlreadyExists`] naming it, and changes nothing. A failed
+    /// writer leaves no part and no staged data behind; the part of every
+    /// split is published, or none.
     pub fn part(mut self, index: u64, count: u64) -> HfSource {
         self.part = Some((index, count));
         self
@@ -446,8 +464,20 @@ impl HfSource {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct HfColumn {
-    /// Column name, the store's directory name.
+    /// The store's name (its directory name): the column's name when that
+    /// is a stream name (ASCII letters and digits, `_`, `-`, `.`, not
+    /// starting with `.`), else a mapping of it (see [`HfColumn::column`]);
+    /// for a sampling-rate store, that followed by [`SAMPLING_RATE_SUFFIX`].
     pub name: String,
+    /// The source column the store was converted from, as named in the
+    /// parquet files. Where a store's name is not its column's (a column
+    /// named `my col` or `é`: every character other than ASCII letters
+    /// and digits, `_`, `-`, `.`, and a leading `.`, becomes `_`, then
+    /// `_2`, `_3`, ... is appended while the name is taken), the split's
+    /// directory (a part's, for a part writer) also holds the file
+    /// `.source_columns.json`, listing `{"store", "column"}` for every
+    /// store.
+    pub column: String,
     /// Dense or Ragged.
     pub kind: StoreKind,
     /// Element type.
@@ -480,13 +510,29 @@ pub enum ColumnSource {
     SamplingRate,
 }
 
+impl HfColumn {
+    /// True when the store's name is not its column's (nor, for a
+    /// sampling-rate store, the column's followed by the suffix).
+    pub fn renamed(&self) -> bool {
+        let own = match self.source {
+            ColumnSource::SamplingRate => format!("{}{SAMPLING_RATE_SUFFIX}", self.column),
+            _ => self.column.clone(),
+        };
+        self.name != own
+    }
+}
+
 impl fmt::Display for HfColumn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {} {}", self.name, self.kind, self.dtype)?;
         match &self.item_shape {
-            Some(shape) => write!(f, " {shape:?}"),
-            None => write!(f, " (rank {})", self.ndim),
+            Some(shape) => write!(f, " {shape:?}")?,
+            None => write!(f, " (rank {})", self.ndim)?,
         }
+        if self.renamed() {
+            write!(f, " from column {:?}", self.column)?;
+        }
+        Ok(())
     }
 }
 
@@ -863,37 +909,57 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         &source.splits,
     )?;
 
+    // A part writer holds its part's lock from here on, and a part already
+    // published fails now, before any work.
+    let part_name = source
+        .part
+        .map(|(index, _)| loaderx_core::Dataset::part_name(index));
+    let lock = match &part_name {
+        Some(name) => {
+            let lock = PartLock::acquire(out, name)?;
+            lock.check_unpublished(&chosen.iter().map(|s| &s.split).collect::<Vec<_>>())?;
+            Some(lock)
+        }
+        None => None,
+    };
+
     // Fetch everything first, so an access problem fails before any work.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
     let mut sources = Vec::new();
     let mut files = Vec::new();
+    let mut total = 0u64;
     for s in &chosen {
         let mut local = Vec::new();
         for f in &s.files {
             local.push((hub.fetch(&parquet_commit, f)?, format!("{repo}/{f}")));
         }
-        if let Some((index, count)) = source.part {
-            let rows: Vec<u64> = local.iter().map(|(p, _)| parquet_rows(p)).collect();
-            let mine = part_files(&rows, index, count);
-            if mine.is_empty() {
-                return Err(Error::invalid(format!(
-                    "split {:?}: part {index} of {count} gets none of its {} parquet files \
-                     (files are not cut; use at most {} parts)",
-                    s.split,
-                    rows.len(),
-                    rows.len()
-                )));
+        let rows: Vec<u64> = local.iter().map(|(p, _)| parquet_rows(p)).collect();
+        match source.part {
+            Some((index, count)) => {
+                // The files holding the part's rows (every writer reads the
+                // headers of all of them: see `HfSource::part`).
+                let all = rows.iter().fold(0u64, |a, &n| a.saturating_add(n));
+                let range = loaderx_core::Dataset::part_range(all, index, count);
+                let mut start = 0u64;
+                for (f, &n) in s.files.iter().zip(&rows) {
+                    if start < range.end && range.start < start.saturating_add(n) {
+                        files.push(f.clone());
+                    }
+                    start = start.saturating_add(n);
+                }
+                total = total.saturating_add(range.end - range.start);
             }
-            local = local[mine.clone()].to_vec();
-            files.extend(s.files[mine].iter().cloned());
-        } else {
-            files.extend(s.files.iter().cloned());
+            None => {
+                files.extend(s.files.iter().cloned());
+                total = rows.iter().fold(total, |a, &n| a.saturating_add(n));
+            }
         }
         sources.push(SplitSource {
             name: s.split.clone(),
             partial: s.partial,
             files: local,
             context: context.clone(),
+            part: source.part,
         });
     }
 
@@ -939,40 +1005,11 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         drop_empty_rows: source.drop_empty_rows,
         image_mode,
     };
-    let total = sources
-        .iter()
-        .flat_map(|s| s.files.iter())
-        .map(|(p, _)| parquet_rows(p))
-        .sum::<u64>();
     let bar = progress_bar(total, show);
-    let part_name = source
-        .part
-        .map(|(index, _)| loaderx_core::Dataset::part_name(index));
-    let staged_at = match &part_name {
-        // Staged inside `out`, then each split's part renamed into place.
-        Some(name) => out.join(format!(".{name}.staged")),
-        None => out.to_path_buf(),
-    };
-    let root = StagedRoot::new(&staged_at)?;
-    let splits: Result<Vec<HfSplit>, Error> = sources
-        .iter()
-        .map(|s| convert_split(&root, s, &settings, &bar))
-        .collect();
+    let written = write_splits(out, part_name.as_deref(), &sources, &settings, &bar);
     bar.finish_and_clear();
-    let splits = splits?;
-    let staged = root.publish()?;
-    let root = match &part_name {
-        None => staged,
-        Some(name) => {
-            for s in &splits {
-                let dir = out.join(&s.name);
-                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-                crate::output::move_into_place(&staged.join(&s.name), &dir.join(name))?;
-            }
-            std::fs::remove_dir(&staged).map_err(|e| Error::io(&staged, e))?;
-            out.to_path_buf()
-        }
-    };
+    let (root, splits) = written?;
+    drop(lock);
     Ok(HfSummary {
         root,
         repo: repo.to_owned(),
@@ -988,39 +1025,36 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     })
 }
 
-/// The files of writer `index` of `count` among files of `rows` rows each,
-/// in order: a contiguous run, file `f` going to the writer whose share
-/// `floor(n·i/count) .. floor(n·(i+1)/count)` of the `n` rows holds the
-/// middle of `f`'s rows (its first row for a file of one row or none).
-fn part_files(rows: &[u64], index: u64, count: u64) -> std::ops::Range<usize> {
-    let total: u64 = rows.iter().sum();
-    let mut start = 0u64;
-    let owner: Vec<u64> = rows
+/// Converts `sources` (local files) with `settings` into the new root
+/// `out`, or, for part `part` (a part name; the caller holds its
+/// [`PartLock`]), into `out/<split>/<part>` of every split, all or none.
+/// Returns the root and the splits.
+fn write_splits(
+    out: &Path,
+    part: Option<&str>,
+    sources: &[SplitSource],
+    settings: &Settings,
+    bar: &ProgressBar,
+) -> Result<(PathBuf, Vec<HfSplit>), Error> {
+    // A part is staged beside the splits' directories, then each split's
+    // part renamed into place.
+    let root = StagedRoot::new(match part {
+        Some(name) => out.join(name),
+        None => out.to_path_buf(),
+    })?;
+    let splits = sources
         .iter()
-        .map(|&r| {
-            let middle = u128::from(start) + u128::from(r) / 2;
-            start += r;
-            if total == 0 {
-                return 0;
-            }
-            // The writer i with floor(n·i/c) <= middle < floor(n·(i+1)/c).
-            let i = (middle * u128::from(count) + u128::from(count) - 1) / u128::from(total);
-            let mut i = i.min(u128::from(count) - 1) as u64;
-            while i > 0 && loaderx_core::Dataset::part_range(total, i, count).start as u128 > middle
-            {
-                i -= 1;
-            }
-            while loaderx_core::Dataset::part_range(total, i, count).end as u128 <= middle
-                && i + 1 < count
-            {
-                i += 1;
-            }
-            i
-        })
-        .collect();
-    let first = owner.iter().position(|&o| o >= index).unwrap_or(rows.len());
-    let end = owner.iter().position(|&o| o > index).unwrap_or(rows.len());
-    first..end.max(first)
+        .map(|s| convert_split(&root, s, settings, bar))
+        .collect::<Result<Vec<HfSplit>, Error>>()?;
+    let root = match part {
+        None => root.publish()?,
+        Some(name) => {
+            let names: Vec<String> = splits.iter().map(|s| s.name.clone()).collect();
+            root.publish_part(out, name, &names)?;
+            out.to_path_buf()
+        }
+    };
+    Ok((root, splits))
 }
 
 /// The `configs:` block of the dataset card (`README.md`) at `resolved`, if
@@ -1056,30 +1090,354 @@ fn parquet_rows(path: &Path) -> u64 {
 mod tests {
     use super::*;
 
-    #[test]
-    fn part_files_are_contiguous_runs_that_cover_every_file() {
-        for rows in [
-            vec![10u64, 10, 10, 10],
-            vec![1, 1000, 1, 1, 1],
-            vec![5],
-            vec![0, 0, 7, 0],
-            vec![3, 9, 4, 8, 1, 1, 20, 6],
-        ] {
-            for count in 1..7 {
-                let mut next = 0;
-                for index in 0..count {
-                    let r = part_files(&rows, index, count);
-                    assert!(
-                        r.start == next || r.is_empty(),
-                        "{rows:?} {index}/{count}: {r:?}"
-                    );
-                    next = next.max(r.end);
-                }
-                assert_eq!(next, rows.len(), "{rows:?} / {count}");
+    /// Local splits written with arrow, converted whole and in parts as
+    /// `convert_hf` does after fetching them.
+    mod parts {
+        use std::sync::Arc;
+
+        use arrow_array::types::Int32Type;
+        use arrow_array::{
+            ArrayRef, BinaryArray, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
+        };
+        use arrow_schema::{DataType, Field};
+        use loaderx_core::{Dataset, Store, digest};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::properties::WriterProperties;
+
+        use super::*;
+        use crate::hf::images::tests::png;
+        use crate::hf::text::TextEncoder;
+
+        /// A parquet file of split rows `rows` in row groups of 32: `x`
+        /// (i64), `seq` (lists of 1 to 3 i32), `text`, `my col` and `é`
+        /// (i64), `image` (gray PNGs `side(row)` pixels square).
+        fn write(path: &Path, rows: std::ops::Range<u64>, side: &dyn Fn(u64) -> u32) {
+            let r: Vec<u64> = rows.collect();
+            let i64s = |k: i64| {
+                Arc::new(Int64Array::from_iter_values(
+                    r.iter().map(|&v| v as i64 * k),
+                )) as ArrayRef
+            };
+            let seq = ListArray::from_iter_primitive::<Int32Type, _, _>(
+                r.iter()
+                    .map(|&v| Some((0..=v % 3).map(move |k| Some((v * 10 + k) as i32)))),
+            );
+            let text = StringArray::from_iter_values(
+                r.iter()
+                    .map(|v| format!("row {v}{}", "!".repeat((v % 4) as usize))),
+            );
+            let pngs: Vec<Vec<u8>> = r
+                .iter()
+                .map(|&v| {
+                    let s = side(v);
+                    let pixels: Vec<u8> = (0..s * s).map(|p| (v as u32 + p) as u8).collect();
+                    png(image::ExtendedColorType::L8, s, s, &pixels)
+                })
+                .collect();
+            let image = StructArray::from(vec![
+                (
+                    Arc::new(Field::new("bytes", DataType::Binary, true)),
+                    Arc::new(BinaryArray::from_iter_values(pngs.iter())) as ArrayRef,
+                ),
+                (
+                    Arc::new(Field::new("path", DataType::Utf8, true)),
+                    Arc::new(StringArray::from_iter_values(
+                        r.iter().map(|v| format!("{v}.png")),
+                    )) as ArrayRef,
+                ),
+            ]);
+            let batch = RecordBatch::try_from_iter([
+                ("x", i64s(1)),
+                ("seq", Arc::new(seq) as ArrayRef),
+                ("text", Arc::new(text) as ArrayRef),
+                ("my col", i64s(2)),
+                ("é", i64s(3)),
+                ("image", Arc::new(image) as ArrayRef),
+            ])
+            .unwrap();
+            let props = WriterProperties::builder()
+                .set_max_row_group_row_count(Some(32))
+                .build();
+            let mut w = ArrowWriter::try_new(
+                std::fs::File::create(path).unwrap(),
+                batch.schema(),
+                Some(props),
+            )
+            .unwrap();
+            w.write(&batch).unwrap();
+            w.close().unwrap();
+        }
+
+        /// A split of files of `sizes` rows under `dir`.
+        fn split(dir: &Path, sizes: &[u64], side: &dyn Fn(u64) -> u32) -> Vec<(PathBuf, String)> {
+            let mut start = 0;
+            sizes
+                .iter()
+                .enumerate()
+                .map(|(k, &n)| {
+                    let path = dir.join(format!("train-{k}.parquet"));
+                    write(&path, start..start + n, side);
+                    start += n;
+                    (path, format!("train-{k}.parquet"))
+                })
+                .collect()
+        }
+
+        fn settings() -> Settings {
+            Settings {
+                codec: Codec::Raw,
+                shards: 1,
+                generation: Generation::DEFAULT,
+                // Small batches: a part's rows start and end inside them.
+                max_records: 7,
+                max_bytes: 1 << 20,
+                columns: Vec::new(),
+                drop: Vec::new(),
+                text: Some(TextEncoder::Bytes),
+                drop_null_rows: false,
+                drop_empty_rows: false,
+                image_mode: None,
             }
         }
-        // Four equal files over four writers: one each.
-        assert_eq!(part_files(&[10, 10, 10, 10], 2, 4), 2..3);
+
+        /// Converts `splits` into `out` as `convert_hf` does: whole, or as
+        /// part `part` (its lock held, a published part refused first).
+        fn convert(
+            splits: &[(&str, Vec<(PathBuf, String)>)],
+            part: Option<(u64, u64)>,
+            out: &Path,
+        ) -> Result<Vec<HfSplit>, Error> {
+            let sources: Vec<SplitSource> = splits
+                .iter()
+                .map(|(name, files)| SplitSource {
+                    name: (*name).to_owned(),
+                    partial: false,
+                    files: files.clone(),
+                    context: "test".to_owned(),
+                    part,
+                })
+                .collect();
+            let name = part.map(|(i, _)| Dataset::part_name(i));
+            let _lock = match &name {
+                Some(n) => {
+                    let lock = PartLock::acquire(out, n)?;
+                    lock.check_unpublished(&splits.iter().map(|s| s.0).collect::<Vec<_>>())?;
+                    Some(lock)
+                }
+                None => None,
+            };
+            let bar = ProgressBar::hidden();
+            Ok(write_splits(out, name.as_deref(), &sources, &settings(), &bar)?.1)
+        }
+
+        fn names(dir: &Path) -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        }
+
+        /// Converts `files` in `n` parts, merges them and checks every
+        /// stream's digest against the single conversion at `single`.
+        fn check_parts(files: &[(PathBuf, String)], n: u64, out: &Path, single: &Path) {
+            let total: u64 =
+                convert(&[("train", files.to_vec())], None, &out.join("one")).unwrap()[0].records;
+            for i in 0..n {
+                let s = convert(&[("train", files.to_vec())], Some((i, n)), out)
+                    .unwrap_or_else(|e| panic!("part {i} of {n}: {e}"));
+                let want = Dataset::part_range(total, i, n);
+                assert_eq!(s[0].records, want.end - want.start, "part {i} of {n}");
+            }
+            // Nothing but the parts (no lock, no staging) is left.
+            assert_eq!(names(out), ["one", "train"], "{n} parts");
+            let merged = Dataset::merge(out.join("train"), Some(n))
+                .unwrap_or_else(|e| panic!("{n} parts: {e}"));
+            assert_eq!(merged.len(), total);
+            let one = Store::open_dir(single.join("train")).unwrap();
+            assert_eq!(
+                merged.stream_names(),
+                one.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()
+            );
+            for ((name, joined), (_, store)) in merged.streams().iter().zip(&one) {
+                assert_eq!(
+                    digest(joined).unwrap(),
+                    digest(store).unwrap(),
+                    "{n} parts: {name}"
+                );
+            }
+        }
+
+        #[test]
+        fn parts_cut_by_rows_merge_into_the_single_conversion() {
+            let dir = tempfile::tempdir().unwrap();
+            // The Hub's usual shards, and images 2x2 up to row 200, 3x3
+            // after: the first writer of two sees only 2x2 images.
+            let files = split(dir.path(), &[100, 100, 100, 10], &|r| {
+                if r < 200 { 2 } else { 3 }
+            });
+            let single = dir.path().join("single");
+            let s = convert(&[("train", files.clone())], None, &single).unwrap();
+            assert_eq!(s[0].records, 310);
+            let image = s[0].columns.iter().find(|c| c.name == "image").unwrap();
+            assert_eq!(image.kind, StoreKind::Ragged);
+            // Fewer writers than files, one per file, more than files.
+            for n in [1, 2, 3, 4, 5, 7] {
+                check_parts(&files, n, &dir.path().join(format!("parts-{n}")), &single);
+            }
+            // Every image one shape (Dense), a file of no rows, one writer
+            // per row and more writers than rows: the empty parts are Dense
+            // stores of that shape too.
+            let tiny_dir = dir.path().join("tiny");
+            std::fs::create_dir(&tiny_dir).unwrap();
+            let tiny = split(&tiny_dir, &[2, 0, 1], &|_| 2);
+            let single = tiny_dir.join("single");
+            let s = convert(&[("train", tiny.clone())], None, &single).unwrap();
+            let image = s[0].columns.iter().find(|c| c.name == "image").unwrap();
+            assert_eq!(image.item_shape, Some(vec![2, 2]));
+            for n in [2, 3, 4, 6] {
+                check_parts(&tiny, n, &tiny_dir.join(format!("parts-{n}")), &single);
+            }
+        }
+
+        #[test]
+        fn column_names_become_stream_names_and_the_mapping_is_recorded() {
+            let dir = tempfile::tempdir().unwrap();
+            let files = split(dir.path(), &[3, 2], &|_| 2);
+            let out = dir.path().join("out");
+            let s = convert(&[("train", files.clone())], None, &out).unwrap();
+            let stores: Vec<(&str, &str)> = s[0]
+                .columns
+                .iter()
+                .map(|c| (c.name.as_str(), c.column.as_str()))
+                .collect();
+            assert_eq!(
+                stores,
+                [
+                    ("x", "x"),
+                    ("seq", "seq"),
+                    ("text", "text"),
+                    ("my_col", "my col"),
+                    ("_", "é"),
+                    ("image", "image")
+                ]
+            );
+            assert!(
+                s[0].columns[3]
+                    .to_string()
+                    .contains("from column \"my col\"")
+            );
+            assert_eq!(
+                names(&out.join("train")),
+                [
+                    ".source_columns.json",
+                    "_",
+                    "image",
+                    "my_col",
+                    "seq",
+                    "text",
+                    "x"
+                ]
+            );
+            let recorded: serde_json::Value = serde_json::from_slice(
+                &std::fs::read(out.join("train/.source_columns.json")).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(
+                recorded[3],
+                serde_json::json!({"store": "my_col", "column": "my col"})
+            );
+            assert_eq!(
+                recorded[4],
+                serde_json::json!({"store": "_", "column": "é"})
+            );
+            // The parts merge (the dataset's stream names are plain names).
+            check_parts(&files, 2, &dir.path().join("parts"), &out);
+            assert!(
+                dir.path()
+                    .join("parts/train/part-00001/.source_columns.json")
+                    .is_file()
+            );
+        }
+
+        #[test]
+        fn a_part_is_written_once_and_a_failed_or_killed_writer_blocks_nothing() {
+            let dir = tempfile::tempdir().unwrap();
+            let files = split(dir.path(), &[4, 4], &|_| 2);
+            let out = dir.path().join("out");
+            let train = [("train", files.clone())];
+            convert(&train, Some((0, 3)), &out).unwrap();
+            // The retry of a finished writer: refused at once, naming the
+            // part, and nothing staged is left (it used to leave a full
+            // copy in out/.part-00000.staged, which failed every later run).
+            for _ in 0..2 {
+                let e = convert(&train, Some((0, 3)), &out).unwrap_err();
+                assert!(
+                    matches!(&e, Error::AlreadyExists { path } if path == &out.join("train/part-00000")),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("a part is written once"), "{e}");
+                assert_eq!(names(&out), ["train"]);
+                assert_eq!(names(&out.join("train")), ["part-00000"]);
+            }
+            // A killed writer of part 1 left its staging (and an earlier
+            // version's): the next run of part 1 removes it and succeeds;
+            // part 2's staging is not part 1's to remove.
+            for stale in [
+                ".part-00001.staged/train/x",
+                "..part-00001.staged.tmp-77-0/train",
+                ".part-00001.tmp-77-1/train/x",
+                ".part-00002.tmp-77-2/train",
+            ] {
+                std::fs::create_dir_all(out.join(stale)).unwrap();
+            }
+            convert(&train, Some((1, 3)), &out).unwrap();
+            assert_eq!(names(&out), [".part-00002.tmp-77-2", "train"]);
+            assert_eq!(names(&out.join("train")), ["part-00000", "part-00001"]);
+            // While a writer of part 2 runs (holds the lock), a second is
+            // refused before reading anything.
+            let held = PartLock::acquire(&out, "part-00002").unwrap();
+            let e = convert(&train, Some((2, 3)), &out).unwrap_err();
+            assert!(matches!(e, Error::PartBusy { .. }), "{e}");
+            assert!(
+                e.to_string().contains("another writer of part-00002"),
+                "{e}"
+            );
+            drop(held);
+            // A writer that fails (a split with a bad file) leaves nothing.
+            let bad = dir.path().join("bad.parquet");
+            std::fs::write(&bad, b"not parquet").unwrap();
+            let broken = [(
+                "train",
+                vec![files[0].clone(), (bad, "bad.parquet".to_owned())],
+            )];
+            assert!(convert(&broken, Some((2, 3)), &out).is_err());
+            assert_eq!(names(&out), ["train"]);
+            convert(&train, Some((2, 3)), &out).unwrap();
+            assert_eq!(Dataset::merge(out.join("train"), Some(3)).unwrap().len(), 8);
+            // Two splits: a part published for one (by a racing writer,
+            // after the check) is published for neither.
+            let two = [("train", files.clone()), ("test", files.clone())];
+            let sources: Vec<SplitSource> = two
+                .iter()
+                .map(|(name, files)| SplitSource {
+                    name: (*name).to_owned(),
+                    partial: false,
+                    files: files.clone(),
+                    context: "test".to_owned(),
+                    part: Some((0, 2)),
+                })
+                .collect();
+            let both = dir.path().join("both");
+            std::fs::create_dir_all(both.join("test/part-00000")).unwrap();
+            let bar = ProgressBar::hidden();
+            let e =
+                write_splits(&both, Some("part-00000"), &sources, &settings(), &bar).unwrap_err();
+            assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
+            assert_eq!(names(&both), ["test", "train"]);
+            assert!(names(&both.join("train")).is_empty());
+        }
     }
 
     const NO_CARD: Configs<'static> = Configs { card: None };

@@ -56,12 +56,72 @@ impl ColumnKind {
 /// One column of a split: its name, position and decoding.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ColumnPlan {
-    /// The column name (checked to be a plain path component before use).
+    /// The column name in the source.
     pub(crate) name: String,
+    /// The name of its store: `name`, or [`store_names`]' mapping of it.
+    pub(crate) store: String,
     /// Root column index in the Arrow schema.
     pub(crate) index: usize,
     /// How it is decoded.
     pub(crate) kind: ColumnKind,
+}
+
+/// True when `name` is a stream name every store and dataset accepts
+/// (`loaderx_core`'s rule for stream names, copied: ASCII letters and
+/// digits, `_`, `-` and `.`, not empty, not starting with `.`).
+pub(crate) fn is_stream_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// The store name of each of `columns` (source names, in output order),
+/// each one a stream name ([`is_stream_name`]): a name that is one already
+/// is kept; any other has every other character (a space, a non-ASCII
+/// letter, a `/`) and a leading `.` replaced by `_` (an empty name becomes
+/// `_`), then, when that is taken by an earlier store or a kept name,
+/// `_2`, `_3`, ... appended (the first free one). Deterministic: the same
+/// columns always get the same names.
+pub(crate) fn store_names(columns: &[String]) -> Vec<String> {
+    let mut taken: Vec<String> = columns
+        .iter()
+        .filter(|n| is_stream_name(n))
+        .cloned()
+        .collect();
+    columns
+        .iter()
+        .map(|name| {
+            if is_stream_name(name) {
+                return name.clone();
+            }
+            let mut base: String = name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if base.is_empty() {
+                base.push('_');
+            }
+            if base.starts_with('.') {
+                base.replace_range(..1, "_");
+            }
+            let mut candidate = base.clone();
+            let mut k = 2u64;
+            while taken.contains(&candidate) {
+                candidate = format!("{base}_{k}");
+                k += 1;
+            }
+            taken.push(candidate.clone());
+            candidate
+        })
+        .collect()
 }
 
 /// The `features` object from a schema's `huggingface` metadata value, if
@@ -459,6 +519,25 @@ mod tests {
         );
         let dict = json!({"a": {"_type": "Value", "dtype": "int32"}});
         assert!(plan_column(&field(DataType::Int32), Some(&dict)).is_err());
+    }
+
+    #[test]
+    fn store_names_are_stream_names_and_deterministic() {
+        let names = |c: &[&str]| store_names(&c.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(
+            names(&["my col", "é", "label", "a.b-c_1"]),
+            ["my_col", "_", "label", "a.b-c_1"]
+        );
+        // A mapped name never takes a kept one, nor an earlier mapped one.
+        assert_eq!(
+            names(&["my col", "my_col", "my/col", "", ".x", "_x"]),
+            ["my_col_2", "my_col", "my_col_3", "_", "_x_2", "_x"]
+        );
+        assert_eq!(names(&["é", "è", "_"]), ["__2", "__3", "_"]);
+        for n in names(&["a b", "ü", "..", ".", "x\0y", "日本"]) {
+            assert!(is_stream_name(&n), "{n:?}");
+        }
+        assert_eq!(names(&["a b", "a_b"]), names(&["a b", "a_b"]));
     }
 
     #[test]

@@ -9,6 +9,17 @@
 //! first pass over their headers: Dense or Ragged for images, the rank
 //! (mono or multi-channel) for audio, and the decoded size of a row.
 //!
+//! A part writer (`SplitSource::part`) converts only its share of the
+//! split's rows, reading just those rows of the files that hold them; its
+//! columns are planned from the split's first file and its header pass
+//! covers every file of the split, so every store decision (Dense or
+//! Ragged, image mode and shape, audio rank) is the whole split's and the
+//! parts merge into the single conversion.
+//!
+//! Column names that are not stream names become store names by
+//! `plan::store_names`; the mapping is written beside the stores
+//! ([`SOURCE_COLUMNS_FILE`]).
+//!
 //! Only the selected columns are read (`columns` / `drop`). With
 //! `drop_null_rows` / `drop_empty_rows`, a row holding a null or an empty
 //! value in any selected column is left out of every column of the split,
@@ -32,7 +43,7 @@ use serde_json::Value;
 use super::audio;
 use super::decode::{DecodeError, RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
-use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column};
+use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column, store_names};
 use super::rows::{empty_rows, kept_runs, null_rows};
 use super::source_file::{SourceFile, check_footer, check_pages};
 use super::text::{TextEncoder, decode_text};
@@ -73,6 +84,10 @@ pub(crate) struct SplitSource {
     pub(crate) files: Vec<(PathBuf, String)>,
     /// Prefix for messages, e.g. `owner/name@sha`.
     pub(crate) context: String,
+    /// `(index, count)`: convert only writer `index`'s share of the split's
+    /// rows ([`loaderx_core::Dataset::part_range`]); every store decision
+    /// is still the whole split's.
+    pub(crate) part: Option<(u64, u64)>,
 }
 
 struct ParquetFile {
@@ -107,20 +122,24 @@ impl ParquetFile {
         u64::try_from(self.meta.metadata().file_metadata().num_rows()).unwrap_or(0)
     }
 
-    /// The file's rows (only `columns`, when given) in batches of about
-    /// `target` decoded bytes each, counting `extra_row_bytes` more per row
-    /// for what a row decodes to later (pixels, samples), and at most
-    /// `max_rows` rows.
+    /// The file's rows (only `columns`, when given; only the `limit` rows
+    /// from row `first` on, when `rows` is `Some((first, limit))`) in
+    /// batches of about `target` decoded bytes each, counting
+    /// `extra_row_bytes` more per row for what a row decodes to later
+    /// (pixels, samples), and at most `max_rows` rows.
     fn batches<'a>(
         &'a self,
         target: usize,
         extra_row_bytes: usize,
         max_rows: usize,
         columns: Option<&'a [usize]>,
+        rows: Option<(usize, usize)>,
     ) -> Batches<'a> {
         Batches {
             file: self,
             columns,
+            first: rows.map_or(0, |(first, _)| first),
+            limit: rows.map(|(_, limit)| limit),
             target: target.max(1),
             extra_row_bytes,
             max_rows: max_rows.max(1),
@@ -132,11 +151,13 @@ impl ParquetFile {
         }
     }
 
-    /// A reader of the rows from `offset` on, `rows` at a time.
+    /// A reader of the rows from `offset` on (at most `limit` of them),
+    /// `rows` at a time.
     fn reader(
         &self,
         rows: usize,
         offset: usize,
+        limit: Option<usize>,
         columns: Option<&[usize]>,
     ) -> Result<ParquetRecordBatchReader, Error> {
         let file = File::open(&self.path)
@@ -147,6 +168,9 @@ impl ParquetFile {
                 ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
                     .with_batch_size(rows)
                     .with_offset(offset);
+            if let Some(limit) = limit {
+                builder = builder.with_limit(limit);
+            }
             if let Some(columns) = columns {
                 let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
                 builder = builder.with_projection(mask);
@@ -169,6 +193,10 @@ const MAX_GROWTH: u32 = 4;
 struct Batches<'a> {
     file: &'a ParquetFile,
     columns: Option<&'a [usize]>,
+    /// The first row of the file to read.
+    first: usize,
+    /// How many rows to read from `first` on (all when `None`).
+    limit: Option<usize>,
     target: usize,
     extra_row_bytes: usize,
     max_rows: usize,
@@ -209,12 +237,17 @@ impl Iterator for Batches<'_> {
     type Item = Result<RecordBatch, Error>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.finished {
+        if self.finished || self.limit.is_some_and(|l| self.done >= l) {
             return None;
         }
         let reader = match self.reader.take() {
             Some(r) => r,
-            None => match self.file.reader(self.rows, self.done, self.columns) {
+            None => match self.file.reader(
+                self.rows,
+                self.first + self.done,
+                self.limit.map(|l| l - self.done),
+                self.columns,
+            ) {
                 Ok(r) => r,
                 Err(e) => {
                     self.finished = true;
@@ -437,7 +470,9 @@ fn plan_columns(
     }
     let leave_out = |name: &str| format!("; leave the column out with --drop {name}");
     let mut plans = Vec::new();
-    for name in select_columns(ctx, &all, settings)? {
+    let selected = select_columns(ctx, &all, settings)?;
+    let stores = store_names(&selected);
+    for (name, store) in selected.into_iter().zip(stores) {
         let (index, field) = schema
             .column_with_name(&name)
             .ok_or_else(|| column_error(ctx, &name, "missing from the schema"))?;
@@ -455,7 +490,12 @@ fn plan_columns(
                 ),
             ));
         }
-        plans.push(ColumnPlan { name, index, kind });
+        plans.push(ColumnPlan {
+            name,
+            store,
+            index,
+            kind,
+        });
     }
     Ok(plans)
 }
@@ -552,6 +592,7 @@ fn survey_files(
             0,
             settings.max_records,
             Some(&indices),
+            None,
         ) {
             let batch = batch?;
             let drop = if dropping {
@@ -644,6 +685,7 @@ fn describe(
 ) -> HfColumn {
     HfColumn {
         name: String::new(),
+        column: String::new(),
         kind,
         dtype,
         item_shape: shape.map(<[usize]>::to_vec),
@@ -708,7 +750,7 @@ fn plan_stores(
                 0,
                 ColumnSource::SamplingRate,
             );
-            rates.name = format!("{}{SAMPLING_RATE_SUFFIX}", plan.name);
+            rates.name = format!("{}{SAMPLING_RATE_SUFFIX}", plan.store);
             (Decoder::Audio { ndim }, vec![samples, rates])
         }
         ColumnKind::Image { mode } => {
@@ -768,7 +810,10 @@ fn plan_stores(
         }
     };
     if let Some(own) = stores.first_mut() {
-        own.name = plan.name.clone();
+        own.name = plan.store.clone();
+    }
+    for store in &mut stores {
+        store.column = plan.name.clone();
     }
     Ok((decoder, stores))
 }
@@ -798,7 +843,17 @@ pub(crate) fn convert_split(
         }
     }
     let plans = plan_columns(&ctx, first, settings)?;
-    let total: u64 = files.iter().map(ParquetFile::rows).sum();
+    // Saturating: the footers may state anything.
+    let split_rows = files
+        .iter()
+        .map(ParquetFile::rows)
+        .fold(0u64, u64::saturating_add);
+    // The split rows this conversion writes: all, or a part's share.
+    let range = match split.part {
+        Some((index, count)) => loaderx_core::Dataset::part_range(split_rows, index, count),
+        None => 0..split_rows,
+    };
+    let total = range.end - range.start;
 
     if plans
         .iter()
@@ -821,7 +876,7 @@ pub(crate) fn convert_split(
             .map(|(_, s, b)| (Some(s.clone()), *b))
             .unwrap_or_default();
         decoded_row_bytes = decoded_row_bytes
-            .saturating_add(usize::try_from(bytes / total.max(1)).unwrap_or(usize::MAX));
+            .saturating_add(usize::try_from(bytes / split_rows.max(1)).unwrap_or(usize::MAX));
         let (decoder, stores) = plan_stores(&ctx, &plan, survey, settings)?;
         let mut sinks = Vec::with_capacity(stores.len());
         for summary in stores {
@@ -874,12 +929,23 @@ pub(crate) fn convert_split(
     let mut read = 0u64;
     let mut kept = 0u64;
     let (mut dropped_null, mut dropped_empty) = (0u64, 0u64);
+    let mut file_start = 0u64;
     for file in &files {
+        // The rows of `range` this file holds, from its own first row.
+        let (start, end) = (file_start, file_start.saturating_add(file.rows()));
+        file_start = end;
+        let (first, last) = (range.start.max(start), range.end.min(end));
+        if first >= last {
+            continue;
+        }
+        let whole = first == start && last == end;
+        let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let batches = file.batches(
             settings.max_bytes / 4,
             decoded_row_bytes,
             settings.max_records,
             Some(&projection),
+            (!whole).then(|| (to_usize(first - start), to_usize(last - first))),
         );
         for batch in batches {
             let batch = batch?;
@@ -898,7 +964,7 @@ pub(crate) fn convert_split(
                 for (start, end) in runs {
                     let run = part.slice(start, end - start);
                     for c in &mut columns {
-                        decode_part(&ctx, c, &run, read + start as u64)?;
+                        decode_part(&ctx, c, &run, range.start + read + start as u64)?;
                     }
                     buffered += end - start;
                     kept += (end - start) as u64;
@@ -940,6 +1006,7 @@ pub(crate) fn convert_split(
             .map_err(|e| column_error(&ctx, name, e.to_string()))?;
         summaries.push(sink.summary);
     }
+    write_source_columns(root, &split.name, &summaries)?;
     Ok(HfSplit {
         name: split.name.clone(),
         records: kept,
@@ -949,6 +1016,33 @@ pub(crate) fn convert_split(
         partial: split.partial,
         columns: summaries,
     })
+}
+
+/// The file beside a split's stores that records which source column each
+/// store holds, written when a column name was not a stream name.
+pub(crate) const SOURCE_COLUMNS_FILE: &str = ".source_columns.json";
+
+/// Writes [`SOURCE_COLUMNS_FILE`] in `root/<split>/` when a store's name is
+/// not its column's: `[{"store": ..., "column": ...}, ...]`, every store in
+/// output order.
+fn write_source_columns(root: &StagedRoot, split: &str, stores: &[HfColumn]) -> Result<(), Error> {
+    if stores.iter().all(|s| !s.renamed()) {
+        return Ok(());
+    }
+    let list: Vec<Value> = stores
+        .iter()
+        .map(|s| serde_json::json!({"store": s.name, "column": s.column}))
+        .collect();
+    let path = root.temp_path().join(split).join(SOURCE_COLUMNS_FILE);
+    let text = serde_json::to_string_pretty(&list).map_err(|e| Error::invalid(e.to_string()))?;
+    let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+    use std::io::Write;
+    let mut w = std::io::BufWriter::new(file);
+    w.write_all(text.as_bytes())
+        .and_then(|()| w.write_all(b"\n"))
+        .and_then(|()| w.into_inner().map_err(|e| e.into_error()))
+        .and_then(|f| f.sync_all())
+        .map_err(|e| Error::io(&path, e))
 }
 
 /// Decodes the rows of `part` (split rows from `first_row` on) into the
@@ -1215,6 +1309,7 @@ mod tests {
             partial: false,
             files: vec![(file.to_path_buf(), "train.parquet".to_owned())],
             context: "test".to_owned(),
+            part: None,
         };
         convert_split(&root, &split, settings, &ProgressBar::hidden())
     }
@@ -1239,7 +1334,7 @@ mod tests {
         assert!(stated < 256 << 10, "{stated}");
         let target = 64 << 10;
         let (mut rows, mut largest, mut batches) = (0, 0, 0);
-        for batch in file.batches(target, 0, 32_768, None) {
+        for batch in file.batches(target, 0, 32_768, None, None) {
             let batch = batch.unwrap();
             rows += batch.num_rows();
             largest = largest.max(batch.get_array_memory_size());
