@@ -389,7 +389,9 @@ fn rename_noreplace(from: &Path, to: &Path) -> Result<(), Error> {
 }
 
 /// Every store under `root` (a directory holding `meta.zr`), with its path
-/// relative to `root` in `/` form, sorted.
+/// relative to `root` in `/` form, sorted. Hidden directories (`.`-prefixed:
+/// a writer's staging, such as a crashed converter's `.part-00003.staged`
+/// or a store's `.x.creating-…`) are not searched.
 ///
 /// # Errors
 ///
@@ -410,9 +412,10 @@ pub fn stores_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
         }
         for e in fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
             let e = e.map_err(|e| Error::io(&d, e))?;
-            if e.file_type()
-                .map_err(|err| Error::io(e.path(), err))?
-                .is_dir()
+            if !e.file_name().to_string_lossy().starts_with('.')
+                && e.file_type()
+                    .map_err(|err| Error::io(e.path(), err))?
+                    .is_dir()
             {
                 dirs.push(e.path());
             }
@@ -427,7 +430,11 @@ pub fn stores_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
 /// `url/split/column`, all of them as one publication with
 /// [`loaderx_core::push_stores`] (every target checked first, every shard
 /// before any `meta.zr`, and on failure no new `meta.zr` left; the error
-/// says what remains). Returns how many stores were pushed.
+/// says what remains). A multi-part dataset among them (a directory with a
+/// `dataset.json` above its `part-*` directories) then gets its manifest at
+/// its URL, written by [`loaderx_core::Dataset::merge_url`] over the parts
+/// just pushed (so it is checked there as a local merge checks). Returns
+/// how many stores were pushed.
 ///
 /// # Errors
 ///
@@ -444,7 +451,42 @@ pub fn push_root(
         .map(|(path, rel)| (path, format!("{base}/{rel}")))
         .collect();
     loaderx_core::push_stores(&set, options)?;
+    for rel in dataset_dirs(root, &set)? {
+        let local = root.join(&rel);
+        let parts = loaderx_core::Dataset::open(&local)?.parts().len() as u64;
+        let at = if rel.is_empty() {
+            base.to_owned()
+        } else {
+            format!("{base}/{rel}")
+        };
+        loaderx_core::Dataset::merge_url(&at, Some(parts), options)?;
+    }
     Ok(set.len())
+}
+
+/// The directories (relative to `root`, `/` form) of the multi-part
+/// datasets whose stores are among `set`: those holding a manifest two
+/// levels above a store.
+#[cfg(feature = "remote")]
+fn dataset_dirs(root: &Path, set: &[(PathBuf, String)]) -> Result<Vec<String>, Error> {
+    let mut dirs: Vec<String> = Vec::new();
+    for (path, _) in set {
+        let Some(dataset) = path.parent().and_then(Path::parent) else {
+            continue;
+        };
+        if !loaderx_core::Dataset::is_dataset_dir(dataset) {
+            continue;
+        }
+        let rel = dataset.strip_prefix(root).unwrap_or(dataset);
+        let rel = rel
+            .to_str()
+            .ok_or_else(|| Error::invalid(format!("{}: not UTF-8", rel.display())))?
+            .to_string();
+        if !dirs.contains(&rel) {
+            dirs.push(rel);
+        }
+    }
+    Ok(dirs)
 }
 
 impl Drop for StagedRoot {
@@ -472,6 +514,18 @@ mod tests {
             w.close().unwrap();
         }
         fs::create_dir_all(dir.path().join("empty/dir")).unwrap();
+        // A crashed writer's staging: never found, so never pushed.
+        for rel in [
+            ".part-00003.staged/train/image",
+            "train/.label.creating-1-0",
+        ] {
+            let p = dir.path().join(rel);
+            let mut w =
+                DynDenseWriter::create(&p, DType::U8, &[2], &CreateOptions::new(Codec::Raw))
+                    .unwrap();
+            w.append_bytes(&[1, 2], 1).unwrap();
+            w.close().unwrap();
+        }
         let found: Vec<String> = stores_under(dir.path())
             .unwrap()
             .into_iter()

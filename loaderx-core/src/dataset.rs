@@ -20,10 +20,12 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
 
 use crate::dense::DynDense;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
+use crate::format::{Generation, META_FILE};
 use crate::part_index::PartIndex;
 use crate::ragged::DynRagged;
 use crate::store::Store;
@@ -38,6 +40,21 @@ const VERSION: u32 = 1;
 const MAX_MANIFEST_LEN: u64 = 256 << 20;
 /// The prefix of a part directory's name.
 const PART_PREFIX: &str = "part-";
+/// Parts whose stores a remote merge opens at once (their stores checked,
+/// then dropped before the next ones).
+#[cfg(feature = "remote")]
+const REMOTE_MERGE_PARTS: usize = 64;
+/// Stores a remote open lists and opens at once, so a manifest naming
+/// stores that are not there fails at the first ones, before the rest
+/// are even named.
+#[cfg(feature = "remote")]
+const REMOTE_OPEN_STORES: usize = 4096;
+
+/// What a stream's name may hold, as every error about one says: it is
+/// one directory name on every file system and object store, and a Python
+/// identifier-like key.
+pub const STREAM_NAME_RULE: &str = "a name holds only ASCII letters, digits, '_', '-' and '.', \
+     and does not start with '.'";
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -68,6 +85,13 @@ struct StreamSchema {
 struct PartEntry {
     name: String,
     records: u64,
+    /// SHA-256 (hex) of the part's streams' names and their `meta.zr`
+    /// bytes up to the end of the location table (static page and
+    /// locations) and `dict.zr`: what a re-merge compares to notice a part
+    /// rewritten with other records. Absent in manifests written before
+    /// it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    table_digest: Option<String>,
 }
 
 impl StreamSchema {
@@ -116,20 +140,45 @@ impl StreamSchema {
     }
 }
 
-/// Refuses a stream or part name that is not one plain path component.
-fn check_name(what: &str, name: &str) -> Result<(), Error> {
-    let plain = !name.is_empty()
+/// True when `name` follows [`STREAM_NAME_RULE`].
+fn plain_name(name: &str) -> bool {
+    !name.is_empty()
         && !name.starts_with('.')
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if plain {
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+}
+
+/// Refuses a stream or part name that is not one plain path component.
+fn check_name(what: &str, name: &str) -> Result<(), Error> {
+    if plain_name(name) {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "{what} name {name:?} is not one plain path component"
+            "{what} name {name:?} is not one plain path component: {STREAM_NAME_RULE}"
         )))
     }
+}
+
+/// True for a stream store that is empty and of the JSON generation
+/// detected as 2.8.19: nothing in it tells 2.8.19's `u32` dims from
+/// 2.8.18's `u64` ones (both write an empty store byte for byte alike), so
+/// its `dim_bytes` is whatever its dataset's other parts say.
+fn ambiguous_dims(store: &Store) -> bool {
+    matches!(store, Store::Ragged(r) if r.is_empty() && r.generation() == Generation::V2_8_19)
+}
+
+/// True when `found` (of a store whose dims are ambiguous when
+/// `found_ambiguous`) is `want`, or differs from it only in a Ragged
+/// stream's dims width that the ambiguous side cannot tell.
+fn schema_agrees(want: &StreamSchema, found: &StreamSchema, ambiguous: bool) -> bool {
+    want == found
+        || (ambiguous
+            && want.kind == "ragged"
+            && StreamSchema {
+                dim_bytes: want.dim_bytes,
+                ..found.clone()
+            } == *want)
 }
 
 /// The index of a part directory's name (`part-` and decimal digits).
@@ -206,6 +255,24 @@ impl Dataset {
         format!("{PART_PREFIX}{index:05}")
     }
 
+    /// Checks that `name` may name a stream of a dataset (a store in a
+    /// part): [`STREAM_NAME_RULE`]. [`merge`](Self::merge) refuses a part
+    /// holding a store of another name before it writes anything.
+    ///
+    /// ```
+    /// use loaderx_core::Dataset;
+    /// assert!(Dataset::check_stream_name("image_0").is_ok());
+    /// let e = Dataset::check_stream_name("my col").unwrap_err();
+    /// assert!(e.to_string().contains("ASCII letters, digits"));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] saying which characters are allowed.
+    pub fn check_stream_name(name: &str) -> Result<(), Error> {
+        check_name("stream", name)
+    }
+
     /// The records of a source of `records` that writer `index` of `parts`
     /// converts: contiguous, in order, sizes differing by at most one, the
     /// writers' ranges tiling `0..records`.
@@ -227,24 +294,31 @@ impl Dataset {
         dir.join(MANIFEST_FILE).is_file()
     }
 
-    /// Checks every part under `dir` (directories `part-<digits>`, in
-    /// index order, which must run from 0 without a gap; exactly
-    /// `expect_parts` of them when given) and writes the manifest, last
-    /// and atomically: every part's stores are published and open, every
-    /// part has the same streams (names, kinds, element types, record
-    /// shapes), each part's streams hold the same number of records. When
-    /// `dir` has a manifest already, its parts must still be there, first
-    /// and unchanged (a merge only extends a dataset). Returns the merged
-    /// dataset, open.
+    /// Checks every part under `dir` (directories `part-<digits>`, or
+    /// symbolic links to directories, in index order, which must run from
+    /// 0 without a gap; exactly `expect_parts` of them when given) and
+    /// writes the manifest, last and atomically: every part's stores are
+    /// published and open, every part has the same streams (names, kinds,
+    /// element types, record shapes), each part's streams hold the same
+    /// number of records. A part's streams are its directories (links
+    /// followed) but hidden ones (a writer's staging), each named as
+    /// [`check_stream_name`](Self::check_stream_name) says. The parts are
+    /// checked one at a time, each closed before the next, so a merge
+    /// holds no descriptor per part. When `dir` has a manifest already,
+    /// its parts must still be there, first and unchanged (same records:
+    /// the manifest keeps a digest of each part's location tables), and a
+    /// merge only extends a dataset. Returns the merged dataset, open.
     ///
     /// # Errors
     ///
     /// [`ErrorKind::InvalidArgument`] naming the part and stream for no
-    /// part, a gap in the indices, two directories of one index, another
-    /// part count than `expect_parts`, a part without stores, streams that
-    /// differ from part 0's, streams of different lengths, or a part the
-    /// existing manifest lists that is gone or changed;
-    /// [`ErrorKind::NotPublished`] for a store its writer has not closed;
+    /// part, a gap in the indices, two directories of one index, a part
+    /// name that is not a directory, another part count than
+    /// `expect_parts`, a part without stores, a stream name the manifest
+    /// cannot hold, streams that differ from part 0's, streams of
+    /// different lengths, or a part the existing manifest lists that is
+    /// gone or changed; [`ErrorKind::NotPublished`] for a store its writer
+    /// has not closed or a directory in a part that is no store;
     /// [`ErrorKind::Busy`] while another merge of `dir` runs or a writer
     /// holds a store; [`ErrorKind::Corrupt`] for an existing manifest that
     /// does not parse; [`ErrorKind::Io`] when the directory cannot be read
@@ -275,11 +349,13 @@ impl Dataset {
         }
         let parts = list_parts(dir)?;
         check_part_count(dir, &parts, expect_parts)?;
-        let mut stores = Vec::with_capacity(parts.len());
+        // One part's stores open at a time: a merge of many thousand parts
+        // holds no descriptor per part.
+        let mut merging = Merging::new(dir, parts.len());
         for name in &parts {
-            stores.push(Store::open_dir(dir.join(name))?);
+            merging.add(name, open_part(&dir.join(name))?)?;
         }
-        let manifest = manifest_of(dir, &parts, stores)?;
+        let manifest = merging.finish();
         if Dataset::is_dataset_dir(dir) {
             check_extends(dir, &read_manifest(dir)?, &manifest)?;
         }
@@ -310,7 +386,20 @@ impl Dataset {
         expect_parts: Option<u64>,
         options: &crate::RemoteOptions,
     ) -> Result<Dataset, Error> {
-        let remote = crate::remote::RemoteDir::new(url, options)?;
+        Dataset::merge_remote(
+            &crate::remote::RemoteDir::new(url, options)?,
+            expect_parts,
+            options,
+        )
+    }
+
+    /// [`merge_url`](Self::merge_url) of the prefix `remote`.
+    #[cfg(feature = "remote")]
+    pub(crate) fn merge_remote(
+        remote: &crate::remote::RemoteDir,
+        expect_parts: Option<u64>,
+        options: &crate::RemoteOptions,
+    ) -> Result<Dataset, Error> {
         let dir = PathBuf::from(remote.url());
         let found = remote
             .subdirs("")?
@@ -319,33 +408,46 @@ impl Dataset {
             .collect();
         let parts = order_parts(&dir, found)?;
         check_part_count(&dir, &parts, expect_parts)?;
-        let streams = remote.subdirs_of(&parts, options.concurrency)?;
-        let mut rels = Vec::new();
-        for (part, names) in parts.iter().zip(&streams) {
-            rels.extend(names.iter().map(|s| format!("{part}/{s}")));
-        }
-        // Only metadata is read: no block cache.
-        let opened = remote
-            .open_stores(&rels, &options.clone().no_cache())
-            .map_err(|e| match e.kind() {
-                ErrorKind::NotAStore { path } => {
-                    ErrorKind::NotPublished { path: path.clone() }.into()
+        // Only metadata is read: no block cache. A batch of parts at a
+        // time, each checked, then dropped, as a local merge does.
+        let no_cache = options.clone().no_cache();
+        let mut merging = Merging::new(&dir, parts.len());
+        for batch in parts.chunks(REMOTE_MERGE_PARTS) {
+            // Hidden sub-prefixes (a writer's staging) are not streams, as
+            // locally.
+            let streams: Vec<Vec<String>> = remote
+                .subdirs_of(batch, options.concurrency)?
+                .into_iter()
+                .map(|names| names.into_iter().filter(|n| !n.starts_with('.')).collect())
+                .collect();
+            let mut rels = Vec::new();
+            for (part, names) in batch.iter().zip(&streams) {
+                for s in names {
+                    check_stream_at(&dir.join(part).join(s), s)?;
+                    rels.push(format!("{part}/{s}"));
                 }
-                _ => e,
-            })?;
-        let mut opened = opened.into_iter();
-        let mut stores = Vec::with_capacity(parts.len());
-        for names in &streams {
-            let mut part = Vec::with_capacity(names.len());
-            for name in names {
-                let store = opened
-                    .next()
-                    .ok_or_else(|| Error::invalid("a store went missing"))?;
-                part.push((name.clone(), Store::from_engine(store)?));
             }
-            stores.push(part);
+            let opened = remote
+                .open_stores(&rels, &no_cache)
+                .map_err(|e| match e.kind() {
+                    ErrorKind::NotAStore { path } => {
+                        ErrorKind::NotPublished { path: path.clone() }.into()
+                    }
+                    _ => e,
+                })?;
+            let mut opened = opened.into_iter();
+            for (part, names) in batch.iter().zip(&streams) {
+                let mut stores = Vec::with_capacity(names.len());
+                for name in names {
+                    let store = opened
+                        .next()
+                        .ok_or_else(|| Error::invalid("a store went missing"))?;
+                    stores.push((name.clone(), Store::from_engine(store)?));
+                }
+                merging.add(part, stores)?;
+            }
         }
-        let manifest = manifest_of(&dir, &parts, stores)?;
+        let manifest = merging.finish();
         let old = remote.read_small(MANIFEST_FILE, MAX_MANIFEST_LEN)?;
         if let Some((bytes, _)) = &old {
             check_extends(
@@ -359,7 +461,7 @@ impl Dataset {
             encode_manifest(&manifest)?,
             old.as_ref().map(|(_, v)| v),
         )?;
-        Dataset::open_url(url, options)
+        Dataset::open_remote(remote, options)
     }
 
     /// Opens the dataset in `dir`: reads and checks its manifest, opens
@@ -391,7 +493,9 @@ impl Dataset {
             .into());
         }
         let manifest = read_manifest(dir)?;
-        let mut stores = Vec::with_capacity(manifest.parts.len() * manifest.streams.len());
+        // Not sized from the manifest: its parts times its streams can be
+        // far more than it names (a missing store ends this at once).
+        let mut stores = Vec::new();
         for part in &manifest.parts {
             for schema in &manifest.streams {
                 let mut store = Store::open(dir.join(&part.name).join(&schema.name))?;
@@ -420,29 +524,42 @@ impl Dataset {
     /// store cannot be read.
     #[cfg(feature = "remote")]
     pub fn open_url(url: &str, options: &crate::RemoteOptions) -> Result<Dataset, Error> {
-        let remote = crate::remote::RemoteDir::new(url, options)?;
+        Dataset::open_remote(&crate::remote::RemoteDir::new(url, options)?, options)
+    }
+
+    /// [`open_url`](Self::open_url) of the prefix `remote`.
+    #[cfg(feature = "remote")]
+    pub(crate) fn open_remote(
+        remote: &crate::remote::RemoteDir,
+        options: &crate::RemoteOptions,
+    ) -> Result<Dataset, Error> {
         let dir = PathBuf::from(remote.url());
         let Some((bytes, _)) = remote.read_small(MANIFEST_FILE, MAX_MANIFEST_LEN)? else {
             return Err(ErrorKind::NotAStore { path: dir }.into());
         };
         let manifest = parse_manifest(&bytes, &dir.join(MANIFEST_FILE))?;
-        let mut rels = Vec::with_capacity(manifest.parts.len() * manifest.streams.len());
-        for part in &manifest.parts {
-            for schema in &manifest.streams {
-                rels.push(format!("{}/{}", part.name, schema.name));
-            }
-        }
         // A share smaller than one block could hold nothing: the memory
         // tier is then off for the dataset (the cache directory still
         // serves), rather than over the budget.
-        let each = options.memory_cache_bytes / (rels.len().max(1) as u64);
+        let count = (manifest.parts.len() as u64).saturating_mul(manifest.streams.len() as u64);
+        let each = options.memory_cache_bytes / count.max(1);
         let each = if each < options.block_bytes { 0 } else { each };
         let per_store = options.clone().memory_cache_bytes(each);
-        let stores = remote
-            .open_stores(&rels, &per_store)?
-            .into_iter()
-            .map(Store::from_engine)
-            .collect::<Result<Vec<_>, _>>()?;
+        // The stores' names a batch at a time, never all at once: a
+        // manifest's parts times its streams can be far more than it names.
+        let mut stores = Vec::new();
+        let parts_at_once = (REMOTE_OPEN_STORES / manifest.streams.len()).max(1);
+        for batch in manifest.parts.chunks(parts_at_once) {
+            let mut rels = Vec::with_capacity(batch.len() * manifest.streams.len());
+            for part in batch {
+                for schema in &manifest.streams {
+                    rels.push(format!("{}/{}", part.name, schema.name));
+                }
+            }
+            for store in remote.open_stores(&rels, &per_store)? {
+                stores.push(Store::from_engine(store)?);
+            }
+        }
         assemble(&dir, manifest, stores)
     }
 
@@ -510,13 +627,64 @@ fn list_parts(dir: &Path) -> Result<Vec<String>, Error> {
     for entry in fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(i) = part_index(&name)
-            && entry.file_type().map_err(|e| Error::io(dir, e))?.is_dir()
-        {
+        if let Some(i) = part_index(&name) {
+            // A symbolic link is followed (parts gathered from several
+            // disks); a part name that is not a directory is refused,
+            // never skipped.
+            let path = entry.path();
+            if !fs::metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .is_dir()
+            {
+                return Err(Error::invalid(format!(
+                    "{}: a part is a directory (or a link to one)",
+                    path.display()
+                )));
+            }
             parts.push((i, name));
         }
     }
     order_parts(dir, parts)
+}
+
+/// The stores of the part at `part_dir`, by stream name in name order:
+/// every directory in it (a symbolic link followed) but hidden ones (a
+/// writer's staging, `.name.creating-…`) is a stream's store; files are
+/// ignored. A directory that is no store ([`ErrorKind::NotPublished`], as
+/// on object storage, where a push in flight looks the same) is refused,
+/// so are names [`Dataset::check_stream_name`] refuses.
+fn open_part(part_dir: &Path) -> Result<Vec<(String, Store)>, Error> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(part_dir).map_err(|e| Error::io(part_dir, e))? {
+        let entry = entry.map_err(|e| Error::io(part_dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        if name.starts_with('.')
+            || !fs::metadata(&path)
+                .map_err(|e| Error::io(&path, e))?
+                .is_dir()
+        {
+            continue;
+        }
+        names.push(name);
+    }
+    names.sort();
+    let mut stores = Vec::with_capacity(names.len());
+    for name in names {
+        let path = part_dir.join(&name);
+        check_stream_at(&path, &name)?;
+        if !path.join(META_FILE).is_file() {
+            return Err(ErrorKind::NotPublished { path }.into());
+        }
+        stores.push((name, Store::open(&path)?));
+    }
+    Ok(stores)
+}
+
+/// [`Dataset::check_stream_name`] of the store at `path`, the error naming
+/// it.
+fn check_stream_at(path: &Path, name: &str) -> Result<(), Error> {
+    check_name("stream", name).map_err(|e| Error::invalid(format!("{}: {e}", path.display())))
 }
 
 /// The part names of `parts` (index, name) in index order, checked to run
@@ -562,26 +730,47 @@ fn check_part_count(dir: &Path, parts: &[String], expect: Option<u64>) -> Result
     }
 }
 
-/// The manifest of `parts` whose stores (by stream name, in name order)
-/// are `stores`: every part has stores, the same streams as part 0, and
-/// the same number of records in each.
-fn manifest_of(
-    dir: &Path,
-    parts: &[String],
-    stores: Vec<Vec<(String, Store)>>,
-) -> Result<Manifest, Error> {
-    let mut schema: Option<Vec<StreamSchema>> = None;
-    let mut entries = Vec::with_capacity(parts.len());
-    let mut total = 0u64;
-    for (name, stores) in parts.iter().zip(stores) {
-        let part_dir = dir.join(name);
+/// A manifest being built part after part: each part's stores are checked
+/// (names, the same streams as part 0, the same number of records in
+/// each) and summarized, then dropped, so a merge holds one part open.
+struct Merging<'d> {
+    dir: &'d Path,
+    /// The streams' schema, once a part gave it.
+    schema: Option<Vec<StreamSchema>>,
+    /// For each stream, whether every part so far had ambiguous dims.
+    ambiguous: Vec<bool>,
+    first_part: String,
+    entries: Vec<PartEntry>,
+    total: u64,
+}
+
+impl<'d> Merging<'d> {
+    fn new(dir: &'d Path, parts: usize) -> Merging<'d> {
+        Merging {
+            dir,
+            schema: None,
+            ambiguous: Vec::new(),
+            first_part: String::new(),
+            entries: Vec::with_capacity(parts),
+            total: 0,
+        }
+    }
+
+    /// Checks and records part `name`, whose stores (by stream name, in
+    /// name order) are `stores`.
+    fn add(&mut self, name: &str, stores: Vec<(String, Store)>) -> Result<(), Error> {
+        let part_dir = self.dir.join(name);
         let Some((first, first_store)) = stores.first() else {
             return Err(Error::invalid(format!(
                 "{}: the part holds no store",
                 part_dir.display()
             )));
         };
+        for (n, _) in &stores {
+            check_stream_at(&part_dir.join(n), n)?;
+        }
         let this: Vec<StreamSchema> = stores.iter().map(|(n, s)| StreamSchema::of(n, s)).collect();
+        let ambiguous: Vec<bool> = stores.iter().map(|(_, s)| ambiguous_dims(s)).collect();
         let records = first_store.len();
         if let Some((n, s)) = stores.iter().find(|(_, s)| s.len() != records) {
             return Err(Error::invalid(format!(
@@ -590,41 +779,91 @@ fn manifest_of(
                 s.len(),
             )));
         }
-        match &schema {
-            None => schema = Some(this),
-            Some(want) if *want != this => {
-                return Err(Error::invalid(format!(
-                    "{}: its streams {} differ from {}'s {}",
-                    part_dir.display(),
-                    describe(&this),
-                    parts[0],
-                    describe(want)
-                )));
+        match &mut self.schema {
+            None => {
+                self.schema = Some(this);
+                self.ambiguous = ambiguous;
+                self.first_part = name.to_owned();
             }
-            Some(_) => {}
+            Some(want) => {
+                let agree = want.len() == this.len()
+                    && want
+                        .iter()
+                        .zip(&this)
+                        .zip(self.ambiguous.iter().zip(&ambiguous))
+                        .all(|((w, t), (&aw, &at))| {
+                            schema_agrees(w, t, at) || schema_agrees(t, w, aw)
+                        });
+                if !agree {
+                    return Err(Error::invalid(format!(
+                        "{}: its streams {} differ from {}'s {}",
+                        part_dir.display(),
+                        describe(&this),
+                        self.first_part,
+                        describe(want)
+                    )));
+                }
+                // A part that tells the dims width fixes it for the
+                // streams whose parts so far could not.
+                for (k, t) in this.into_iter().enumerate() {
+                    if self.ambiguous[k] && !ambiguous[k] {
+                        want[k] = t;
+                        self.ambiguous[k] = false;
+                    }
+                }
+            }
         }
-        total = total
-            .checked_add(records)
-            .ok_or_else(|| Error::invalid(format!("{}: more than 2^64 records", dir.display())))?;
-        entries.push(PartEntry {
-            name: name.clone(),
+        let mut digest = sha2::Sha256::new();
+        for (n, s) in &stores {
+            digest.update(n.as_bytes());
+            digest.update([0u8]);
+            digest.update(s.table_digest());
+        }
+        let digest: String = digest
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.total = self.total.checked_add(records).ok_or_else(|| {
+            Error::invalid(format!("{}: more than 2^64 records", self.dir.display()))
+        })?;
+        self.entries.push(PartEntry {
+            name: name.to_owned(),
             records,
+            table_digest: Some(digest),
         });
+        Ok(())
     }
-    Ok(Manifest {
-        loaderx_dataset: VERSION,
-        records: total,
-        streams: schema.unwrap_or_default(),
-        parts: entries,
-    })
+
+    /// The manifest of the parts added.
+    fn finish(self) -> Manifest {
+        Manifest {
+            loaderx_dataset: VERSION,
+            records: self.total,
+            streams: self.schema.unwrap_or_default(),
+            parts: self.entries,
+        }
+    }
 }
 
 /// Refuses a merge that would change what the last one wrote: its parts
 /// must stay first and unchanged, its streams the same.
 fn check_extends(dir: &Path, old: &Manifest, new: &Manifest) -> Result<(), Error> {
+    // A part of an older manifest has no digest: its name and length are
+    // what can be compared. A manifest of empty parts only could not tell
+    // a Ragged stream's dims width.
     let kept = old.parts.len() <= new.parts.len()
-        && old.parts[..] == new.parts[..old.parts.len()]
-        && old.streams == new.streams;
+        && old.parts.iter().zip(&new.parts).all(|(o, n)| {
+            o.name == n.name
+                && o.records == n.records
+                && (o.table_digest.is_none() || o.table_digest == n.table_digest)
+        })
+        && old.streams.len() == new.streams.len()
+        && old
+            .streams
+            .iter()
+            .zip(&new.streams)
+            .all(|(o, n)| schema_agrees(n, o, old.records == 0));
     if kept {
         Ok(())
     } else {
@@ -643,7 +882,7 @@ fn assemble(dir: &Path, manifest: Manifest, stores: Vec<Store>) -> Result<Datase
     let streams_n = manifest.streams.len();
     let mut dense: Vec<Vec<DynDense>> = manifest.streams.iter().map(|_| Vec::new()).collect();
     let mut ragged: Vec<Vec<DynRagged>> = manifest.streams.iter().map(|_| Vec::new()).collect();
-    for (at, store) in stores.into_iter().enumerate() {
+    for (at, mut store) in stores.into_iter().enumerate() {
         let (part, k) = (&manifest.parts[at / streams_n], at % streams_n);
         let schema = &manifest.streams[k];
         let path = store.path().to_path_buf();
@@ -655,7 +894,15 @@ fn assemble(dir: &Path, manifest: Manifest, stores: Vec<Store>) -> Result<Datase
                 part.records
             )));
         }
-        let found = StreamSchema::of(&schema.name, &store);
+        let mut found = StreamSchema::of(&schema.name, &store);
+        if found != *schema && schema_agrees(schema, &found, ambiguous_dims(&store)) {
+            // An empty part whose dims could be either width: read as the
+            // manifest's (2.8.18's u64 dims), so it joins the others.
+            if let Store::Ragged(r) = store {
+                store = Store::Ragged(r.with_generation_of_empty(Generation::V2_8_18)?);
+                found = StreamSchema::of(&schema.name, &store);
+            }
+        }
         if found != *schema {
             return Err(Error::invalid(format!(
                 "{}: holds {}, the manifest says {}",
@@ -741,9 +988,10 @@ fn parse_manifest(bytes: &[u8], path: &Path) -> Result<Manifest, Error> {
     if manifest.parts.is_empty() {
         return Err(Error::corrupt(path, "no part"));
     }
-    for (i, s) in manifest.streams.iter().enumerate() {
+    let mut names = std::collections::HashSet::with_capacity(manifest.streams.len());
+    for s in &manifest.streams {
         s.check(path)?;
-        if manifest.streams[..i].iter().any(|t| t.name == s.name) {
+        if !names.insert(s.name.as_str()) {
             return Err(Error::corrupt(
                 path,
                 format!("stream {:?} listed twice", s.name),
@@ -780,6 +1028,10 @@ fn encode_manifest(manifest: &Manifest) -> Result<Vec<u8>, Error> {
     let mut bytes = serde_json::to_vec_pretty(manifest)
         .map_err(|e| Error::invalid(format!("cannot encode the manifest: {e}")))?;
     bytes.push(b'\n');
+    // What is written is what an open reads back: never a manifest that
+    // would make every later open and merge fail.
+    parse_manifest(&bytes, Path::new(MANIFEST_FILE))
+        .map_err(|e| Error::invalid(format!("the merged manifest would not read back: {e}")))?;
     Ok(bytes)
 }
 

@@ -107,7 +107,7 @@ pub use codec::{
     AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, ZSTD_LEVEL, train_dict,
     train_dict_from_array,
 };
-pub use dataset::{Dataset, MANIFEST_FILE};
+pub use dataset::{Dataset, MANIFEST_FILE, STREAM_NAME_RULE};
 pub use dense::{Dense, DenseWriter, DynDense, DynDenseWriter};
 pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{

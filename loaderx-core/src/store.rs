@@ -306,6 +306,18 @@ impl Store {
 
     crate::store::engine_accessors!();
 
+    /// SHA-256 of every store read's location table and dictionary
+    /// ([`StoreReader::table_digest`](crate::engine::StoreReader)), in
+    /// order.
+    pub(crate) fn table_digest(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        for r in self.engine().stores() {
+            h.update(r.table_digest());
+        }
+        h.finalize().into()
+    }
+
     /// The engine underneath.
     fn engine(&self) -> &crate::engine::Engine {
         match self {

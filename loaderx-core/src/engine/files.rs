@@ -69,5 +69,27 @@ pub(crate) fn map(file: &File, len: u64, path: &Path) -> Result<Option<Mmap>, Er
     // truncating the files behind loaderx's back is outside that contract and
     // documented as such (it would raise SIGBUS, as with NumPy's mmap_mode).
     let map = unsafe { MmapOptions::new().len(len).map(file) };
-    map.map(Some).map_err(|e| Error::io(path, e))
+    map.map(Some)
+        .map_err(|e| Error::io(path, map_error(e, len)))
+}
+
+/// The error of a map of `len` bytes that failed with `e`: `ENOMEM` from
+/// `mmap` is no shortage of memory (nothing is read) but of mappings or
+/// address space, and says which limits those are.
+fn map_error(e: std::io::Error, len: usize) -> std::io::Error {
+    if e.raw_os_error() != Some(libc::ENOMEM) {
+        return e;
+    }
+    let max_maps = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_else(|_| "?".to_owned());
+    std::io::Error::new(
+        std::io::ErrorKind::OutOfMemory,
+        format!(
+            "cannot map {len} bytes: the process has used up its memory maps (each open store \
+             maps its location table and every payload shard; the limit is vm.max_map_count, \
+             {max_maps} here) or its address space (RLIMIT_AS, `ulimit -v`); open fewer stores \
+             or parts, or raise the limit ({e})"
+        ),
+    )
 }

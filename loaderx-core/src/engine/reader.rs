@@ -517,6 +517,17 @@ impl StoreReader {
         Some((shards, table))
     }
 
+    /// SHA-256 of `meta.zr` up to the end of the location table (the
+    /// static page: header, shard tails, schema; then every record's
+    /// location) and of `dict.zr`: the same bytes locally and once pushed.
+    pub(crate) fn table_digest(&self) -> [u8; 32] {
+        use sha2::Digest as _;
+        let mut h = sha2::Sha256::new();
+        h.update(self.table.as_deref().unwrap_or(&[]));
+        h.update(self.dict.as_deref().unwrap_or(&[]));
+        h.finalize().into()
+    }
+
     /// Bytes on disk: payload shards at their tails, location table, dictionary.
     pub(crate) fn stored_bytes(&self) -> u64 {
         let payload: u64 = self.shards.iter().map(|s| s.tail).sum();

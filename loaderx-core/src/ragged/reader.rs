@@ -55,6 +55,23 @@ impl DynRagged {
         Self::with_generation(engine, generation)
     }
 
+    /// This store, one empty store of a JSON generation, read as a store
+    /// of `generation` (whose dims width nothing in it tells); any other
+    /// store unchanged.
+    pub(crate) fn with_generation_of_empty(
+        self,
+        generation: Generation,
+    ) -> Result<DynRagged, Error> {
+        match self.engine {
+            Engine::Store(r)
+                if r.len() == 0 && r.generation().json_schema() && generation.json_schema() =>
+            {
+                Self::with_generation(r, generation)
+            }
+            engine => Ok(DynRagged { engine, ..self }),
+        }
+    }
+
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
         let generation = match *engine.schema() {
             Schema::Ragged { ndim, .. } if engine.generation().json_schema() => {

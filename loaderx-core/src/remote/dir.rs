@@ -24,6 +24,12 @@ impl RemoteDir {
         })
     }
 
+    /// The prefix of `target` (tests: an in-memory object store).
+    #[cfg(test)]
+    pub(super) fn of_target(target: Target) -> RemoteDir {
+        RemoteDir { target }
+    }
+
     /// The prefix's URL, redacted, without a trailing slash.
     pub(crate) fn url(&self) -> &str {
         &self.target.url

@@ -1362,3 +1362,94 @@ fn a_failed_multipart_upload_is_aborted_and_leaves_no_object() {
         .unwrap();
     assert_eq!(&got[..], &bytes(5, 10_000)[..]);
 }
+
+/// A dataset of `parts` parts (streams `x`, Dense u32, and `t`, Ragged
+/// u16) written locally under `dir` and pushed into `mem` as `ds`.
+fn dataset_in_memory(mem: &Arc<dyn ObjectStore>, dir: &Path, parts: u64) {
+    use crate::{CreateOptions, Dataset, DenseWriter, RaggedWriter};
+    for p in 0..parts {
+        let part = dir.join(Dataset::part_name(p));
+        let o = CreateOptions::new(Codec::Zstd);
+        let mut w = DenseWriter::<u32>::create_with(part.join("x"), &[], &o).unwrap();
+        let rows: Vec<u32> = (0..10).map(|i| p as u32 * 100 + i).collect();
+        w.append_slice(&rows, 10).unwrap();
+        w.close().unwrap();
+        let mut w = RaggedWriter::<u16>::create_with(part.join("t"), 1, &o).unwrap();
+        w.append((0..10u16).map(|i| vec![i; 1 + usize::from(i % 3)]))
+            .unwrap();
+        w.close().unwrap();
+        for s in ["x", "t"] {
+            let name = format!("ds/{}/{s}", Dataset::part_name(p));
+            push_in_memory(mem, &part.join(s), &name);
+        }
+    }
+}
+
+#[test]
+fn a_remote_merge_agrees_with_the_local_one_on_every_directory_of_a_part() {
+    use crate::Dataset;
+    let dir = tempfile::tempdir().unwrap();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    dataset_in_memory(&mem, dir.path(), 3);
+    let o = RemoteOptions::default();
+    let remote = RemoteDir::of_target(in_memory(&mem, "ds"));
+    // A crashed writer's hidden staging prefix: ignored, as locally.
+    let put = |key: &str| {
+        block_on(mem.put(
+            &ObjPath::from(format!("stores/ds/{key}")),
+            PutPayload::from_static(b"junk"),
+        ))
+        .unwrap()
+        .unwrap();
+    };
+    put("part-00001/.x.creating-1-0/data_0.zr");
+    std::fs::create_dir_all(dir.path().join("part-00001/.x.creating-1-0")).unwrap();
+    let merged = Dataset::merge_remote(&remote, Some(3), &o).unwrap();
+    assert_eq!(merged.len(), 30);
+    // The same manifest as a local merge of the same parts, byte for byte
+    // (the parts' table digests included).
+    let local = Dataset::merge(dir.path(), Some(3)).unwrap();
+    assert_eq!(local.len(), 30);
+    let (bytes, _) = remote
+        .read_small(crate::MANIFEST_FILE, 1 << 20)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        bytes,
+        std::fs::read(dir.path().join(crate::MANIFEST_FILE)).unwrap()
+    );
+    // A directory that is no store: refused, by both, as not published.
+    put("part-00002/notes/readme");
+    std::fs::create_dir_all(dir.path().join("part-00002/notes")).unwrap();
+    let e = Dataset::merge_remote(&remote, Some(3), &o).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NotPublished { path } if path.ends_with("part-00002/notes")),
+        "{e}"
+    );
+    let e = Dataset::merge(dir.path(), Some(3)).unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::NotPublished { path } if path.ends_with("part-00002/notes")),
+        "{e}"
+    );
+    // A stream name the manifest cannot hold: refused by both, before
+    // anything is written.
+    block_on(mem.delete(&ObjPath::from("stores/ds/part-00002/notes/readme")))
+        .unwrap()
+        .unwrap();
+    block_on(mem.delete(&ObjPath::from("stores/ds/dataset.json")))
+        .unwrap()
+        .unwrap();
+    push_in_memory(
+        &mem,
+        &dir.path().join("part-00000/x"),
+        "ds/part-00000/my col",
+    );
+    let e = Dataset::merge_remote(&remote, Some(3), &o).unwrap_err();
+    assert!(e.to_string().contains("ASCII letters"), "{e}");
+    assert!(
+        remote
+            .read_small(crate::MANIFEST_FILE, 1 << 20)
+            .unwrap()
+            .is_none()
+    );
+}
