@@ -5,7 +5,9 @@
 //! the library that reads untrusted input: opening and gathering from a whole
 //! store ([`targets::store`]), the shape header of a Ragged record
 //! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]) and
-//! the sampler's parameters ([`targets::sampler`]); [`convert`] holds the
+//! the sampler's parameters ([`targets::sampler`]), weighted mixtures with
+//! their shards, resume positions and placement views
+//! ([`targets::mixture`]); [`convert`] holds the
 //! converters' targets (IDX headers, images, audio). A target returns quietly
 //! when the library reports an error; it panics only when the library panics
 //! or breaks one of its own promises (a decoded schema that does not encode

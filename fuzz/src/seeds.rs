@@ -21,6 +21,7 @@ pub fn write_all(dir: &Path) -> io::Result<usize> {
         ("ragged_record", ragged_record_seeds()),
         ("schema", schema_seeds()),
         ("sampler", sampler_seeds()),
+        ("mixture", mixture_seeds()),
     ] {
         let out = dir.join(target);
         fs::create_dir_all(&out)?;
@@ -179,6 +180,72 @@ pub fn schema_seeds() -> Vec<(String, Vec<u8>)> {
         }
     }
     seeds
+}
+
+/// Mixture inputs as little-endian u64 words: `sources - 1`, each source's
+/// `len << 1 | sequential` and weight bits, the stop rule, the probed
+/// position (high, low word), `batch - 1`, `world - 1`, seed, flags (1:
+/// `drop_last`, 2: resume, 4: the resume's records unreduced), step, the
+/// resume's epoch and records, `views - 1`.
+pub fn mixture_seeds() -> Vec<(String, Vec<u8>)> {
+    let source = |len: u64, sequential: bool, weight: f64| {
+        [len << 1 | u64::from(sequential), weight.to_bits()]
+    };
+    let tail = |rest: [u64; 11]| rest.to_vec();
+    let mut cases: Vec<(&str, Vec<u64>)> = Vec::new();
+    let mut three = vec![2];
+    three.extend(source(1000, false, 60.0));
+    three.extend(source(500, false, 25.0));
+    three.extend(source(200, true, 15.0));
+    three.extend(tail([1, 0, 0, 31, 0, 7, 0, 40, 0, 0, 3]));
+    cases.push(("three_sources", three));
+    let mut resumed = vec![1];
+    resumed.extend(source(100, false, 3.0));
+    resumed.extend(source(50, true, 1.0));
+    resumed.extend(tail([0, 0, 1000, 7, 3, 1, 2, 3, 1, 97, 1]));
+    cases.push(("sharded_resumed", resumed));
+    let mut huge = vec![2];
+    huge.extend(source(10, true, f64::MAX));
+    huge.extend(source(20, false, f64::MAX / 2.0));
+    huge.extend(source(30, true, f64::from_bits(1)));
+    huge.extend(tail([
+        2,
+        u64::MAX,
+        u64::MAX,
+        63,
+        2,
+        5,
+        1,
+        u64::MAX,
+        0,
+        0,
+        7,
+    ]));
+    cases.push(("huge_weights", huge));
+    let mut many = vec![15];
+    for s in 1..=16u64 {
+        many.extend(source(s, s % 3 == 0, s as f64));
+    }
+    many.extend(tail([0, 0, 12345, 255, 7, 9, 6, 5, u64::MAX, 3, 2]));
+    cases.push(("many_sources", many));
+    let mut nan = vec![1];
+    nan.extend(source(5, false, 1.0));
+    nan.extend(source(5, false, f64::NAN));
+    nan.extend(tail([0; 11]));
+    cases.push(("nan_weight", nan));
+    let mut last = vec![0];
+    last.extend(source(7, true, 0.5));
+    last.extend(tail([2, 0, 6, 2, 1, 0, 3, 9, 0, 6, 1]));
+    cases.push(("one_source_resumed", last));
+    cases
+        .into_iter()
+        .map(|(name, words)| {
+            (
+                name.to_string(),
+                words.iter().flat_map(|w| w.to_le_bytes()).collect(),
+            )
+        })
+        .collect()
 }
 
 /// `(len, batch, mode, seed, world, step)` as little-endian u64 words.

@@ -244,3 +244,188 @@ pub fn sampler(data: &[u8]) {
         }
     }
 }
+
+/// Builds a weighted mixture from the input's numbers (sources' lengths,
+/// weights of any bits, modes, stop rule), then samplers drawing through it
+/// (batch size, ranks, `drop_last`, seed, step, resume position) and the
+/// placement views of their batches, and checks their promises: no panic;
+/// `drawn_before` counts exactly the positions `source_at` gives a source
+/// (and is `None` past the last source); every drawn index lies in its
+/// source, a `Sequential` source's being its next record; the ranks agree
+/// on whether the configuration is valid; batch lengths within
+/// `1..=batch_size`; the views of a batch partition it (or are all
+/// refused); the same parameters give the same draws.
+pub fn mixture(data: &[u8]) {
+    use loaderx_core::{Mixture, MixtureStop, RecordPosition, view_range};
+
+    let mut words = data.chunks(8).map(|c| {
+        let mut b = [0u8; 8];
+        b[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(b)
+    });
+    let mut next = || words.next().unwrap_or(0);
+    let n = 1 + (next() % 16) as usize;
+    let mut sources = Vec::with_capacity(n);
+    let mut modes = Vec::with_capacity(n);
+    for _ in 0..n {
+        let lw = next();
+        sources.push((lw >> 1, f64::from_bits(next())));
+        modes.push(if lw & 1 == 0 {
+            SamplerMode::Cyclic
+        } else {
+            SamplerMode::Sequential
+        });
+    }
+    let stop = [
+        MixtureStop::Total,
+        MixtureStop::FirstExhausted,
+        MixtureStop::AllExhausted,
+    ][(next() % 3) as usize];
+    let Ok(m) = Mixture::new(&sources, &modes, stop) else {
+        return;
+    };
+    assert_eq!(
+        Mixture::new(&sources, &modes, stop).ok().as_ref(),
+        Some(&m),
+        "the same sources give another mixture"
+    );
+    assert_eq!(m.sources(), n);
+    assert_eq!(m.period(), m.period_weights().iter().sum::<u64>());
+    assert!(
+        m.period_weights().iter().all(|&w| w >= 1),
+        "a source of no share"
+    );
+    assert!(m.pass_len() >= 1);
+    assert_eq!(m.drawn_before(n, 0), None, "a source past the last");
+
+    // `drawn_before` against `source_at`, over a window of positions.
+    let t0 = (u128::from(next()) << 64) | u128::from(next());
+    let t0 = t0.min(u128::MAX - 64);
+    let mut before: Vec<u128> = (0..n)
+        .map(|s| {
+            m.drawn_before(s, t0)
+                .unwrap_or_else(|| panic!("source {s} unknown"))
+        })
+        .collect();
+    assert_eq!(
+        before.iter().sum::<u128>(),
+        t0,
+        "sources drew other than t records"
+    );
+    for t in t0..t0 + 64 {
+        let s = m.source_at(t);
+        assert!(s < n, "position {t} drawn from source {s} of {n}");
+        before[s] += 1;
+        for (k, &b) in before.iter().enumerate() {
+            assert_eq!(
+                m.drawn_before(k, t + 1),
+                Some(b),
+                "source {k} before {}",
+                t + 1
+            );
+        }
+    }
+
+    let batch = 1 + (next() % 256) as usize;
+    let world = 1 + (next() % 8) as usize;
+    let seed = next();
+    let flags = next();
+    let step = next();
+    let (epoch, records) = (next(), next());
+    let views = 1 + (next() % 8) as usize;
+    let drop_last = flags & 1 != 0;
+    let resume = (flags & 2 != 0).then(|| RecordPosition {
+        epoch,
+        records: if flags & 4 != 0 {
+            records
+        } else {
+            records % (m.pass_len() + 1)
+        },
+    });
+    let build = |rank: usize| {
+        let mut b = Sampler::builder(m.total(), batch)
+            .mixture(m.clone())
+            .seed(seed)
+            .drop_last(drop_last)
+            .shard(rank, world);
+        if let Some(p) = resume {
+            b = b.resume(p);
+        }
+        b.build()
+    };
+
+    // A single rank from the first record: step `k`'s positions are known,
+    // so every index can be checked against the mixture's allocation.
+    if let Ok(plain) = Sampler::builder(m.total(), batch)
+        .mixture(m.clone())
+        .seed(seed)
+        .drop_last(drop_last)
+        .build()
+    {
+        let spe = plain.steps_per_epoch();
+        let first = u128::from(step / spe) * u128::from(m.pass_len())
+            + u128::from(step % spe) * batch as u128;
+        for (j, &i) in plain.indices(step).iter().enumerate() {
+            let t = first + j as u128;
+            let s = m.source_at(t);
+            assert_eq!(
+                m.source_of(i),
+                Some(s),
+                "position {t}: index {i} not of source {s}"
+            );
+            if modes[s] == SamplerMode::Sequential {
+                let k = m.drawn_before(s, t).unwrap_or_default();
+                let local = u128::from(i - m.starts()[s]);
+                assert_eq!(local, k % u128::from(m.lens()[s]), "sequential source {s}");
+            }
+        }
+    }
+
+    let ranks: Vec<_> = (0..world).map(build).collect();
+    let valid = ranks.iter().filter(|r| r.is_ok()).count();
+    assert!(
+        valid == 0 || valid == world,
+        "{valid} of {world} ranks accept the configuration"
+    );
+    for (rank, r) in ranks.into_iter().enumerate() {
+        let Ok(mut s) = r else {
+            return;
+        };
+        let out = s.indices(step);
+        assert!(
+            (1..=batch).contains(&out.len()) && out.len() == s.batch_len(step),
+            "step {step} of rank {rank} draws {} records",
+            out.len()
+        );
+        assert!(out.iter().all(|&i| i < m.total()), "index out of range");
+        assert!(s.position(step).records <= m.pass_len());
+        // The same parameters, built again, draw the same; so does seek.
+        let again = build(rank).map(|s| s.indices(step)).ok();
+        assert_eq!(
+            again.as_deref(),
+            Some(&out[..]),
+            "a rebuilt sampler draws otherwise"
+        );
+        s.seek(step);
+        assert_eq!(s.next_batch(), &out[..], "seek does not replay");
+        // Views: contiguous equal parts that cover the batch, or refused.
+        let parts: Vec<_> = (0..views)
+            .map(|v| view_range(out.len(), views, v))
+            .collect();
+        if parts.iter().all(Result::is_ok) {
+            let mut at = 0;
+            for p in parts.into_iter().flatten() {
+                assert_eq!(p.start, at, "views leave a gap");
+                assert_eq!(p.len(), out.len() / views, "views of unequal size");
+                at = p.end;
+            }
+            assert_eq!(at, out.len(), "views do not cover the batch");
+        } else {
+            assert!(
+                parts.iter().all(Result::is_err),
+                "some views of a batch refused"
+            );
+        }
+        assert!(view_range(out.len(), views, views).is_err());
+    }
+}

@@ -74,6 +74,27 @@ fn sampler_corpus() {
 }
 
 #[test]
+fn mixture_corpus() {
+    replay("mixture", targets::mixture);
+}
+
+#[test]
+fn mixture_seeds_are_committed() {
+    // The committed seeds are what `make_seeds` writes, so the corpus
+    // starts from mixtures that build (and one NaN weight that does not).
+    let committed = files("corpus", "mixture");
+    for (name, bytes) in loaderx_fuzz::seeds::mixture_seeds() {
+        let file = format!("seed_{name}");
+        let found = committed
+            .iter()
+            .find(|(p, _)| p.file_name().is_some_and(|n| *n == *file))
+            .unwrap_or_else(|| panic!("fuzz/corpus/mixture/{file} is missing"));
+        assert_eq!(found.1, bytes, "fuzz/corpus/mixture/{file} differs");
+        targets::mixture(&bytes);
+    }
+}
+
+#[test]
 fn card_corpus() {
     replay("card", loaderx_fuzz::hf::card);
 }
