@@ -521,12 +521,20 @@ fn names_from_remote_data_cannot_escape() {
     };
     let work = tmp.path().join("a").join("b");
     std::fs::create_dir_all(&work).unwrap();
-    let e = convert_hf(
+    // A column name is mapped to a plain stream name (`/` and a leading
+    // `.` become `_`): its store stays inside the root.
+    let s = convert_hf(
         &mock.source("test/evil-column", &tmp.path().join("c")),
-        work.join("out"),
+        work.join("evil"),
     )
-    .unwrap_err();
-    assert!(e.to_string().contains("outside the output root"), "{e}");
+    .unwrap();
+    assert_eq!(s.splits[0].columns[0].name, "_._.._escaped");
+    assert_eq!(s.splits[0].columns[0].column, "../../escaped");
+    assert_eq!(
+        names(&work.join("evil/train")),
+        [".source_columns.json", "_._.._escaped"]
+    );
+    std::fs::remove_dir_all(work.join("evil")).unwrap();
     let e = convert_hf(
         &mock.source("test/evil-listing", &tmp.path().join("c")),
         work.join("out"),
