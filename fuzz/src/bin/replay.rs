@@ -13,6 +13,7 @@ fn main() -> ExitCode {
         "ragged_record" => targets::ragged_record,
         "schema" => targets::schema,
         "sampler" => targets::sampler,
+        "manifest" => targets::manifest,
         "idx" => loaderx_fuzz::convert::idx,
         "image" => loaderx_fuzz::convert::image,
         "audio" => loaderx_fuzz::convert::audio,
@@ -20,7 +21,7 @@ fn main() -> ExitCode {
         "parquet" => loaderx_fuzz::hf::parquet,
         _ => {
             eprintln!(
-                "usage: replay store|ragged_record|schema|sampler|idx|image|audio|card|parquet FILE..."
+                "usage: replay store|ragged_record|schema|sampler|manifest|idx|image|audio|card|parquet FILE..."
             );
             return ExitCode::from(2);
         }
