@@ -4,8 +4,9 @@
 //! Each target in [`targets`] takes arbitrary bytes and drives one piece of
 //! the library that reads untrusted input: opening and gathering from a whole
 //! store ([`targets::store`]), the shape header of a Ragged record
-//! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]) and
-//! the sampler's parameters ([`targets::sampler`]); [`convert`] holds the
+//! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]),
+//! a multi-part dataset's `dataset.json` ([`targets::manifest`]) and the
+//! sampler's parameters ([`targets::sampler`]); [`convert`] holds the
 //! converters' targets (IDX headers, images, audio). A target returns quietly
 //! when the library reports an error; it panics only when the library panics
 //! or breaks one of its own promises (a decoded schema that does not encode
