@@ -4,8 +4,9 @@
 //! Each target in [`targets`] takes arbitrary bytes and drives one piece of
 //! the library that reads untrusted input: opening and gathering from a whole
 //! store ([`targets::store`]), the shape header of a Ragged record
-//! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]) and
-//! the sampler's parameters ([`targets::sampler`]), weighted mixtures with
+//! ([`targets::ragged_record`]), the MsgPack schema ([`targets::schema`]),
+//! a multi-part dataset's `dataset.json` ([`targets::manifest`]), the
+//! sampler's parameters ([`targets::sampler`]) and weighted mixtures with
 //! their shards, resume positions and placement views
 //! ([`targets::mixture`]); [`convert`] holds the
 //! converters' targets (IDX headers, images, audio). A target returns quietly

@@ -22,6 +22,7 @@ pub fn write_all(dir: &Path) -> io::Result<usize> {
         ("schema", schema_seeds()),
         ("sampler", sampler_seeds()),
         ("mixture", mixture_seeds()),
+        ("manifest", manifest_seeds()?),
     ] {
         let out = dir.join(target);
         fs::create_dir_all(&out)?;
@@ -267,4 +268,47 @@ pub fn sampler_seeds() -> Vec<(String, Vec<u8>)> {
             )
         })
         .collect()
+}
+
+/// The manifest `Dataset::merge` writes for the layout of
+/// [`crate::targets::manifest_layout`], whole, compact, truncated, and with
+/// a part or stream fewer.
+pub fn manifest_seeds() -> io::Result<Vec<(String, Vec<u8>)>> {
+    let dir = std::env::temp_dir().join(format!("loaderx-seeds-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&dir);
+    let made = crate::targets::manifest_layout(&dir).map_err(io::Error::other);
+    let _ = fs::remove_dir_all(&dir);
+    let whole = made?;
+    let text = String::from_utf8_lossy(&whole).into_owned();
+    let compact: String = text.split_whitespace().collect();
+    let mut seeds = vec![
+        ("merged".to_string(), whole.clone()),
+        ("compact".to_string(), compact.clone().into_bytes()),
+        (
+            "truncated_half".to_string(),
+            whole[..whole.len() / 2].to_vec(),
+        ),
+        (
+            "truncated_end".to_string(),
+            whole[..whole.len() - 3].to_vec(),
+        ),
+    ];
+    // No digests (a manifest of an older loaderx), fewer parts, one stream.
+    let old: String = text
+        .lines()
+        .filter(|l| !l.contains("table_digest"))
+        .map(|l| {
+            l.replace("\"records\": 5,", "\"records\": 5")
+                .replace("\"records\": 0,", "\"records\": 0")
+                .replace("\"records\": 4,", "\"records\": 4")
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    seeds.push(("no_digests".to_string(), old.into_bytes()));
+    seeds.push((
+        "lying_records".to_string(),
+        text.replacen("\"records\": 9", "\"records\": 10", 1)
+            .into_bytes(),
+    ));
+    Ok(seeds)
 }

@@ -3,7 +3,7 @@
 
 use loaderx_core::Codec;
 use loaderx_core::format::{MAX_DATA_SHARDS, RecordLoc, Schema, StaticPage};
-use loaderx_core::{DType, DynRagged, Generation, Store, digest};
+use loaderx_core::{DType, Dataset, DynRagged, Generation, Store, digest};
 use loaderx_core::{Sampler, SamplerMode};
 
 use crate::input::{StoreInput, scratch_dir};
@@ -427,5 +427,85 @@ pub fn mixture(data: &[u8]) {
             );
         }
         assert!(view_range(out.len(), views, views).is_err());
+/// Records of each part of the layout [`manifest`] opens manifests over
+/// (an empty part among them).
+pub const MANIFEST_PARTS: [u64; 3] = [5, 0, 4];
+
+/// Writes into `dir` (which must not exist) the small real dataset
+/// [`manifest`] reads: parts of [`MANIFEST_PARTS`] records with the streams
+/// `t` (Ragged `u16` of rank 1) and `x` (Dense `u32 [2]`), merged; returns
+/// the manifest the merge wrote.
+///
+/// # Errors
+///
+/// The message of a writer's, [`Dataset::merge`]'s or the read's error.
+pub fn manifest_layout(dir: &std::path::Path) -> Result<Vec<u8>, String> {
+    write_manifest_layout(dir).map_err(|e| e.to_string())?;
+    let path = dir.join(loaderx_core::MANIFEST_FILE);
+    std::fs::read(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn write_manifest_layout(dir: &std::path::Path) -> Result<(), loaderx_core::Error> {
+    use loaderx_core::{CreateOptions, DenseWriter, RaggedWriter};
+    let options = CreateOptions::new(Codec::Zstd).sync_on_close(false);
+    let mut at = 0u32;
+    for (p, &n) in MANIFEST_PARTS.iter().enumerate() {
+        let part = dir.join(Dataset::part_name(p as u64));
+        let mut x = DenseWriter::<u32>::create_with(part.join("x"), &[2], &options)?;
+        let mut t = RaggedWriter::<u16>::create_with(part.join("t"), 1, &options)?;
+        if n > 0 {
+            let rows: Vec<u32> = (at..at + n as u32).flat_map(|i| [i, 7]).collect();
+            x.append_slice(&rows, n as usize)?;
+            t.append((at..at + n as u32).map(|i| vec![i as u16; 1 + i as usize % 3]))?;
+        }
+        x.close()?;
+        t.close()?;
+        at += n as u32;
+    }
+    Dataset::merge(dir, Some(MANIFEST_PARTS.len() as u64))?;
+    Ok(())
+}
+
+/// Takes the input as a dataset's `dataset.json` over the real parts of
+/// [`manifest_layout`] (written once a thread) and opens it; a dataset that
+/// opens holds what it says (every stream as long as the dataset, parts
+/// starting where their records do) and reads as a store does.
+pub fn manifest(data: &[u8]) {
+    use std::cell::Cell;
+    thread_local! {
+        static READY: Cell<bool> = const { Cell::new(false) };
+    }
+    let dir = scratch_dir().with_extension("dataset");
+    if !READY.with(Cell::get) {
+        let _ = std::fs::remove_dir_all(&dir);
+        if let Err(e) = manifest_layout(&dir) {
+            panic!("cannot write the scratch dataset {}: {e}", dir.display());
+        }
+        READY.with(|r| r.set(true));
+    }
+    let path = dir.join(loaderx_core::MANIFEST_FILE);
+    if let Err(e) = std::fs::write(&path, data) {
+        panic!("cannot write {}: {e}", path.display());
+    }
+    let Ok(dataset) = Dataset::open(&dir) else {
+        return;
+    };
+    let starts = dataset.part_starts();
+    assert_eq!(starts.len(), dataset.parts().len() + 1);
+    assert_eq!(starts.last().copied(), Some(dataset.len()));
+    for ((_, records), w) in dataset.parts().iter().zip(starts.windows(2)) {
+        assert_eq!(
+            w[1] - w[0],
+            *records,
+            "a part's start disagrees with its records"
+        );
+    }
+    if let Some(last) = dataset.len().checked_sub(1) {
+        assert!(dataset.locate(last).is_some());
+    }
+    assert!(dataset.locate(dataset.len()).is_none());
+    for (_, stream) in dataset.streams() {
+        assert_eq!(stream.len(), dataset.len(), "a stream of another length");
+        exercise(stream);
     }
 }

@@ -95,6 +95,11 @@ fn mixture_seeds_are_committed() {
 }
 
 #[test]
+fn manifest_corpus() {
+    replay("manifest", targets::manifest);
+}
+
+#[test]
 fn card_corpus() {
     replay("card", loaderx_fuzz::hf::card);
 }
@@ -111,6 +116,14 @@ fn seeds_are_valid_inputs() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let n = loaderx_fuzz::seeds::write_all(dir.path()).unwrap_or_else(|e| panic!("{e}"));
     assert!(n >= 20, "{n} seeds");
+    // The merged manifest seed opens over the target's layout.
+    let layout = dir.path().join("layout");
+    loaderx_fuzz::targets::manifest_layout(&layout).unwrap_or_else(|e| panic!("{e}"));
+    let merged =
+        fs::read(dir.path().join("manifest/seed_merged")).unwrap_or_else(|e| panic!("{e}"));
+    fs::write(layout.join(loaderx_core::MANIFEST_FILE), merged).unwrap_or_else(|e| panic!("{e}"));
+    let dataset = loaderx_core::Dataset::open(&layout).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(dataset.len(), 9);
     for entry in fs::read_dir(dir.path().join("store")).unwrap_or_else(|e| panic!("{e}")) {
         let path = entry.unwrap_or_else(|e| panic!("{e}")).path();
         let bytes = fs::read(&path).unwrap_or_else(|e| panic!("{e}"));

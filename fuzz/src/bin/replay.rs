@@ -14,6 +14,7 @@ fn main() -> ExitCode {
         "schema" => targets::schema,
         "sampler" => targets::sampler,
         "mixture" => targets::mixture,
+        "manifest" => targets::manifest,
         "idx" => loaderx_fuzz::convert::idx,
         "image" => loaderx_fuzz::convert::image,
         "audio" => loaderx_fuzz::convert::audio,
@@ -21,7 +22,7 @@ fn main() -> ExitCode {
         "parquet" => loaderx_fuzz::hf::parquet,
         _ => {
             eprintln!(
-                "usage: replay store|ragged_record|schema|sampler|mixture|idx|image|audio|card|parquet FILE..."
+                "usage: replay store|ragged_record|schema|sampler|mixture|manifest|idx|image|audio|card|parquet FILE..."
             );
             return ExitCode::from(2);
         }
