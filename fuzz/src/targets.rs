@@ -427,6 +427,9 @@ pub fn mixture(data: &[u8]) {
             );
         }
         assert!(view_range(out.len(), views, views).is_err());
+    }
+}
+
 /// Records of each part of the layout [`manifest`] opens manifests over
 /// (an empty part among them).
 pub const MANIFEST_PARTS: [u64; 3] = [5, 0, 4];
