@@ -85,11 +85,11 @@ struct StreamSchema {
 struct PartEntry {
     name: String,
     records: u64,
-    /// SHA-256 (hex) of the part's streams' names and their `meta.zr`
-    /// bytes up to the end of the location table (static page and
-    /// locations) and `dict.zr`: what a re-merge compares to notice a part
-    /// rewritten with other records. Absent in manifests written before
-    /// it was recorded.
+    /// SHA-256 (hex) of the part's streams' names, their `meta.zr` bytes
+    /// up to the end of the location table (static page and locations)
+    /// and `dict.zr`, and 16 records of each spread over it: what a
+    /// re-merge compares to notice a part rewritten with other records.
+    /// Absent in manifests written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     table_digest: Option<String>,
 }
@@ -818,6 +818,7 @@ impl<'d> Merging<'d> {
             digest.update(n.as_bytes());
             digest.update([0u8]);
             digest.update(s.table_digest());
+            digest.update(s.sample_digest()?);
         }
         let digest: String = digest
             .finalize()

@@ -218,6 +218,10 @@ impl<T: crate::Element> From<crate::Ragged<T>> for Store {
     }
 }
 
+/// Records a dataset merge reads from each store to notice a part
+/// rewritten with other records ([`Store::sample_digest`]).
+pub(crate) const SAMPLED_RECORDS: u64 = 16;
+
 impl Store {
     /// True when the local directory `path` holds a store's metadata file
     /// (published or not, valid or not: [`open`](Self::open) says): what a
@@ -316,6 +320,53 @@ impl Store {
             h.update(r.table_digest());
         }
         h.finalize().into()
+    }
+
+    /// SHA-256 of [`SAMPLED_RECORDS`] records spread evenly over the store
+    /// (all of them when it holds fewer): each one's index, shape and
+    /// element bytes as read. What a dataset's manifest adds to the table
+    /// digest, so that a part rewritten with other records of the same
+    /// lengths (a Raw Dense store's table is the same for any records) is
+    /// noticed without reading every payload.
+    ///
+    /// # Errors
+    ///
+    /// Any error of reading those records.
+    pub(crate) fn sample_digest(&self) -> Result<[u8; 32], Error> {
+        use sha2::Digest as _;
+        let n = self.len();
+        let indices: Vec<u64> = if n <= SAMPLED_RECORDS {
+            (0..n).collect()
+        } else {
+            // Evenly spread, the first and the last included; `n - 1` is
+            // below 2^64 and `k < 16`, so the product fits in u128.
+            (0..SAMPLED_RECORDS)
+                .map(|k| {
+                    (u128::from(k) * u128::from(n - 1) / u128::from(SAMPLED_RECORDS - 1)) as u64
+                })
+                .collect()
+        };
+        let mut h = sha2::Sha256::new();
+        match self {
+            Store::Dense(s) => {
+                let bytes = s.gather_bytes(&indices)?;
+                for (i, rec) in indices.iter().zip(bytes.chunks(s.record_bytes().max(1))) {
+                    h.update(i.to_le_bytes());
+                    h.update(rec);
+                }
+            }
+            Store::Ragged(s) => {
+                let batch = s.gather_packed(&indices)?;
+                for (k, i) in indices.iter().enumerate() {
+                    h.update(i.to_le_bytes());
+                    for d in batch.shape(k) {
+                        h.update((*d as u64).to_le_bytes());
+                    }
+                    h.update(batch.bytes(k));
+                }
+            }
+        }
+        Ok(h.finalize().into())
     }
 
     /// The engine underneath.

@@ -495,6 +495,35 @@ fn a_remerge_notices_a_part_rewritten_with_other_records_of_the_same_count() {
     assert_eq!(new.matches("\"table_digest\"").count(), 2, "{new}");
 }
 
+#[test]
+fn a_remerge_notices_a_raw_part_rewritten_with_records_of_the_same_lengths() {
+    // A Raw Dense store's location table is the same for any records of
+    // its count: only its payload tells a rewrite.
+    let dir = tempfile::tempdir().unwrap();
+    let write = |part: u64, values: std::ops::Range<u32>| {
+        let path = dir.path().join(Dataset::part_name(part)).join("x");
+        let _ = std::fs::remove_dir_all(&path);
+        let mut w = DenseWriter::<u32>::create(&path, &[3], Codec::Raw).unwrap();
+        let flat: Vec<u32> = values.flat_map(|v| [v, v + 1, v + 2]).collect();
+        w.append_slice(&flat, flat.len() / 3).unwrap();
+        w.close().unwrap();
+    };
+    write(0, 0..40);
+    write(1, 40..80);
+    Dataset::merge(dir.path(), None).unwrap();
+    let path = dir.path().join(MANIFEST_FILE);
+    let manifest = std::fs::read_to_string(&path).unwrap();
+    // The same records written again: the same digest, the merge passes.
+    write(1, 40..80);
+    Dataset::merge(dir.path(), None).unwrap();
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), manifest);
+    // Other records of the same count and lengths: refused, unchanged.
+    write(1, 1000..1040);
+    let err = Dataset::merge(dir.path(), None).unwrap_err();
+    assert!(err.to_string().contains("changed"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), manifest);
+}
+
 /// A manifest of `parts` parts of 0 records and the streams `streams`
 /// (Dense uint8 scalars named `s<k>`).
 fn big_manifest(parts: usize, streams: impl Iterator<Item = String>) -> String {
