@@ -238,3 +238,42 @@ fn part_directories_push_as_one_and_merge_on_the_url() {
     let e = String::from_utf8_lossy(&again.stderr);
     assert!(e.contains("s3://bkt/ds/part-00000/a"), "{e}");
 }
+
+/// A merged dataset directory pushed whole: its stores and `dataset.json`
+/// travel, a crashed writer's hidden staging directory (holding a whole
+/// store) does not, and the URL opens as the dataset.
+#[test]
+fn a_merged_dataset_directory_pushes_with_its_manifest_and_without_staging() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &Path, n: usize| {
+        let mut w =
+            RaggedWriter::<i32>::create_with(path, 1, &CreateOptions::new(Codec::Zstd)).unwrap();
+        let recs: Vec<Vec<i32>> = (0..n).map(|i| vec![i as i32; 1 + i % 4]).collect();
+        w.append(&recs).unwrap();
+        w.close().unwrap();
+    };
+    write(&dir.path().join("part-00000").join("a"), 40);
+    write(&dir.path().join("part-00001").join("a"), 21);
+    loaderx_core::Dataset::merge(dir.path(), Some(2)).unwrap();
+    write(&dir.path().join(".part-00002.staged").join("a"), 5);
+    let pushed = stdout(&loaderx(
+        &server,
+        &["push", dir.path().to_str().unwrap(), "s3://bkt/whole"],
+        &[],
+    ));
+    assert!(server.exists("bkt", "whole/dataset.json"), "{pushed}");
+    assert!(
+        server.exists("bkt", "whole/part-00001/a/meta.zr"),
+        "{pushed}"
+    );
+    assert!(
+        !server.exists("bkt", "whole/.part-00002.staged/a/meta.zr"),
+        "{pushed}"
+    );
+    let ds = loaderx_core::Dataset::open_url("s3://bkt/whole", &server.options()).unwrap();
+    assert_eq!(ds.len(), 61);
+}

@@ -67,14 +67,10 @@ pub(crate) struct ColumnPlan {
 }
 
 /// True when `name` is a stream name every store and dataset accepts
-/// (`loaderx_core`'s rule for stream names, copied: ASCII letters and
-/// digits, `_`, `-` and `.`, not empty, not starting with `.`).
+/// ([`loaderx_core::Dataset::check_stream_name`]: ASCII letters and digits,
+/// `_`, `-` and `.`, not empty, not starting with `.`).
 pub(crate) fn is_stream_name(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    loaderx_core::Dataset::check_stream_name(name).is_ok()
 }
 
 /// The store name of each of `columns` (source names, in output order),
