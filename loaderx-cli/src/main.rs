@@ -8,6 +8,8 @@
 //! - `loaderx convert idx DIR OUT`: MNIST-format IDX files to stores;
 //! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
 //!   printing the commit sha it was read at;
+//! - `loaderx convert parquet|arrow INPUT... -o OUT`: local Parquet files,
+//!   Arrow IPC files and streams, `save_to_disk` directories to stores;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
 //!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
 //! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
@@ -42,6 +44,8 @@ use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
+use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
+use loaderx_convert::table::TableOptions;
 use loaderx_core::{Codec, Dataset, Generation, RemoteOptions, Store, redact_url};
 
 /// Any failure of a command.
@@ -210,68 +214,187 @@ enum Convert {
         /// hf-hub cache directory (default: $HF_HOME/hub, else ~/.cache/huggingface/hub).
         #[arg(long)]
         cache_dir: Option<PathBuf>,
-        /// raw or zstd.
-        #[arg(long, default_value = "zstd")]
-        codec: Codec,
-        /// Payload shards per store (1..=255).
-        #[arg(long, default_value_t = 4)]
-        shards: usize,
-        /// Format generation of the stores: 2.8.19 (read by Python loaderx
-        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
-        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
-        generation: Generation,
-        /// Convert only these columns, in this order (comma-separated).
-        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
-        columns: Vec<String>,
-        /// Leave these columns out (comma-separated).
-        #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
-        drop: Vec<String>,
-        /// Store string columns as Ragged u8 records of their UTF-8 bytes.
-        #[arg(long, value_enum, conflicts_with = "tokenizer")]
-        text: Option<TextArg>,
-        /// Tokenize string columns into Ragged u32 token ids with this
-        /// tokenizer: a tokenizer.json, a directory holding one, or a Hub
-        /// model repo id (its tokenizer.json, at --tokenizer-revision).
-        #[arg(long, value_name = "REF")]
-        tokenizer: Option<String>,
-        /// Branch, tag or commit of a Hub tokenizer.
-        #[arg(long, default_value = "main", requires = "tokenizer")]
-        tokenizer_revision: String,
-        /// Add the tokenizer's special tokens (e.g. [CLS] ... [SEP]).
-        #[arg(long, requires = "tokenizer")]
-        add_special_tokens: bool,
-        /// Append the EOS token id to every record.
-        #[arg(long, requires = "tokenizer")]
-        append_eos: bool,
-        /// The EOS token (default: tokenizer_config.json's eos_token, else a usual name).
-        #[arg(long, requires = "append_eos")]
-        eos_token: Option<String>,
-        /// Leave out rows holding an empty string or list (in every column of their split).
-        #[arg(long)]
-        drop_empty_rows: bool,
-        /// Leave out rows holding a null (in every column of their split).
-        #[arg(long)]
-        drop_null_rows: bool,
-        /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
-        #[arg(long, value_name = "L|RGB|RGBA")]
-        image_mode: Option<String>,
-        /// Write only this writer's share, as part PART of a multi-part
-        /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
-        /// the split's rows cut into PARTS contiguous shares (whatever its
-        /// files; an empty part when rows are fewer than PARTS), every
-        /// store's kind and shape decided from the whole split; needs
-        /// --parts. Merge with `loaderx dataset merge`: the digest is the
-        /// single conversion's. A part is written once: a second run of a
-        /// finished part fails at once (path already exists) and changes
-        /// nothing; a second writer of a running part fails
-        /// (OUT/.part-<PART>.lock is held); a killed writer's staging is
-        /// removed by the next run of its part.
-        #[arg(long, requires = "parts")]
-        part: Option<u64>,
-        /// The number of writers sharing the conversion (with --part).
-        #[arg(long, requires = "part")]
-        parts: Option<u64>,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
     },
+    /// Local parquet files: files, directories (a subdirectory is a split,
+    /// `train-00000-of-00002.parquet` is in split train) or --split
+    /// NAME=GLOB; writes OUT/SPLIT/COLUMN stores by the rules of `convert
+    /// hf` (the files' `huggingface` schema metadata gives Image, Audio and
+    /// ClassLabel columns their meaning).
+    Parquet {
+        /// Parquet files or directories.
+        #[arg(required_unless_present = "split_globs")]
+        inputs: Vec<PathBuf>,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Split NAME holds the files GLOB matches (repeatable; replaces
+        /// the inputs' own layout).
+        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
+        split_globs: Vec<(String, String)>,
+        /// The split of files given by name (default train).
+        #[arg(long, default_value = "train")]
+        split_name: String,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// Local Arrow IPC files and streams (.arrow, .arrows, .feather, .ipc)
+    /// and `datasets` save_to_disk directories (a DatasetDict's splits, its
+    /// dataset_info.json features); splits as `convert parquet` forms them.
+    Arrow {
+        /// Arrow files, save_to_disk directories or other directories.
+        #[arg(required_unless_present = "split_globs")]
+        inputs: Vec<PathBuf>,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Split NAME holds the files GLOB matches (repeatable; replaces
+        /// the inputs' own layout).
+        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
+        split_globs: Vec<(String, String)>,
+        /// The split of files given by name and of a save_to_disk Dataset
+        /// (default train).
+        #[arg(long, default_value = "train")]
+        split_name: String,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
+    },
+}
+
+/// The options every Arrow-backed converter shares.
+#[derive(Debug, clap::Args)]
+struct TableArgs {
+    /// raw or zstd.
+    #[arg(long, default_value = "zstd")]
+    codec: Codec,
+    /// Payload shards per store (1..=255).
+    #[arg(long, default_value_t = 4)]
+    shards: usize,
+    /// Format generation of the stores: 2.8.19 (read by Python loaderx
+    /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
+    #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
+    generation: Generation,
+    /// Convert only these columns, in this order (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    columns: Vec<String>,
+    /// Leave these columns out (comma-separated).
+    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
+    drop: Vec<String>,
+    /// Store string columns as Ragged u8 records of their UTF-8 bytes.
+    #[arg(long, value_enum, conflicts_with = "tokenizer")]
+    text: Option<TextArg>,
+    /// Tokenize string columns into Ragged u32 token ids with this
+    /// tokenizer: a tokenizer.json, a directory holding one, or a Hub
+    /// model repo id (its tokenizer.json, at --tokenizer-revision).
+    #[arg(long, value_name = "REF")]
+    tokenizer: Option<String>,
+    /// Branch, tag or commit of a Hub tokenizer.
+    #[arg(long, default_value = "main", requires = "tokenizer")]
+    tokenizer_revision: String,
+    /// Add the tokenizer's special tokens (e.g. [CLS] ... [SEP]).
+    #[arg(long, requires = "tokenizer")]
+    add_special_tokens: bool,
+    /// Append the EOS token id to every record.
+    #[arg(long, requires = "tokenizer")]
+    append_eos: bool,
+    /// The EOS token (default: tokenizer_config.json's eos_token, else a usual name).
+    #[arg(long, requires = "append_eos")]
+    eos_token: Option<String>,
+    /// Leave out rows holding an empty string or list (in every column of their split).
+    #[arg(long)]
+    drop_empty_rows: bool,
+    /// Leave out rows holding a null (in every column of their split).
+    #[arg(long)]
+    drop_null_rows: bool,
+    /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
+    #[arg(long, value_name = "L|RGB|RGBA")]
+    image_mode: Option<String>,
+    /// Write only this writer's share, as part PART of a multi-part
+    /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
+    /// the split's rows cut into PARTS contiguous shares (whatever its
+    /// files; an empty part when rows are fewer than PARTS), every
+    /// store's kind and shape decided from the whole split; needs
+    /// --parts. Default: $JOB_COMPLETION_INDEX when --parts is given (a
+    /// Kubernetes Indexed Job). Merge with `loaderx dataset merge`: the
+    /// digest is the single conversion's. A part is written once: a second
+    /// run of a finished part fails at once (path already exists) and
+    /// changes nothing; a second writer of a running part fails
+    /// (OUT/.part-<PART>.lock is held); a killed writer's staging is
+    /// removed by the next run of its part.
+    #[arg(long, requires = "parts")]
+    part: Option<u64>,
+    /// The number of writers sharing the conversion (with --part or
+    /// JOB_COMPLETION_INDEX).
+    #[arg(long)]
+    parts: Option<u64>,
+}
+
+/// Parses `NAME=GLOB`.
+fn parse_split_glob(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((name, glob)) if !name.is_empty() && !glob.is_empty() => {
+            Ok((name.to_owned(), glob.to_owned()))
+        }
+        _ => Err(format!("{s:?} is not NAME=GLOB")),
+    }
+}
+
+/// The part a writer converts: `--part`, else `$JOB_COMPLETION_INDEX`
+/// when `--parts` is given.
+fn resolve_part(part: Option<u64>, parts: Option<u64>) -> Result<Option<(u64, u64)>, Error> {
+    let Some(parts) = parts else {
+        return Ok(None);
+    };
+    let index = match part {
+        Some(p) => p,
+        None => {
+            let value = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
+                Error::from("--parts needs --part, or JOB_COMPLETION_INDEX in the environment")
+            })?;
+            value.trim().parse::<u64>().map_err(|_| {
+                Error::from(format!(
+                    "JOB_COMPLETION_INDEX={value:?} is not a part index"
+                ))
+            })?
+        }
+    };
+    Ok(Some((index, parts)))
+}
+
+impl TableArgs {
+    /// The table options these flags ask for.
+    fn options(&self) -> Result<TableOptions, Error> {
+        let mut o = TableOptions::new()
+            .codec(self.codec)
+            .shards(self.shards)
+            .generation(self.generation)
+            .columns(self.columns.iter().map(String::as_str))
+            .drop(self.drop.iter().map(String::as_str))
+            .drop_empty_rows(self.drop_empty_rows)
+            .drop_null_rows(self.drop_null_rows)
+            .progress(true);
+        if let Some(m) = &self.image_mode {
+            o = o.image_mode(m.as_str());
+        }
+        if let Some(TextArg::Bytes) = self.text {
+            o = o.text_bytes();
+        }
+        if let Some(t) = &self.tokenizer {
+            o = o
+                .tokenizer(t.as_str())
+                .tokenizer_revision(self.tokenizer_revision.as_str())
+                .add_special_tokens(self.add_special_tokens)
+                .append_eos(self.append_eos, self.eos_token.as_deref());
+        }
+        if let Some((part, parts)) = resolve_part(self.part, self.parts)? {
+            o = o.part(part, parts);
+        }
+        Ok(o)
+    }
 }
 
 /// `--text` encodings.
@@ -337,14 +460,27 @@ impl Command {
             Command::Convert(Convert::Hf {
                 out,
                 endpoint,
-                tokenizer,
+                table,
                 cache_dir,
                 ..
             }) => {
                 let mut v = vec![out.as_os_str()];
                 v.extend(endpoint.iter().map(std::ffi::OsStr::new));
-                v.extend(tokenizer.iter().map(std::ffi::OsStr::new));
+                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
                 v.extend(cache_dir.iter().map(|d| d.as_os_str()));
+                v
+            }
+            Command::Convert(
+                Convert::Parquet {
+                    inputs, out, table, ..
+                }
+                | Convert::Arrow {
+                    inputs, out, table, ..
+                },
+            ) => {
+                let mut v = vec![out.as_os_str()];
+                v.extend(inputs.iter().map(|p| p.as_os_str()));
+                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
                 v
             }
         };
@@ -529,7 +665,10 @@ fn run(command: &Command) -> Result<String, Error> {
         Command::Dataset(d) => dataset(d),
         Command::Convert(c) => {
             let out = match c {
-                Convert::Idx { out, .. } | Convert::Hf { out, .. } => out,
+                Convert::Idx { out, .. }
+                | Convert::Hf { out, .. }
+                | Convert::Parquet { out, .. }
+                | Convert::Arrow { out, .. } => out,
             };
             match dest(out)? {
                 Dest::Local(out) => convert(c, out),
@@ -634,47 +773,13 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             token,
             endpoint,
             cache_dir,
-            codec,
-            shards,
-            generation,
-            columns,
-            drop,
-            text,
-            tokenizer,
-            tokenizer_revision,
-            add_special_tokens,
-            append_eos,
-            eos_token,
-            drop_empty_rows,
-            drop_null_rows,
-            image_mode,
-            part,
-            parts,
+            table,
         } => {
             let mut source = HfSource::new(repo.as_str())
                 .revision(revision.as_str())
                 .splits(splits.iter().map(String::as_str))
-                .codec(*codec)
-                .shards(*shards)
-                .generation(*generation)
-                .columns(columns.iter().map(String::as_str))
-                .drop(drop.iter().map(String::as_str))
-                .drop_empty_rows(*drop_empty_rows)
-                .drop_null_rows(*drop_null_rows)
+                .table_options(table.options()?)
                 .progress(true);
-            if let Some(m) = image_mode {
-                source = source.image_mode(m.as_str());
-            }
-            if let Some(TextArg::Bytes) = text {
-                source = source.text_bytes();
-            }
-            if let Some(t) = tokenizer {
-                source = source
-                    .tokenizer(t.as_str())
-                    .tokenizer_revision(tokenizer_revision.as_str())
-                    .add_special_tokens(*add_special_tokens)
-                    .append_eos(*append_eos, eos_token.as_deref());
-            }
             if let Some(c) = config {
                 source = source.config(c.as_str());
             }
@@ -687,10 +792,34 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             if let Some(d) = cache_dir {
                 source = source.cache_dir(d);
             }
-            if let (Some(part), Some(parts)) = (part, parts) {
-                source = source.part(*part, *parts);
-            }
             Ok(convert_hf(&source, out)?.to_string())
+        }
+        Convert::Parquet {
+            inputs,
+            out: _,
+            split_globs,
+            split_name,
+            table,
+        }
+        | Convert::Arrow {
+            inputs,
+            out: _,
+            split_globs,
+            split_name,
+            table,
+        } => {
+            let mut source = LocalSource::new(inputs.iter().cloned())
+                .split_name(split_name.as_str())
+                .options(table.options()?);
+            for (name, glob) in split_globs {
+                source = source.split_glob(name.as_str(), glob.as_str());
+            }
+            let summary = if matches!(c, Convert::Parquet { .. }) {
+                convert_parquet(&source, out)?
+            } else {
+                convert_arrow(&source, out)?
+            };
+            Ok(summary.to_string())
         }
     }
 }

@@ -37,7 +37,7 @@ pub struct ImageHeader {
 /// supported PNG or JPEG image, or decode to more than a record may hold.
 #[cfg(feature = "hf")]
 pub fn probe_image(bytes: &[u8]) -> Result<ImageHeader, String> {
-    let (format, shape) = crate::hf::images::probe(bytes)?;
+    let (format, shape) = crate::table::images::probe(bytes)?;
     Ok(ImageHeader {
         shape,
         element_bytes: format.dtype.size(),
@@ -54,7 +54,7 @@ pub fn probe_image(bytes: &[u8]) -> Result<ImageHeader, String> {
 /// A sentence when the image cannot be decoded, or converted to `mode`.
 #[cfg(feature = "hf")]
 pub fn decode_image(bytes: &[u8], mode: Option<&str>) -> Result<(Vec<usize>, Vec<u8>), String> {
-    use crate::hf::images::{self, PixelFormat};
+    use crate::table::images::{self, PixelFormat};
     let (format, shape) = images::probe(bytes)?;
     match mode {
         None => images::decode(bytes, format, Some(&shape), false),
@@ -89,7 +89,7 @@ pub struct Audio {
 /// A sentence when the file cannot be probed or decoded.
 #[cfg(feature = "hf")]
 pub fn decode_audio(bytes: &[u8], limit: u64) -> Result<Audio, String> {
-    use crate::hf::audio;
+    use crate::table::audio;
     audio::probe(bytes)?;
     let (head, samples) = audio::decode_limited(bytes, limit)?;
     Ok(Audio {

@@ -21,8 +21,18 @@ mod error;
 pub mod fuzzing;
 #[cfg(feature = "hf")]
 pub mod hf;
+#[cfg(feature = "arrow")]
+mod hub;
 #[cfg(feature = "idx")]
 pub mod idx;
+#[cfg(feature = "arrow")]
+mod ipc;
+#[cfg(feature = "arrow")]
+pub mod local;
 pub mod output;
+#[cfg(feature = "arrow")]
+mod parquet_file;
+#[cfg(feature = "arrow")]
+pub mod table;
 
 pub use error::{Error, Result};

@@ -8,10 +8,11 @@ use indicatif::ProgressBar;
 use loaderx_core::Codec;
 
 use super::card::{card_layout, parse_card};
-use super::split::{Settings, SplitSource, convert_split};
-use super::text::TextEncoder;
 use crate::error::Error;
 use crate::output::StagedRoot;
+use crate::parquet_file::file::ParquetFile;
+use crate::table::convert::{Settings, SplitSource, convert_split};
+use crate::table::text::TextEncoder;
 
 /// One split the dataset card chose: config, split and its parquet files.
 pub type CardSplit = (String, String, Vec<String>);
@@ -60,10 +61,11 @@ pub fn convert_parquet_file(file: &Path, out: &Path) -> Result<u64, Error> {
         image_mode: None,
     };
     let root = StagedRoot::new(out)?;
+    let table = ParquetFile::open(file, "train.parquet")?;
     let split = SplitSource {
         name: "train".to_owned(),
         partial: false,
-        files: vec![(file.to_path_buf(), "train.parquet".to_owned())],
+        tables: vec![Box::new(table)],
         context: "fuzz".to_owned(),
         part: None,
     };

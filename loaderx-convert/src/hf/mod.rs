@@ -50,40 +50,32 @@
 //! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
-pub(crate) mod audio;
 mod card;
-mod decode;
-mod delta_pages;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-mod hub;
-pub(crate) mod images;
 mod layout;
-mod metadata_types;
-mod plan;
-mod rows;
-mod source_file;
-mod split;
-mod text;
 
 use std::fmt;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-
 use self::card::{CardConfigs, card_layout, parse_card};
-use self::hub::Resolved;
-use self::hub::{Hub, PARQUET_BRANCH, is_commit_sha};
 use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
-use self::split::{Settings, SplitSource, convert_split};
-pub use self::text::TokenizerInfo;
-use self::text::{HubSettings, TextEncoder, TokenizerRequest, load_tokenizer};
-use loaderx_core::{Codec, DType, Generation, StoreKind};
-use std::sync::Arc;
+use crate::hub::{self, Hub, PARQUET_BRANCH, Resolved, is_commit_sha};
+use crate::parquet_file::file::ParquetFile;
+use crate::parquet_file::parquet_rows;
+pub use crate::table::{
+    BATCH_BYTES, BATCH_RECORDS, ColumnSource, SAMPLING_RATE_SUFFIX, TokenizerInfo,
+};
+use crate::table::{SplitTables, TableOptions, TableSource, lock_part, progress_bar, write_splits};
+use loaderx_core::{Codec, Generation};
 
 use crate::error::Error;
-use crate::output::{PartLock, StagedRoot, safe_component};
+use crate::output::safe_component;
+
+/// One converted column (the table layer's [`ColumnSummary`](crate::table::ColumnSummary)).
+pub type HfColumn = crate::table::ColumnSummary;
+/// One converted split (the table layer's [`SplitSummary`](crate::table::SplitSummary)).
+pub type HfSplit = crate::table::SplitSummary;
 
 fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
     Error::Layout {
@@ -94,39 +86,6 @@ fn layout_error(repo: &str, detail: impl Into<String>) -> Error {
 
 /// The branch the Hub's parquet conversion follows.
 const DEFAULT_BRANCH: &str = "main";
-
-/// The name of an audio column's sampling-rate store is the column's name
-/// followed by this.
-pub const SAMPLING_RATE_SUFFIX: &str = ".sampling_rate";
-
-/// The end of a message about a null value.
-pub(crate) const NULL_ROW: &str =
-    "holds a null; nulls cannot be stored losslessly (--drop-null-rows leaves such rows out)";
-/// The end of a message about an empty string.
-pub(crate) const EMPTY_STRING: &str = "is an empty string; Ragged stores cannot hold empty \
-     records (--drop-empty-rows leaves such rows out)";
-
-/// How string columns are stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum TextMode {
-    /// Refused (the default): the error names the options.
-    Refuse,
-    /// UTF-8 bytes, Ragged `u8`.
-    Bytes,
-    /// Token ids, Ragged `u32`.
-    Tokens {
-        reference: String,
-        revision: String,
-        add_special_tokens: bool,
-        append_eos: bool,
-        eos_token: Option<String>,
-    },
-}
-
-/// Records written per batch, at most.
-pub const BATCH_RECORDS: usize = 32_768;
-/// Decoded bytes buffered before a batch is written, about.
-pub const BATCH_BYTES: usize = 64 << 20;
 
 /// A dataset on the Hugging Face Hub and how to convert it; a builder.
 ///
@@ -140,19 +99,8 @@ pub struct HfSource {
     token: Option<String>,
     endpoint: Option<String>,
     cache_dir: Option<PathBuf>,
-    codec: Codec,
-    shards: usize,
-    generation: Generation,
     progress: bool,
-    max_records: usize,
-    max_bytes: usize,
-    columns: Vec<String>,
-    drop: Vec<String>,
-    text: TextMode,
-    drop_null_rows: bool,
-    drop_empty_rows: bool,
-    image_mode: Option<String>,
-    part: Option<(u64, u64)>,
+    table: TableOptions,
 }
 
 impl fmt::Debug for HfSource {
@@ -165,19 +113,8 @@ impl fmt::Debug for HfSource {
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("endpoint", &self.endpoint)
             .field("cache_dir", &self.cache_dir)
-            .field("codec", &self.codec)
-            .field("shards", &self.shards)
-            .field("generation", &self.generation)
             .field("progress", &self.progress)
-            .field("max_records", &self.max_records)
-            .field("max_bytes", &self.max_bytes)
-            .field("columns", &self.columns)
-            .field("drop", &self.drop)
-            .field("text", &self.text)
-            .field("drop_null_rows", &self.drop_null_rows)
-            .field("drop_empty_rows", &self.drop_empty_rows)
-            .field("image_mode", &self.image_mode)
-            .field("part", &self.part)
+            .field("table", &self.table)
             .finish()
     }
 }
@@ -185,6 +122,9 @@ impl fmt::Debug for HfSource {
 impl HfSource {
     /// The dataset `repo` (`owner/name`) at branch `main`, every split of its
     /// only config, zstd stores with 4 shards, no progress bar.
+    ///
+    /// The column options are the table layer's ([`TableOptions`]): set them
+    /// here, or all at once with [`HfSource::table_options`].
     pub fn new(repo: impl Into<String>) -> HfSource {
         HfSource {
             repo: repo.into(),
@@ -194,19 +134,8 @@ impl HfSource {
             token: None,
             endpoint: None,
             cache_dir: None,
-            codec: Codec::Zstd,
-            shards: 4,
-            generation: Generation::DEFAULT,
             progress: false,
-            max_records: BATCH_RECORDS,
-            max_bytes: BATCH_BYTES,
-            columns: Vec::new(),
-            drop: Vec::new(),
-            text: TextMode::Refuse,
-            drop_null_rows: false,
-            drop_empty_rows: false,
-            image_mode: None,
-            part: None,
+            table: TableOptions::new(),
         }
     }
 
@@ -242,7 +171,7 @@ impl HfSource {
     /// writer leaves no part and no staged data behind; the part of every
     /// split is published, or none.
     pub fn part(mut self, index: u64, count: u64) -> HfSource {
-        self.part = Some((index, count));
+        self.table = self.table.part(index, count);
         self
     }
 
@@ -251,7 +180,7 @@ impl HfSource {
     /// 255 added or dropped), so splits of mixed modes convert. Without it,
     /// mixed modes are an error. Only 8-bit images convert.
     pub fn image_mode(mut self, mode: impl Into<String>) -> HfSource {
-        self.image_mode = Some(mode.into());
+        self.table = self.table.image_mode(mode);
         self
     }
 
@@ -262,7 +191,7 @@ impl HfSource {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.columns = columns.into_iter().map(Into::into).collect();
+        self.table = self.table.columns(columns);
         self
     }
 
@@ -273,14 +202,14 @@ impl HfSource {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.drop = columns.into_iter().map(Into::into).collect();
+        self.table = self.table.drop(columns);
         self
     }
 
     /// Stores every string column as Ragged `u8` rank-1 records of the
     /// strings' UTF-8 bytes (without it, string columns are refused).
     pub fn text_bytes(mut self) -> HfSource {
-        self.text = TextMode::Bytes;
+        self.table = self.table.text_bytes();
         self
     }
 
@@ -293,37 +222,14 @@ impl HfSource {
     /// `padding` settings are not applied: every record holds all of its
     /// string's tokens.
     pub fn tokenizer(mut self, reference: impl Into<String>) -> HfSource {
-        let (add_special_tokens, append_eos, eos_token, revision) = match &self.text {
-            TextMode::Tokens {
-                add_special_tokens,
-                append_eos,
-                eos_token,
-                revision,
-                ..
-            } => (
-                *add_special_tokens,
-                *append_eos,
-                eos_token.clone(),
-                revision.clone(),
-            ),
-            _ => (false, false, None, DEFAULT_BRANCH.to_owned()),
-        };
-        self.text = TextMode::Tokens {
-            reference: reference.into(),
-            revision,
-            add_special_tokens,
-            append_eos,
-            eos_token,
-        };
+        self.table = self.table.tokenizer(reference);
         self
     }
 
     /// The branch, tag or commit of a Hub tokenizer (default `main`).
     /// Takes effect after [`HfSource::tokenizer`].
     pub fn tokenizer_revision(mut self, revision: impl Into<String>) -> HfSource {
-        if let TextMode::Tokens { revision: r, .. } = &mut self.text {
-            *r = revision.into();
-        }
+        self.table = self.table.tokenizer_revision(revision);
         self
     }
 
@@ -331,12 +237,7 @@ impl HfSource {
     /// `[CLS] ... [SEP]`) to every record (default off). Takes effect after
     /// [`HfSource::tokenizer`].
     pub fn add_special_tokens(mut self, add: bool) -> HfSource {
-        if let TextMode::Tokens {
-            add_special_tokens, ..
-        } = &mut self.text
-        {
-            *add_special_tokens = add;
-        }
+        self.table = self.table.add_special_tokens(add);
         self
     }
 
@@ -346,15 +247,7 @@ impl HfSource {
     /// `<|eos|>`, `[SEP]`, `<|im_end|>` in its vocabulary. Takes effect after
     /// [`HfSource::tokenizer`].
     pub fn append_eos(mut self, append: bool, token: Option<&str>) -> HfSource {
-        if let TextMode::Tokens {
-            append_eos,
-            eos_token,
-            ..
-        } = &mut self.text
-        {
-            *append_eos = append;
-            *eos_token = token.map(str::to_owned);
-        }
+        self.table = self.table.append_eos(append, token);
         self
     }
 
@@ -362,7 +255,7 @@ impl HfSource {
     /// every column of its split, so the stores stay aligned), instead of
     /// failing. The summary counts them.
     pub fn drop_null_rows(mut self, drop: bool) -> HfSource {
-        self.drop_null_rows = drop;
+        self.table = self.table.drop_null_rows(drop);
         self
     }
 
@@ -370,7 +263,7 @@ impl HfSource {
     /// any converted column (from every column of its split), instead of
     /// failing. The summary counts them.
     pub fn drop_empty_rows(mut self, drop: bool) -> HfSource {
-        self.drop_empty_rows = drop;
+        self.table = self.table.drop_empty_rows(drop);
         self
     }
 
@@ -421,13 +314,13 @@ impl HfSource {
 
     /// Codec of every store (default zstd). `zstd_dict` is not offered here.
     pub fn codec(mut self, codec: Codec) -> HfSource {
-        self.codec = codec;
+        self.table = self.table.codec(codec);
         self
     }
 
     /// Payload shards per store (1..=255, default 4).
     pub fn shards(mut self, shards: usize) -> HfSource {
-        self.shards = shards;
+        self.table = self.table.shards(shards);
         self
     }
 
@@ -435,7 +328,7 @@ impl HfSource {
     /// [`Generation::DEFAULT`]); see
     /// [`CreateOptions::generation`](loaderx_core::CreateOptions::generation).
     pub fn generation(mut self, generation: Generation) -> HfSource {
-        self.generation = generation;
+        self.table = self.table.generation(generation);
         self
     }
 
@@ -443,14 +336,20 @@ impl HfSource {
     /// is a terminal (default off).
     pub fn progress(mut self, progress: bool) -> HfSource {
         self.progress = progress;
+        self.table = self.table.progress(progress);
         self
     }
 
     /// Write batches: at most `records` records, and about `bytes` decoded
     /// bytes (defaults [`BATCH_RECORDS`], [`BATCH_BYTES`]).
     pub fn batch_limits(mut self, records: usize, bytes: usize) -> HfSource {
-        self.max_records = records;
-        self.max_bytes = bytes;
+        self.table = self.table.batch_limits(records, bytes);
+        self
+    }
+
+    /// Sets every column option at once (replacing those set before).
+    pub fn table_options(mut self, options: TableOptions) -> HfSource {
+        self.table = options;
         self
     }
 
@@ -458,103 +357,6 @@ impl HfSource {
     pub fn repo(&self) -> &str {
         &self.repo
     }
-}
-
-/// One converted column.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HfColumn {
-    /// The store's name (its directory name): the column's name when that
-    /// is a stream name (ASCII letters and digits, `_`, `-`, `.`, not
-    /// starting with `.`), else a mapping of it (see [`HfColumn::column`]);
-    /// for a sampling-rate store, that followed by [`SAMPLING_RATE_SUFFIX`].
-    pub name: String,
-    /// The source column the store was converted from, as named in the
-    /// parquet files. Where a store's name is not its column's (a column
-    /// named `my col` or `é`: every character other than ASCII letters
-    /// and digits, `_`, `-`, `.`, and a leading `.`, becomes `_`, then
-    /// `_2`, `_3`, ... is appended while the name is taken), the split's
-    /// directory (a part's, for a part writer) also holds the file
-    /// `.source_columns.json`, listing `{"store", "column"}` for every
-    /// store.
-    pub column: String,
-    /// Dense or Ragged.
-    pub kind: StoreKind,
-    /// Element type.
-    pub dtype: DType,
-    /// The record shape of a Dense store.
-    pub item_shape: Option<Vec<usize>>,
-    /// Rank of every record.
-    pub ndim: usize,
-    /// What the source column held and how it was decoded.
-    pub source: ColumnSource,
-}
-
-/// What a converted column held in the source, and how it was decoded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum ColumnSource {
-    /// Numbers, booleans, `ClassLabel`s, lists and arrays of them.
-    Numeric,
-    /// A decoded `Image` column.
-    Image,
-    /// Strings stored as their UTF-8 bytes.
-    TextBytes,
-    /// Strings stored as token ids.
-    Tokens,
-    /// A decoded `Audio` column: `f32` samples, `[samples]` or
-    /// `[channels, samples]`.
-    Audio,
-    /// The sampling rate of each record of an `Audio` column, in the store
-    /// `<column>.sampling_rate`.
-    SamplingRate,
-}
-
-impl HfColumn {
-    /// True when the store's name is not its column's (nor, for a
-    /// sampling-rate store, the column's followed by the suffix).
-    pub fn renamed(&self) -> bool {
-        let own = match self.source {
-            ColumnSource::SamplingRate => format!("{}{SAMPLING_RATE_SUFFIX}", self.column),
-            _ => self.column.clone(),
-        };
-        self.name != own
-    }
-}
-
-impl fmt::Display for HfColumn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} {}", self.name, self.kind, self.dtype)?;
-        match &self.item_shape {
-            Some(shape) => write!(f, " {shape:?}")?,
-            None => write!(f, " (rank {})", self.ndim)?,
-        }
-        if self.renamed() {
-            write!(f, " from column {:?}", self.column)?;
-        }
-        Ok(())
-    }
-}
-
-/// One converted split.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct HfSplit {
-    /// Split name, the directory under the output root.
-    pub name: String,
-    /// Records in each of its stores.
-    pub records: u64,
-    /// Rows its parquet files hold: `records` plus the dropped rows.
-    pub source_rows: u64,
-    /// Rows left out because they held a null (`drop_null_rows`).
-    pub dropped_null_rows: u64,
-    /// Rows left out because they held an empty value (`drop_empty_rows`).
-    pub dropped_empty_rows: u64,
-    /// True when the Hub's parquet conversion holds only part of the split
-    /// (`partial-<split>`): the stores hold exactly those rows.
-    pub partial: bool,
-    /// Its columns, in output order.
-    pub columns: Vec<HfColumn>,
 }
 
 /// What [`convert_hf`] wrote, and from which commit.
@@ -619,35 +421,7 @@ impl fmt::Display for HfSummary {
             }
         }
         for (k, s) in self.splits.iter().enumerate() {
-            let columns: Vec<String> = s.columns.iter().map(ToString::to_string).collect();
-            let mut dropped = Vec::new();
-            if s.dropped_null_rows > 0 {
-                dropped.push(format!("{} rows with nulls", s.dropped_null_rows));
-            }
-            if s.dropped_empty_rows > 0 {
-                dropped.push(format!("{} rows with empty values", s.dropped_empty_rows));
-            }
-            write!(
-                f,
-                "{}: {} records{}{} [{}]",
-                s.name,
-                s.records,
-                if dropped.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        " (of {} rows; dropped {})",
-                        s.source_rows,
-                        dropped.join(" and ")
-                    )
-                },
-                if s.partial {
-                    " (partial: the Hub's parquet conversion holds only part of this split)"
-                } else {
-                    ""
-                },
-                columns.join(", ")
-            )?;
+            write!(f, "{s}")?;
             if k + 1 < self.splits.len() {
                 writeln!(f)?;
             }
@@ -736,26 +510,6 @@ fn select<'a>(
     Ok((name.as_str(), chosen))
 }
 
-fn progress_bar(total: u64, show: bool) -> ProgressBar {
-    let target = if show {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{msg:>12} [{elapsed_precise}] {wide_bar} {human_pos}/{human_len} records ({rate} records/s, ETA {eta})",
-    ) {
-        bar.set_style(style.with_key(
-            "rate",
-            |state: &indicatif::ProgressState, w: &mut dyn fmt::Write| {
-                let _ = write!(w, "{:.0}", state.per_sec());
-            },
-        ));
-    }
-    bar
-}
-
 /// Converts the dataset `source` to stores under the new directory `out`:
 /// `out/<split>/<column>/`. See the [module documentation](self).
 ///
@@ -772,26 +526,17 @@ fn progress_bar(total: u64, show: bool) -> ProgressBar {
 /// conversion leaves nothing at `out`.
 pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
     let out = out.as_ref();
-    if let Some((index, count)) = source.part
-        && index >= count
-    {
-        return Err(Error::invalid(format!(
-            "part {index} of {count}: a part index runs from 0 to {}",
-            count.saturating_sub(1)
-        )));
-    }
-    if source.part.is_none() && std::fs::symlink_metadata(out).is_ok() {
+    let table = source.table.clone().hub(
+        source.endpoint.clone(),
+        source.cache_dir.clone(),
+        source.token.clone(),
+    );
+    table.check()?;
+    let part = table.part_of();
+    if part.is_none() && std::fs::symlink_metadata(out).is_ok() {
         return Err(Error::AlreadyExists {
             path: out.to_path_buf(),
         });
-    }
-    if source.codec == Codec::ZstdDict {
-        return Err(Error::invalid(
-            "the Hugging Face converter writes raw or zstd stores, not zstd_dict",
-        ));
-    }
-    if source.max_records == 0 || source.max_bytes == 0 {
-        return Err(Error::invalid("batch limits must be positive"));
     }
     if let Some(c) = &source.config {
         safe_component("config", c)?;
@@ -799,16 +544,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     for s in &source.splits {
         safe_component("split", s)?;
     }
-    if let TextMode::Tokens { reference, .. } = &source.text {
-        text::check_reference(reference)?;
-    }
-    let image_mode = match &source.image_mode {
-        None => None,
-        Some(m) => Some(images::PixelFormat::target(m).ok_or_else(|| {
-            Error::invalid(format!("image mode {m:?} is not one of L, RGB, RGBA"))
-        })?),
-    };
-    let show = source.progress && std::io::stderr().is_terminal();
+    let show = table.shows_progress();
     let hub = Hub::new(
         &source.repo,
         hf_hub::RepoType::Dataset,
@@ -911,17 +647,8 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
 
     // A part writer holds its part's lock from here on, and a part already
     // published fails now, before any work.
-    let part_name = source
-        .part
-        .map(|(index, _)| loaderx_core::Dataset::part_name(index));
-    let lock = match &part_name {
-        Some(name) => {
-            let lock = PartLock::acquire(out, name)?;
-            lock.check_unpublished(&chosen.iter().map(|s| &s.split).collect::<Vec<_>>())?;
-            Some(lock)
-        }
-        None => None,
-    };
+    let split_names: Vec<&String> = chosen.iter().map(|s| &s.split).collect();
+    let lock = lock_part(out, part, &split_names)?;
 
     // Fetch everything first, so an access problem fails before any work.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
@@ -934,7 +661,7 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
             local.push((hub.fetch(&parquet_commit, f)?, format!("{repo}/{f}")));
         }
         let rows: Vec<u64> = local.iter().map(|(p, _)| parquet_rows(p)).collect();
-        match source.part {
+        match part {
             Some((index, count)) => {
                 // The files holding the part's rows (every writer reads the
                 // headers of all of them: see `HfSource::part`).
@@ -954,59 +681,26 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
                 total = rows.iter().fold(total, |a, &n| a.saturating_add(n));
             }
         }
-        sources.push(SplitSource {
-            name: s.split.clone(),
-            partial: s.partial,
-            files: local,
-            context: context.clone(),
-            part: source.part,
-        });
+        sources.push((s.split.clone(), s.partial, local));
     }
 
-    let (text, tokenizer) = match &source.text {
-        TextMode::Refuse => (None, None),
-        TextMode::Bytes => (Some(TextEncoder::Bytes), None),
-        TextMode::Tokens {
-            reference,
-            revision,
-            add_special_tokens,
-            append_eos,
-            eos_token,
-        } => {
-            let tokens = load_tokenizer(
-                &TokenizerRequest {
-                    reference: reference.clone(),
-                    revision: revision.clone(),
-                    add_special_tokens: *add_special_tokens,
-                    append_eos: *append_eos,
-                    eos_token: eos_token.clone(),
-                },
-                HubSettings {
-                    endpoint: source.endpoint.as_deref(),
-                    cache_dir: source.cache_dir.as_ref(),
-                    token: hub::find_token(source.token.as_deref()),
-                    progress: show,
-                },
-            )?;
-            let info = tokens.info.clone();
-            (Some(TextEncoder::Tokens(Arc::new(tokens))), Some(info))
-        }
-    };
-    let settings = Settings {
-        codec: source.codec,
-        shards: source.shards,
-        generation: source.generation,
-        max_records: source.max_records,
-        max_bytes: source.max_bytes,
-        columns: source.columns.clone(),
-        drop: source.drop.clone(),
-        text,
-        drop_null_rows: source.drop_null_rows,
-        drop_empty_rows: source.drop_empty_rows,
-        image_mode,
-    };
-    let bar = progress_bar(total, show);
-    let written = write_splits(out, part_name.as_deref(), &sources, &settings, &bar);
+    let (settings, tokenizer) = table.settings()?;
+    let mut splits = Vec::with_capacity(sources.len());
+    for (name, partial, local) in sources {
+        let tables = local
+            .iter()
+            .map(|(path, label)| {
+                ParquetFile::open(path, label).map(|f| Box::new(f) as Box<dyn TableSource>)
+            })
+            .collect::<Result<Vec<_>, Error>>()?;
+        splits.push(SplitTables {
+            name,
+            partial,
+            tables,
+        });
+    }
+    let bar = progress_bar(total, table.shows_progress());
+    let written = write_splits(out, part, &context, splits, &settings, &bar);
     bar.finish_and_clear();
     let (root, splits) = written?;
     drop(lock);
@@ -1025,38 +719,6 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
     })
 }
 
-/// Converts `sources` (local files) with `settings` into the new root
-/// `out`, or, for part `part` (a part name; the caller holds its
-/// [`PartLock`]), into `out/<split>/<part>` of every split, all or none.
-/// Returns the root and the splits.
-fn write_splits(
-    out: &Path,
-    part: Option<&str>,
-    sources: &[SplitSource],
-    settings: &Settings,
-    bar: &ProgressBar,
-) -> Result<(PathBuf, Vec<HfSplit>), Error> {
-    // A part is staged beside the splits' directories, then each split's
-    // part renamed into place.
-    let root = StagedRoot::new(match part {
-        Some(name) => out.join(name),
-        None => out.to_path_buf(),
-    })?;
-    let splits = sources
-        .iter()
-        .map(|s| convert_split(&root, s, settings, bar))
-        .collect::<Result<Vec<HfSplit>, Error>>()?;
-    let root = match part {
-        None => root.publish()?,
-        Some(name) => {
-            let names: Vec<String> = splits.iter().map(|s| s.name.clone()).collect();
-            root.publish_part(out, name, &names)?;
-            out.to_path_buf()
-        }
-    };
-    Ok((root, splits))
-}
-
 /// The `configs:` block of the dataset card (`README.md`) at `resolved`, if
 /// the repo has a card with one.
 fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardConfigs>, Error> {
@@ -1066,24 +728,6 @@ fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardCo
     let path = hub.fetch(&resolved.sha, "README.md")?;
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
     parse_card(&String::from_utf8_lossy(&bytes)).map_err(|e| layout_error(repo, e))
-}
-
-/// Rows a parquet file declares (0 when unreadable, even if the parquet
-/// crate panics on it; the conversion reports the real problem).
-fn parquet_rows(path: &Path) -> u64 {
-    let rows = || {
-        std::fs::File::open(path)
-            .and_then(source_file::SourceFile::new)
-            .ok()
-            .filter(|f| source_file::check_footer(f).is_ok())
-            .and_then(|f| parquet::file::reader::SerializedFileReader::new(f).ok())
-            .map(|r| {
-                use parquet::file::reader::FileReader;
-                u64::try_from(r.metadata().file_metadata().num_rows()).unwrap_or(0)
-            })
-            .unwrap_or(0)
-    };
-    std::panic::catch_unwind(rows).unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -1105,8 +749,20 @@ mod tests {
         use parquet::file::properties::WriterProperties;
 
         use super::*;
-        use crate::hf::images::tests::png;
-        use crate::hf::text::TextEncoder;
+        use crate::output::PartLock;
+        use crate::table::convert::Settings;
+        use crate::table::images::tests::png;
+        use crate::table::text::TextEncoder;
+        use indicatif::ProgressBar;
+        use loaderx_core::StoreKind;
+
+        /// The split's files opened as tables.
+        fn tables(files: &[(PathBuf, String)]) -> Result<Vec<Box<dyn TableSource>>, Error> {
+            files
+                .iter()
+                .map(|(p, l)| ParquetFile::open(p, l).map(|f| Box::new(f) as Box<dyn TableSource>))
+                .collect()
+        }
 
         /// A parquet file of split rows `rows` in row groups of 32: `x`
         /// (i64), `seq` (lists of 1 to 3 i32), `text`, `my col` and `é`
@@ -1207,27 +863,19 @@ mod tests {
             part: Option<(u64, u64)>,
             out: &Path,
         ) -> Result<Vec<HfSplit>, Error> {
-            let sources: Vec<SplitSource> = splits
+            let _lock = lock_part(out, part, &splits.iter().map(|s| s.0).collect::<Vec<_>>())?;
+            let sources = splits
                 .iter()
-                .map(|(name, files)| SplitSource {
-                    name: (*name).to_owned(),
-                    partial: false,
-                    files: files.clone(),
-                    context: "test".to_owned(),
-                    part,
+                .map(|(name, files)| {
+                    Ok(SplitTables {
+                        name: (*name).to_owned(),
+                        partial: false,
+                        tables: tables(files)?,
+                    })
                 })
-                .collect();
-            let name = part.map(|(i, _)| Dataset::part_name(i));
-            let _lock = match &name {
-                Some(n) => {
-                    let lock = PartLock::acquire(out, n)?;
-                    lock.check_unpublished(&splits.iter().map(|s| s.0).collect::<Vec<_>>())?;
-                    Some(lock)
-                }
-                None => None,
-            };
+                .collect::<Result<Vec<_>, Error>>()?;
             let bar = ProgressBar::hidden();
-            Ok(write_splits(out, name.as_deref(), &sources, &settings(), &bar)?.1)
+            Ok(write_splits(out, part, "test", sources, &settings(), &bar)?.1)
         }
 
         fn names(dir: &Path) -> Vec<String> {
@@ -1419,21 +1067,19 @@ mod tests {
             // Two splits: a part published for one (by a racing writer,
             // after the check) is published for neither.
             let two = [("train", files.clone()), ("test", files.clone())];
-            let sources: Vec<SplitSource> = two
+            let sources: Vec<SplitTables> = two
                 .iter()
-                .map(|(name, files)| SplitSource {
+                .map(|(name, files)| SplitTables {
                     name: (*name).to_owned(),
                     partial: false,
-                    files: files.clone(),
-                    context: "test".to_owned(),
-                    part: Some((0, 2)),
+                    tables: tables(files).unwrap(),
                 })
                 .collect();
             let both = dir.path().join("both");
             std::fs::create_dir_all(both.join("test/part-00000")).unwrap();
             let bar = ProgressBar::hidden();
             let e =
-                write_splits(&both, Some("part-00000"), &sources, &settings(), &bar).unwrap_err();
+                write_splits(&both, Some((0, 2)), "test", sources, &settings(), &bar).unwrap_err();
             assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
             assert_eq!(names(&both), ["test", "train"]);
             assert!(names(&both.join("train")).is_empty());

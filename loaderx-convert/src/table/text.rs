@@ -28,8 +28,8 @@ use rayon::prelude::*;
 use tokenizers::Tokenizer;
 
 use super::decode::{DecodeError, RecordBuffer};
-use super::hub::{self, Hub};
 use crate::error::Error;
+use crate::hub::{self, Hub};
 
 /// What was used to tokenize, for the summary.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,7 +307,7 @@ fn encode_row(tokens: &Tokens, text: &str, row: u64) -> Result<Vec<u32>, DecodeE
                 row,
                 format!(
                     "the tokenizer panicked: {}",
-                    super::split::panic_message(panic.as_ref())
+                    super::convert::panic_message(panic.as_ref())
                 ),
             ));
         }

@@ -1,18 +1,15 @@
-//! Converting one split's parquet files into one store per column.
+//! Converting one split's tables into one store per column.
 //!
 //! Rows are read in bounded batches and written whenever the buffered
 //! records reach `max_records` or their bytes reach `max_bytes`, so memory
-//! stays bounded whatever the dataset size. Read batches are sized by the
-//! bytes their rows actually decode to, never by a file's own statistics,
-//! and a panic inside the parquet crate on a malformed file is an error
-//! naming the file. Image and audio columns get a
+//! stays bounded whatever the dataset size. Image and audio columns get a
 //! first pass over their headers: Dense or Ragged for images, the rank
 //! (mono or multi-channel) for audio, and the decoded size of a row.
 //!
 //! A part writer (`SplitSource::part`) converts only its share of the
-//! split's rows, reading just those rows of the files that hold them; its
-//! columns are planned from the split's first file and its header pass
-//! covers every file of the split, so every store decision (Dense or
+//! split's rows, reading just those rows of the tables that hold them; its
+//! columns are planned from the split's first table and its header pass
+//! covers every table of the split, so every store decision (Dense or
 //! Ragged, image mode and shape, audio rank) is the whole split's and the
 //! parts merge into the single conversion.
 //!
@@ -27,27 +24,19 @@
 
 use std::any::Any;
 use std::fs::File;
-use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 use indicatif::ProgressBar;
-use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader,
-    ParquetRecordBatchReaderBuilder,
-};
 use serde_json::Value;
 
 use super::audio;
 use super::decode::{DecodeError, RecordBuffer, decode_numeric};
 use super::images::{self, ImageSurvey, PixelFormat};
-use super::plan::{ColumnKind, ColumnPlan, hf_features, plan_column, store_names};
+use super::plan::{ColumnKind, ColumnPlan, plan_column, store_names};
 use super::rows::{empty_rows, kept_runs, null_rows};
-use super::source_file::{SourceFile, check_footer, check_pages};
 use super::text::{TextEncoder, decode_text};
-use super::{ColumnSource, HfColumn, HfSplit, SAMPLING_RATE_SUFFIX};
+use super::{ColumnSource, ColumnSummary, SAMPLING_RATE_SUFFIX, Sizing, SplitSummary, TableSource};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
 
 use crate::error::Error;
@@ -73,211 +62,20 @@ pub(crate) struct Settings {
     pub(crate) image_mode: Option<PixelFormat>,
 }
 
-/// One split to convert: its local parquet files, in order.
-#[derive(Debug, Clone)]
+/// One split to convert: its tables, in order.
 pub(crate) struct SplitSource {
     /// Split name (the output directory).
     pub(crate) name: String,
     /// True when the Hub's parquet conversion kept only part of it.
     pub(crate) partial: bool,
-    /// Local files and the names used in messages.
-    pub(crate) files: Vec<(PathBuf, String)>,
+    /// Its tables, in row order.
+    pub(crate) tables: Vec<Box<dyn TableSource>>,
     /// Prefix for messages, e.g. `owner/name@sha`.
     pub(crate) context: String,
     /// `(index, count)`: convert only writer `index`'s share of the split's
     /// rows ([`loaderx_core::Dataset::part_range`]); every store decision
     /// is still the whole split's.
     pub(crate) part: Option<(u64, u64)>,
-}
-
-struct ParquetFile {
-    path: PathBuf,
-    label: String,
-    meta: ArrowReaderMetadata,
-}
-
-impl ParquetFile {
-    fn open(path: &PathBuf, label: &str) -> Result<ParquetFile, Error> {
-        let file = File::open(path)
-            .and_then(SourceFile::new)
-            .map_err(|e| Error::io(path, e))?;
-        // The footer walked before the parquet crate decodes it.
-        guard(label, || check_footer(&file))?
-            .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
-        let meta = guard(label, || {
-            ArrowReaderMetadata::load(&file, ArrowReaderOptions::new())
-        })?
-        .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
-        // Every page checked before the parquet crate sizes a buffer from it.
-        guard(label, || check_pages(&file, meta.metadata()))?
-            .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
-        Ok(ParquetFile {
-            path: path.clone(),
-            label: label.to_owned(),
-            meta,
-        })
-    }
-
-    fn rows(&self) -> u64 {
-        u64::try_from(self.meta.metadata().file_metadata().num_rows()).unwrap_or(0)
-    }
-
-    /// The file's rows (only `columns`, when given; only the `limit` rows
-    /// from row `first` on, when `rows` is `Some((first, limit))`) in
-    /// batches of about `target` decoded bytes each, counting
-    /// `extra_row_bytes` more per row for what a row decodes to later
-    /// (pixels, samples), and at most `max_rows` rows.
-    fn batches<'a>(
-        &'a self,
-        target: usize,
-        extra_row_bytes: usize,
-        max_rows: usize,
-        columns: Option<&'a [usize]>,
-        rows: Option<(usize, usize)>,
-    ) -> Batches<'a> {
-        Batches {
-            file: self,
-            columns,
-            first: rows.map_or(0, |(first, _)| first),
-            limit: rows.map(|(_, limit)| limit),
-            target: target.max(1),
-            extra_row_bytes,
-            max_rows: max_rows.max(1),
-            rows: 1,
-            done: 0,
-            grown: 0,
-            reader: None,
-            finished: false,
-        }
-    }
-
-    /// A reader of the rows from `offset` on (at most `limit` of them),
-    /// `rows` at a time.
-    fn reader(
-        &self,
-        rows: usize,
-        offset: usize,
-        limit: Option<usize>,
-        columns: Option<&[usize]>,
-    ) -> Result<ParquetRecordBatchReader, Error> {
-        let file = File::open(&self.path)
-            .and_then(SourceFile::new)
-            .map_err(|e| Error::io(&self.path, e))?;
-        guard(&self.label, || {
-            let mut builder =
-                ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
-                    .with_batch_size(rows)
-                    .with_offset(offset);
-            if let Some(limit) = limit {
-                builder = builder.with_limit(limit);
-            }
-            if let Some(columns) = columns {
-                let mask = ProjectionMask::roots(builder.parquet_schema(), columns.iter().copied());
-                builder = builder.with_projection(mask);
-            }
-            builder.build()
-        })?
-        .map_err(|e| source_error(&self.label, format!("cannot read: {e}")))
-    }
-}
-
-/// How many times a reader is rebuilt to read larger batches, per file (a
-/// rebuilt reader skips the rows already read again).
-const MAX_GROWTH: u32 = 4;
-
-/// The batches of one file, sized by the bytes they actually decode to
-/// (never by the file's own statistics, which it may state falsely): the
-/// first batch is one row; whenever a batch comes out more than twice the
-/// target, or (a few times) under a quarter of it, the reader is rebuilt
-/// at the measured size from the next row on.
-struct Batches<'a> {
-    file: &'a ParquetFile,
-    columns: Option<&'a [usize]>,
-    /// The first row of the file to read.
-    first: usize,
-    /// How many rows to read from `first` on (all when `None`).
-    limit: Option<usize>,
-    target: usize,
-    extra_row_bytes: usize,
-    max_rows: usize,
-    /// Rows per batch of the current reader.
-    rows: usize,
-    /// Rows read so far.
-    done: usize,
-    /// Times the batch size grew.
-    grown: u32,
-    reader: Option<ParquetRecordBatchReader>,
-    finished: bool,
-}
-
-impl Batches<'_> {
-    /// Resizes the batches after `batch` (of `n` rows) when it was far
-    /// from the target.
-    fn resize(&mut self, batch: &RecordBatch) {
-        let n = batch.num_rows();
-        if n == 0 {
-            return;
-        }
-        let per_row = (batch.get_array_memory_size() / n)
-            .saturating_add(self.extra_row_bytes)
-            .max(1);
-        let ideal = (self.target / per_row).clamp(1, self.max_rows);
-        let shrink = ideal < self.rows / 2;
-        let grow =
-            n == self.rows && ideal >= self.rows.saturating_mul(4) && self.grown < MAX_GROWTH;
-        if shrink || grow {
-            self.grown += u32::from(grow);
-            self.rows = ideal;
-            self.reader = None;
-        }
-    }
-}
-
-impl Iterator for Batches<'_> {
-    type Item = Result<RecordBatch, Error>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.finished || self.limit.is_some_and(|l| self.done >= l) {
-            return None;
-        }
-        let reader = match self.reader.take() {
-            Some(r) => r,
-            None => match self.file.reader(
-                self.rows,
-                self.first + self.done,
-                self.limit.map(|l| l - self.done),
-                self.columns,
-            ) {
-                Ok(r) => r,
-                Err(e) => {
-                    self.finished = true;
-                    return Some(Err(e));
-                }
-            },
-        };
-        let reader = self.reader.insert(reader);
-        let file = self.file;
-        let label = &file.label;
-        match guard(label, || reader.next()) {
-            Ok(None) => {
-                self.finished = true;
-                None
-            }
-            Ok(Some(Ok(batch))) => {
-                self.done += batch.num_rows();
-                self.resize(&batch);
-                Some(Ok(batch))
-            }
-            Ok(Some(Err(e))) => {
-                self.finished = true;
-                Some(Err(source_error(label, format!("cannot decode: {e}"))))
-            }
-            Err(e) => {
-                self.finished = true;
-                Some(Err(e))
-            }
-        }
-    }
 }
 
 /// Decoded bytes of an image of `shape` whose elements take `size` bytes;
@@ -304,21 +102,6 @@ pub(crate) fn panic_message(panic: &(dyn Any + Send)) -> String {
         .map(|s| (*s).to_owned())
         .or_else(|| panic.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "no message".to_owned())
-}
-
-/// Runs `f`, a call into the parquet crate on the bytes of file `label`: a
-/// panic there (a malformed file the crate does not check) becomes an
-/// error naming the file.
-fn guard<T>(label: &str, f: impl FnOnce() -> T) -> Result<T, Error> {
-    std::panic::catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
-        source_error(
-            label,
-            format!(
-                "the parquet reader failed on this malformed file (it panicked: {})",
-                panic_message(panic.as_ref())
-            ),
-        )
-    })
 }
 
 enum Writer {
@@ -363,7 +146,7 @@ enum Decoder {
 struct Sink {
     writer: Writer,
     buffer: RecordBuffer,
-    summary: HfColumn,
+    summary: ColumnSummary,
 }
 
 /// One source column and the stores it becomes: its own, and for audio its
@@ -401,7 +184,7 @@ fn decode_error(ctx: &str, column: &str, e: DecodeError) -> Error {
     }
 }
 
-fn source_error(file: &str, detail: impl Into<String>) -> Error {
+pub(crate) fn source_error(file: &str, detail: impl Into<String>) -> Error {
     Error::Source {
         file: file.to_owned(),
         detail: detail.into(),
@@ -448,15 +231,16 @@ fn select_columns(ctx: &str, all: &[String], settings: &Settings) -> Result<Vec<
     Ok(out)
 }
 
-/// Plans the selected columns of a split from its first file's schema.
+/// Plans the selected columns of a split from its first table's schema.
 fn plan_columns(
     ctx: &str,
-    file: &ParquetFile,
+    table: &dyn TableSource,
     settings: &Settings,
 ) -> Result<Vec<ColumnPlan>, Error> {
-    let schema = file.meta.schema();
-    let features = hf_features(schema.metadata().get("huggingface").map(String::as_str))
-        .map_err(|e| source_error(&file.label, e))?;
+    let schema = table.schema();
+    let features = table
+        .features()
+        .map_err(|e| source_error(table.label(), e))?;
     let mut all: Vec<String> = Vec::new();
     for field in schema.fields() {
         let name = field.name();
@@ -552,7 +336,7 @@ enum Survey {
 /// index) its survey and the decoded bytes of its kept rows.
 fn survey_files(
     ctx: &str,
-    files: &[ParquetFile],
+    files: &[Box<dyn TableSource>],
     plans: &[ColumnPlan],
     settings: &Settings,
 ) -> Result<Vec<(usize, Survey, u64)>, Error> {
@@ -587,13 +371,12 @@ fn survey_files(
         .collect();
     let mut row = 0u64;
     for file in files {
-        for batch in file.batches(
-            settings.max_bytes / 4,
-            0,
-            settings.max_records,
-            Some(&indices),
-            None,
-        ) {
+        let sizing = Sizing {
+            target_bytes: settings.max_bytes / 4,
+            extra_row_bytes: 0,
+            max_rows: settings.max_records,
+        };
+        for batch in file.scan(&indices, None, sizing) {
             let batch = batch?;
             let drop = if dropping {
                 let mut drop = vec![false; batch.num_rows()];
@@ -682,8 +465,8 @@ fn describe(
     shape: Option<&[usize]>,
     ndim: usize,
     source: ColumnSource,
-) -> HfColumn {
-    HfColumn {
+) -> ColumnSummary {
+    ColumnSummary {
         name: String::new(),
         column: String::new(),
         kind,
@@ -701,7 +484,7 @@ fn plan_stores(
     plan: &ColumnPlan,
     survey: Option<Survey>,
     settings: &Settings,
-) -> Result<(Decoder, Vec<HfColumn>), Error> {
+) -> Result<(Decoder, Vec<ColumnSummary>), Error> {
     let (decoder, mut stores) = match &plan.kind {
         ColumnKind::Numeric { dtype, dims } => {
             let summary = match plan.kind.fixed_shape() {
@@ -824,29 +607,25 @@ pub(crate) fn convert_split(
     split: &SplitSource,
     settings: &Settings,
     progress: &ProgressBar,
-) -> Result<HfSplit, Error> {
+) -> Result<SplitSummary, Error> {
     let ctx = format!("{} split {:?}", split.context, split.name);
-    let files = split
-        .files
-        .iter()
-        .map(|(path, label)| ParquetFile::open(path, label))
-        .collect::<Result<Vec<_>, Error>>()?;
+    let files = &split.tables;
     let Some(first) = files.first() else {
-        return Err(source_error(&ctx, "the split has no parquet files"));
+        return Err(source_error(&ctx, "the split has no tables"));
     };
     for f in &files[1..] {
-        if !same_fields(first.meta.schema(), f.meta.schema()) {
+        if !same_fields(&first.schema(), &f.schema()) {
             return Err(source_error(
-                &f.label,
-                format!("its columns differ from those of {}", first.label),
+                f.label(),
+                format!("its columns differ from those of {}", first.label()),
             ));
         }
     }
-    let plans = plan_columns(&ctx, first, settings)?;
-    // Saturating: the footers may state anything.
+    let plans = plan_columns(&ctx, first.as_ref(), settings)?;
+    // Saturating: the headers may state anything.
     let split_rows = files
         .iter()
-        .map(ParquetFile::rows)
+        .map(|f| f.rows())
         .fold(0u64, u64::saturating_add);
     // The split rows this conversion writes: all, or a part's share.
     let range = match split.part {
@@ -861,7 +640,7 @@ pub(crate) fn convert_split(
     {
         progress.set_message(format!("{}: file headers", split.name));
     }
-    let surveys = survey_files(&ctx, &files, &plans, settings)?;
+    let surveys = survey_files(&ctx, files, &plans, settings)?;
     progress.set_message(split.name.clone());
 
     let options = CreateOptions::new(settings.codec)
@@ -930,7 +709,7 @@ pub(crate) fn convert_split(
     let mut kept = 0u64;
     let (mut dropped_null, mut dropped_empty) = (0u64, 0u64);
     let mut file_start = 0u64;
-    for file in &files {
+    for file in files {
         // The rows of `range` this file holds, from its own first row.
         let (start, end) = (file_start, file_start.saturating_add(file.rows()));
         file_start = end;
@@ -940,12 +719,15 @@ pub(crate) fn convert_split(
         }
         let whole = first == start && last == end;
         let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-        let batches = file.batches(
-            settings.max_bytes / 4,
-            decoded_row_bytes,
-            settings.max_records,
-            Some(&projection),
+        let sizing = Sizing {
+            target_bytes: settings.max_bytes / 4,
+            extra_row_bytes: decoded_row_bytes,
+            max_rows: settings.max_records,
+        };
+        let batches = file.scan(
+            &projection,
             (!whole).then(|| (to_usize(first - start), to_usize(last - first))),
+            sizing,
         );
         for batch in batches {
             let batch = batch?;
@@ -1007,7 +789,7 @@ pub(crate) fn convert_split(
         summaries.push(sink.summary);
     }
     write_source_columns(root, &split.name, &summaries)?;
-    Ok(HfSplit {
+    Ok(SplitSummary {
         name: split.name.clone(),
         records: kept,
         source_rows: total,
@@ -1025,7 +807,11 @@ pub(crate) const SOURCE_COLUMNS_FILE: &str = ".source_columns.json";
 /// Writes [`SOURCE_COLUMNS_FILE`] in `root/<split>/` when a store's name is
 /// not its column's: `[{"store": ..., "column": ...}, ...]`, every store in
 /// output order.
-fn write_source_columns(root: &StagedRoot, split: &str, stores: &[HfColumn]) -> Result<(), Error> {
+fn write_source_columns(
+    root: &StagedRoot,
+    split: &str,
+    stores: &[ColumnSummary],
+) -> Result<(), Error> {
     if stores.iter().all(|s| !s.renamed()) {
         return Ok(());
     }
@@ -1127,6 +913,7 @@ mod tests {
     use parquet::arrow::ArrowWriter;
 
     use super::*;
+    use crate::parquet_file::file::ParquetFile;
 
     fn write_parquet(path: &Path, columns: Vec<(&str, ArrayRef)>) {
         let batch = RecordBatch::try_from_iter(columns).unwrap();
@@ -1298,16 +1085,17 @@ mod tests {
         }
     }
 
-    fn convert(dir: &Path, file: &Path) -> Result<HfSplit, Error> {
+    fn convert(dir: &Path, file: &Path) -> Result<SplitSummary, Error> {
         convert_with(dir, file, &settings())
     }
 
-    fn convert_with(dir: &Path, file: &Path, settings: &Settings) -> Result<HfSplit, Error> {
+    fn convert_with(dir: &Path, file: &Path, settings: &Settings) -> Result<SplitSummary, Error> {
         let root = StagedRoot::new(dir.join("out"))?;
+        let table = ParquetFile::open(file, "train.parquet")?;
         let split = SplitSource {
             name: "train".to_owned(),
             partial: false,
-            files: vec![(file.to_path_buf(), "train.parquet".to_owned())],
+            tables: vec![Box::new(table)],
             context: "test".to_owned(),
             part: None,
         };
@@ -1427,7 +1215,7 @@ mod tests {
 
     /// A PNG whose header declares `width` x `height` RGBA 16-bit pixels.
     fn png_header(width: u32, height: u32) -> Vec<u8> {
-        use crate::hf::images::tests::crc32;
+        use crate::table::images::tests::crc32;
         fn chunk(out: &mut Vec<u8>, kind: &[u8], data: &[u8]) {
             out.extend((data.len() as u32).to_be_bytes());
             let mut body = kind.to_vec();

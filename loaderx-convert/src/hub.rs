@@ -25,6 +25,7 @@ fn hub_detail(repo: &str, detail: impl Into<String>) -> Error {
 }
 
 /// The branch the Hub keeps its parquet conversion of a dataset on.
+#[cfg(feature = "hf")]
 pub(crate) const PARQUET_BRANCH: &str = "refs/convert/parquet";
 
 /// What a revision resolved to.

@@ -1,0 +1,142 @@
+//! Any Arrow [`RecordBatchReader`] to stores: a polars or DataFusion
+//! stream, a Lance scanner, batches built in memory.
+
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+
+use arrow_array::RecordBatchReader;
+use arrow_ipc::writer::FileWriter;
+
+use super::{SplitTables, TableOptions, TableSource, TableSummary, convert_tables};
+use crate::error::Error;
+use crate::ipc::IpcTable;
+
+/// A directory removed when dropped.
+struct Spool(PathBuf);
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The spool directory beside `out`.
+fn spool_dir(out: &Path) -> Result<Spool, Error> {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "out".to_owned());
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = parent.join(format!(".{name}.spool-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    Ok(Spool(dir))
+}
+
+/// Writes `reader`'s batches to the Arrow IPC file `path`.
+fn spool<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> Result<(), Error> {
+    let label = format!("split {split:?} (record batch stream)");
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let schema = reader.schema();
+    let mut writer = FileWriter::try_new(BufWriter::with_capacity(1 << 20, file), &schema)
+        .map_err(|e| Error::Source {
+            file: label.clone(),
+            detail: format!("cannot spool its schema: {e}"),
+        })?;
+    for (k, batch) in reader.enumerate() {
+        let batch = batch.map_err(|e| Error::Source {
+            file: label.clone(),
+            detail: format!("batch {k}: {e}"),
+        })?;
+        writer.write(&batch).map_err(|e| Error::Source {
+            file: label.clone(),
+            detail: format!("batch {k}: cannot spool it: {e}"),
+        })?;
+    }
+    writer.finish().map_err(|e| Error::Source {
+        file: label.clone(),
+        detail: format!("cannot finish the spool: {e}"),
+    })?;
+    let inner = writer.into_inner().map_err(|e| Error::Source {
+        file: label,
+        detail: format!("cannot finish the spool: {e}"),
+    })?;
+    inner
+        .into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?
+        .sync_all()
+        .map_err(|e| Error::io(path, e))
+}
+
+/// Converts record-batch streams, one per split (`(name, reader)`, in
+/// order), to stores under `out` (`out/<split>/<store>/`, or a part of each
+/// split with [`TableOptions::part`]) by the table layer's column rules
+/// ([module documentation](super)): any
+/// [`RecordBatchReader`] converts, so a polars `DataFrame` (through the
+/// Arrow C stream interface), a DataFusion stream, a Lance scanner or
+/// batches built in memory need no files.
+///
+/// Column meanings beyond the Arrow types (`Image`, `Audio`, `ClassLabel`)
+/// come from the schema's `huggingface` metadata, as in files `datasets`
+/// writes. Each stream is read once, into an Arrow IPC file beside `out`
+/// (`.<out>.spool-<pid>`, removed afterwards whatever happens): the layer
+/// needs a split's row count and a first pass over its images' headers
+/// before it writes, and a stream can be read only once. Memory stays at
+/// about one batch.
+///
+/// ```
+/// use std::sync::Arc;
+/// use arrow_array::{ArrayRef, Float32Array, Int64Array, RecordBatch, RecordBatchIterator};
+/// use loaderx_convert::table::{TableOptions, convert_record_batches};
+///
+/// let batch = RecordBatch::try_from_iter([
+///     ("x", Arc::new(Float32Array::from(vec![0.5, 1.5, 2.5])) as ArrayRef),
+///     ("label", Arc::new(Int64Array::from(vec![0, 1, 0])) as ArrayRef),
+/// ])?;
+/// let schema = batch.schema();
+/// let reader = RecordBatchIterator::new([Ok(batch)], schema);
+/// let out = std::env::temp_dir().join(format!("loaderx-doc-batches-{}", std::process::id()));
+/// let summary = convert_record_batches(vec![("train", reader)], &out, &TableOptions::new())?;
+/// assert_eq!(summary.splits[0].records, 3);
+/// let labels = loaderx_core::Store::open(out.join("train/label"))?;
+/// assert_eq!(labels.len(), 3);
+/// # std::fs::remove_dir_all(&out)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// [`Error::Source`] when a stream fails or cannot be spooled (naming the
+/// split and the batch); otherwise as
+/// [`convert_parquet`](crate::local::convert_parquet).
+pub fn convert_record_batches<R: RecordBatchReader>(
+    splits: Vec<(&str, R)>,
+    out: impl AsRef<Path>,
+    options: &TableOptions,
+) -> Result<TableSummary, Error> {
+    let out = out.as_ref();
+    options.check()?;
+    for (name, _) in &splits {
+        crate::output::safe_component("split", name)?;
+    }
+    let dir = spool_dir(out)?;
+    let mut tables = Vec::with_capacity(splits.len());
+    for (k, (name, reader)) in splits.into_iter().enumerate() {
+        let path = dir.0.join(format!("{k}.arrow"));
+        spool(reader, name, &path)?;
+        let label = format!("split {name:?} (record batch stream)");
+        let table: Box<dyn TableSource> = Box::new(IpcTable::open(&path, &label)?);
+        tables.push(SplitTables {
+            name: name.to_owned(),
+            partial: false,
+            tables: vec![table],
+        });
+    }
+    let summary = convert_tables(tables, out, options, "record batches", Vec::new());
+    drop(dir);
+    summary
+}
