@@ -311,8 +311,12 @@ struct TableArgs {
     #[arg(long)]
     drop_null_rows: bool,
     /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
-    #[arg(long, value_name = "L|RGB|RGBA")]
+    #[arg(long, value_name = "L|RGB|RGBA", conflicts_with = "encoded")]
     image_mode: Option<String>,
+    /// Store images as their files' bytes (Ragged u8 records of PNG or
+    /// JPEG files), not decoded pixels: a JPEG corpus stays its size.
+    #[arg(long)]
+    encoded: bool,
     /// Write only this writer's share, as part PART of a multi-part
     /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
     /// the split's rows cut into PARTS contiguous shares (whatever its
@@ -376,6 +380,7 @@ impl TableArgs {
             .drop(self.drop.iter().map(String::as_str))
             .drop_empty_rows(self.drop_empty_rows)
             .drop_null_rows(self.drop_null_rows)
+            .encoded_images(self.encoded)
             .progress(true);
         if let Some(m) = &self.image_mode {
             o = o.image_mode(m.as_str());

@@ -59,6 +59,7 @@ pub fn convert_parquet_file(file: &Path, out: &Path) -> Result<u64, Error> {
         drop_null_rows: true,
         drop_empty_rows: true,
         image_mode: None,
+        encoded_images: false,
     };
     let root = StagedRoot::new(out)?;
     let table = ParquetFile::open(file, "train.parquet")?;

@@ -853,6 +853,7 @@ mod tests {
                 drop_null_rows: false,
                 drop_empty_rows: false,
                 image_mode: None,
+                encoded_images: false,
             }
         }
 

@@ -31,7 +31,7 @@ use indicatif::ProgressBar;
 use serde_json::Value;
 
 use super::audio;
-use super::decode::{DecodeError, RecordBuffer, decode_numeric};
+use super::decode::{DecodeError, RecordBuffer, decode_numeric, decode_shaped};
 use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, plan_column, store_names};
 use super::rows::{empty_rows, kept_runs, null_rows};
@@ -60,6 +60,8 @@ pub(crate) struct Settings {
     pub(crate) drop_empty_rows: bool,
     /// Convert every image to this 8-bit format (`--image-mode`).
     pub(crate) image_mode: Option<PixelFormat>,
+    /// Store images as their files' bytes (`--encoded`).
+    pub(crate) encoded_images: bool,
 }
 
 /// One split to convert: its tables, in order.
@@ -127,6 +129,10 @@ impl Writer {
 
 enum Decoder {
     Numeric(Vec<Option<usize>>),
+    /// A `struct{values, shape}` column of rank `ndim`.
+    Shaped(usize),
+    /// Image files stored as their bytes.
+    Encoded,
     /// Samples into the first store, sampling rates into the second.
     Audio {
         /// 1 when every record is mono, else 2.
@@ -343,7 +349,11 @@ fn survey_files(
     use rayon::prelude::*;
     let surveyed: Vec<&ColumnPlan> = plans
         .iter()
-        .filter(|p| matches!(p.kind, ColumnKind::Image { .. } | ColumnKind::Audio))
+        .filter(|p| match p.kind {
+            ColumnKind::Image { .. } => !settings.encoded_images,
+            ColumnKind::Audio => true,
+            _ => false,
+        })
         .collect();
     if surveyed.is_empty() {
         return Ok(Vec::new());
@@ -505,6 +515,16 @@ fn plan_stores(
             };
             (Decoder::Numeric(dims.clone()), vec![summary])
         }
+        ColumnKind::Shaped { dtype, ndim } => (
+            Decoder::Shaped(*ndim),
+            vec![describe(
+                StoreKind::Ragged,
+                *dtype,
+                None,
+                *ndim,
+                ColumnSource::Numeric,
+            )],
+        ),
         ColumnKind::Text => {
             let Some(encoder) = settings.text.clone() else {
                 return Err(column_error(ctx, &plan.name, "no text encoding chosen"));
@@ -536,6 +556,16 @@ fn plan_stores(
             rates.name = format!("{}{SAMPLING_RATE_SUFFIX}", plan.store);
             (Decoder::Audio { ndim }, vec![samples, rates])
         }
+        ColumnKind::Image { .. } if settings.encoded_images => (
+            Decoder::Encoded,
+            vec![describe(
+                StoreKind::Ragged,
+                DType::U8,
+                None,
+                1,
+                ColumnSource::EncodedImage,
+            )],
+        ),
         ColumnKind::Image { mode } => {
             let survey = match survey {
                 Some(Survey::Image(s)) => s,
@@ -843,6 +873,9 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
     let before = own.buffer.len();
     let result = match &c.decoder {
         Decoder::Numeric(dims) => decode_numeric(array.as_ref(), dims, first_row, &mut own.buffer),
+        Decoder::Shaped(ndim) => decode_shaped(array.as_ref(), *ndim, first_row, &mut own.buffer),
+        Decoder::Encoded => images::encoded_files(array.as_ref(), first_row, "image")
+            .and_then(|enc| images::encoded_into(&enc, first_row, &mut own.buffer)),
         Decoder::Image {
             format,
             shape,
@@ -1082,6 +1115,7 @@ mod tests {
             drop_null_rows: false,
             drop_empty_rows: false,
             image_mode: None,
+            encoded_images: false,
         }
     }
 

@@ -292,6 +292,70 @@ pub(crate) fn decode_numeric(
     Ok(())
 }
 
+/// Decodes rows of a `struct{values: list<T>, shape:
+/// fixed_size_list<uint32, ndim>}` column (Python loaderx 2.8.19's
+/// multi-dimensional Ragged contract) into `out`: each record is its
+/// values with its shape, whose product must be the number of values.
+pub(crate) fn decode_shaped(
+    column: &dyn Array,
+    ndim: usize,
+    first_row: u64,
+    out: &mut RecordBuffer,
+) -> Result<(), DecodeError> {
+    let s = column.as_struct_opt().ok_or_else(|| {
+        format!(
+            "expected struct{{values, shape}}, found {}",
+            column.data_type()
+        )
+    })?;
+    let (Some(values), Some(shapes)) = (s.column_by_name("values"), s.column_by_name("shape"))
+    else {
+        return Err("the struct lacks its values or shape field".into());
+    };
+    let shapes = shapes
+        .as_fixed_size_list_opt()
+        .ok_or("the shape field is not a fixed-size list")?;
+    let mut flat = RecordBuffer::new(1);
+    decode_numeric(values.as_ref(), &[None], first_row, &mut flat)?;
+    let mut shape = vec![0usize; ndim];
+    for row in 0..column.len() {
+        let row_id = first_row + row as u64;
+        if column.is_null(row) || shapes.is_null(row) {
+            return Err(null_row(row_id));
+        }
+        let dims = shapes.value(row);
+        let dims = dims
+            .as_primitive_opt::<UInt32Type>()
+            .ok_or("the shape field does not hold uint32")?;
+        if dims.len() != ndim || dims.null_count() > 0 {
+            return Err(DecodeError::at(
+                row_id,
+                format!(
+                    "the shape holds {} dimensions or nulls, not {ndim}",
+                    dims.len()
+                ),
+            ));
+        }
+        let mut product = 1u64;
+        for (k, &d) in dims.values().iter().enumerate() {
+            shape[k] = d as usize;
+            product = product.saturating_mul(u64::from(d));
+        }
+        let (found, bytes) = flat.record(row);
+        if product != found[0] as u64 {
+            return Err(DecodeError::at(
+                row_id,
+                format!(
+                    "the shape {shape:?} holds {product} values but the record has {}",
+                    found[0]
+                ),
+            ));
+        }
+        out.push(&shape, bytes);
+    }
+    Ok(())
+}
+
 fn null_row(row: u64) -> DecodeError {
     DecodeError::at(row, super::NULL_ROW)
 }

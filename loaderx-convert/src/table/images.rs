@@ -338,6 +338,34 @@ pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     Ok((format, format.shape(w, h)))
 }
 
+/// Appends image files unchanged (`[len]` records of their bytes) to `out`,
+/// each checked to be a PNG or JPEG image whose header the decoder accepts
+/// (rows from `first_row` on, in parallel).
+pub(crate) fn encoded_into(
+    files: &[&[u8]],
+    first_row: u64,
+    out: &mut RecordBuffer,
+) -> Result<(), DecodeError> {
+    use rayon::prelude::*;
+    let checked: Vec<Result<(), String>> = files
+        .par_iter()
+        .map(|b| {
+            let format = image::guess_format(b).map_err(|e| format!("not an image file: {e}"))?;
+            if !matches!(format, image::ImageFormat::Png | image::ImageFormat::Jpeg) {
+                return Err(format!(
+                    "a {format:?} image; encoded stores hold PNG or JPEG files"
+                ));
+            }
+            probe(b).map(|_| ())
+        })
+        .collect();
+    for (i, (bytes, ok)) in files.iter().zip(checked).enumerate() {
+        ok.map_err(|e| DecodeError::at(first_row + i as u64, e))?;
+        out.push(&[bytes.len()], bytes);
+    }
+    Ok(())
+}
+
 /// A decoded image: its shape and C-order little-endian pixels.
 pub(crate) type Pixels = (Vec<usize>, Vec<u8>);
 

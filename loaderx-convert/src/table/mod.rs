@@ -114,6 +114,7 @@ pub struct TableOptions {
     drop_null_rows: bool,
     drop_empty_rows: bool,
     image_mode: Option<String>,
+    encoded_images: bool,
     part: Option<(u64, u64)>,
     hub_endpoint: Option<String>,
     hub_cache_dir: Option<PathBuf>,
@@ -141,6 +142,7 @@ impl fmt::Debug for TableOptions {
             .field("drop_null_rows", &self.drop_null_rows)
             .field("drop_empty_rows", &self.drop_empty_rows)
             .field("image_mode", &self.image_mode)
+            .field("encoded_images", &self.encoded_images)
             .field("part", &self.part)
             .field("hub_endpoint", &self.hub_endpoint)
             .field("hub_cache_dir", &self.hub_cache_dir)
@@ -166,6 +168,7 @@ impl TableOptions {
             drop_null_rows: false,
             drop_empty_rows: false,
             image_mode: None,
+            encoded_images: false,
             part: None,
             hub_endpoint: None,
             hub_cache_dir: None,
@@ -210,6 +213,17 @@ impl TableOptions {
     /// mixed modes are an error. Only 8-bit images convert.
     pub fn image_mode(mut self, mode: impl Into<String>) -> TableOptions {
         self.image_mode = Some(mode.into());
+        self
+    }
+
+    /// Stores every `Image` column as its files' bytes, unchanged (default
+    /// off: decoded pixels): a Ragged `u8` rank-1 record per image, so a
+    /// JPEG corpus stays its size and is decoded on the loader's workers.
+    /// Each file's header is still read, so a file that is not a PNG or JPEG
+    /// image is an error naming its row. [`TableOptions::image_mode`] does
+    /// not apply.
+    pub fn encoded_images(mut self, encoded: bool) -> TableOptions {
+        self.encoded_images = encoded;
         self
     }
 
@@ -471,6 +485,7 @@ impl TableOptions {
             drop_null_rows: self.drop_null_rows,
             drop_empty_rows: self.drop_empty_rows,
             image_mode: self.pixel_format()?,
+            encoded_images: self.encoded_images,
         };
         Ok((settings, tokenizer))
     }
@@ -514,6 +529,9 @@ pub enum ColumnSource {
     Numeric,
     /// A decoded `Image` column.
     Image,
+    /// An `Image` column stored as its files' bytes (PNG, JPEG), one Ragged
+    /// `u8` rank-1 record per image ([`TableOptions::encoded_images`]).
+    EncodedImage,
     /// Strings stored as their UTF-8 bytes.
     TextBytes,
     /// Strings stored as token ids.

@@ -41,6 +41,15 @@ pub(crate) enum ColumnKind {
     Audio,
     /// A string per row.
     Text,
+    /// Python loaderx 2.8.19's multi-dimensional Ragged contract: a
+    /// `struct{values: list<T>, shape: fixed_size_list<uint32, ndim>}`,
+    /// each record's values in C order and its shape.
+    Shaped {
+        /// Element type of the values.
+        dtype: DType,
+        /// Rank of every record.
+        ndim: usize,
+    },
 }
 
 impl ColumnKind {
@@ -48,7 +57,10 @@ impl ColumnKind {
     pub(crate) fn fixed_shape(&self) -> Option<Vec<usize>> {
         match self {
             ColumnKind::Numeric { dims, .. } => dims.iter().copied().collect(),
-            ColumnKind::Image { .. } | ColumnKind::Audio | ColumnKind::Text => None,
+            ColumnKind::Image { .. }
+            | ColumnKind::Audio
+            | ColumnKind::Text
+            | ColumnKind::Shaped { .. } => None,
         }
     }
 }
@@ -216,9 +228,45 @@ fn list_feature(feature: &Value) -> Option<(Option<&Value>, Option<usize>)> {
     }
 }
 
+/// The `(dtype, ndim)` of a `struct{values: list<T>, shape:
+/// fixed_size_list<uint32, ndim>}` column (Python loaderx 2.8.19's
+/// multi-dimensional Ragged contract); `None` for any other type, an error
+/// for a struct of those two names whose types do not fit.
+fn shaped_struct(dt: &DataType) -> Result<Option<(DType, usize)>, String> {
+    let DataType::Struct(fields) = dt else {
+        return Ok(None);
+    };
+    let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    if names != ["values", "shape"] {
+        return Ok(None);
+    }
+    let bad = || {
+        format!(
+            "a struct{{values, shape}} column must hold values: list<number> and shape: \
+             fixed_size_list<uint32, ndim>, not {dt}"
+        )
+    };
+    let dtype = match fields[0].data_type() {
+        DataType::List(f) | DataType::LargeList(f) => {
+            leaf_dtype(f.data_type()).map_err(|_| bad())?
+        }
+        _ => return Err(bad()),
+    };
+    let ndim = match fields[1].data_type() {
+        DataType::FixedSizeList(f, n) if *f.data_type() == DataType::UInt32 && *n > 0 => {
+            usize::try_from(*n).map_err(|_| bad())?
+        }
+        _ => return Err(bad()),
+    };
+    Ok(Some((dtype, ndim)))
+}
+
 /// Decides how column `field` is decoded, given its HF feature (if any).
 pub(crate) fn plan_column(field: &Field, feature: Option<&Value>) -> Result<ColumnKind, String> {
     let dt = field.data_type();
+    if let Some((dtype, ndim)) = shaped_struct(dt)? {
+        return Ok(ColumnKind::Shaped { dtype, ndim });
+    }
     if let Some(f) = feature {
         match feature_type(f) {
             Some("Image") => {
