@@ -1298,3 +1298,135 @@ fn four_writers_push_their_parts_to_s3_and_merge_there() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Every store's digest under `a` equals the same store's under `b`, and
+/// both hold the same splits and stores.
+fn same_digests(a: &Path, b: &Path) {
+    assert_eq!(names(a), names(b));
+    for split in names(a) {
+        assert_eq!(names(&a.join(&split)), names(&b.join(&split)), "{split}");
+        for store in names(&a.join(&split)) {
+            if store.starts_with('.') {
+                continue;
+            }
+            let (x, y) = (a.join(&split).join(&store), b.join(&split).join(&store));
+            assert_eq!(
+                digest(&Store::open(&x).unwrap()).unwrap().sha256,
+                digest(&Store::open(&y).unwrap()).unwrap().sha256,
+                "{split}/{store}"
+            );
+        }
+    }
+}
+
+#[test]
+fn local_parquet_converts_as_the_hub_does() {
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
+    // A Hub repo as downloaded (`data/<split>-0000K-of-0000N.parquet`):
+    // `convert parquet DIR` lays it out as `convert hf` does.
+    let case = &fx.expected["numeric"];
+    let hub = tmp.path().join("hub-numeric");
+    convert_hf(&mock.source("test/numeric", &tmp.path().join("c")), &hub).unwrap();
+    let local = tmp.path().join("local-numeric");
+    let run = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(["convert", "parquet"])
+        .arg(fx.dir.join("files/numeric"))
+        .arg("-o")
+        .arg(&local)
+        .args(["--shards", "2"])
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("tokens: ragged i32 (rank 1)"), "{stdout}");
+    check_stores(fx, &local, case, &["test", "train"]);
+    same_digests(&hub, &local);
+
+    // Images, audio and text (strings as bytes), each split named by a
+    // glob, through the library.
+    use loaderx_convert::local::{LocalSource, convert_parquet};
+    use loaderx_convert::table::TableOptions;
+    for (name, repo, file) in [
+        ("images", "test/images", "images/train.parquet"),
+        ("audio", "test/audio", "audio/train.parquet"),
+    ] {
+        let hub = tmp.path().join(format!("hub-{name}"));
+        convert_hf(
+            &mock.source(repo, &tmp.path().join("c")).config("default"),
+            &hub,
+        )
+        .unwrap();
+        let local = tmp.path().join(format!("local-{name}"));
+        let glob = fx.dir.join("files").join(file);
+        let source = LocalSource::new(Vec::<PathBuf>::new())
+            .split_glob("train", glob.to_str().unwrap())
+            .options(TableOptions::new().batch_limits(5, 1 << 16));
+        let summary = convert_parquet(&source, &local).unwrap();
+        assert_eq!(summary.files, [glob]);
+        check_stores(fx, &local, &fx.expected[name], &["train"]);
+        same_digests(&hub, &local);
+    }
+    let hub = tmp.path().join("hub-text");
+    convert_hf(
+        &mock
+            .source("test/text", &tmp.path().join("c"))
+            .text_bytes()
+            .drop_null_rows(true)
+            .drop_empty_rows(true),
+        &hub,
+    )
+    .unwrap();
+    let local = tmp.path().join("local-text");
+    convert_parquet(
+        &LocalSource::new([fx.dir.join("files/text")]).options(
+            TableOptions::new()
+                .text_bytes()
+                .drop_null_rows(true)
+                .drop_empty_rows(true),
+        ),
+        &local,
+    )
+    .unwrap();
+    same_digests(&hub, &local);
+
+    // Parts of the local conversion merge into the single conversion.
+    let parts = tmp.path().join("parts");
+    for index in 0..3 {
+        let run = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(["convert", "parquet"])
+            .arg(fx.dir.join("files/numeric"))
+            .arg("-o")
+            .arg(&parts)
+            .args(["--shards", "2", "--parts", "3"])
+            .env("JOB_COMPLETION_INDEX", index.to_string())
+            .output()
+            .unwrap();
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let local = tmp.path().join("local-numeric");
+    for split in ["test", "train"] {
+        let merged = loaderx_core::Dataset::merge(parts.join(split), Some(3)).unwrap();
+        assert_eq!(
+            merged.len(),
+            case["splits"][split]["records"].as_u64().unwrap()
+        );
+        for (name, joined) in merged.streams() {
+            let single = Store::open(local.join(split).join(name)).unwrap();
+            assert_eq!(
+                digest(joined).unwrap(),
+                digest(&single).unwrap(),
+                "{split}/{name}"
+            );
+        }
+    }
+}

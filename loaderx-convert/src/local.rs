@@ -18,7 +18,10 @@
 //!    holding the matching files under it (recursively, sorted); a file
 //!    directly inside is in the split its name starts with when it is named
 //!    like the Hub's shards (`train-00000-of-00004.parquet` is `train`),
-//!    else in `split_name`.
+//!    else in `split_name`; a subdirectory `data` is laid out by these same
+//!    rules, so a dataset repo downloaded from the Hub
+//!    (`data/train-00000-of-00002.parquet`, ...) converts as `convert hf`
+//!    converts it.
 //!
 //! The same split from several inputs concatenates in the order given. A
 //! symbolic link to a file is followed; one to a directory inside a walked
@@ -270,6 +273,56 @@ fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Error> {
         .collect())
 }
 
+/// Sorts the files of the plain directory `dir` into `splits`: each
+/// subdirectory is a split of its name (all matching files under it), a
+/// file directly inside is in the split its Hub-style name says, else in
+/// `default`; at the top, a subdirectory `data` is laid out by these same
+/// rules (the Hub's `data/<split>-00000-of-00001.parquet`).
+fn layout_dir(
+    dir: &Path,
+    kind: Kind,
+    default: &str,
+    top: bool,
+    splits: &mut Splits,
+) -> Result<(), Error> {
+    let mut entries = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        entries.push(entry.map_err(|e| Error::io(dir, e))?.path());
+    }
+    entries.sort();
+    for entry in entries {
+        let link = std::fs::symlink_metadata(&entry).map_err(|e| Error::io(&entry, e))?;
+        let meta = std::fs::metadata(&entry).map_err(|e| Error::io(&entry, e))?;
+        if meta.is_dir() {
+            if link.file_type().is_symlink() {
+                return Err(invalid(
+                    &entry,
+                    "is a symbolic link to a directory; pass its target as an input instead",
+                ));
+            }
+            let name = entry
+                .file_name()
+                .and_then(|n| n.to_str())
+                .filter(|n| !n.starts_with('.'))
+                .map(str::to_owned);
+            let Some(name) = name else { continue };
+            if top && name == "data" {
+                layout_dir(&entry, kind, default, false, splits)?;
+                continue;
+            }
+            let mut files = Vec::new();
+            walk(&entry, kind, &mut files)?;
+            if !files.is_empty() {
+                add(splits, &name, files, None);
+            }
+        } else if meta.is_file() && kind.matches(&entry) {
+            let split = split_of_file(&entry, default);
+            add(splits, &split, vec![entry], None);
+        }
+    }
+    Ok(())
+}
+
 /// Sorts the inputs of `source` into splits.
 fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
     let mut splits = Splits::new();
@@ -316,37 +369,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
             add(&mut splits, &source.split, saved.files, saved.features);
             continue;
         }
-        let mut entries = Vec::new();
-        for entry in std::fs::read_dir(path).map_err(|e| Error::io(path, e))? {
-            entries.push(entry.map_err(|e| Error::io(path, e))?.path());
-        }
-        entries.sort();
-        for entry in entries {
-            let link = std::fs::symlink_metadata(&entry).map_err(|e| Error::io(&entry, e))?;
-            let meta = std::fs::metadata(&entry).map_err(|e| Error::io(&entry, e))?;
-            if meta.is_dir() {
-                if link.file_type().is_symlink() {
-                    return Err(invalid(
-                        &entry,
-                        "is a symbolic link to a directory; pass its target as an input instead",
-                    ));
-                }
-                let name = entry
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .filter(|n| !n.starts_with('.'))
-                    .map(str::to_owned);
-                let Some(name) = name else { continue };
-                let mut files = Vec::new();
-                walk(&entry, kind, &mut files)?;
-                if !files.is_empty() {
-                    add(&mut splits, &name, files, None);
-                }
-            } else if meta.is_file() && kind.matches(&entry) {
-                let split = split_of_file(&entry, &source.split);
-                add(&mut splits, &split, vec![entry], None);
-            }
-        }
+        layout_dir(path, kind, &source.split, true, &mut splits)?;
     }
     if splits.values().all(|s| s.files.is_empty()) {
         return Err(Error::invalid(format!(
