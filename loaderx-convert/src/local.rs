@@ -406,28 +406,33 @@ fn ordered(splits: Splits) -> Vec<(String, SplitFiles)> {
 fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSummary, Error> {
     source.options.check()?;
     let splits = ordered(discover(source, kind)?);
-    let mut tables = Vec::with_capacity(splits.len());
-    let mut files = Vec::new();
-    for (name, split) in splits {
-        crate::output::safe_component("split", &name)?;
-        let mut opened: Vec<Box<dyn TableSource>> = Vec::with_capacity(split.files.len());
-        for path in &split.files {
-            let label = path.display().to_string();
-            opened.push(match kind {
-                Kind::Parquet => Box::new(ParquetFile::open(path, &label)?),
-                Kind::Arrow => {
-                    Box::new(IpcTable::open(path, &label)?.with_features(split.features.clone()))
-                }
+    let names: Vec<String> = splits.iter().map(|(name, _)| name.clone()).collect();
+    let files: Vec<PathBuf> = splits
+        .iter()
+        .flat_map(|(_, s)| s.files.iter().cloned())
+        .collect();
+    let open = || {
+        let mut tables = Vec::with_capacity(splits.len());
+        for (name, split) in &splits {
+            let mut opened: Vec<Box<dyn TableSource>> = Vec::with_capacity(split.files.len());
+            for path in &split.files {
+                let label = path.display().to_string();
+                opened.push(match kind {
+                    Kind::Parquet => Box::new(ParquetFile::open(path, &label)?),
+                    Kind::Arrow => Box::new(
+                        IpcTable::open(path, &label)?.with_features(split.features.clone()),
+                    ),
+                });
+            }
+            tables.push(SplitTables {
+                name: name.clone(),
+                partial: false,
+                tables: opened,
             });
         }
-        files.extend(split.files);
-        tables.push(SplitTables {
-            name,
-            partial: false,
-            tables: opened,
-        });
-    }
-    convert_tables(tables, out, &source.options, "local", files)
+        Ok(tables)
+    };
+    convert_tables(&names, open, out, &source.options, "local", files)
 }
 
 /// Converts local parquet files (see the [module documentation](self)) to

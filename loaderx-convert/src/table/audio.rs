@@ -364,7 +364,7 @@ mod tests {
             .arg(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "hf::audio::tests::forged_lengths_under_an_address_space_limit",
+                "table::audio::tests::forged_lengths_under_an_address_space_limit",
                 "--test-threads=1",
             ])
             .env(CHILD_ENV, "1")

@@ -38,7 +38,7 @@ fn spool_dir(out: &Path) -> Result<Spool, Error> {
 }
 
 /// Writes `reader`'s batches to the Arrow IPC file `path`.
-fn spool<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> Result<(), Error> {
+fn spool_batches<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> Result<(), Error> {
     let label = format!("split {split:?} (record batch stream)");
     let file = File::create(path).map_err(|e| Error::io(path, e))?;
     let schema = reader.schema();
@@ -120,23 +120,35 @@ pub fn convert_record_batches<R: RecordBatchReader>(
 ) -> Result<TableSummary, Error> {
     let out = out.as_ref();
     options.check()?;
-    for (name, _) in &splits {
+    let names: Vec<String> = splits.iter().map(|(name, _)| (*name).to_owned()).collect();
+    for name in &names {
         crate::output::safe_component("split", name)?;
     }
-    let dir = spool_dir(out)?;
-    let mut tables = Vec::with_capacity(splits.len());
-    for (k, (name, reader)) in splits.into_iter().enumerate() {
-        let path = dir.0.join(format!("{k}.arrow"));
-        spool(reader, name, &path)?;
-        let label = format!("split {name:?} (record batch stream)");
-        let table: Box<dyn TableSource> = Box::new(IpcTable::open(&path, &label)?);
-        tables.push(SplitTables {
-            name: name.to_owned(),
-            partial: false,
-            tables: vec![table],
-        });
-    }
-    let summary = convert_tables(tables, out, options, "record batches", Vec::new());
+    let mut dir = None;
+    let open = || {
+        let spool = spool_dir(out)?;
+        let mut tables = Vec::with_capacity(splits.len());
+        for (k, (name, reader)) in splits.into_iter().enumerate() {
+            let path = spool.0.join(format!("{k}.arrow"));
+            let label = format!("split {name:?} (record batch stream)");
+            let result =
+                spool_batches(reader, name, &path).and_then(|()| IpcTable::open(&path, &label));
+            match result {
+                Ok(table) => tables.push(SplitTables {
+                    name: name.to_owned(),
+                    partial: false,
+                    tables: vec![Box::new(table) as Box<dyn TableSource>],
+                }),
+                Err(e) => {
+                    drop(spool);
+                    return Err(e);
+                }
+            }
+        }
+        dir = Some(spool);
+        Ok(tables)
+    };
+    let summary = convert_tables(&names, open, out, options, "record batches", Vec::new());
     drop(dir);
     summary
 }

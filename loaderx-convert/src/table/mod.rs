@@ -824,19 +824,24 @@ pub(crate) fn write_splits(
     Ok((root, summaries))
 }
 
-/// Converts `splits` (named lists of tables) under `out` with `options`:
-/// the whole conversion of a local source.
+/// Converts the splits `names` under `out` with `options`: takes the part's
+/// lock (or checks that `out` is new) first, then `open`s the splits'
+/// tables, then writes them; the whole conversion of a local source.
 pub(crate) fn convert_tables(
-    splits: Vec<SplitTables>,
+    names: &[String],
+    open: impl FnOnce() -> Result<Vec<SplitTables>, Error>,
     out: &Path,
     options: &TableOptions,
     context: &str,
     files: Vec<PathBuf>,
 ) -> Result<TableSummary, Error> {
     options.check()?;
-    let names: Vec<&str> = splits.iter().map(|s| s.name.as_str()).collect();
-    let lock = lock_part(out, options.part, &names)?;
+    for name in names {
+        safe_component("split", name)?;
+    }
+    let lock = lock_part(out, options.part, names)?;
     let (settings, tokenizer) = options.settings()?;
+    let splits = open()?;
     let total = splits
         .iter()
         .map(|s| part_rows(&s.tables, options.part))
