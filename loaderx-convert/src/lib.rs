@@ -5,7 +5,8 @@
 //!
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
-//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
+//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST;
+//! - [`npy`] (feature `npy`): NumPy `.npy` files and `.npz` archives.
 //!
 //! Every converter writes a root of aligned split/column stores,
 //! `OUT/<split>/<column>/`, built in a hidden temporary sibling of `OUT`
@@ -23,6 +24,8 @@ pub mod fuzzing;
 pub mod hf;
 #[cfg(feature = "idx")]
 pub mod idx;
+#[cfg(feature = "npy")]
+pub mod npy;
 pub mod output;
 
 pub use error::{Error, Result};
