@@ -6,6 +6,8 @@
 //! - `loaderx verify STORE`: reads and decodes every record; exits non-zero
 //!   with a one-line message naming the problem and the record;
 //! - `loaderx convert idx DIR OUT`: MNIST-format IDX files to stores;
+//! - `loaderx convert npy FILE... -o OUT`: NumPy `.npy` files or `.npz`
+//!   archives to stores, one per array;
 //! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
 //!   printing the commit sha it was read at;
 //! - `loaderx convert parquet|arrow INPUT... -o OUT`: local Parquet files,
@@ -45,6 +47,7 @@ use clap::{Parser, Subcommand};
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
 use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
+use loaderx_convert::npy::{NpyOptions, convert_npy, convert_npy_part};
 use loaderx_convert::table::TableOptions;
 use loaderx_core::{Codec, Dataset, Generation, RemoteOptions, Store, redact_url};
 
@@ -184,6 +187,44 @@ enum Convert {
         part: Option<u64>,
         /// The number of writers sharing the conversion (with --part).
         #[arg(long, requires = "part")]
+        parts: Option<u64>,
+    },
+    /// NumPy arrays: .npy files and/or .npz archives (np.save, np.savez,
+    /// np.savez_compressed), one stream per array, named by the file's stem
+    /// or the archive member's key: OUT/<split>/<stream>. Axis 0 counts
+    /// the records (all arrays must have the same length); the other axes
+    /// are the item shape. Big-endian and Fortran-order arrays are
+    /// converted; object, string and structured arrays are refused.
+    Npy {
+        /// The .npy files and .npz archives.
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<PathBuf>,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short = 'o', long = "out", value_name = "OUT")]
+        out: PathBuf,
+        /// The split the streams are written to.
+        #[arg(long, default_value = "train")]
+        split: String,
+        /// raw, zstd or zstd_dict.
+        #[arg(long, default_value = "zstd")]
+        codec: Codec,
+        /// Payload shards per store (1..=255).
+        #[arg(long, default_value_t = 4)]
+        shards: usize,
+        /// Format generation of the stores: 2.8.19 (read by Python loaderx
+        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
+        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
+        generation: Generation,
+        /// Write only this writer's share of the records, as part PART of a
+        /// multi-part dataset (OUT/<split>/part-<PART>/...; OUT may exist),
+        /// as `convert idx --part` does; needs --parts. Merge with
+        /// `loaderx dataset merge OUT/<split>`.
+        #[arg(long, requires = "parts")]
+        part: Option<u64>,
+        /// The number of writers sharing the conversion. Without --part,
+        /// PART is taken from JOB_COMPLETION_INDEX (set in each pod of a
+        /// Kubernetes Indexed Job).
+        #[arg(long)]
         parts: Option<u64>,
     },
     /// A Hugging Face Hub dataset (its parquet files): writes
@@ -347,28 +388,6 @@ fn parse_split_glob(s: &str) -> Result<(String, String), String> {
     }
 }
 
-/// The part a writer converts: `--part`, else `$JOB_COMPLETION_INDEX`
-/// when `--parts` is given.
-fn resolve_part(part: Option<u64>, parts: Option<u64>) -> Result<Option<(u64, u64)>, Error> {
-    let Some(parts) = parts else {
-        return Ok(None);
-    };
-    let index = match part {
-        Some(p) => p,
-        None => {
-            let value = std::env::var("JOB_COMPLETION_INDEX").map_err(|_| {
-                Error::from("--parts needs --part, or JOB_COMPLETION_INDEX in the environment")
-            })?;
-            value.trim().parse::<u64>().map_err(|_| {
-                Error::from(format!(
-                    "JOB_COMPLETION_INDEX={value:?} is not a part index"
-                ))
-            })?
-        }
-    };
-    Ok(Some((index, parts)))
-}
-
 impl TableArgs {
     /// The table options these flags ask for.
     fn options(&self) -> Result<TableOptions, Error> {
@@ -395,7 +414,8 @@ impl TableArgs {
                 .add_special_tokens(self.add_special_tokens)
                 .append_eos(self.append_eos, self.eos_token.as_deref());
         }
-        if let Some((part, parts)) = resolve_part(self.part, self.parts)? {
+        if let Some((part, parts)) = loaderx_convert::output::part_from_env(self.part, self.parts)?
+        {
             o = o.part(part, parts);
         }
         Ok(o)
@@ -461,6 +481,11 @@ impl Command {
             Command::Migrate { src, dst, .. } => vec![src.as_os_str(), dst.as_os_str()],
             Command::Convert(Convert::Idx { dir, out, .. }) => {
                 vec![dir.as_os_str(), out.as_os_str()]
+            }
+            Command::Convert(Convert::Npy { files, out, .. }) => {
+                let mut v: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
+                v.push(out.as_os_str());
+                v
             }
             Command::Convert(Convert::Hf {
                 out,
@@ -672,6 +697,7 @@ fn run(command: &Command) -> Result<String, Error> {
             let out = match c {
                 Convert::Idx { out, .. }
                 | Convert::Hf { out, .. }
+                | Convert::Npy { out, .. }
                 | Convert::Parquet { out, .. }
                 | Convert::Arrow { out, .. } => out,
             };
@@ -768,6 +794,25 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 summary.root.display(),
                 splits.join(", ")
             ))
+        }
+        Convert::Npy {
+            files,
+            out: _,
+            split,
+            codec,
+            shards,
+            generation,
+            part,
+            parts,
+        } => {
+            let options = NpyOptions::new(*codec, *shards)
+                .generation(*generation)
+                .split(split.as_str());
+            let summary = match loaderx_convert::output::part_from_env(*part, *parts)? {
+                Some((part, parts)) => convert_npy_part(files, out, &options, part, parts)?,
+                None => convert_npy(files, out, &options)?,
+            };
+            Ok(summary.to_string())
         }
         Convert::Hf {
             repo,

@@ -73,6 +73,18 @@ pub enum Error {
         /// What is wrong.
         detail: String,
     },
+    /// A `.npy` file or `.npz` archive is malformed (truncated data, a shape
+    /// that overflows), holds an element type no store holds (object,
+    /// string, structured, datetime, long double), or disagrees with the
+    /// other arrays of a conversion in length or stream name.
+    #[error("{}: {detail}", path.display())]
+    Npy {
+        /// The file (for a member of an `.npz`, the archive; the detail
+        /// names the member).
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
     /// The Hub could not be reached, refused a request, or answered with
     /// something unusable.
     #[error("{repo}: {detail}")]

@@ -5,7 +5,8 @@
 //!
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
-//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
+//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST;
+//! - [`npy`] (feature `npy`): NumPy `.npy` files and `.npz` archives.
 //!
 //! Every converter writes a root of aligned split/column stores,
 //! `OUT/<split>/<column>/`, built in a hidden temporary sibling of `OUT`
@@ -29,6 +30,8 @@ pub mod idx;
 mod ipc;
 #[cfg(feature = "arrow")]
 pub mod local;
+#[cfg(feature = "npy")]
+pub mod npy;
 pub mod output;
 #[cfg(feature = "arrow")]
 mod parquet_file;

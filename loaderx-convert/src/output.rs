@@ -173,6 +173,85 @@ impl StagedRoot {
     }
 }
 
+/// The environment variable that names a part writer's index when it runs
+/// as a pod of a Kubernetes Indexed Job.
+pub const PART_INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
+
+/// Resolves a converter's `--part I --parts N` options: `Some((I, N))` for
+/// a part writer, `None` for a whole conversion. When `parts` is given
+/// without `part`, `I` comes from the environment variable
+/// `JOB_COMPLETION_INDEX` ([`PART_INDEX_ENV`]), which Kubernetes sets in
+/// every pod of an Indexed Job, so `N` pods convert their parts with one
+/// command line and no wrapper. The variable alone (without `parts`) is
+/// ignored: a pod that runs a whole conversion stays one.
+///
+/// ```
+/// use loaderx_convert::output::part_from_env;
+/// assert_eq!(part_from_env(Some(1), Some(3))?, Some((1, 3)));
+/// assert_eq!(part_from_env(None, None)?, None);
+/// assert!(part_from_env(Some(3), Some(3)).is_err());
+/// # Ok::<(), loaderx_convert::Error>(())
+/// ```
+///
+/// # Errors
+///
+/// [`Error::InvalidOption`] for `part` without `parts`, `parts` of 0, a
+/// part index not below `parts`, `parts` without `part` and without the
+/// variable, or a variable that is not a decimal part index.
+pub fn part_from_env(part: Option<u64>, parts: Option<u64>) -> Result<Option<(u64, u64)>, Error> {
+    let env = if part.is_none() && parts.is_some() {
+        std::env::var_os(PART_INDEX_ENV)
+    } else {
+        None
+    };
+    resolve_part(part, parts, env.as_deref())
+}
+
+/// [`part_from_env`] with the variable's value given.
+fn resolve_part(
+    part: Option<u64>,
+    parts: Option<u64>,
+    env: Option<&std::ffi::OsStr>,
+) -> Result<Option<(u64, u64)>, Error> {
+    let Some(parts) = parts else {
+        return match part {
+            Some(_) => Err(Error::invalid(
+                "--part needs --parts (the number of writers)",
+            )),
+            None => Ok(None),
+        };
+    };
+    if parts == 0 {
+        return Err(Error::invalid("--parts must be at least 1"));
+    }
+    let (part, from) = match (part, env) {
+        (Some(part), _) => (part, "--part"),
+        (None, Some(value)) => {
+            let text = value.to_str().unwrap_or("");
+            let part = text.trim().parse::<u64>().map_err(|_| {
+                Error::invalid(format!(
+                    "{PART_INDEX_ENV}={:?} is not a part index (a decimal number below --parts {parts})",
+                    value.to_string_lossy()
+                ))
+            })?;
+            (part, PART_INDEX_ENV)
+        }
+        (None, None) => {
+            return Err(Error::invalid(format!(
+                "--parts {parts} needs --part (or the environment variable {PART_INDEX_ENV}, \
+                 as a Kubernetes Indexed Job sets it)"
+            )));
+        }
+    };
+    if part >= parts {
+        return Err(Error::invalid(format!(
+            "part {part} (from {from}) of {parts}: a part index runs from 0 to {}",
+            parts - 1
+        )));
+    }
+    Ok(Some((part, parts)))
+}
+
 /// Renames the finished directory `from` to `to`, which must not exist,
 /// and syncs `to`'s parent: how a multi-part writer's staged split becomes
 /// its part.
@@ -535,6 +614,50 @@ mod tests {
             })
             .collect();
         assert_eq!(found, ["test/image", "train/image", "train/label"]);
+    }
+
+    #[test]
+    fn a_part_index_comes_from_the_options_or_the_job_index() {
+        use std::ffi::OsStr;
+        assert_eq!(resolve_part(None, None, None).unwrap(), None);
+        assert_eq!(resolve_part(Some(2), Some(3), None).unwrap(), Some((2, 3)));
+        // --part wins over the variable.
+        assert_eq!(
+            resolve_part(Some(0), Some(3), Some(OsStr::new("2"))).unwrap(),
+            Some((0, 3))
+        );
+        assert_eq!(
+            resolve_part(None, Some(3), Some(OsStr::new("2"))).unwrap(),
+            Some((2, 3))
+        );
+        for (part, parts, env, why) in [
+            (Some(1), None, None, "--part needs --parts"),
+            (
+                None,
+                Some(3),
+                None,
+                "needs --part (or the environment variable JOB_COMPLETION_INDEX",
+            ),
+            (
+                None,
+                Some(3),
+                Some("x1"),
+                "JOB_COMPLETION_INDEX=\"x1\" is not a part index",
+            ),
+            (None, Some(3), Some("-1"), "is not a part index"),
+            (
+                None,
+                Some(3),
+                Some("3"),
+                "part 3 (from JOB_COMPLETION_INDEX) of 3",
+            ),
+            (Some(5), Some(3), None, "part 5 (from --part) of 3"),
+            (Some(0), Some(0), None, "--parts must be at least 1"),
+        ] {
+            let e = resolve_part(part, parts, env.map(OsStr::new)).unwrap_err();
+            assert!(matches!(e, Error::InvalidOption { .. }), "{e}");
+            assert!(e.to_string().contains(why), "{e} (expected {why})");
+        }
     }
 
     #[test]
