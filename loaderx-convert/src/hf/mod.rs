@@ -161,7 +161,7 @@ impl HfSource {
     /// machine.
     ///
     /// A writer holds the lock file `out/.part-<index>.lock`
-    /// ([`PartLock`]) while it runs: a second
+    /// ([`PartLock`](crate::output::PartLock)) while it runs: a second
     /// writer of the same part started meanwhile fails with
     /// [`Error::PartBusy`], and a staging directory a killed writer of the
     /// part left behind is removed. A part is written once: when
