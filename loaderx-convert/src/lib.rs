@@ -5,7 +5,8 @@
 //!
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
-//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
+//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST;
+//! - [`jsonl`] (feature `arrow`): JSON Lines files, one object a row.
 //!
 //! Every converter writes a root of aligned split/column stores,
 //! `OUT/<split>/<column>/`, built in a hidden temporary sibling of `OUT`
@@ -27,6 +28,8 @@ mod hub;
 pub mod idx;
 #[cfg(feature = "arrow")]
 mod ipc;
+#[cfg(feature = "arrow")]
+pub mod jsonl;
 #[cfg(feature = "arrow")]
 pub mod local;
 pub mod output;

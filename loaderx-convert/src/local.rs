@@ -91,13 +91,20 @@ impl LocalSource {
         self.options = options;
         self
     }
+
+    /// The table options.
+    pub(crate) fn table_options(&self) -> &TableOptions {
+        &self.options
+    }
 }
 
 /// What kind of tables a conversion reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Parquet,
     Arrow,
+    /// JSON Lines (`crate::jsonl`).
+    Jsonl,
 }
 
 impl Kind {
@@ -109,6 +116,7 @@ impl Kind {
         match self {
             Kind::Parquet => ext.as_deref() == Some("parquet"),
             Kind::Arrow => matches!(ext.as_deref(), Some("arrow" | "arrows" | "feather" | "ipc")),
+            Kind::Jsonl => matches!(ext.as_deref(), Some("jsonl" | "ndjson" | "json")),
         }
     }
 }
@@ -354,6 +362,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
             match kind {
                 Kind::Parquet => "parquet (.parquet)",
                 Kind::Arrow => "Arrow IPC (.arrow, .arrows, .feather, .ipc)",
+                Kind::Jsonl => "JSON Lines (.jsonl, .ndjson, .json)",
             },
             source
                 .paths
@@ -380,6 +389,20 @@ fn ordered(splits: Splits) -> Vec<(String, SplitFiles)> {
     out
 }
 
+/// The splits of `source` for tables of `kind` (files only, no
+/// `save_to_disk` features), in order, each with its files in order.
+pub(crate) fn local_splits(
+    source: &LocalSource,
+    kind: Kind,
+) -> Result<Vec<(String, Vec<PathBuf>)>, Error> {
+    let mut out = Vec::new();
+    for (name, split) in ordered(discover(source, kind)?) {
+        crate::output::safe_component("split", &name)?;
+        out.push((name, split.files));
+    }
+    Ok(out)
+}
+
 fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSummary, Error> {
     source.options.check()?;
     let splits = ordered(discover(source, kind)?);
@@ -395,6 +418,7 @@ fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSu
                 Kind::Arrow => {
                     Box::new(IpcTable::open(path, &label)?.with_features(split.features.clone()))
                 }
+                Kind::Jsonl => return Err(Error::invalid("JSON Lines files convert with jsonl")),
             });
         }
         files.extend(split.files);
