@@ -649,6 +649,19 @@ enum Length {
     Varying,
 }
 
+/// What a field's value is, for the check that a field holds one kind of
+/// value; `None` for a null.
+fn json_kind(v: &Value) -> Option<&'static str> {
+    Some(match v {
+        Value::Null => return None,
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    })
+}
+
 /// Records the list lengths of `v` at `depth` and below.
 fn note_lengths(v: &Value, depth: usize, lengths: &mut Vec<Length>) {
     let Value::Array(items) = v else {
@@ -690,6 +703,8 @@ fn fix_lengths(dt: &DataType, lengths: &[Length]) -> DataType {
 /// files.
 fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<SplitSchema, Error> {
     let mut order: Vec<String> = Vec::new();
+    // The kind of JSON value each field first held, and where.
+    let mut kinds: HashMap<String, (&'static str, String, u64)> = HashMap::new();
     let mut lengths: HashMap<String, Vec<Length>> = HashMap::new();
     let mut failure: Option<Error> = None;
     let mut sampled = 0usize;
@@ -711,7 +726,7 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
                     Ok(Some(false)) => continue,
                     Ok(Some(true)) => {
                         return Some(match serde_json::from_slice::<Ordered>(&line) {
-                            Ok(Ordered(entries)) => Ok(entries),
+                            Ok(Ordered(entries)) => Ok((entries, label.as_str(), r.line)),
                             Err(e) if e.is_data() => Err(line_err(
                                 label,
                                 r.line,
@@ -732,9 +747,28 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
             return None;
         }
         match values.next()? {
-            Ok(entries) => {
+            Ok((entries, label, line)) => {
                 sampled += 1;
                 for (k, field) in &entries {
+                    if let Some(kind) = json_kind(field) {
+                        match kinds.get(k) {
+                            None => {
+                                kinds.insert(k.clone(), (kind, label.to_owned(), line));
+                            }
+                            Some((first, at, at_line)) if *first != kind => {
+                                error = Some(line_err(
+                                    label,
+                                    line,
+                                    format!(
+                                        "the field {k:?} holds {kind}, but {first} on line \
+                                         {at_line} of {at}; give its type with --schema"
+                                    ),
+                                ));
+                                return None;
+                            }
+                            Some(_) => {}
+                        }
+                    }
                     if !lengths.contains_key(k) {
                         order.push(k.clone());
                     }
@@ -1271,6 +1305,15 @@ mod tests {
         assert!(e.contains("line 2: not a JSON object"), "{e}");
         let e = scan_error("{\"a\": 1}\n{\"a\": \n", &JsonlOptions::new());
         assert!(e.contains("line 2: not JSON"), "{e}");
+        // Two kinds of value in one field of the sample.
+        let e = scan_error(
+            "{\"a\": 1}\n{\"a\": 2.5}\n{\"a\": \"x\"}\n",
+            &JsonlOptions::new(),
+        );
+        assert!(
+            e.contains("line 3: the field \"a\" holds a string, but a number on line 1"),
+            "{e}"
+        );
         // A different list length than the sample's.
         let lists: String = (0..10).map(|_| "{\"a\": [1, 2]}\n".to_owned()).collect();
         let e = scan_error(&format!("{lists}{{\"a\": [1]}}\n"), &small);
