@@ -1,8 +1,10 @@
 //! Local Parquet files, Arrow IPC files and streams, and
 //! `datasets.Dataset.save_to_disk` directories to Zrecord (feature `arrow`).
 //!
-//! [`convert_parquet`] and [`convert_arrow`] take a [`LocalSource`]: files
-//! and directories, sorted into splits by these rules, in this order:
+//! [`convert_parquet`] and [`convert_arrow`] (and
+//! [`convert_jsonl`](crate::jsonl::convert_jsonl), for `.jsonl`, `.ndjson`
+//! and `.json` files) take a [`LocalSource`]: files and directories, sorted
+//! into splits by these rules, in this order:
 //!
 //! 1. `split_glob(NAME, GLOB)` (`--split NAME=GLOB`, repeatable): the split
 //!    `NAME` holds the files `GLOB` matches (sorted; `*` stays within one
