@@ -12,6 +12,7 @@
 //!   printing the commit sha it was read at;
 //! - `loaderx convert parquet|arrow INPUT... -o OUT`: local Parquet files,
 //!   Arrow IPC files and streams, `save_to_disk` directories to stores;
+//! - `loaderx convert jsonl INPUT... -o OUT`: JSON Lines files to stores;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
 //!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
 //! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
@@ -46,6 +47,7 @@ use clap::{Parser, Subcommand};
 
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
+use loaderx_convert::jsonl::{JsonlOptions, convert_jsonl};
 use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
 use loaderx_convert::npy::{NpyOptions, convert_npy, convert_npy_part};
 use loaderx_convert::table::TableOptions;
@@ -304,6 +306,44 @@ enum Convert {
         #[command(flatten)]
         table: TableArgs,
     },
+    /// JSON Lines files (.jsonl, .ndjson, .json): one JSON object per
+    /// line, its fields the columns (integers int64, other numbers
+    /// float64, booleans, strings with --text or --tokenizer, lists Dense
+    /// when every sampled row has one length, else Ragged), types inferred
+    /// from the first --infer-rows rows of each split or given with
+    /// --schema; splits as `convert parquet` forms them.
+    Jsonl {
+        /// JSONL files or directories.
+        #[arg(required_unless_present = "split_globs")]
+        inputs: Vec<PathBuf>,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Split NAME holds the files GLOB matches (repeatable; replaces
+        /// the inputs' own layout).
+        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
+        split_globs: Vec<(String, String)>,
+        /// The split of files given by name (default train).
+        #[arg(long, default_value = "train")]
+        split_name: String,
+        /// The columns' types, instead of inferring them: a JSON file
+        /// mapping each field, in column order, to bool, int8..int64,
+        /// uint8..uint64, float16, float32, float64, string, list<T> or
+        /// list<T, N> (fixed length N), e.g. {"label": "int64", "xy":
+        /// "list<float32, 2>"}. Fields it does not name are ignored.
+        #[arg(long, value_name = "FILE")]
+        schema: Option<PathBuf>,
+        /// Rows sampled (from the start of each split) to infer the types.
+        #[arg(long, value_name = "N", default_value_t = loaderx_convert::jsonl::DEFAULT_INFER_ROWS, conflicts_with = "schema")]
+        infer_rows: usize,
+        /// The longest line read, in bytes; a longer one is an error
+        /// naming its file and line.
+        #[arg(long, value_name = "BYTES", default_value_t = loaderx_convert::jsonl::DEFAULT_MAX_LINE_BYTES)]
+        max_line_bytes: u64,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
+    },
 }
 
 /// The options every Arrow-backed converter shares.
@@ -506,6 +546,9 @@ impl Command {
                 }
                 | Convert::Arrow {
                     inputs, out, table, ..
+                }
+                | Convert::Jsonl {
+                    inputs, out, table, ..
                 },
             ) => {
                 let mut v = vec![out.as_os_str()];
@@ -699,7 +742,8 @@ fn run(command: &Command) -> Result<String, Error> {
                 | Convert::Hf { out, .. }
                 | Convert::Npy { out, .. }
                 | Convert::Parquet { out, .. }
-                | Convert::Arrow { out, .. } => out,
+                | Convert::Arrow { out, .. }
+                | Convert::Jsonl { out, .. } => out,
             };
             match dest(out)? {
                 Dest::Local(out) => convert(c, out),
@@ -870,6 +914,30 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 convert_arrow(&source, out)?
             };
             Ok(summary.to_string())
+        }
+        Convert::Jsonl {
+            inputs,
+            out: _,
+            split_globs,
+            split_name,
+            schema,
+            infer_rows,
+            max_line_bytes,
+            table,
+        } => {
+            let mut source = LocalSource::new(inputs.iter().cloned())
+                .split_name(split_name.as_str())
+                .options(table.options()?);
+            for (name, glob) in split_globs {
+                source = source.split_glob(name.as_str(), glob.as_str());
+            }
+            let mut jsonl = JsonlOptions::new()
+                .infer_rows(*infer_rows)
+                .max_line_bytes(*max_line_bytes);
+            if let Some(path) = schema {
+                jsonl = jsonl.schema(loaderx_convert::jsonl::read_schema(path)?);
+            }
+            Ok(convert_jsonl(&source, &jsonl, out)?.to_string())
         }
     }
 }

@@ -38,6 +38,7 @@
 //!   `RecordBatchReader` (polars, DataFusion, Lance, your own batches);
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
+//! - [`jsonl`] (feature `arrow`): JSON Lines files, one object a row;
 //! - [`npy`] (feature `npy`): NumPy `.npy` files and `.npz` archives;
 //! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
 //!
@@ -66,6 +67,8 @@ mod hub;
 pub mod idx;
 #[cfg(feature = "arrow")]
 mod ipc;
+#[cfg(feature = "arrow")]
+pub mod jsonl;
 #[cfg(feature = "arrow")]
 pub mod local;
 #[cfg(feature = "npy")]

@@ -1,8 +1,10 @@
 //! Local Parquet files, Arrow IPC files and streams, and
 //! `datasets.Dataset.save_to_disk` directories to Zrecord (feature `arrow`).
 //!
-//! [`convert_parquet`] and [`convert_arrow`] take a [`LocalSource`]: files
-//! and directories, sorted into splits by these rules, in this order:
+//! [`convert_parquet`] and [`convert_arrow`] (and
+//! [`convert_jsonl`](crate::jsonl::convert_jsonl), for `.jsonl`, `.ndjson`
+//! and `.json` files) take a [`LocalSource`]: files and directories, sorted
+//! into splits by these rules, in this order:
 //!
 //! 1. `split_glob(NAME, GLOB)` (`--split NAME=GLOB`, repeatable): the split
 //!    `NAME` holds the files `GLOB` matches (sorted; `*` stays within one
@@ -94,13 +96,20 @@ impl LocalSource {
         self.options = options;
         self
     }
+
+    /// The table options.
+    pub(crate) fn table_options(&self) -> &TableOptions {
+        &self.options
+    }
 }
 
 /// What kind of tables a conversion reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+pub(crate) enum Kind {
     Parquet,
     Arrow,
+    /// JSON Lines (`crate::jsonl`).
+    Jsonl,
 }
 
 impl Kind {
@@ -112,6 +121,7 @@ impl Kind {
         match self {
             Kind::Parquet => ext.as_deref() == Some("parquet"),
             Kind::Arrow => matches!(ext.as_deref(), Some("arrow" | "arrows" | "feather" | "ipc")),
+            Kind::Jsonl => matches!(ext.as_deref(), Some("jsonl" | "ndjson" | "json")),
         }
     }
 }
@@ -377,6 +387,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
             match kind {
                 Kind::Parquet => "parquet (.parquet)",
                 Kind::Arrow => "Arrow IPC (.arrow, .arrows, .feather, .ipc)",
+                Kind::Jsonl => "JSON Lines (.jsonl, .ndjson, .json)",
             },
             source
                 .paths
@@ -403,6 +414,20 @@ fn ordered(splits: Splits) -> Vec<(String, SplitFiles)> {
     out
 }
 
+/// The splits of `source` for tables of `kind` (files only, no
+/// `save_to_disk` features), in order, each with its files in order.
+pub(crate) fn local_splits(
+    source: &LocalSource,
+    kind: Kind,
+) -> Result<Vec<(String, Vec<PathBuf>)>, Error> {
+    let mut out = Vec::new();
+    for (name, split) in ordered(discover(source, kind)?) {
+        crate::output::safe_component("split", &name)?;
+        out.push((name, split.files));
+    }
+    Ok(out)
+}
+
 fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSummary, Error> {
     source.options.check()?;
     let splits = ordered(discover(source, kind)?);
@@ -422,6 +447,9 @@ fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSu
                     Kind::Arrow => Box::new(
                         IpcTable::open(path, &label)?.with_features(split.features.clone()),
                     ),
+                    Kind::Jsonl => {
+                        return Err(Error::invalid("JSON Lines files convert with jsonl"));
+                    }
                 });
             }
             tables.push(SplitTables {
