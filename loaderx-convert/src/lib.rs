@@ -5,7 +5,9 @@
 //!
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
-//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
+//! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST;
+//! - [`folder`] (feature `arrow`): image folders (`ROOT/<class>/<file>.png`);
+//! - [`webdataset`] (feature `webdataset`): WebDataset tar shards.
 //!
 //! Every converter writes a root of aligned split/column stores,
 //! `OUT/<split>/<column>/`, built in a hidden temporary sibling of `OUT`
@@ -17,6 +19,8 @@
 //! over these functions.
 
 mod error;
+#[cfg(feature = "arrow")]
+pub mod folder;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 #[cfg(feature = "hf")]
@@ -34,5 +38,7 @@ pub mod output;
 mod parquet_file;
 #[cfg(feature = "arrow")]
 pub mod table;
+#[cfg(feature = "webdataset")]
+pub mod webdataset;
 
 pub use error::{Error, Result};
