@@ -303,8 +303,8 @@ enum Convert {
     Webdataset {
         /// Tar shards, directories of .tar files, or glob patterns (split
         /// --split-name).
-        #[arg(required_unless_present = "split_globs")]
-        shards: Vec<PathBuf>,
+        #[arg(required_unless_present = "split_globs", value_name = "SHARD")]
+        inputs: Vec<PathBuf>,
         /// Output root (must not exist), or a URL to push the stores to.
         #[arg(short, long)]
         out: PathBuf,
@@ -538,10 +538,7 @@ impl Command {
                     inputs, out, table, ..
                 }
                 | Convert::Webdataset {
-                    shards: inputs,
-                    out,
-                    table,
-                    ..
+                    inputs, out, table, ..
                 },
             ) => {
                 let mut v = vec![out.as_os_str()];
@@ -912,13 +909,13 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             ))
         }
         Convert::Webdataset {
-            shards,
+            inputs,
             out: _,
             split_globs,
             split_name,
             table,
         } => {
-            let mut source = WebDataset::new(shards.iter().cloned())
+            let mut source = WebDataset::new(inputs.iter().cloned())
                 .split_name(split_name.as_str())
                 .options(table.options()?);
             for (name, glob) in split_globs {

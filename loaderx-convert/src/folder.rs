@@ -19,7 +19,8 @@
 //! - **splits**: when ROOT holds only directories, and each of them holds
 //!   only directories (at least one), each directory of ROOT is a split
 //!   (`ROOT/train/<class>/...`, `ROOT/test/<class>/...`) and the
-//!   directories inside it are classes;
+//!   directories inside it are classes (splits in the order train,
+//!   validation, test, then the others by name);
 //! - **classes**: otherwise ROOT is one split, named by
 //!   [`ImageFolder::split_name`] (default `train`), and its directories
 //!   are classes. A file directly in ROOT is then an error.
@@ -302,6 +303,14 @@ fn discover(root: &Path, default_split: &str) -> Result<Layout, Error> {
         files.sort_by(|a, b| a.path.cmp(&b.path));
         out.push((name, files));
     }
+    // The usual order: train, validation, test, then the rest by name.
+    let rank = |name: &str| match name {
+        "train" => 0,
+        "validation" | "valid" | "val" | "dev" => 1,
+        "test" => 2,
+        _ => 3,
+    };
+    out.sort_by(|a, b| rank(&a.0).cmp(&rank(&b.0)).then(a.0.cmp(&b.0)));
     Ok(Layout {
         classes,
         splits: out,
@@ -595,7 +604,7 @@ mod tests {
             .iter()
             .map(|(n, f)| (n.as_str(), f.iter().map(|f| f.label).collect()))
             .collect();
-        assert_eq!(splits, [("test", vec![1, 2]), ("train", vec![0, 1])]);
+        assert_eq!(splits, [("train", vec![0, 1]), ("test", vec![1, 2])]);
     }
 
     #[test]
