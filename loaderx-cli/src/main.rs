@@ -13,6 +13,11 @@
 //! - `loaderx convert parquet|arrow INPUT... -o OUT`: local Parquet files,
 //!   Arrow IPC files and streams, `save_to_disk` directories to stores;
 //! - `loaderx convert jsonl INPUT... -o OUT`: JSON Lines files to stores;
+//! - `loaderx convert images ROOT -o OUT`: an image folder
+//!   (`ROOT/<class>/<file>.png`, or `ROOT/<split>/<class>/...`) to image
+//!   and label stores;
+//! - `loaderx convert webdataset SHARD... -o OUT`: WebDataset tar shards to
+//!   one store per member extension;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
 //!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
 //! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
@@ -45,12 +50,14 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use loaderx_convert::folder::{ImageFolder, convert_image_folder};
 use loaderx_convert::hf::{HfSource, convert_hf};
 use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
 use loaderx_convert::jsonl::{JsonlOptions, convert_jsonl};
 use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
 use loaderx_convert::npy::{NpyOptions, convert_npy, convert_npy_part};
 use loaderx_convert::table::TableOptions;
+use loaderx_convert::webdataset::{WebDataset, convert_webdataset};
 use loaderx_core::{Codec, Dataset, Generation, RemoteOptions, Store, redact_url};
 
 /// Any failure of a command.
@@ -344,6 +351,54 @@ enum Convert {
         #[command(flatten)]
         table: TableArgs,
     },
+    /// An image folder: ROOT/<class>/<file>.{jpg,jpeg,png} (classes at any
+    /// depth below their directory), or ROOT/<split>/<class>/... when ROOT
+    /// and each of its directories hold only directories. Writes
+    /// OUT/SPLIT/image (decoded pixels: Dense when one shape, else Ragged;
+    /// --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
+    /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json
+    /// (the names, in label order). Records are the files sorted by path. A
+    /// symbolic link or a file that is not an image is an error naming it;
+    /// names starting with "." are ignored.
+    Images {
+        /// The image folder.
+        root: PathBuf,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// The split's name when ROOT's directories are classes (default train).
+        #[arg(long, default_value = "train")]
+        split_name: String,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
+    },
+    /// WebDataset tar shards (files, directories of .tar files, or globs):
+    /// members grouped into samples by key (the path up to the first "."
+    /// of the file name), one store per extension: .jpg/.jpeg/.png images
+    /// (as `convert images`; --encoded keeps the bytes), .cls/.cls2/.index
+    /// integers (i64), .txt/.json text (with --text bytes or --tokenizer),
+    /// .npy arrays; other extensions are refused unless dropped (--drop).
+    /// Every sample must hold the same extensions. Shards are streamed,
+    /// never unpacked.
+    Webdataset {
+        /// Tar shards, directories of .tar files, or glob patterns (split
+        /// --split-name).
+        #[arg(required_unless_present = "split_globs", value_name = "SHARD")]
+        inputs: Vec<PathBuf>,
+        /// Output root (must not exist), or a URL to push the stores to.
+        #[arg(short, long)]
+        out: PathBuf,
+        /// Split NAME holds the .tar files GLOB matches (repeatable).
+        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
+        split_globs: Vec<(String, String)>,
+        /// The split of the SHARD arguments (default train).
+        #[arg(long, default_value = "train")]
+        split_name: String,
+        /// Column, store and part options.
+        #[command(flatten)]
+        table: TableArgs,
+    },
 }
 
 /// The options every Arrow-backed converter shares.
@@ -549,10 +604,20 @@ impl Command {
                 }
                 | Convert::Jsonl {
                     inputs, out, table, ..
+                }
+                | Convert::Webdataset {
+                    inputs, out, table, ..
                 },
             ) => {
                 let mut v = vec![out.as_os_str()];
                 v.extend(inputs.iter().map(|p| p.as_os_str()));
+                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
+                v
+            }
+            Command::Convert(Convert::Images {
+                root, out, table, ..
+            }) => {
+                let mut v = vec![root.as_os_str(), out.as_os_str()];
                 v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
                 v
             }
@@ -743,7 +808,9 @@ fn run(command: &Command) -> Result<String, Error> {
                 | Convert::Npy { out, .. }
                 | Convert::Parquet { out, .. }
                 | Convert::Arrow { out, .. }
-                | Convert::Jsonl { out, .. } => out,
+                | Convert::Jsonl { out, .. }
+                | Convert::Images { out, .. }
+                | Convert::Webdataset { out, .. } => out,
             };
             match dest(out)? {
                 Dest::Local(out) => convert(c, out),
@@ -938,6 +1005,36 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 jsonl = jsonl.schema(loaderx_convert::jsonl::read_schema(path)?);
             }
             Ok(convert_jsonl(&source, &jsonl, out)?.to_string())
+        }
+        Convert::Images {
+            root,
+            out: _,
+            split_name,
+            table,
+        } => {
+            let source = ImageFolder::new(root)
+                .split_name(split_name.as_str())
+                .options(table.options()?);
+            let summary = convert_image_folder(&source, out)?;
+            Ok(format!(
+                "{summary}\nclass names, in label order: {} beside each split's stores",
+                loaderx_convert::folder::CLASSES_FILE
+            ))
+        }
+        Convert::Webdataset {
+            inputs,
+            out: _,
+            split_globs,
+            split_name,
+            table,
+        } => {
+            let mut source = WebDataset::new(inputs.iter().cloned())
+                .split_name(split_name.as_str())
+                .options(table.options()?);
+            for (name, glob) in split_globs {
+                source = source.split_glob(name.as_str(), glob.as_str());
+            }
+            Ok(convert_webdataset(&source, out)?.to_string())
         }
     }
 }

@@ -39,6 +39,8 @@
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
 //! - [`jsonl`] (feature `arrow`): JSON Lines files, one object a row;
+//! - [`folder`] (feature `arrow`): image folders (`ROOT/<class>/<file>.png`);
+//! - [`webdataset`] (feature `webdataset`): WebDataset tar shards;
 //! - [`npy`] (feature `npy`): NumPy `.npy` files and `.npz` archives;
 //! - [`idx`] (feature `idx`): the IDX files of MNIST and Fashion-MNIST.
 //!
@@ -57,6 +59,8 @@
 //! over these functions.
 
 mod error;
+#[cfg(feature = "arrow")]
+pub mod folder;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 #[cfg(feature = "hf")]
@@ -78,5 +82,7 @@ pub mod output;
 mod parquet_file;
 #[cfg(feature = "arrow")]
 pub mod table;
+#[cfg(feature = "webdataset")]
+pub mod webdataset;
 
 pub use error::{Error, Result};

@@ -7,12 +7,10 @@ pub(crate) mod file;
 mod metadata_types;
 pub(crate) mod source_file;
 
-use std::path::Path;
-
 /// Rows a parquet file declares (0 when unreadable, even if the parquet
 /// crate panics on it; the conversion reports the real problem).
 #[cfg(feature = "hf")]
-pub(crate) fn parquet_rows(path: &Path) -> u64 {
+pub(crate) fn parquet_rows(path: &std::path::Path) -> u64 {
     let rows = || {
         std::fs::File::open(path)
             .and_then(source_file::SourceFile::new)

@@ -416,12 +416,16 @@ fn survey_files(
                     let run = column.slice(start, end - start);
                     let (_, survey, bytes) = &mut surveys[k];
                     let fail = |i: usize, e: String| {
-                        decode_error(ctx, &plan.name, DecodeError::at(first + i as u64, e))
+                        let e = DecodeError::at(first + i as u64, e);
+                        decode_error(ctx, &plan.name, images::name_file(run.as_ref(), first, e))
                     };
                     match survey {
                         Survey::Image(survey) => {
                             let encoded = images::encoded_files(run.as_ref(), first, "image")
-                                .map_err(|e| decode_error(ctx, &plan.name, e))?;
+                                .map_err(|e| {
+                                    let e = images::name_file(run.as_ref(), first, e);
+                                    decode_error(ctx, &plan.name, e)
+                                })?;
                             let probed: Vec<Result<(PixelFormat, Vec<usize>), String>> =
                                 encoded.par_iter().map(|b| images::probe(b)).collect();
                             for (i, p) in probed.into_iter().enumerate() {
@@ -900,7 +904,10 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
         },
         Decoder::Text(encoder) => decode_text(array.as_ref(), first_row, encoder, &mut own.buffer),
     };
-    result.map_err(|e| decode_error(ctx, &c.plan.name, e))?;
+    result.map_err(|e| {
+        let e = images::name_file(array.as_ref(), first_row, e);
+        decode_error(ctx, &c.plan.name, e)
+    })?;
     if matches!(own.writer, Writer::Ragged(_)) {
         for i in before..own.buffer.len() {
             let (shape, bytes) = own.buffer.record(i);

@@ -246,6 +246,38 @@ pub(crate) fn encoded_files<'a>(
     Ok(out)
 }
 
+/// `e`, naming the file the `{bytes, path}` struct `column` (split rows
+/// from `first_row` on) gives for its row, when it gives one: a message
+/// about a row of an image or audio column then names the file too (an
+/// image folder's path, a tar member).
+pub(crate) fn name_file(column: &dyn Array, first_row: u64, mut e: DecodeError) -> DecodeError {
+    let Some(i) = e
+        .row
+        .and_then(|row| row.checked_sub(first_row))
+        .and_then(|i| usize::try_from(i).ok())
+    else {
+        return e;
+    };
+    let Some(path) = column
+        .as_struct_opt()
+        .filter(|s| i < s.len())
+        .and_then(|s| s.column_by_name("path"))
+        .filter(|p| !p.is_null(i))
+    else {
+        return e;
+    };
+    let name = match path.data_type() {
+        DataType::Utf8 => path.as_string::<i32>().value(i),
+        DataType::LargeUtf8 => path.as_string::<i64>().value(i),
+        DataType::Utf8View => path.as_string_view().value(i),
+        _ => return e,
+    };
+    if !name.is_empty() && !e.detail.contains(name) {
+        e.detail = format!("{} (file {name:?})", e.detail);
+    }
+    e
+}
+
 /// The limits every image is decoded under: no decoder may hold more than
 /// one record (the decoded image itself is checked by [`decoded_bytes`]
 /// before anything is allocated for it).

@@ -782,6 +782,7 @@ pub(crate) fn lock_part<S: AsRef<str>>(
 /// `part` (the caller holds its [`PartLock`]), into `out/<split>/part-<index>`
 /// of every split, all or none. `context` prefixes messages. Returns the
 /// root and the splits.
+#[cfg(feature = "hf")]
 pub(crate) fn write_splits(
     out: &Path,
     part: Option<(u64, u64)>,
@@ -790,6 +791,32 @@ pub(crate) fn write_splits(
     settings: &Settings,
     bar: &ProgressBar,
 ) -> Result<(PathBuf, Vec<SplitSummary>), Error> {
+    write_splits_with(out, part, context, splits, settings, bar, &[])
+}
+
+/// A file a source writes into every converted split's directory (a
+/// part's, for a part writer) beside its stores, before the split is
+/// published: its name (a plain file name) and its bytes.
+pub(crate) type ExtraFile = (String, Vec<u8>);
+
+/// [`write_splits`], also writing `extra` into every split's directory
+/// before it is published.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "write_splits plus the extra files"
+)]
+pub(crate) fn write_splits_with(
+    out: &Path,
+    part: Option<(u64, u64)>,
+    context: &str,
+    splits: Vec<SplitTables>,
+    settings: &Settings,
+    bar: &ProgressBar,
+    extra: &[ExtraFile],
+) -> Result<(PathBuf, Vec<SplitSummary>), Error> {
+    for (name, _) in extra {
+        safe_component("file", name)?;
+    }
     for s in &splits {
         safe_component("split", &s.name)?;
     }
@@ -810,7 +837,16 @@ pub(crate) fn write_splits(
                 context: context.to_owned(),
                 part,
             };
-            convert_split(&root, &source, settings, bar)
+            let summary = convert_split(&root, &source, settings, bar)?;
+            if !extra.is_empty() {
+                let dir = root.temp_path().join(&summary.name);
+                std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                for (name, bytes) in extra {
+                    let path = dir.join(name);
+                    std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))?;
+                }
+            }
+            Ok(summary)
         })
         .collect::<Result<Vec<SplitSummary>, Error>>()?;
     let root = match &part_name {
@@ -835,6 +871,24 @@ pub(crate) fn convert_tables(
     context: &str,
     files: Vec<PathBuf>,
 ) -> Result<TableSummary, Error> {
+    convert_tables_with(names, open, out, options, context, files, &[])
+}
+
+/// [`convert_tables`], also writing `extra` into every split's directory
+/// (a part's, for a part writer) beside its stores.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "convert_tables plus the extra files"
+)]
+pub(crate) fn convert_tables_with(
+    names: &[String],
+    open: impl FnOnce() -> Result<Vec<SplitTables>, Error>,
+    out: &Path,
+    options: &TableOptions,
+    context: &str,
+    files: Vec<PathBuf>,
+    extra: &[ExtraFile],
+) -> Result<TableSummary, Error> {
     options.check()?;
     for name in names {
         safe_component("split", name)?;
@@ -847,7 +901,7 @@ pub(crate) fn convert_tables(
         .map(|s| part_rows(&s.tables, options.part))
         .fold(0u64, u64::saturating_add);
     let bar = progress_bar(total, options.shows_progress());
-    let written = write_splits(out, options.part, context, splits, &settings, &bar);
+    let written = write_splits_with(out, options.part, context, splits, &settings, &bar, extra);
     bar.finish_and_clear();
     let (root, splits) = written?;
     drop(lock);
