@@ -194,8 +194,9 @@ enum Convert {
         /// a killed writer's staging is removed by the next run of its part.
         #[arg(long, requires = "parts")]
         part: Option<u64>,
-        /// The number of writers sharing the conversion (with --part).
-        #[arg(long, requires = "part")]
+        /// The number of writers sharing the conversion (with --part, or
+        /// the part index from JOB_COMPLETION_INDEX).
+        #[arg(long)]
         parts: Option<u64>,
     },
     /// NumPy arrays: .npy files and/or .npz archives (np.save, np.savez,
@@ -888,12 +889,12 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
             part,
             parts,
         } => {
-            let summary = match (part, parts) {
-                (Some(part), Some(parts)) => {
+            let summary = match loaderx_convert::output::part_from_env(*part, *parts)? {
+                Some((part, parts)) => {
                     let options = IdxOptions::new(*codec, *shards).generation(*generation);
-                    convert_idx_part(dir, out, &options, *part, *parts)?
+                    convert_idx_part(dir, out, &options, part, parts)?
                 }
-                _ => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
+                None => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
             };
             let splits: Vec<String> = summary
                 .splits

@@ -111,3 +111,55 @@ fn cli_converts_fashion_mnist_losslessly() {
     names.sort();
     assert_eq!(names, ["bad", "fashion"]);
 }
+
+/// Two pods of an Indexed Job: `--parts 2` with the index from
+/// `JOB_COMPLETION_INDEX`; merged, the single conversion's digests.
+#[test]
+fn parts_take_their_index_from_job_completion_index() {
+    let Some(src) = fashion() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
+    let run = |args: &[&str], index: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+        cmd.args(["convert", "idx"]).arg(src).args(args);
+        match index {
+            Some(i) => cmd.env("JOB_COMPLETION_INDEX", i),
+            None => cmd.env_remove("JOB_COMPLETION_INDEX"),
+        };
+        cmd.output().unwrap()
+    };
+    assert!(
+        run(&[whole.to_str().unwrap(), "--codec", "raw"], None)
+            .status
+            .success()
+    );
+    for index in ["0", "1"] {
+        let out = run(
+            &[parts.to_str().unwrap(), "--codec", "raw", "--parts", "2"],
+            Some(index),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Without the variable, --parts alone is refused by name.
+    let out = run(
+        &[dir.path().join("x").to_str().unwrap(), "--parts", "2"],
+        None,
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("JOB_COMPLETION_INDEX"));
+    for split in ["train", "test"] {
+        let merged = loaderx_core::Dataset::merge(parts.join(split), Some(2)).unwrap();
+        for (name, joined) in merged.streams() {
+            let single = Store::open(whole.join(split).join(name)).unwrap();
+            assert_eq!(
+                digest(joined).unwrap(),
+                digest(&single).unwrap(),
+                "{split}/{name}"
+            );
+        }
+    }
+}
