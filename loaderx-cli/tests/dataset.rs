@@ -142,7 +142,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(
-        String::from_utf8_lossy(&bad.stderr).contains("part 4 of 4"),
+        String::from_utf8_lossy(&bad.stderr).contains("part 4 (from --part) of 4"),
         "{}",
         String::from_utf8_lossy(&bad.stderr)
     );
