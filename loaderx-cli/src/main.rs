@@ -354,7 +354,8 @@ enum Convert {
     },
     /// An image folder: ROOT/<class>/<file>.{jpg,jpeg,png} (classes at any
     /// depth below their directory), or ROOT/<split>/<class>/... when ROOT
-    /// and each of its directories hold only directories. Writes
+    /// and each of its directories hold only directories and one of them is
+    /// named train, val, valid, validation, dev or test. Writes
     /// OUT/SPLIT/image (decoded pixels: Dense when one shape, else Ragged;
     /// --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
     /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, OnceLock};
 
-use arrow_array::{ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StructArray};
+use arrow_array::{Array, ArrayRef, Float32Array, Int64Array, ListArray, RecordBatch, StructArray};
 use arrow_schema::{DataType, Field};
 use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
 use loaderx_convert::table::{ColumnSource, TableOptions, convert_record_batches};
@@ -558,4 +558,125 @@ fn hostile_local_inputs_fail_by_name_and_leave_nothing() {
         true,
     );
     assert!(e.contains("b.arrow") && e.contains("columns differ"), "{e}");
+}
+
+#[test]
+fn streams_cut_short_batches_off_schema_and_shaped_rows_to_drop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shapes = [[1u32, 2], [2, 2], [3, 1]];
+    let batch = RecordBatch::try_from_iter([("vol", shaped(&shapes, 0, None))]).unwrap();
+    // An Arrow IPC stream whose writer died after a whole batch: no
+    // end-of-stream marker, refused (not converted as a shorter table).
+    let cut = tmp.path().join("cut.arrows");
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(
+        std::fs::File::create(&cut).unwrap(),
+        &batch.schema(),
+    )
+    .unwrap();
+    w.write(&batch).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let out = tmp.path().join("out");
+    let e = convert_arrow(&LocalSource::new([&cut]), &out)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cut.arrows") && e.contains("end-of-stream"),
+        "{e}"
+    );
+    assert!(!out.exists());
+
+    // A batch whose column type is not the stream's: refused by name.
+    let x32 = Arc::new(arrow_schema::Schema::new(vec![Field::new(
+        "x",
+        DataType::Float32,
+        false,
+    )]));
+    let x64 = RecordBatch::try_from_iter([(
+        "x",
+        Arc::new(arrow_array::Float64Array::from(vec![1.0, 2.0])) as ArrayRef,
+    )])
+    .unwrap();
+    let reader = arrow_array::RecordBatchIterator::new([Ok(x64)], x32);
+    let e = convert_record_batches(vec![("train", reader)], &out, &TableOptions::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("batch 0") && e.contains("\"x\"") && e.contains("Float64"),
+        "{e}"
+    );
+    assert!(!out.exists());
+
+    // --drop-empty-rows and --drop-null-rows reach into struct{values,
+    // shape} records: an empty record (shape [0, 3]) is dropped.
+    let values = ListArray::from_iter_primitive::<arrow_array::types::Float32Type, _, _>(vec![
+        Some(vec![Some(1.0), Some(2.0)]),
+        Some(vec![]),
+        Some(vec![Some(3.0)]),
+    ]);
+    let dims = arrow_array::FixedSizeListArray::from_iter_primitive::<
+        arrow_array::types::UInt32Type,
+        _,
+        _,
+    >(
+        vec![
+            Some(vec![Some(1), Some(2)]),
+            Some(vec![Some(0), Some(3)]),
+            Some(vec![Some(1), Some(1)]),
+        ],
+        2,
+    );
+    let vol = StructArray::from(vec![
+        (
+            Arc::new(Field::new("values", values.data_type().clone(), true)),
+            Arc::new(values) as ArrayRef,
+        ),
+        (
+            Arc::new(Field::new("shape", dims.data_type().clone(), true)),
+            Arc::new(dims) as ArrayRef,
+        ),
+    ]);
+    let batch = RecordBatch::try_from_iter([("vol", Arc::new(vol) as ArrayRef)]).unwrap();
+    let schema = batch.schema();
+    let reader = arrow_array::RecordBatchIterator::new([Ok(batch.clone())], schema.clone());
+    let e = convert_record_batches(vec![("train", reader)], &out, &TableOptions::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("row 1") && e.contains("empty"), "{e}");
+    let reader = arrow_array::RecordBatchIterator::new([Ok(batch)], schema);
+    let summary = convert_record_batches(
+        vec![("train", reader)],
+        &out,
+        &TableOptions::new()
+            .drop_empty_rows(true)
+            .drop_null_rows(true),
+    )
+    .unwrap();
+    assert_eq!(summary.splits[0].records, 2);
+    assert_eq!(summary.splits[0].dropped_empty_rows, 1);
+}
+
+#[test]
+fn a_file_in_two_split_globs_is_refused() {
+    let Some(fx) = fixtures() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["train-a.parquet", "test-a.parquet"] {
+        std::fs::copy(fx.dir.join("table.parquet"), dir.join(name)).unwrap();
+    }
+    let all = format!("{}/*.parquet", dir.display());
+    let test = format!("{}/test-*.parquet", dir.display());
+    let e = convert_parquet(
+        &LocalSource::new(Vec::<PathBuf>::new())
+            .split_glob("train", all.as_str())
+            .split_glob("test", test.as_str()),
+        tmp.path().join("out"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("test-a.parquet") && e.contains("two splits"),
+        "{e}"
+    );
 }

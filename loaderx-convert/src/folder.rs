@@ -16,8 +16,10 @@
 //! Entries whose names start with `.` (`.DS_Store`, `.ipynb_checkpoints`)
 //! are ignored everywhere. ROOT is read by one rule:
 //!
-//! - **splits**: when ROOT holds only directories, and each of them holds
-//!   only directories (at least one), each directory of ROOT is a split
+//! - **splits**: when ROOT holds only directories, each of them holds
+//!   only directories (at least one), and one of them has a usual split
+//!   name (`train`, `val`, `valid`, `validation`, `dev`, `test`), each
+//!   directory of ROOT is a split
 //!   (`ROOT/train/<class>/...`, `ROOT/test/<class>/...`) and the
 //!   directories inside it are classes (splits in the order train,
 //!   validation, test, then the others by name);
@@ -230,7 +232,17 @@ fn discover(root: &Path, default_split: &str) -> Result<Layout, Error> {
     }
     let top = entries(root)?;
     let mut splits_of = Vec::new();
-    let mut is_split_layout = only_dirs(&top);
+    // A class directory may hold only directories too (images at any
+    // depth): the split layout also needs a usual split name.
+    let known = |dir: &PathBuf| {
+        dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+            matches!(
+                n.to_ascii_lowercase().as_str(),
+                "train" | "val" | "valid" | "validation" | "dev" | "test"
+            )
+        })
+    };
+    let mut is_split_layout = only_dirs(&top) && top.iter().any(|(dir, _, _)| known(dir));
     if is_split_layout {
         for (dir, _, _) in &top {
             let inner = entries(dir)?;

@@ -25,6 +25,10 @@ use crate::table::{Scan, Sizing, TableSource};
 /// The first bytes of an Arrow IPC file (a stream starts otherwise).
 const FILE_MAGIC: &[u8; 6] = b"ARROW1";
 
+/// The last bytes of a complete Arrow IPC stream: a continuation marker
+/// and a zero message length.
+const END_OF_STREAM: [u8; 8] = [0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0];
+
 /// Runs `f`, a call into the Arrow IPC reader on file `label`: a panic
 /// there becomes an error naming the file.
 fn guard<T>(label: &str, f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
@@ -82,6 +86,28 @@ impl IpcTable {
         let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
         let n = read_up_to(&mut file, &mut magic).map_err(|e| Error::io(path, e))?;
         let file_format = n == magic.len() && &magic == FILE_MAGIC;
+        if !file_format {
+            // A stream has no footer: only its end-of-stream marker tells a
+            // complete stream from one cut at a batch boundary.
+            use std::io::{Seek, SeekFrom};
+            let mut end = [0u8; 8];
+            let len = file
+                .seek(SeekFrom::End(0))
+                .map_err(|e| Error::io(path, e))?;
+            let complete = len >= 8
+                && file
+                    .seek(SeekFrom::End(-8))
+                    .and_then(|_| file.read_exact(&mut end).map(|()| end))
+                    .map_err(|e| Error::io(path, e))?
+                    == END_OF_STREAM;
+            if !complete {
+                return Err(source_error(
+                    label,
+                    "not a complete Arrow IPC file or stream (no file footer, and no \
+                     end-of-stream marker: a stream cut short, or another kind of file)",
+                ));
+            }
+        }
         let mut table = IpcTable {
             path: path.to_path_buf(),
             label: label.to_owned(),
@@ -153,7 +179,12 @@ struct IpcScan<'a> {
     /// Rows still wanted.
     left: u64,
     max_rows: usize,
-    /// The rest of the last batch read, handed out `max_rows` at a time.
+    /// About this many bytes per batch handed out, counting
+    /// `extra_row_bytes` per row for what a row decodes to later.
+    target_bytes: usize,
+    extra_row_bytes: usize,
+    /// The rest of the last batch read, handed out in batches of about
+    /// `target_bytes` and at most `max_rows` rows.
     pending: Option<RecordBatch>,
     failed: bool,
 }
@@ -167,7 +198,12 @@ impl Iterator for IpcScan<'_> {
                 return None;
             }
             if let Some(batch) = self.pending.take() {
-                let take = batch.num_rows().min(self.max_rows);
+                let n = batch.num_rows().max(1);
+                let per_row = (batch.get_array_memory_size() / n)
+                    .saturating_add(self.extra_row_bytes)
+                    .max(1);
+                let rows = (self.target_bytes / per_row).clamp(1, self.max_rows);
+                let take = batch.num_rows().min(rows);
                 let take = take.min(usize::try_from(self.left).unwrap_or(usize::MAX));
                 if take < batch.num_rows() {
                     self.pending = Some(batch.slice(take, batch.num_rows() - take));
@@ -272,6 +308,8 @@ impl TableSource for IpcTable {
                 skip,
                 left: count,
                 max_rows: sizing.max_rows.max(1),
+                target_bytes: sizing.target_bytes.max(1),
+                extra_row_bytes: sizing.extra_row_bytes,
                 pending: None,
                 failed: false,
             }),

@@ -611,6 +611,26 @@ impl<P: ParseFloat> ArrayDecoder for FloatDecoder<P> {
     }
 }
 
+/// The bytes a row takes in the fixed-size lists of `schema`'s columns
+/// (their lengths multiplied down to the leaf, times its width), whatever
+/// the row holds: what a decoder reserves even for a null.
+fn fixed_row_bytes(schema: &SchemaRef) -> usize {
+    fn bytes(dt: &DataType) -> usize {
+        match dt {
+            DataType::FixedSizeList(f, n) => usize::try_from(*n)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(bytes(f.data_type()).max(1)),
+            DataType::List(_) | DataType::LargeList(_) => 8,
+            other => other.primitive_width().unwrap_or(8),
+        }
+    }
+    schema
+        .fields()
+        .iter()
+        .map(|f| bytes(f.data_type()))
+        .fold(0usize, usize::saturating_add)
+}
+
 /// A split's schema and how it came about.
 #[derive(Debug, Clone)]
 struct SplitSchema {
@@ -701,6 +721,16 @@ fn fix_lengths(dt: &DataType, lengths: &[Length]) -> DataType {
 
 /// Infers a split's schema from the first `options.infer_rows` rows of its
 /// files.
+/// An integer in `value` (at any depth of its lists) that `int64` cannot
+/// hold, if any.
+fn beyond_i64(value: &Value) -> Option<u64> {
+    match value {
+        Value::Number(n) if n.is_u64() && !n.is_i64() => n.as_u64(),
+        Value::Array(items) => items.iter().find_map(beyond_i64),
+        _ => None,
+    }
+}
+
 fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<SplitSchema, Error> {
     let mut order: Vec<String> = Vec::new();
     // The kind of JSON value each field first held, and where.
@@ -750,6 +780,19 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
             Ok((entries, label, line)) => {
                 sampled += 1;
                 for (k, field) in &entries {
+                    // Inference would make a column of integers beyond
+                    // int64 float64, rounding them: refused, with the way out.
+                    if let Some(big) = beyond_i64(field) {
+                        error = Some(line_err(
+                            label,
+                            line,
+                            format!(
+                                "the field {k:?} holds the integer {big}, beyond int64; give \
+                                 its type (uint64) with --schema"
+                            ),
+                        ));
+                        return None;
+                    }
                     if let Some(kind) = json_kind(field) {
                         match kinds.get(k) {
                             None => {
@@ -1037,7 +1080,14 @@ impl TableSource for JsonlTable {
             Some((first, count)) => (first as u64, count as u64),
             None => (0, self.rows),
         };
-        let max_rows = sizing.max_rows.max(1);
+        // A fixed-size list takes its full length in every row, even a null
+        // one: rows per batch are capped so that such columns stay within
+        // the batch's byte target, however short their lines are.
+        let fixed = fixed_row_bytes(&self.schema.schema);
+        let max_rows = sizing
+            .max_rows
+            .min(sizing.target_bytes.max(1) / fixed.max(1))
+            .max(1);
         let start = || -> Result<(LineReader<'a>, Decoder, u64), Error> {
             let mut reader = LineReader::open(&self.path, &self.label, self.max_line_bytes)?;
             let mark = self
@@ -1316,6 +1366,15 @@ mod tests {
         );
         assert!(
             e.contains("line 3: the field \"a\" holds a string, but a number on line 1"),
+            "{e}"
+        );
+        // Integers beyond int64 in the sample are not rounded to float64.
+        let e = scan_error(
+            "{\"id\": 1}\n{\"id\": [2, 18446744073709551557]}\n",
+            &JsonlOptions::new(),
+        );
+        assert!(
+            e.contains("line 2: the field \"id\" holds the integer 18446744073709551557"),
             "{e}"
         );
         // A different list length than the sample's.

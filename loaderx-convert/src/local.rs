@@ -152,6 +152,15 @@ fn invalid(path: &Path, detail: impl Into<String>) -> Error {
 }
 
 fn read_json(path: &Path) -> Result<Value, Error> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len();
+    if size > 64 << 20 {
+        return Err(invalid(
+            path,
+            "larger than 64 MiB; not a dataset description",
+        ));
+    }
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     if bytes.len() > 64 << 20 {
         return Err(invalid(
@@ -205,15 +214,23 @@ fn split_of_file(path: &Path, default: &str) -> String {
         .file_stem()
         .and_then(|s| s.to_str())
         .unwrap_or_default();
-    // `<split>-00000-of-00004`
-    let parts: Vec<&str> = stem.rsplitn(4, '-').collect();
-    if let [total, "of", index, split] = parts.as_slice()
-        && !split.is_empty()
-        && [total, index]
-            .iter()
-            .all(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-    {
-        return (*split).to_owned();
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    // `<split>-00000-of-00004`, or with the fingerprint older
+    // `push_to_hub` releases appended: `<split>-00000-of-00004-1c9e4b6e`.
+    for parts in [5, 4] {
+        let found: Vec<&str> = stem.rsplitn(parts, '-').collect();
+        let (fingerprint, rest) = match found.as_slice() {
+            [hex, rest @ ..] if parts == 5 => (Some(*hex), rest),
+            all => (None, all),
+        };
+        if let [total, "of", index, split] = rest
+            && !split.is_empty()
+            && digits(total)
+            && digits(index)
+            && fingerprint.is_none_or(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return (*split).to_owned();
+        }
     }
     default.to_owned()
 }
@@ -221,6 +238,14 @@ fn split_of_file(path: &Path, default: &str) -> String {
 /// The files of `kind` under `dir`, recursively, sorted; a symbolic link to
 /// a directory is an error, one to a file is followed.
 fn walk(dir: &Path, kind: Kind, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    walk_to(dir, kind, usize::MAX, out)
+}
+
+/// [`walk`], at most `depth` directories down (`1`: `dir`'s own files).
+fn walk_to(dir: &Path, kind: Kind, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    if depth == 0 {
+        return Ok(());
+    }
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         let entry = entry.map_err(|e| Error::io(dir, e))?;
@@ -237,7 +262,7 @@ fn walk(dir: &Path, kind: Kind, out: &mut Vec<PathBuf>) -> Result<(), Error> {
                     "is a symbolic link to a directory; pass its target as an input instead",
                 ));
             }
-            walk(&path, kind, out)?;
+            walk_to(&path, kind, depth - 1, out)?;
         } else if meta.is_file() && kind.matches(&path) {
             out.push(path);
         }
@@ -252,15 +277,25 @@ fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Error> {
         .build()
         .map_err(|e| Error::invalid(format!("--split glob {pattern:?}: {e}")))?
         .compile_matcher();
-    // The directory before the first component with a glob character.
+    // The directory before the first component with a glob character, and
+    // how many components the pattern has below it (a walk goes no deeper,
+    // unless `**` may cross any number of directories).
     let mut base = PathBuf::new();
-    for component in Path::new(pattern).components() {
+    let components: Vec<_> = Path::new(pattern).components().collect();
+    let mut below = 0;
+    for (k, component) in components.iter().enumerate() {
         let text = component.as_os_str().to_string_lossy();
         if text.contains(['*', '?', '[', '{']) {
+            below = components.len() - k;
             break;
         }
         base.push(component);
     }
+    let depth = if pattern.contains("**") {
+        usize::MAX
+    } else {
+        below
+    };
     if base.as_os_str().is_empty() {
         base.push(".");
     }
@@ -268,7 +303,7 @@ fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Error> {
         return Ok(vec![base]);
     }
     let mut all = Vec::new();
-    walk(&base, kind, &mut all)?;
+    walk_to(&base, kind, depth, &mut all)?;
     let relative = !Path::new(pattern).is_absolute() && !pattern.starts_with("./");
     Ok(all
         .into_iter()
@@ -343,6 +378,14 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
                 return Err(Error::invalid(format!(
                     "--split {name}={pattern}: no file matches"
                 )));
+            }
+            for f in &files {
+                if let Some((other, _)) = splits.iter().find(|(_, s)| s.files.contains(f)) {
+                    return Err(invalid(
+                        f,
+                        format!("matches the globs of two splits, {other} and {name}"),
+                    ));
+                }
             }
             add(&mut splits, name, files, None);
         }
@@ -506,5 +549,17 @@ mod tests {
         );
         assert_eq!(split_of_file(Path::new("d/data.parquet"), "train"), "train");
         assert_eq!(split_of_file(Path::new("d/x-1-of-.parquet"), "all"), "all");
+        assert_eq!(
+            split_of_file(Path::new("d/test-00000-of-00001-1c9e4b6e.parquet"), "train"),
+            "test"
+        );
+        assert_eq!(
+            split_of_file(Path::new("d/validation-00002-of-00003-0f.parquet"), "train"),
+            "validation"
+        );
+        assert_eq!(
+            split_of_file(Path::new("d/test-00000-of-00001-xyz.parquet"), "train"),
+            "train"
+        );
     }
 }

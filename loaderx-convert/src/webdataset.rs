@@ -242,6 +242,36 @@ struct NpyHeader {
 /// that the member's `size` bytes hold exactly its data.
 fn npy_header(head: &[u8], size: u64) -> Result<NpyHeader, String> {
     use ndarray_npy::npy::header::Header;
+    // The header's declared length and nesting are checked before the
+    // parser sizes a buffer from the one and recurses on the other.
+    const MAX_HEADER: usize = 16 * 1024;
+    let declared = match head.get(6) {
+        Some(1) => head
+            .get(8..10)
+            .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
+        Some(2 | 3) => head
+            .get(8..12)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
+        _ => None,
+    };
+    if declared.is_some_and(|n| n > MAX_HEADER) {
+        return Err(format!(
+            "not a readable .npy file: its header declares more than {MAX_HEADER} bytes"
+        ));
+    }
+    let mut depth = 0usize;
+    for &b in head.iter().take(MAX_HEADER + 12) {
+        match b {
+            b'(' | b'[' | b'{' => {
+                depth += 1;
+                if depth > 32 {
+                    return Err("not a readable .npy file: its header nests too deep".to_owned());
+                }
+            }
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
     let mut cursor = Cursor::new(head);
     let header =
         Header::from_reader(&mut cursor).map_err(|e| format!("not a readable .npy file: {e}"))?;
@@ -1012,6 +1042,14 @@ impl TableSource for ShardTable {
 
 /// The `.tar` files under `dir`, recursively, sorted.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    walk_to(dir, usize::MAX, out)
+}
+
+/// [`walk`], at most `depth` directories down (`1`: `dir`'s own files).
+fn walk_to(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+    if depth == 0 {
+        return Ok(());
+    }
     let mut entries = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
         entries.push(entry.map_err(|e| Error::io(dir, e))?.path());
@@ -1027,7 +1065,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
                     "is a symbolic link to a directory; pass its target instead",
                 ));
             }
-            walk(&path, out)?;
+            walk_to(&path, depth - 1, out)?;
         } else if meta.is_file() && path.extension().is_some_and(|e| e == "tar") {
             out.push(path);
         }
@@ -1042,17 +1080,28 @@ fn expand_glob(pattern: &str) -> Result<Vec<PathBuf>, Error> {
         .build()
         .map_err(|e| Error::invalid(format!("shard glob {pattern:?}: {e}")))?
         .compile_matcher();
+    // The directory before the first component with a glob character; a
+    // walk goes no deeper than the pattern's components below it, unless
+    // `**` may cross any number of directories.
     let mut base = PathBuf::new();
-    for component in Path::new(pattern).components() {
+    let components: Vec<_> = Path::new(pattern).components().collect();
+    let mut below = 0;
+    for (k, component) in components.iter().enumerate() {
         if component
             .as_os_str()
             .to_string_lossy()
             .contains(['*', '?', '[', '{'])
         {
+            below = components.len() - k;
             break;
         }
         base.push(component);
     }
+    let depth = if pattern.contains("**") {
+        usize::MAX
+    } else {
+        below
+    };
     if base.as_os_str().is_empty() {
         base.push(".");
     }
@@ -1060,7 +1109,7 @@ fn expand_glob(pattern: &str) -> Result<Vec<PathBuf>, Error> {
         return Ok(vec![base]);
     }
     let mut all = Vec::new();
-    walk(&base, &mut all)?;
+    walk_to(&base, depth, &mut all)?;
     let relative = !Path::new(pattern).is_absolute() && !pattern.starts_with("./");
     Ok(all
         .into_iter()

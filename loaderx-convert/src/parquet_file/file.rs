@@ -43,6 +43,25 @@ impl ParquetFile {
         // Every page checked before the parquet crate sizes a buffer from it.
         guard(label, || check_pages(&file, meta.metadata()))?
             .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
+        // The row count parts are cut by: the footer's, which must be its
+        // row groups' (a file stating 0 would be skipped, its rows lost).
+        let declared = meta.metadata().file_metadata().num_rows();
+        let groups: i64 = meta
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .try_fold(0i64, |a, n| (n >= 0).then(|| a.checked_add(n)).flatten())
+            .unwrap_or(-1);
+        if declared < 0 || declared != groups {
+            return Err(source_error(
+                label,
+                format!(
+                    "malformed parquet file: the footer declares {declared} rows, its row \
+                     groups hold {groups}"
+                ),
+            ));
+        }
         Ok(ParquetFile {
             path: path.to_path_buf(),
             label: label.to_owned(),

@@ -31,10 +31,24 @@ fn spool_dir(out: &Path) -> Result<Spool, Error> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let dir = parent.join(format!(".{name}.spool-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-    Ok(Spool(dir))
+    // A name no other writer uses (pods of one Job share a PID, threads
+    // share a process): never removed unless this writer created it.
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    loop {
+        let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!(
+            ".{name}.spool-{}-{nanos:08x}-{k}",
+            std::process::id()
+        ));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(Spool(dir)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+        }
+    }
 }
 
 /// Writes `reader`'s batches to the Arrow IPC file `path`.
@@ -52,6 +66,33 @@ fn spool_batches<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> R
             file: label.clone(),
             detail: format!("batch {k}: {e}"),
         })?;
+        // The IPC writer does not check a batch against the schema: a
+        // batch of other columns or types would be reinterpreted.
+        let fields = batch.schema_ref().fields().clone();
+        if fields.len() != schema.fields().len() {
+            return Err(Error::Source {
+                file: label,
+                detail: format!(
+                    "batch {k} has {} columns, the stream's schema {}",
+                    fields.len(),
+                    schema.fields().len()
+                ),
+            });
+        }
+        for (got, want) in fields.iter().zip(schema.fields().iter()) {
+            if got.name() != want.name() || !got.data_type().equals_datatype(want.data_type()) {
+                return Err(Error::Source {
+                    file: label,
+                    detail: format!(
+                        "batch {k}: column {:?} of type {} where the stream's schema has {:?} of type {}",
+                        got.name(),
+                        got.data_type(),
+                        want.name(),
+                        want.data_type()
+                    ),
+                });
+            }
+        }
         writer.write(&batch).map_err(|e| Error::Source {
             file: label.clone(),
             detail: format!("batch {k}: cannot spool it: {e}"),
@@ -83,10 +124,11 @@ fn spool_batches<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> R
 /// Column meanings beyond the Arrow types (`Image`, `Audio`, `ClassLabel`)
 /// come from the schema's `huggingface` metadata, as in files `datasets`
 /// writes. Each stream is read once, into an Arrow IPC file beside `out`
-/// (`.<out>.spool-<pid>`, removed afterwards whatever happens): the layer
+/// (`.<out>.spool-<pid>-…`, removed afterwards, also when the conversion
+/// fails; a killed process leaves it behind): the layer
 /// needs a split's row count and a first pass over its images' headers
 /// before it writes, and a stream can be read only once. Memory stays at
-/// about one batch.
+/// about one batch of the stream and one write batch of decoded records.
 ///
 /// ```
 /// use std::sync::Arc;

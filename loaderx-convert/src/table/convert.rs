@@ -197,12 +197,30 @@ pub(crate) fn source_error(file: &str, detail: impl Into<String>) -> Error {
     }
 }
 
-fn same_fields(a: &SchemaRef, b: &SchemaRef) -> bool {
-    a.fields().len() == b.fields().len()
-        && a.fields()
-            .iter()
-            .zip(b.fields().iter())
-            .all(|(x, y)| x.name() == y.name() && x.data_type() == y.data_type())
+/// How the columns of `b` differ from those of `a` (names, order and
+/// types; nullability, list item names and field metadata aside), or
+/// `None`.
+fn field_difference(a: &SchemaRef, b: &SchemaRef) -> Option<String> {
+    if a.fields().len() != b.fields().len() {
+        return Some(format!(
+            "{} columns, not {}",
+            b.fields().len(),
+            a.fields().len()
+        ));
+    }
+    a.fields()
+        .iter()
+        .zip(b.fields().iter())
+        .find(|(x, y)| x.name() != y.name() || !x.data_type().equals_datatype(y.data_type()))
+        .map(|(x, y)| {
+            format!(
+                "column {:?} of type {} where the first has {:?} of type {}",
+                y.name(),
+                y.data_type(),
+                x.name(),
+                x.data_type()
+            )
+        })
 }
 
 /// The names of the columns to convert, in output order: `columns` (or
@@ -648,10 +666,13 @@ pub(crate) fn convert_split(
         return Err(source_error(&ctx, "the split has no tables"));
     };
     for f in &files[1..] {
-        if !same_fields(&first.schema(), &f.schema()) {
+        if let Some(difference) = field_difference(&first.schema(), &f.schema()) {
             return Err(source_error(
                 f.label(),
-                format!("its columns differ from those of {}", first.label()),
+                format!(
+                    "its columns differ from those of {}: {difference}",
+                    first.label()
+                ),
             ));
         }
     }

@@ -236,23 +236,28 @@ fn shaped_struct(dt: &DataType) -> Result<Option<(DType, usize)>, String> {
     let DataType::Struct(fields) = dt else {
         return Ok(None);
     };
-    let names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
-    if names != ["values", "shape"] {
+    let mut names: Vec<&str> = fields.iter().map(|f| f.name().as_str()).collect();
+    names.sort_unstable();
+    if names != ["shape", "values"] {
         return Ok(None);
     }
+    let field = |name: &str| fields.iter().find(|f| f.name() == name);
+    let (Some(values), Some(shape)) = (field("values"), field("shape")) else {
+        return Ok(None);
+    };
     let bad = || {
         format!(
             "a struct{{values, shape}} column must hold values: list<number> and shape: \
              fixed_size_list<uint32, ndim>, not {dt}"
         )
     };
-    let dtype = match fields[0].data_type() {
+    let dtype = match values.data_type() {
         DataType::List(f) | DataType::LargeList(f) => {
             leaf_dtype(f.data_type()).map_err(|_| bad())?
         }
         _ => return Err(bad()),
     };
-    let ndim = match fields[1].data_type() {
+    let ndim = match shape.data_type() {
         DataType::FixedSizeList(f, n) if *f.data_type() == DataType::UInt32 && *n > 0 => {
             usize::try_from(*n).map_err(|_| bad())?
         }

@@ -41,10 +41,33 @@ fn list_values(array: &dyn Array) -> Option<&dyn Array> {
     }
 }
 
+/// The `values` and `shape` fields of a `struct{values, shape}` column
+/// (Python loaderx 2.8.19's multi-dimensional Ragged contract), in any
+/// order; `None` for any other array (an `Image` or `Audio` struct's
+/// `path` may well be null).
+fn shaped_fields(array: &dyn Array) -> Option<(&dyn Array, &dyn Array)> {
+    let s = array.as_struct_opt()?;
+    if s.num_columns() != 2 {
+        return None;
+    }
+    Some((
+        s.column_by_name("values")?.as_ref(),
+        s.column_by_name("shape")?.as_ref(),
+    ))
+}
+
 /// True for rows `[start, end)` of `array` that hold a null anywhere
 /// inside; computed only for the child rows a parent actually covers.
 fn nulls_in(array: &dyn Array, start: usize, end: usize) -> Vec<bool> {
     let mut out: Vec<bool> = (start..end).map(|i| array.is_null(i)).collect();
+    if let Some((values, shape)) = shaped_fields(array) {
+        for child in [values, shape] {
+            for (o, n) in out.iter_mut().zip(nulls_in(child, start, end)) {
+                *o |= n;
+            }
+        }
+        return out;
+    }
     if let Some(values) = list_values(array) {
         let ranges: Vec<(usize, usize)> = (start..end)
             .map(|i| child_range(array, i).unwrap_or((0, 0)))
@@ -70,6 +93,14 @@ pub(crate) fn null_rows(array: &dyn Array) -> Vec<bool> {
 
 /// True for rows `[start, end)` of `array` that hold no elements.
 fn empties_in(array: &dyn Array, start: usize, end: usize) -> Vec<bool> {
+    if let Some((values, _)) = shaped_fields(array) {
+        // A `struct{values, shape}` record is empty when its values are.
+        let empty = empties_in(values, start, end);
+        return (start..end)
+            .zip(empty)
+            .map(|(i, e)| !array.is_null(i) && e)
+            .collect();
+    }
     match array.data_type() {
         DataType::Utf8 => {
             let s = array.as_string::<i32>();
