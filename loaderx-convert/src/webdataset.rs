@@ -403,6 +403,63 @@ struct Shard {
     npy: BTreeMap<String, Vec<NpyHeader>>,
 }
 
+/// The most bytes an extension header (a GNU long name or link, a pax
+/// header) may hold: the `tar` crate reads one whole before a member's own
+/// checks could run.
+const MAX_EXTENSION_BYTES: u64 = 1 << 20;
+
+/// Walks the 512-byte headers of the tar file `file` (`len` bytes) and
+/// refuses an extension header larger than [`MAX_EXTENSION_BYTES`], naming
+/// its offset; everything else is left to the `tar` crate.
+fn check_extension_headers(file: &File, len: u64, label: &str) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let mut at = 0u64;
+    let mut header = [0u8; BLOCK as usize];
+    while at.saturating_add(BLOCK) <= len {
+        file.read_exact_at(&mut header, at)
+            .map_err(|e| shard_error(label, format!("cannot read a header at offset {at}: {e}")))?;
+        if header.iter().all(|&b| b == 0) {
+            break;
+        }
+        let field = &header[124..136];
+        let size = if field[0] & 0x80 != 0 {
+            // Base-256: the low 8 bytes are enough for any real size.
+            field[4..].iter().fold(0u64, |n, &b| {
+                n.saturating_mul(256).saturating_add(u64::from(b))
+            })
+        } else {
+            field
+                .iter()
+                .filter(|b| b.is_ascii_digit())
+                .fold(0u64, |n, &b| {
+                    n.saturating_mul(8).saturating_add(u64::from(b - b'0'))
+                })
+        };
+        let kind = match header[156] {
+            b'L' => Some("GNU long-name"),
+            b'K' => Some("GNU long-link"),
+            b'x' => Some("pax"),
+            b'g' => Some("pax global"),
+            _ => None,
+        };
+        if let Some(kind) = kind
+            && size > MAX_EXTENSION_BYTES
+        {
+            return Err(shard_error(
+                label,
+                format!(
+                    "the {kind} extension header at offset {at} declares {size} bytes (at most \
+                     {MAX_EXTENSION_BYTES}); not a WebDataset shard"
+                ),
+            ));
+        }
+        at = at
+            .saturating_add(BLOCK)
+            .saturating_add(size.div_ceil(BLOCK).saturating_mul(BLOCK));
+    }
+    Ok(())
+}
+
 fn shard_error(label: &str, detail: impl Into<String>) -> Error {
     Error::Source {
         file: label.to_owned(),
@@ -424,6 +481,7 @@ impl Shard {
         let label = path.display().to_string();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        check_extension_headers(&file, len, &label)?;
         let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 16, file));
         let mut shard = Shard {
             path: path.to_path_buf(),
@@ -1322,6 +1380,24 @@ pub fn convert_webdataset(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_huge_extension_header_is_refused_before_the_tar_crate_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        for (flag, kind) in [(b'x', "pax"), (b'L', "GNU long-name")] {
+            let mut header = [0u8; 512];
+            header[..9].copy_from_slice(b"PaxHeader");
+            // 128 MiB, in octal.
+            header[124..136].copy_from_slice(b"00100000000000"[..12].as_ref());
+            header[156] = flag;
+            let path = dir.path().join(format!("{}.tar", flag as char));
+            let mut bytes = header.to_vec();
+            bytes.extend_from_slice(&[0u8; 1024]);
+            std::fs::write(&path, &bytes).unwrap();
+            let e = super::Shard::open(&path).err().unwrap().to_string();
+            assert!(e.contains(kind) && e.contains("offset 0"), "{e}");
+        }
+    }
+
     use super::*;
 
     /// A tar archive of `members` (name, bytes), as `tar` writes one.
