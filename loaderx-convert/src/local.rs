@@ -110,6 +110,8 @@ pub(crate) enum Kind {
     Arrow,
     /// JSON Lines (`crate::jsonl`).
     Jsonl,
+    /// WebDataset tar shards (`crate::webdataset`): `.tar`, exactly.
+    Tar,
 }
 
 impl Kind {
@@ -122,6 +124,7 @@ impl Kind {
             Kind::Parquet => ext.as_deref() == Some("parquet"),
             Kind::Arrow => matches!(ext.as_deref(), Some("arrow" | "arrows" | "feather" | "ipc")),
             Kind::Jsonl => matches!(ext.as_deref(), Some("jsonl" | "ndjson" | "json")),
+            Kind::Tar => path.extension().is_some_and(|e| e == "tar"),
         }
     }
 }
@@ -237,7 +240,7 @@ fn split_of_file(path: &Path, default: &str) -> String {
 
 /// The files of `kind` under `dir`, recursively, sorted; a symbolic link to
 /// a directory is an error, one to a file is followed.
-fn walk(dir: &Path, kind: Kind, out: &mut Vec<PathBuf>) -> Result<(), Error> {
+pub(crate) fn walk(dir: &Path, kind: Kind, out: &mut Vec<PathBuf>) -> Result<(), Error> {
     walk_to(dir, kind, usize::MAX, out)
 }
 
@@ -271,11 +274,18 @@ fn walk_to(dir: &Path, kind: Kind, depth: usize, out: &mut Vec<PathBuf>) -> Resu
 }
 
 /// The files `pattern` matches, sorted.
-fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Error> {
+pub(crate) fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Error> {
     let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
-        .map_err(|e| Error::invalid(format!("--split glob {pattern:?}: {e}")))?
+        .map_err(|e| {
+            let what = if kind == Kind::Tar {
+                "shard"
+            } else {
+                "--split"
+            };
+            Error::invalid(format!("{what} glob {pattern:?}: {e}"))
+        })?
         .compile_matcher();
     // The directory before the first component with a glob character, and
     // how many components the pattern has below it (a walk goes no deeper,
@@ -431,6 +441,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
                 Kind::Parquet => "parquet (.parquet)",
                 Kind::Arrow => "Arrow IPC (.arrow, .arrows, .feather, .ipc)",
                 Kind::Jsonl => "JSON Lines (.jsonl, .ndjson, .json)",
+                Kind::Tar => "tar (.tar)",
             },
             source
                 .paths
@@ -492,6 +503,9 @@ fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSu
                     ),
                     Kind::Jsonl => {
                         return Err(Error::invalid("JSON Lines files convert with jsonl"));
+                    }
+                    Kind::Tar => {
+                        return Err(Error::invalid("tar shards convert with webdataset"));
                     }
                 });
             }

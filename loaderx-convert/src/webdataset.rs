@@ -68,11 +68,11 @@ use arrow_array::{
     PrimitiveArray, RecordBatch, RecordBatchOptions, StructArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
-use globset::GlobBuilder;
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 use crate::folder::{batch_end, check_image_bytes};
+use crate::local::{self, expand_glob};
 use crate::table::{Scan, Sizing, SplitTables, TableOptions, TableSource, TableSummary};
 
 /// The size of a tar block.
@@ -1098,97 +1098,13 @@ impl TableSource for ShardTable {
     }
 }
 
-/// The `.tar` files under `dir`, recursively, sorted.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Error> {
-    walk_to(dir, usize::MAX, out)
-}
-
-/// [`walk`], at most `depth` directories down (`1`: `dir`'s own files).
-fn walk_to(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) -> Result<(), Error> {
-    if depth == 0 {
-        return Ok(());
-    }
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-        entries.push(entry.map_err(|e| Error::io(dir, e))?.path());
-    }
-    entries.sort();
-    for path in entries {
-        let link = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
-        let meta = std::fs::metadata(&path).map_err(|e| Error::io(&path, e))?;
-        if meta.is_dir() {
-            if link.file_type().is_symlink() {
-                return Err(shard_error(
-                    &path.display().to_string(),
-                    "is a symbolic link to a directory; pass its target instead",
-                ));
-            }
-            walk_to(&path, depth - 1, out)?;
-        } else if meta.is_file() && path.extension().is_some_and(|e| e == "tar") {
-            out.push(path);
-        }
-    }
-    Ok(())
-}
-
-/// The `.tar` files `pattern` matches, sorted.
-fn expand_glob(pattern: &str) -> Result<Vec<PathBuf>, Error> {
-    let glob = GlobBuilder::new(pattern)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| Error::invalid(format!("shard glob {pattern:?}: {e}")))?
-        .compile_matcher();
-    // The directory before the first component with a glob character; a
-    // walk goes no deeper than the pattern's components below it, unless
-    // `**` may cross any number of directories.
-    let mut base = PathBuf::new();
-    let components: Vec<_> = Path::new(pattern).components().collect();
-    let mut below = 0;
-    for (k, component) in components.iter().enumerate() {
-        if component
-            .as_os_str()
-            .to_string_lossy()
-            .contains(['*', '?', '[', '{'])
-        {
-            below = components.len() - k;
-            break;
-        }
-        base.push(component);
-    }
-    let depth = if pattern.contains("**") {
-        usize::MAX
-    } else {
-        below
-    };
-    if base.as_os_str().is_empty() {
-        base.push(".");
-    }
-    if base.is_file() {
-        return Ok(vec![base]);
-    }
-    let mut all = Vec::new();
-    walk_to(&base, depth, &mut all)?;
-    let relative = !Path::new(pattern).is_absolute() && !pattern.starts_with("./");
-    Ok(all
-        .into_iter()
-        .filter(|p| {
-            let shown = if relative {
-                p.strip_prefix(".").unwrap_or(p)
-            } else {
-                p.as_path()
-            };
-            glob.is_match(shown)
-        })
-        .collect())
-}
-
 /// The shard files of input `input`: a file, a directory's `.tar` files,
 /// or a glob's.
 fn shard_files(input: &Path) -> Result<Vec<PathBuf>, Error> {
     match std::fs::metadata(input) {
         Ok(m) if m.is_dir() => {
             let mut out = Vec::new();
-            walk(input, &mut out)?;
+            local::walk(input, local::Kind::Tar, &mut out)?;
             if out.is_empty() {
                 return Err(shard_error(
                     &input.display().to_string(),
@@ -1201,7 +1117,7 @@ fn shard_files(input: &Path) -> Result<Vec<PathBuf>, Error> {
         Err(e) => {
             let text = input.to_string_lossy();
             if text.contains(['*', '?', '[', '{']) {
-                let files = expand_glob(&text)?;
+                let files = expand_glob(&text, local::Kind::Tar)?;
                 if files.is_empty() {
                     return Err(Error::invalid(format!("no .tar file matches {text:?}")));
                 }
@@ -1340,7 +1256,7 @@ pub fn convert_webdataset(
         add(&source.split, files);
     }
     for (name, pattern) in &source.globs {
-        let files = expand_glob(pattern)?;
+        let files = expand_glob(pattern, local::Kind::Tar)?;
         if files.is_empty() {
             return Err(Error::invalid(format!(
                 "--split {name}={pattern}: no .tar file matches"
