@@ -62,11 +62,10 @@ use self::card::{CardConfigs, card_layout, parse_card};
 use self::layout::{Layout, SplitFiles, ordered_splits, parse_layout};
 use crate::hub::{self, Hub, PARQUET_BRANCH, Resolved, is_commit_sha};
 use crate::parquet_file::file::ParquetFile;
-use crate::parquet_file::parquet_rows;
 pub use crate::table::{
     BATCH_BYTES, BATCH_RECORDS, ColumnSource, SAMPLING_RATE_SUFFIX, TokenizerInfo,
 };
-use crate::table::{SplitTables, TableOptions, TableSource, lock_part, progress_bar, write_splits};
+use crate::table::{SplitTables, TableOptions, TableSource, convert_tables};
 use loaderx_core::{Codec, Generation};
 
 use crate::error::Error;
@@ -645,67 +644,47 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         &source.splits,
     )?;
 
-    // A part writer holds its part's lock from here on, and a part already
-    // published fails now, before any work.
-    let split_names: Vec<&String> = chosen.iter().map(|s| &s.split).collect();
-    let lock = lock_part(out, part, &split_names)?;
-
-    // Fetch everything first, so an access problem fails before any work.
+    // Fetched and opened once the part's lock is held (a part already
+    // published fails before any download) and the tokenizer loaded, before
+    // anything is written.
     let context = format!("{repo}@{}", &parquet_commit[..12.min(parquet_commit.len())]);
-    let mut sources = Vec::new();
+    let names: Vec<String> = chosen.iter().map(|s| s.split.clone()).collect();
     let mut files = Vec::new();
-    let mut total = 0u64;
-    for s in &chosen {
-        let mut local = Vec::new();
-        for f in &s.files {
-            local.push((hub.fetch(&parquet_commit, f)?, format!("{repo}/{f}")));
-        }
-        let rows: Vec<u64> = local.iter().map(|(p, _)| parquet_rows(p)).collect();
-        match part {
-            Some((index, count)) => {
-                // The files holding the part's rows (every writer reads the
-                // headers of all of them: see `HfSource::part`).
-                let all = rows.iter().fold(0u64, |a, &n| a.saturating_add(n));
-                let range = loaderx_core::Dataset::part_range(all, index, count);
-                let mut start = 0u64;
-                for (f, &n) in s.files.iter().zip(&rows) {
-                    if start < range.end && range.start < start.saturating_add(n) {
-                        files.push(f.clone());
-                    }
-                    start = start.saturating_add(n);
+    let open = || {
+        let mut splits = Vec::with_capacity(chosen.len());
+        for s in &chosen {
+            let mut tables = Vec::with_capacity(s.files.len());
+            for f in &s.files {
+                let path = hub.fetch(&parquet_commit, f)?;
+                tables.push(Box::new(ParquetFile::open(&path, &format!("{repo}/{f}"))?)
+                    as Box<dyn TableSource>);
+            }
+            // The files holding the part's rows (every writer reads the
+            // headers of all of them: see `HfSource::part`).
+            let all = tables.iter().fold(0u64, |a, t| a.saturating_add(t.rows()));
+            let range = match part {
+                Some((index, count)) => loaderx_core::Dataset::part_range(all, index, count),
+                None => 0..all,
+            };
+            let mut start = 0u64;
+            for (f, t) in s.files.iter().zip(&tables) {
+                let end = start.saturating_add(t.rows());
+                if part.is_none() || (start < range.end && range.start < end) {
+                    files.push(f.clone());
                 }
-                total = total.saturating_add(range.end - range.start);
+                start = end;
             }
-            None => {
-                files.extend(s.files.iter().cloned());
-                total = rows.iter().fold(total, |a, &n| a.saturating_add(n));
-            }
+            splits.push(SplitTables {
+                name: s.split.clone(),
+                partial: s.partial,
+                tables,
+            });
         }
-        sources.push((s.split.clone(), s.partial, local));
-    }
-
-    let (settings, tokenizer) = table.settings()?;
-    let mut splits = Vec::with_capacity(sources.len());
-    for (name, partial, local) in sources {
-        let tables = local
-            .iter()
-            .map(|(path, label)| {
-                ParquetFile::open(path, label).map(|f| Box::new(f) as Box<dyn TableSource>)
-            })
-            .collect::<Result<Vec<_>, Error>>()?;
-        splits.push(SplitTables {
-            name,
-            partial,
-            tables,
-        });
-    }
-    let bar = progress_bar(total, table.shows_progress());
-    let written = write_splits(out, part, &context, splits, &settings, &bar);
-    bar.finish_and_clear();
-    let (root, splits) = written?;
-    drop(lock);
+        Ok(splits)
+    };
+    let written = convert_tables(&names, open, out, &table, &context, Vec::new())?;
     Ok(HfSummary {
-        root,
+        root: written.root,
         repo: repo.to_owned(),
         revision: source.revision.clone(),
         commit: resolved.sha,
@@ -714,8 +693,8 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         from_card: from_card && !from_parquet_branch,
         config: config.to_owned(),
         files,
-        tokenizer,
-        splits,
+        tokenizer: written.tokenizer,
+        splits: written.splits,
     })
 }
 
@@ -753,6 +732,7 @@ mod tests {
         use crate::table::convert::Settings;
         use crate::table::images::tests::png;
         use crate::table::text::TextEncoder;
+        use crate::table::{lock_part, write_splits};
         use indicatif::ProgressBar;
         use loaderx_core::StoreKind;
 
@@ -876,7 +856,7 @@ mod tests {
                 })
                 .collect::<Result<Vec<_>, Error>>()?;
             let bar = ProgressBar::hidden();
-            Ok(write_splits(out, part, "test", sources, &settings(), &bar)?.1)
+            Ok(write_splits(out, part, "test", sources, &settings(), &bar, &[])?.1)
         }
 
         fn names(dir: &Path) -> Vec<String> {
@@ -1079,8 +1059,8 @@ mod tests {
             let both = dir.path().join("both");
             std::fs::create_dir_all(both.join("test/part-00000")).unwrap();
             let bar = ProgressBar::hidden();
-            let e =
-                write_splits(&both, Some((0, 2)), "test", sources, &settings(), &bar).unwrap_err();
+            let e = write_splits(&both, Some((0, 2)), "test", sources, &settings(), &bar, &[])
+                .unwrap_err();
             assert!(matches!(e, Error::AlreadyExists { .. }), "{e}");
             assert_eq!(names(&both), ["test", "train"]);
             assert!(names(&both.join("train")).is_empty());

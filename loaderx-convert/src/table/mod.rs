@@ -778,34 +778,21 @@ pub(crate) fn lock_part<S: AsRef<str>>(
     }
 }
 
-/// Converts `splits` with `settings` into the new root `out`, or, for part
-/// `part` (the caller holds its [`PartLock`]), into `out/<split>/part-<index>`
-/// of every split, all or none. `context` prefixes messages. Returns the
-/// root and the splits.
-#[cfg(feature = "hf")]
-pub(crate) fn write_splits(
-    out: &Path,
-    part: Option<(u64, u64)>,
-    context: &str,
-    splits: Vec<SplitTables>,
-    settings: &Settings,
-    bar: &ProgressBar,
-) -> Result<(PathBuf, Vec<SplitSummary>), Error> {
-    write_splits_with(out, part, context, splits, settings, bar, &[])
-}
-
 /// A file a source writes into every converted split's directory (a
 /// part's, for a part writer) beside its stores, before the split is
 /// published: its name (a plain file name) and its bytes.
 pub(crate) type ExtraFile = (String, Vec<u8>);
 
-/// [`write_splits`], also writing `extra` into every split's directory
-/// before it is published.
+/// Converts `splits` with `settings` into the new root `out`, or, for part
+/// `part` (the caller holds its [`PartLock`]), into `out/<split>/part-<index>`
+/// of every split, all or none, writing `extra` into every split's
+/// directory before it is published. `context` prefixes messages. Returns
+/// the root and the splits.
 #[allow(
     clippy::too_many_arguments,
-    reason = "write_splits plus the extra files"
+    reason = "the splits, where they go, and what goes beside them"
 )]
-pub(crate) fn write_splits_with(
+pub(crate) fn write_splits(
     out: &Path,
     part: Option<(u64, u64)>,
     context: &str,
@@ -901,7 +888,7 @@ pub(crate) fn convert_tables_with(
         .map(|s| part_rows(&s.tables, options.part))
         .fold(0u64, u64::saturating_add);
     let bar = progress_bar(total, options.shows_progress());
-    let written = write_splits_with(out, options.part, context, splits, &settings, &bar, extra);
+    let written = write_splits(out, options.part, context, splits, &settings, &bar, extra);
     bar.finish_and_clear();
     let (root, splits) = written?;
     drop(lock);
