@@ -31,8 +31,10 @@
 //!   crash-safe.
 
 pub(crate) mod blocks;
+pub(crate) mod cold;
 pub(crate) mod durable;
 pub(crate) mod files;
+pub(crate) mod io;
 pub(crate) mod layout;
 pub(crate) mod parts;
 pub(crate) mod reader;
@@ -153,6 +155,29 @@ impl Engine {
             .iter()
             .filter_map(|r| r.source().map(ShardSource::stats))
             .reduce(|a, b| a + b)
+    }
+
+    /// How the local stores read are read.
+    pub(crate) fn read_mode(&self) -> cold::ReadMode {
+        self.first().read_mode()
+    }
+
+    /// Sets how every store read is read.
+    pub(crate) fn set_read_mode(&self, mode: cold::ReadMode) {
+        for r in self.stores() {
+            r.set_read_mode(mode);
+        }
+    }
+
+    /// Starts reading the stored bytes of the records at `indices` (in
+    /// range) ahead of their gather, without waiting: a local store's into
+    /// the page cache when it reads cold ([`cold`]), a remote store's
+    /// blocks into its block cache. Returns the stored bytes asked for.
+    pub(crate) fn prefetch(&self, indices: &[u64]) -> u64 {
+        match self {
+            Engine::Store(r) => r.prefetch(indices),
+            Engine::Parts(p) => p.prefetch(indices),
+        }
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
