@@ -799,6 +799,73 @@ mod tests {
     }
 
     #[test]
+    fn the_look_ahead_reads_ahead_and_changes_no_batch() {
+        use crate::ReadMode;
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3000u64;
+        let mut w = DenseWriter::<u8>::create(dir.path().join("d"), &[256], Codec::Raw).unwrap();
+        let bytes: Vec<u8> = (0..n as usize * 256)
+            .map(|k| (k * 7 + k / 256) as u8)
+            .collect();
+        w.append_slice(&bytes, n as usize).unwrap();
+        w.close().unwrap();
+        let mut w =
+            crate::RaggedWriter::<u16>::create(dir.path().join("r"), 1, Codec::Zstd).unwrap();
+        w.append((0..n as u16).map(|i| vec![i; 1 + (i as usize * 13) % 300]))
+            .unwrap();
+        w.close().unwrap();
+        let open = || {
+            (
+                Stream::from(crate::DynDense::open(dir.path().join("d")).unwrap()),
+                Stream::from(crate::DynRagged::open(dir.path().join("r")).unwrap()),
+            )
+        };
+        type Seen = Vec<(u64, Vec<u64>, Vec<u8>, Vec<u8>)>;
+        let run = |mode: ReadMode, bytes: u64, workers: usize, start: u64| -> (Seen, LoaderStats) {
+            let (d, r) = open();
+            let mut loader = DataLoader::builder()
+                .stream("d", d)
+                .stream("r", r)
+                .batch_size(64)
+                .mode(SamplerMode::Iid)
+                .workers(workers)
+                .read_mode(mode)
+                .prefetch_bytes(bytes)
+                .start_step(start)
+                .build()
+                .unwrap();
+            let seen = loader
+                .by_ref()
+                .take(30)
+                .map(|b| {
+                    let b = b.unwrap();
+                    let col = |name: &str| b.column(name).unwrap().bytes().to_vec();
+                    (b.step(), b.indices().to_vec(), col("d"), col("r"))
+                })
+                .collect();
+            (seen, loader.stats())
+        };
+        let (reference, stats) = run(ReadMode::Mapped, 0, 2, 0);
+        assert_eq!(stats.prefetched_bytes, 0);
+        for mode in [ReadMode::Direct, ReadMode::Auto, ReadMode::Mapped] {
+            let (seen, stats) = run(mode, 1 << 20, 2, 0);
+            assert_eq!(seen, reference, "{mode:?}");
+            if mode == ReadMode::Direct {
+                assert!(stats.prefetched_bytes > 0, "{stats:?}");
+            }
+            if mode == ReadMode::Mapped {
+                assert_eq!(stats.prefetched_bytes, 0);
+            }
+            // Resumed, and synchronous: the same batches.
+            let (resumed, _) = run(mode, 1 << 20, 2, 10);
+            assert_eq!(resumed[..20], reference[10..], "{mode:?}");
+            let (sync, stats) = run(mode, 1 << 20, 0, 0);
+            assert_eq!(sync, reference, "{mode:?}");
+            assert_eq!(stats.prefetched_bytes, 0, "no look-ahead without workers");
+        }
+    }
+
+    #[test]
     fn a_worker_that_cannot_be_spawned_is_an_error_not_a_hang() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x");

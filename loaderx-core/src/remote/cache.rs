@@ -71,8 +71,18 @@ impl BlockCache {
         blocks: &[(usize, u64, u64)],
     ) -> (Claim<'_>, Vec<(usize, u64, u64)>, Vec<(usize, u64, u64)>) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let (mine, busy): (Vec<_>, Vec<_>) =
+        let (mut mine, mut busy): (Vec<_>, Vec<_>) =
             blocks.iter().partition(|&&(s, b, _)| p.insert((s, b)));
+        // Fetched and released since the caller looked: cached now, so
+        // not fetched again (the caller looks it up as a busy one).
+        mine.retain(|&(s, b, r)| {
+            let cached = self.contains(s, b);
+            if cached {
+                p.remove(&(s, b));
+                busy.push((s, b, r));
+            }
+            !cached
+        });
         drop(p);
         let claim = Claim {
             cache: self,
