@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p loaderx-core --example cold_read -- \
-//!     PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N]
+//!     PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N]
 //! ```
 //!
 //! Creates the store of `RECORDS` records of `u8[WIDTH]` at `PATH` when it
@@ -29,12 +29,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pos: Vec<&String> = args
         .iter()
         .enumerate()
-        .filter(|(i, a)| !a.starts_with("--") && (*i == 0 || !args[i - 1].starts_with("--workers")))
+        .filter(|(i, a)| {
+            !a.starts_with("--")
+                && (*i == 0 || !matches!(args[i - 1].as_str(), "--workers" | "--prefetch-bytes"))
+        })
         .map(|(_, a)| a)
         .collect();
     if pos.len() < 5 {
         eprintln!(
-            "usage: cold_read PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N]"
+            "usage: cold_read PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N]"
         );
         std::process::exit(2);
     }
@@ -65,6 +68,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .read_mode(read_mode);
         if let Some(w) = opt("--workers") {
             b = b.workers(w.parse()?);
+        }
+        if let Some(p) = opt("--prefetch-bytes") {
+            b = b.prefetch_bytes(p.parse()?);
         }
         let loader = b.build()?;
         let t = Instant::now();

@@ -280,7 +280,7 @@ fn a_shard_truncated_after_open_is_refused_with_the_record_named() {
                 .unwrap()
                 .set_len(10)
                 .unwrap();
-            let e = r.gather(&[last]).err().expect("a truncated record");
+            let e = r.gather(&[last]).expect_err("a truncated record");
             assert!(
                 matches!(e.kind(), ErrorKind::CorruptRecord { index, .. } if *index == last),
                 "{e}"

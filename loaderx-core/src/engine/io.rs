@@ -362,11 +362,10 @@ fn pread_one(r: &mut ReadReq<'_>) -> io::Result<()> {
 /// The system's page size.
 pub(crate) fn page_size() -> usize {
     static PAGE: OnceLock<usize> = OnceLock::new();
-    // SAFETY: `sysconf` reads a configuration value; no memory is passed.
     *PAGE.get_or_init(|| {
-        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .unwrap_or(4096)
-            .max(1)
+        // SAFETY: `sysconf` reads a configuration value; no memory is passed.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(n).unwrap_or(4096).max(1)
     })
 }
 

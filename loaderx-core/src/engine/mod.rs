@@ -26,6 +26,24 @@
 //!   fetches a gather's stored bytes or lends its in-memory blocks
 //!   ([`blocks`]: the tier, and the view the reader copies out of inline);
 //!   the reader decodes as for a local store.
+//! - [`cold`] is the read path of local stores that are not in the page
+//!   cache ([`ReadMode`](cold::ReadMode): `Auto` by default, `Mapped`,
+//!   `Direct`): instead of one synchronous page fault per record with the
+//!   kernel's read-around, a gather hands all its records' reads to the
+//!   kernel at once ([`io`]: a ring per thread through io_uring, or a pool
+//!   of `pread` threads where io_uring cannot be set up), with read-ahead
+//!   off on the files. Raw records land straight in the destination;
+//!   compressed (and packed Ragged) ones in a scratch buffer that the
+//!   usual decode reads as [`source::StagedBytes`]. `Auto` picks the path
+//!   per gather from the residency (`mincore`) of a sample of its records,
+//!   so a warm store keeps the mapped path. [`Engine::prefetch`] is the
+//!   loader's look-ahead (clairvoyant prefetch, from the sampler's future
+//!   steps): a cold local store starts reading those records into the page
+//!   cache (`POSIX_FADV_WILLNEED`), a remote store fetches their blocks
+//!   into its block cache ([`source::ShardSource::prefetch`]), where the
+//!   gathers find them; nothing is read twice (a page in flight is waited
+//!   for; a remote block being fetched is claimed, and waited for by any
+//!   other gather that needs it). All `unsafe` of this path is in [`io`].
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.

@@ -18,6 +18,10 @@ pub(super) struct BlockCache {
     pub(super) fetched: Condvar,
 }
 
+/// A block and a record that reads it (for messages): `(shard, block,
+/// record)`.
+pub(super) type BlockRef = (usize, u64, u64);
+
 /// Blocks one fetcher claimed in [`BlockCache::pending`]; released (and
 /// the waiters woken) when dropped, whether the fetch succeeded or not.
 pub(super) struct Claim<'c> {
@@ -69,7 +73,7 @@ impl BlockCache {
     pub(super) fn claim(
         &self,
         blocks: &[(usize, u64, u64)],
-    ) -> (Claim<'_>, Vec<(usize, u64, u64)>, Vec<(usize, u64, u64)>) {
+    ) -> (Claim<'_>, Vec<BlockRef>, Vec<BlockRef>) {
         let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         let (mut mine, mut busy): (Vec<_>, Vec<_>) =
             blocks.iter().partition(|&&(s, b, _)| p.insert((s, b)));

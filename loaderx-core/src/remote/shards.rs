@@ -90,6 +90,9 @@ impl StagedBytes for Fetched {
     }
 }
 
+/// A block fetched: `((shard, block), bytes)`.
+pub(super) type FetchedBlock = ((usize, u64), Bytes);
+
 /// A coalesced run of wanted bytes of one shard.
 pub(super) struct Segment {
     pub(super) shard: usize,
@@ -398,7 +401,7 @@ impl RemoteShards {
         &self,
         cache: &BlockCache,
         missing: &[(usize, u64, u64)],
-    ) -> Result<Vec<((usize, u64), Bytes)>, Error> {
+    ) -> Result<Vec<FetchedBlock>, Error> {
         let inner = &*self.inner;
         let bs = cache.geometry.bytes;
         let block_len = |s: usize, b: u64| bs.min(inner.tails[s] - b * bs);
