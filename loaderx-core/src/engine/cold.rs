@@ -146,6 +146,9 @@ pub(crate) struct ColdState {
     /// none was.
     verdict: AtomicU64,
     epoch: Instant,
+    /// When the look-ahead last found this store warm (nanoseconds since
+    /// `epoch`, 0: never): it does not sample again for [`VERDICT_NS`].
+    ahead_warm: AtomicU64,
     /// The maps were advised `MADV_RANDOM`.
     advised: AtomicBool,
     /// Reads go to the `pread` pool even where io_uring works (tests).
@@ -164,6 +167,7 @@ impl ColdState {
         ColdState {
             mode: AtomicU8::new(ReadMode::initial().to_u8()),
             verdict: AtomicU64::new(0),
+            ahead_warm: AtomicU64::new(0),
             epoch: Instant::now(),
             advised: AtomicBool::new(false),
             pread_only: AtomicBool::new(false),
@@ -224,7 +228,7 @@ impl StoreReader {
     /// [`Self::reads_direct`] in `Auto` mode: the store's recent verdict,
     /// or a new one from the pages of up to [`SAMPLE`] of `indices`.
     fn auto_verdict(&self, indices: &[u64]) -> bool {
-        let now = (self.cold.epoch.elapsed().as_nanos() as u64).max(1);
+        let now = self.now_ns();
         let last = self.cold.verdict.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last >> 1) < VERDICT_NS {
             return last & 1 == 1;
@@ -489,6 +493,29 @@ impl StoreReader {
         source.prefetch(wanted)
     }
 
+    /// Whether [`Self::prefetch`] may read anything ahead now, without
+    /// looking at records: a remote store, a `Direct` one, or an `Auto` one
+    /// the look-ahead has not found warm in the last [`VERDICT_NS`] (so a
+    /// warm store costs the look-ahead a sample a millisecond).
+    pub(crate) fn wants_prefetch(&self) -> bool {
+        if self.is_remote() {
+            return true;
+        }
+        match self.read_mode() {
+            ReadMode::Mapped => false,
+            ReadMode::Direct => true,
+            ReadMode::Auto => {
+                let warm = self.cold.ahead_warm.load(Ordering::Relaxed);
+                warm == 0 || self.now_ns().saturating_sub(warm) >= VERDICT_NS
+            }
+        }
+    }
+
+    /// Nanoseconds since the store was opened (at least 1).
+    fn now_ns(&self) -> u64 {
+        (self.cold.epoch.elapsed().as_nanos() as u64).max(1)
+    }
+
     /// [`Self::prefetch`] of a local store.
     fn prefetch_local(&self, indices: &[u64]) -> u64 {
         if self.is_remote() || indices.is_empty() {
@@ -499,9 +526,14 @@ impl StoreReader {
             ReadMode::Direct => true,
             // Its own sample, not the gathers' verdict: a store kept warm
             // by this look-ahead is still cold ahead of it.
+            ReadMode::Auto if !self.wants_prefetch() => false,
             ReadMode::Auto => {
                 let (n, k) = (indices.len(), indices.len().min(SAMPLE));
-                (0..k).any(|j| self.record_resident(indices[j * n / k]) == Some(false))
+                let cold = (0..k).any(|j| self.record_resident(indices[j * n / k]) == Some(false));
+                if !cold {
+                    self.cold.ahead_warm.store(self.now_ns(), Ordering::Relaxed);
+                }
+                cold
             }
         };
         if !go {

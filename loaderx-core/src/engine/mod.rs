@@ -187,11 +187,20 @@ impl Engine {
         }
     }
 
+    /// Whether [`Self::prefetch`] may read anything ahead now (cheap: no
+    /// record is looked at).
+    pub(crate) fn wants_prefetch(&self) -> bool {
+        self.stores().iter().any(StoreReader::wants_prefetch)
+    }
+
     /// Starts reading the stored bytes of the records at `indices` (in
     /// range) ahead of their gather, without waiting: a local store's into
     /// the page cache when it reads cold ([`cold`]), a remote store's
     /// blocks into its block cache. Returns the stored bytes asked for.
     pub(crate) fn prefetch(&self, indices: &[u64]) -> u64 {
+        if !self.wants_prefetch() {
+            return 0;
+        }
         match self {
             Engine::Store(r) => r.prefetch(indices),
             Engine::Parts(p) => p.prefetch(indices),

@@ -331,6 +331,10 @@ impl<T, S: Staging> Producer<T, S> {
     /// `step` gathers (the look-ahead's); the stored bytes asked for. A
     /// step whose indices cannot be drawn is skipped: its worker reports.
     fn prefetch(&self, step: u64) -> u64 {
+        // Warm or mapped stores: not even the indices are drawn.
+        if !self.streams.iter().any(|s| s.engine().wants_prefetch()) {
+            return 0;
+        }
         let want = self.sampler.batch_len(step);
         let mut indices = Vec::new();
         if indices.try_reserve_exact(want).is_err() {
@@ -696,7 +700,13 @@ impl<T> Iterator for DataLoader<T> {
                         st.ahead.pop_front();
                         st.ahead_bytes -= bytes;
                     }
-                    break (r, st.waiting_workers > 0, st.lookahead_waits);
+                    // The look-ahead is woken once it is well behind its
+                    // bounds, not for every step taken.
+                    let d = st.ahead_next.wrapping_sub(st.consumed);
+                    let d = if d > u64::MAX / 2 { 0 } else { d };
+                    let behind = d < super::MAX_LOOKAHEAD_STEPS / 2
+                        && st.ahead_bytes <= self.shared.prefetch_bytes / 2;
+                    break (r, st.waiting_workers > 0, st.lookahead_waits && behind);
                 }
                 st.awaited = Some(self.next_step);
                 st = self
