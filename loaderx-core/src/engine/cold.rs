@@ -39,7 +39,7 @@
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::time::Instant;
 
 use super::io::{self, ReadReq};
@@ -178,6 +178,45 @@ impl ColdState {
     }
 }
 
+/// Most shard files kept open for direct reads in the process, all stores
+/// together (a store beyond opens its shards per gather).
+pub(crate) const MAX_KEPT_FILES: usize = 256;
+
+/// Shard files kept open for direct reads in the process.
+static KEPT_FILES: AtomicUsize = AtomicUsize::new(0);
+
+/// A shard file for direct reads: kept by its store, or opened for one
+/// gather.
+enum FileRef<'a> {
+    Kept(&'a File),
+    Once(File),
+}
+
+impl std::ops::Deref for FileRef<'_> {
+    type Target = File;
+    fn deref(&self) -> &File {
+        match self {
+            FileRef::Kept(f) => f,
+            FileRef::Once(f) => f,
+        }
+    }
+}
+
+impl ColdState {
+    /// Closes the shard files kept for direct reads (a store releasing its
+    /// lock holds no descriptor).
+    pub(crate) fn close_files(&mut self) {
+        let kept = self.files.iter_mut().filter_map(OnceLock::take).count();
+        KEPT_FILES.fetch_sub(kept, Ordering::Relaxed);
+    }
+}
+
+impl Drop for ColdState {
+    fn drop(&mut self) {
+        self.close_files();
+    }
+}
+
 /// `(device, inode)` of an open file.
 pub(crate) fn file_id(file: &File) -> Option<(u64, u64)> {
     file.metadata().ok().map(|m| (m.dev(), m.ino()))
@@ -209,10 +248,11 @@ impl StoreReader {
     }
 
     /// Whether a gather of `indices` (in range) reads directly: never for
-    /// a remote store or in `Mapped` mode, always in `Direct`; in `Auto`,
-    /// when a sampled record's pages are not all in the page cache.
+    /// a remote store, one whose layout copied its records into memory, or
+    /// in `Mapped` mode; always in `Direct`; in `Auto`, when a sampled
+    /// record's pages are not all in the page cache.
     pub(crate) fn reads_direct(&self, indices: &[u64]) -> bool {
-        if self.is_remote() || indices.is_empty() {
+        if self.is_remote() || indices.is_empty() || self.in_memory_copy() {
             return false;
         }
         match self.read_mode() {
@@ -277,11 +317,14 @@ impl StoreReader {
     }
 
     /// Shard `s`'s file, opened for direct reads (and checked to be the
-    /// file mapped at open).
-    fn shard_file(&self, s: usize) -> Result<&File, Error> {
+    /// file mapped at open): kept open for the next gathers while the store
+    /// holds its lock and fewer than [`MAX_KEPT_FILES`] are kept in the
+    /// process, else for this gather only (a store that released its lock
+    /// holds no descriptor between gathers).
+    fn shard_file(&self, s: usize) -> Result<FileRef<'_>, Error> {
         let cell = &self.cold.files[s];
         if let Some(f) = cell.get() {
-            return Ok(f);
+            return Ok(FileRef::Kept(f));
         }
         let p = self.path().join(format::data_file(s));
         let Some((file, _)) = super::files::open_regular(&p)? else {
@@ -301,8 +344,21 @@ impl StoreReader {
         }
         io::clear_nonblock(&file).map_err(|e| Error::io(&p, e))?;
         io::advise_random(&file);
-        let _ = cell.set(file);
-        Ok(cell.get().unwrap_or_else(|| unreachable!("set above")))
+        let keep = self.holds_lock() && KEPT_FILES.fetch_add(1, Ordering::Relaxed) < MAX_KEPT_FILES;
+        if !keep {
+            if self.holds_lock() {
+                KEPT_FILES.fetch_sub(1, Ordering::Relaxed);
+            }
+            return Ok(FileRef::Once(file));
+        }
+        if let Err(file) = cell.set(file) {
+            // Another thread kept one first: this one is for this gather.
+            KEPT_FILES.fetch_sub(1, Ordering::Relaxed);
+            return Ok(FileRef::Once(file));
+        }
+        Ok(FileRef::Kept(
+            cell.get().unwrap_or_else(|| unreachable!("set above")),
+        ))
     }
 
     /// Runs `reqs` (each tagged with its record and shard, for errors) and
@@ -387,7 +443,9 @@ impl StoreReader {
             let Some((i, _, d)) = slots[k].take() else {
                 continue;
             };
-            let Some(file) = files[s] else { continue };
+            let Some(file) = files[s].as_deref() else {
+                continue;
+            };
             reqs.push(ReadReq::new(file, offset, d));
             tags.push((i, s));
         }
@@ -458,7 +516,7 @@ impl StoreReader {
             for r in &runs {
                 let (d, tail) = rest.split_at_mut((r.2 - r.1) as usize);
                 rest = tail;
-                if let Some(file) = files[r.0] {
+                if let Some(file) = files[r.0].as_deref() {
                     reqs.push(ReadReq::new(file, r.1, d));
                     tags.push((r.3, r.0));
                 }
@@ -518,7 +576,7 @@ impl StoreReader {
 
     /// [`Self::prefetch`] of a local store.
     fn prefetch_local(&self, indices: &[u64]) -> u64 {
-        if self.is_remote() || indices.is_empty() {
+        if self.is_remote() || indices.is_empty() || self.in_memory_copy() {
             return 0;
         }
         let go = match self.read_mode() {
@@ -562,7 +620,7 @@ impl StoreReader {
         let mut bytes = 0;
         for (s, start, end) in runs {
             if let Ok(file) = self.shard_file(s) {
-                io::will_need(file, start, end - start);
+                io::will_need(&file, start, end - start);
                 bytes += end - start;
             }
         }

@@ -295,8 +295,9 @@ fn auto_maps_a_warm_store_and_reads_a_cold_one_directly() {
     let path = dir.path().join("s");
     let n = 2000;
     let recs = dense(&path, Codec::Raw, 4096, n, 2);
-    let store = DynDense::open(&path).unwrap();
-    assert_eq!(store.read_mode(), ReadMode::Auto);
+    let store = DynDense::open(&path)
+        .unwrap()
+        .with_read_mode(ReadMode::Auto);
     let reader = &store.engine().stores()[0];
     let idx: Vec<u64> = (0..64u64).map(|k| (k * 7919) % n as u64).collect();
     let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();

@@ -431,6 +431,14 @@ impl StoreReader {
     /// loaderx never writes again.
     pub(crate) fn release_lock(&mut self) {
         self._meta = None;
+        self.cold.close_files();
+    }
+
+    /// True while the store holds its shared lock (an open `meta.zr`): a
+    /// store that released it (a part of a large dataset) keeps no
+    /// descriptor open, and its direct reads open their shards per gather.
+    pub(super) fn holds_lock(&self) -> bool {
+        self._meta.is_some()
     }
 
     /// Attaches the source of the payload shards of a store that is not
@@ -584,6 +592,13 @@ impl StoreReader {
             Some(copy) => vec![copy],
             None => self.shards.iter().map(Shard::bytes).collect(),
         }
+    }
+
+    /// True when the layout holds a copy of the records in memory (small
+    /// records stored out of order): locations point into it, and nothing
+    /// is read from the shards, cold or warm.
+    pub(super) fn in_memory_copy(&self) -> bool {
+        self.layout.uniform().and_then(Uniform::logical).is_some()
     }
 
     /// The bytes a validated location of record `index` points into.
