@@ -853,6 +853,14 @@ mod tests {
                     (b.step(), b.indices().to_vec(), col("d"), col("r"))
                 })
                 .collect();
+            // A Direct store is read ahead: the look-ahead runs while the
+            // loader lives (given time, on a loaded machine).
+            if mode == ReadMode::Direct && workers > 0 && bytes > 0 {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while loader.stats().prefetched_bytes == 0 && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
             (seen, loader.stats())
         };
         let (reference, stats) = run(ReadMode::Mapped, 0, 2, 0);
