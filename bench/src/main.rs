@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use loaderx_bench::{Args, Child, loader, suite};
+use loaderx_bench::{Args, Child, cold, loader, suite};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -34,6 +34,21 @@ fn main() -> ExitCode {
                 workers: *workers,
                 prefetch: *prefetch,
                 min: Duration::from_secs_f64(*seconds),
+            },
+        ),
+        Some(Child::ColdChild {
+            store,
+            batch,
+            workers,
+            order,
+            seconds,
+        }) => cold::child(
+            store,
+            &cold::ChildConfig {
+                batch: *batch,
+                workers: *workers,
+                order: order.clone(),
+                seconds: *seconds,
             },
         ),
         None => suite::run(&args),
