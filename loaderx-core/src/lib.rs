@@ -113,12 +113,13 @@ pub use digest::{DigestBuilder, StoreDigest, digest};
 pub use dtype::{
     Complex32, Complex64, DType, Element, F8E4M3Fn, F8E4M3Fnuz, F8E5M2, F8E5M2Fnuz, F8E8M0Fnu,
 };
+pub use engine::cold::ReadMode;
 pub use engine::source::RemoteStats;
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use format::{Generation, MAX_RECORD_LEN};
 pub use loader::{
-    Batch, Column, ColumnLayout, DataLoader, DataLoaderBuilder, LoaderStats, MixtureSource,
-    MixtureStreams, Stream, view_range,
+    Batch, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES, DataLoader, DataLoaderBuilder,
+    LoaderStats, MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams, Stream, view_range,
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;
@@ -131,7 +132,8 @@ pub use ragged::{
 pub use remote::{CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores};
 pub use remote_url::{is_url, redact_url};
 pub use sampler::{
-    FeistelPermutation, Mixture, MixtureStop, RecordPosition, Sampler, SamplerBuilder, SamplerMode,
+    FeistelPermutation, Mixture, MixtureStop, OrderStats, RecordPosition, Sampler, SamplerBuilder,
+    SamplerMode,
 };
 pub use store::Store;
 

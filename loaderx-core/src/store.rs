@@ -38,6 +38,27 @@ macro_rules! engine_accessors {
             self.engine().len()
         }
 
+        /// How the store's records are read ([`ReadMode`](crate::ReadMode);
+        /// [`Auto`](crate::ReadMode::Auto) unless set).
+        pub fn read_mode(&self) -> crate::ReadMode {
+            self.engine().read_mode()
+        }
+
+        /// Sets how the store's records are read (every part of a
+        /// concatenation). It holds for every handle of this open store (a
+        /// [`Stream`](crate::Stream) shares it), and changes speed only:
+        /// every path returns the same bytes.
+        pub fn set_read_mode(&self, mode: crate::ReadMode) {
+            self.engine().set_read_mode(mode);
+        }
+
+        /// The store, read in `mode` ([`set_read_mode`](Self::set_read_mode)).
+        #[must_use]
+        pub fn with_read_mode(self, mode: crate::ReadMode) -> Self {
+            self.set_read_mode(mode);
+            self
+        }
+
         /// True when the store holds no record.
         pub fn is_empty(&self) -> bool {
             self.len() == 0
@@ -169,6 +190,24 @@ macro_rules! typed_accessors {
         /// True when the store holds no record.
         pub fn is_empty(&self) -> bool {
             self.inner.is_empty()
+        }
+
+        /// How the store's records are read ([`ReadMode`](crate::ReadMode)).
+        pub fn read_mode(&self) -> crate::ReadMode {
+            self.inner.read_mode()
+        }
+
+        /// Sets how the store's records are read (see the untyped reader's
+        /// `set_read_mode`).
+        pub fn set_read_mode(&self, mode: crate::ReadMode) {
+            self.inner.set_read_mode(mode);
+        }
+
+        /// The store, read in `mode`.
+        #[must_use]
+        pub fn with_read_mode(self, mode: crate::ReadMode) -> Self {
+            self.set_read_mode(mode);
+            self
         }
 
         /// The untyped reader.
@@ -370,7 +409,7 @@ impl Store {
     }
 
     /// The engine underneath.
-    fn engine(&self) -> &crate::engine::Engine {
+    pub(crate) fn engine(&self) -> &crate::engine::Engine {
         match self {
             Store::Dense(s) => s.engine(),
             Store::Ragged(s) => s.engine(),

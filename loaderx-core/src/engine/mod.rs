@@ -26,13 +26,33 @@
 //!   fetches a gather's stored bytes or lends its in-memory blocks
 //!   ([`blocks`]: the tier, and the view the reader copies out of inline);
 //!   the reader decodes as for a local store.
+//! - [`cold`] is the read path of local stores that are not in the page
+//!   cache ([`ReadMode`](cold::ReadMode): `Auto` by default, `Mapped`,
+//!   `Direct`): instead of one synchronous page fault per record with the
+//!   kernel's read-around, a gather hands all its records' reads to the
+//!   kernel at once ([`io`]: a ring per thread through io_uring, or a pool
+//!   of `pread` threads where io_uring cannot be set up), with read-ahead
+//!   off on the files. Raw records land straight in the destination;
+//!   compressed (and packed Ragged) ones in a scratch buffer that the
+//!   usual decode reads as [`source::StagedBytes`]. `Auto` picks the path
+//!   per gather from the residency (`mincore`) of a sample of its records,
+//!   so a warm store keeps the mapped path. [`Engine::prefetch`] is the
+//!   loader's look-ahead (clairvoyant prefetch, from the sampler's future
+//!   steps): a cold local store starts reading those records into the page
+//!   cache (`POSIX_FADV_WILLNEED`), a remote store fetches their blocks
+//!   into its block cache ([`source::ShardSource::prefetch`]), where the
+//!   gathers find them; nothing is read twice (a page in flight is waited
+//!   for; a remote block being fetched is claimed, and waited for by any
+//!   other gather that needs it). All `unsafe` of this path is in [`io`].
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
 
 pub(crate) mod blocks;
+pub(crate) mod cold;
 pub(crate) mod durable;
 pub(crate) mod files;
+pub(crate) mod io;
 pub(crate) mod layout;
 pub(crate) mod parts;
 pub(crate) mod reader;
@@ -153,6 +173,38 @@ impl Engine {
             .iter()
             .filter_map(|r| r.source().map(ShardSource::stats))
             .reduce(|a, b| a + b)
+    }
+
+    /// How the local stores read are read.
+    pub(crate) fn read_mode(&self) -> cold::ReadMode {
+        self.first().read_mode()
+    }
+
+    /// Sets how every store read is read.
+    pub(crate) fn set_read_mode(&self, mode: cold::ReadMode) {
+        for r in self.stores() {
+            r.set_read_mode(mode);
+        }
+    }
+
+    /// Whether [`Self::prefetch`] may read anything ahead now (cheap: no
+    /// record is looked at).
+    pub(crate) fn wants_prefetch(&self) -> bool {
+        self.stores().iter().any(StoreReader::wants_prefetch)
+    }
+
+    /// Starts reading the stored bytes of the records at `indices` (in
+    /// range) ahead of their gather, without waiting: a local store's into
+    /// the page cache when it reads cold ([`cold`]), a remote store's
+    /// blocks into its block cache. Returns the stored bytes asked for.
+    pub(crate) fn prefetch(&self, indices: &[u64]) -> u64 {
+        if !self.wants_prefetch() {
+            return 0;
+        }
+        match self {
+            Engine::Store(r) => r.prefetch(indices),
+            Engine::Parts(p) => p.prefetch(indices),
+        }
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {

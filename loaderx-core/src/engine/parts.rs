@@ -161,6 +161,33 @@ impl Parts {
         self.readers[p].loc(local)
     }
 
+    /// Whether a gather of `indices` (in range) over local parts reads
+    /// cold ([`StoreReader::reads_direct`]), by the parts of up to
+    /// [`SAMPLE`](super::cold::SAMPLE) of its records: such a gather takes
+    /// the grouped path, each part reading its records at once.
+    fn reads_direct(&self, indices: &[u64]) -> bool {
+        if !self.local || indices.is_empty() {
+            return false;
+        }
+        let (n, k) = (indices.len(), indices.len().min(super::cold::SAMPLE));
+        (0..k).any(|j| {
+            let (p, local) = self.locate(indices[j * n / k]);
+            self.readers[p].reads_direct(&[local])
+        })
+    }
+
+    /// Starts reading the records at `indices` ahead of their gather, each
+    /// part its own ([`StoreReader::prefetch`]); the stored bytes asked for.
+    pub(crate) fn prefetch(&self, indices: &[u64]) -> u64 {
+        self.group(indices.iter().map(|&i| (i, ())))
+            .into_iter()
+            .map(|(p, records)| {
+                let local: Vec<u64> = records.into_iter().map(|r| r.0).collect();
+                self.readers[p].prefetch(&local)
+            })
+            .sum()
+    }
+
     /// The part holding every one of `indices` (in range), if one does.
     fn single_part(&self, indices: &[u64]) -> Option<usize> {
         let (&first, rest) = indices.split_first()?;
@@ -211,6 +238,7 @@ impl Parts {
         if width == 0 {
             return Ok(());
         }
+        let direct = self.reads_direct(indices);
         // Every part a local raw store in the writer's regular layout: each
         // record copied from its part's map where it lies, found in the
         // compact table, the batch cut into one chunk per task as a single
@@ -219,7 +247,7 @@ impl Parts {
         if let Some(t) = self
             .regular
             .as_ref()
-            .filter(|t| t.parts.iter().all(|p| p.width == width))
+            .filter(|t| !direct && t.parts.iter().all(|p| p.width == width))
         {
             let copy = |idx: &[u64], d: &mut [D]| -> Result<(), Error> {
                 // Two passes a block: first every record's address (table
@@ -278,7 +306,7 @@ impl Parts {
                 .zip(indices.par_chunks(per_job))
                 .try_for_each(|(d, idx)| copy(idx, d));
         }
-        if self.local {
+        if self.local && !direct {
             let mut jobs = Vec::with_capacity(indices.len());
             for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
                 let (p, local) = self.locate(i);
@@ -327,7 +355,7 @@ impl Parts {
             plan.indices = indices.to_vec();
             return Ok(plan);
         }
-        if self.local {
+        if self.local && !self.reads_direct(indices) {
             // Each record checked by its part where it lies, in order.
             let locs = indices
                 .iter()
@@ -361,7 +389,8 @@ impl Parts {
     ) -> Result<&'d mut [u8], Error> {
         let dst = plan.dst(dst, plan.len, "")?;
         let jobs = plan.tile(&mut *dst);
-        if self.local {
+        // A plan read cold checks its records once read (grouped by part).
+        if self.local && !plan.check_fetched {
             let jobs = jobs
                 .into_iter()
                 .map(|(i, loc, d)| {
@@ -403,7 +432,7 @@ impl Parts {
         let dst = plan.dst(dst, plan.packed_len, "packed ")?;
         plan.check_headers(headers)?;
         let jobs = plan.tile_packed(&mut *dst, headers);
-        if self.local {
+        if self.local && !plan.check_fetched {
             self.read_local_packed(jobs, header)?;
             // SAFETY: `tile_packed` cut `dst` into the records' element
             // ranges, which tile it, and `read_local_packed` returned `Ok`,

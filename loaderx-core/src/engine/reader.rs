@@ -10,6 +10,7 @@ use rayon::prelude::*;
 
 use crate::codec::{Codec, CodecState, Decoder, MAX_DICT_LEN, Sink};
 use crate::engine::blocks::{Copied, Resident};
+use crate::engine::cold::{ColdState, file_id};
 use crate::engine::files;
 use crate::engine::layout::{Layout, Uniform};
 use crate::engine::source::{ShardSource, StagedBytes};
@@ -65,6 +66,8 @@ pub(crate) struct StoreReader {
     /// Where the payload shards come from when they are not mapped (a
     /// store on object storage).
     source: Option<Box<dyn ShardSource>>,
+    /// The read mode and the direct reads of a local store ([`super::cold`]).
+    pub(super) cold: ColdState,
 }
 
 /// Bytes of `meta.zr` up to the end of its location table.
@@ -99,6 +102,9 @@ pub(crate) enum Staged {
 pub(crate) struct Shard {
     map: Option<Mmap>,
     pub(crate) tail: u64,
+    /// `(device, inode)` of a local shard's file, which direct reads
+    /// reopen ([`super::cold`]).
+    id: Option<(u64, u64)>,
 }
 
 impl Shard {
@@ -286,7 +292,11 @@ impl Shard {
     /// A shard read through a [`ShardSource`], never mapped.
     #[cfg_attr(not(feature = "remote"), allow(dead_code))]
     pub(crate) fn unmapped(tail: u64) -> Shard {
-        Shard { map: None, tail }
+        Shard {
+            map: None,
+            tail,
+            id: None,
+        }
     }
 }
 
@@ -337,6 +347,7 @@ impl StoreReader {
             shards.push(Shard {
                 map: files::map(&f, tail, &p)?,
                 tail,
+                id: file_id(&f),
             });
         }
         let table = files::map(&meta, checked.table_end, &meta_path)?.map(Region::Map);
@@ -362,6 +373,7 @@ impl StoreReader {
         dict: Option<Vec<u8>>,
     ) -> StoreReader {
         let shard_count = shards.len();
+        let cold = ColdState::new(shards.iter().map(|s| s.id).collect());
         let regions: Vec<&[u8]> = shards.iter().map(Shard::bytes).collect();
         let layout = Layout::detect(
             table
@@ -387,6 +399,7 @@ impl StoreReader {
             codec,
             dict,
             source: None,
+            cold,
         }
     }
 
@@ -438,9 +451,19 @@ impl StoreReader {
         self.source.is_some()
     }
 
+    /// The mapped bytes of shard `s` (empty for a remote store's).
+    pub(super) fn shard_bytes(&self, s: usize) -> &[u8] {
+        self.shards.get(s).map_or(&[], Shard::bytes)
+    }
+
+    /// The map of shard `s`, if it is mapped.
+    pub(super) fn shard_map(&self, s: usize) -> Option<&Mmap> {
+        self.shards.get(s).and_then(|s| s.map.as_ref())
+    }
+
     /// The number of the shard of record `index`.
     #[inline(always)]
-    fn shard_index(&self, index: u64) -> usize {
+    pub(super) fn shard_index(&self, index: u64) -> usize {
         (match self.shard_mask {
             Some(mask) => index & mask,
             None => index % self.shards.len() as u64,
@@ -793,7 +816,8 @@ impl StoreReader {
         if width == 0 {
             return Ok(());
         }
-        if self.codec() == Codec::Raw && !self.is_remote() {
+        let direct = self.reads_direct(indices);
+        if self.codec() == Codec::Raw && !self.is_remote() && !direct {
             return self.copy_raw(indices, width, dst);
         }
         // Warm: straight out of the memory tier, as locally out of the map.
@@ -804,8 +828,7 @@ impl StoreReader {
         for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
             jobs.push((i, self.loc(i)?, d));
         }
-        let staged = self.stage(&jobs.iter().map(|j| (j.0, j.1)).collect::<Vec<_>>())?;
-        self.read_jobs(jobs, &staged)
+        self.read_located(jobs, direct)
     }
 
     /// Gathers fixed-width records into scattered destinations: each job is
@@ -834,7 +857,11 @@ impl StoreReader {
             }
             .into());
         }
-        if self.codec() == Codec::Raw && !self.is_remote() {
+        let direct = !self.is_remote() && {
+            let indices: Vec<u64> = jobs.iter().map(|j| j.0).collect();
+            self.reads_direct(&indices)
+        };
+        if self.codec() == Codec::Raw && !self.is_remote() && !direct {
             let copy = |(i, d): (u64, &mut [D])| -> Result<(), Error> {
                 D::put(d, self.raw_record(i, width)?);
                 Ok(())
@@ -856,8 +883,28 @@ impl StoreReader {
         for (i, d) in jobs {
             located.push((i, self.loc(i)?, d));
         }
-        let staged = self.stage(&located.iter().map(|j| (j.0, j.1)).collect::<Vec<_>>())?;
-        self.read_jobs(located, &staged)
+        self.read_located(located, direct)
+    }
+
+    /// Reads located `(index, location, destination)` jobs: with `direct`
+    /// (a local store read cold), a raw store's straight into their
+    /// destinations and a compressed one's stored bytes into a scratch to
+    /// decode; else out of the maps, or what a remote store fetched.
+    fn read_located<D: Sink>(
+        &self,
+        mut jobs: Vec<(u64, RecordLoc, &mut [D])>,
+        direct: bool,
+    ) -> Result<(), Error> {
+        if direct && self.codec() == Codec::Raw {
+            return self.read_raw_direct(&mut jobs);
+        }
+        let records: Vec<_> = jobs.iter().map(|j| (j.0, j.1)).collect();
+        let staged = if direct {
+            self.read_stored_direct(&records)?
+        } else {
+            self.stage(&records)?
+        };
+        self.read_jobs(jobs, &staged)
     }
 
     /// [`Self::copy_raw`] for a remote raw store of the uniform layout whose

@@ -32,6 +32,15 @@ pub(crate) trait ShardSource: Send + Sync {
     /// What the source could not read, naming the object and record.
     fn fetch(&self, wanted: Vec<Wanted>) -> Result<Box<dyn StagedBytes>, Error>;
 
+    /// Starts fetching the blocks holding the stored bytes of every
+    /// `wanted` record into the block cache, ahead of the gather that will
+    /// ask for them (the loader's look-ahead), and returns the payload
+    /// bytes it asked for (0 when everything is cached already, or the
+    /// source keeps no cache). A block already cached, or being fetched by
+    /// a gather or an earlier prefetch, is not fetched again. Errors are
+    /// dropped: the gather meets them again, with its record named.
+    fn prefetch(&self, wanted: Vec<Wanted>) -> u64;
+
     /// The blocks this source holds in memory, locked for one gather that
     /// copies straight out of them ([`Resident::copy`]); `tick` is the
     /// gather's when this view serves one part of a parallel gather

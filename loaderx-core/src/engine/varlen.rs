@@ -219,7 +219,8 @@ impl StoreReader {
         self.check_indices(indices)?;
         // A local store's stored bytes are at hand: check what the frames
         // declare now, once.
-        let local = (!self.is_remote()).then_some(Staged::Local);
+        // Read cold, they are checked once read, as a remote store's.
+        let local = (!self.is_remote() && !self.reads_direct(indices)).then_some(Staged::Local);
         let locs = indices
             .iter()
             .map(|&i| self.plan_record(i, header, local.as_ref()))
@@ -251,7 +252,11 @@ impl StoreReader {
         // Warm raw records: straight out of the memory tier. (A raw record's
         // logical length was checked by the plan: it stores exactly it.)
         let copied = plan.check_fetched && self.copy_jobs_resident(&mut jobs)?;
-        if !copied {
+        // Raw records read cold: straight into their segments (a raw
+        // record's length was checked by the plan: it stores exactly it).
+        if plan.check_fetched && !self.is_remote() && self.codec() == Codec::Raw {
+            self.read_raw_direct(&mut jobs)?;
+        } else if !copied {
             let staged = self.stage_plan(plan)?;
             self.read_jobs(jobs, &staged)?;
         }
@@ -279,13 +284,20 @@ impl StoreReader {
         self.stage_checked(&records)
     }
 
-    /// Fetches the stored bytes of a remote store's `records` (nothing for
-    /// a local one) and checks the lengths their frames declare.
+    /// Fetches the stored bytes of a remote store's `records`, or reads a
+    /// local one's when it reads cold ([`StoreReader::reads_direct`]; else
+    /// they are in the maps), and checks the lengths their frames declare.
     pub(super) fn stage_checked(&self, records: &[(u64, RecordLoc)]) -> Result<Staged, Error> {
-        if !self.is_remote() {
-            return Ok(Staged::Local);
-        }
-        let staged = self.stage(records)?;
+        let staged = if self.is_remote() {
+            self.stage(records)?
+        } else {
+            let indices: Vec<u64> = records.iter().map(|r| r.0).collect();
+            if self.reads_direct(&indices) {
+                self.read_stored_direct(records)?
+            } else {
+                Staged::Local
+            }
+        };
         for &(i, loc) in records {
             self.check_logical_length(i, loc, Some(&staged))?;
         }

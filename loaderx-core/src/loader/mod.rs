@@ -24,6 +24,7 @@ pub use views::view_range;
 use crate::adapter::AlignedBuf;
 use crate::dense::{Dense, DynDense};
 use crate::dtype::Element;
+use crate::engine::cold::ReadMode;
 use crate::error::Error;
 use crate::ragged::{DynRagged, Ragged};
 use crate::sampler::{Sampler, SamplerBuilder, SamplerMode};
@@ -164,6 +165,15 @@ impl<T: Element> From<Ragged<T>> for Stream {
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The default of [`DataLoaderBuilder::prefetch_bytes`]: 64 MiB of stored
+/// bytes read ahead (about 16 000 records of 4 KiB, or a second of a fast
+/// drive's random reads of them).
+pub const DEFAULT_PREFETCH_BYTES: u64 = 64 << 20;
+
+/// Most steps the look-ahead runs past the consumer
+/// ([`DataLoaderBuilder::prefetch_bytes`]), whatever their size.
+pub const MAX_LOOKAHEAD_STEPS: u64 = 256;
 /// What the workers run on a step's batches (buffers of type `B`): one per
 /// view the loader delivers (one, unless built with
 /// [`build_views`](DataLoaderBuilder::build_views)).
@@ -236,6 +246,10 @@ pub struct DataLoaderBuilder<S = BufferPool> {
     sampler: Option<Sampler>,
     workers: usize,
     prefetch: usize,
+    /// Stored bytes the look-ahead reads ahead of the workers.
+    prefetch_bytes: u64,
+    /// Set on every stream's store when a loader starts.
+    read_mode: Option<ReadMode>,
     start_step: Option<u64>,
     epochs: Option<u64>,
     /// Where batches are gathered; shared by the loaders this builder starts.
@@ -256,6 +270,8 @@ impl<S> Clone for DataLoaderBuilder<S> {
             sampler: self.sampler.clone(),
             workers: self.workers,
             prefetch: self.prefetch,
+            prefetch_bytes: self.prefetch_bytes,
+            read_mode: self.read_mode,
             start_step: self.start_step,
             epochs: self.epochs,
             staging: Arc::clone(&self.staging),
@@ -276,6 +292,8 @@ impl Default for DataLoaderBuilder {
             sampler: None,
             workers: std::thread::available_parallelism().map_or(2, |n| n.get().min(4)),
             prefetch: 2,
+            prefetch_bytes: DEFAULT_PREFETCH_BYTES,
+            read_mode: None,
             start_step: None,
             epochs: None,
             staging: Arc::new(BufferPool::new(0)),
@@ -351,6 +369,34 @@ impl<S: Staging> DataLoaderBuilder<S> {
     /// a synchronous loader, `workers(0)`, makes none ahead).
     pub fn prefetch(mut self, prefetch: usize) -> Self {
         self.prefetch = prefetch;
+        self
+    }
+
+    /// Stored bytes the look-ahead may have asked for ahead of the batches
+    /// the consumer took (default [`DEFAULT_PREFETCH_BYTES`], 64 MiB; 0
+    /// turns it off).
+    ///
+    /// The sampler says every future batch, so while the workers gather
+    /// the next steps a look-ahead thread asks for the records of the steps
+    /// after them, up to this many stored bytes (and at most
+    /// [`MAX_LOOKAHEAD_STEPS`] steps) past the consumer: a local store
+    /// that reads cold ([`ReadMode`]) starts reading them into the page
+    /// cache, a remote store fetches their blocks into its block cache.
+    /// The gathers then find them there; nothing is read twice, and
+    /// nothing read is dropped while the consumer is slow (the look-ahead
+    /// waits). A warm or [`ReadMode::Mapped`] local store is not read
+    /// ahead. A synchronous loader ([`workers(0)`](Self::workers)) has no
+    /// look-ahead.
+    pub fn prefetch_bytes(mut self, bytes: u64) -> Self {
+        self.prefetch_bytes = bytes;
+        self
+    }
+
+    /// How every stream's store is read ([`ReadMode`]): set on the stores
+    /// when a loader starts (so on every other handle of them too). Unset,
+    /// each store keeps its own mode ([`ReadMode::Auto`] unless set).
+    pub fn read_mode(mut self, mode: ReadMode) -> Self {
+        self.read_mode = Some(mode);
         self
     }
 
@@ -440,6 +486,8 @@ impl<S: Staging> DataLoaderBuilder<S> {
             sampler: self.sampler,
             workers: self.workers,
             prefetch: self.prefetch,
+            prefetch_bytes: self.prefetch_bytes,
+            read_mode: self.read_mode,
             start_step: self.start_step,
             epochs: self.epochs,
             staging,
@@ -717,6 +765,11 @@ impl<S: Staging> DataLoaderBuilder<S> {
                 s.expect_buffers(live);
             }
         }
+        if let Some(mode) = self.read_mode {
+            for (_, s) in &self.streams {
+                s.set_read_mode(mode);
+            }
+        }
         let transform: Transform<T, S::Buffer> = match self.pack {
             None => transform,
             Some((name, options)) => Arc::new(move |views: Vec<Batch<S::Buffer>>| {
@@ -732,6 +785,7 @@ impl<S: Staging> DataLoaderBuilder<S> {
             sampler,
             workers: self.workers,
             capacity: self.workers + self.prefetch,
+            prefetch_bytes: self.prefetch_bytes,
             start_step,
             end_step,
             staging: self.staging,

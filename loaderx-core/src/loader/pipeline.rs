@@ -1,7 +1,25 @@
-//! Worker threads, the in-order delivery window and shutdown; with no
-//! workers, synchronous delivery in the consumer's thread.
+//! Worker threads, the in-order delivery window, the look-ahead and
+//! shutdown; with no workers, synchronous delivery in the consumer's thread.
+//!
+//! Workers claim steps in order, at most `capacity` (`workers + prefetch`)
+//! claimed and not yet delivered, and the consumer takes them in step
+//! order. Beside them, a look-ahead thread (unless
+//! [`prefetch_bytes`](super::DataLoaderBuilder::prefetch_bytes) is 0) walks
+//! the steps after the last one claimed: the sampler gives each step's
+//! indices as a pure function of the step, so it knows them before any
+//! worker does, and asks every stream's store to start reading them
+//! ([`Engine::prefetch`](crate::engine::Engine::prefetch): a cold local
+//! store into the page cache, a remote one into its block cache). It stays
+//! at most `prefetch_bytes` of stored bytes (and
+//! [`MAX_LOOKAHEAD_STEPS`](super::MAX_LOOKAHEAD_STEPS) steps) ahead of the
+//! consumer, and waits for the consumer to take steps before it asks for
+//! more, so a slow consumer never makes it outrun what it read; it never
+//! asks for a step a worker claimed (that worker reads it), nor for one
+//! twice. It changes when bytes are read, never which batches are made:
+//! step order, resume, shard, epochs and every other setting behave as
+//! without it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -22,6 +40,8 @@ pub(super) struct Config<T, S: Staging> {
     pub(super) sampler: Sampler,
     pub(super) workers: usize,
     pub(super) capacity: usize,
+    /// Stored bytes the look-ahead may ask for past the consumer (0: none).
+    pub(super) prefetch_bytes: u64,
     pub(super) start_step: u64,
     /// One past the last step, for a finite loader.
     pub(super) end_step: Option<u64>,
@@ -75,6 +95,18 @@ struct State<T> {
     /// Workers blocked on a full window: the consumer signals `room` only
     /// when one is (a condvar signal is a system call even with no waiter).
     waiting_workers: usize,
+    /// The next step the consumer takes.
+    consumed: u64,
+    /// The next step the look-ahead asks for (unless a worker claimed it).
+    ahead_next: u64,
+    /// Steps the look-ahead asked for and the consumer has not taken, with
+    /// the stored bytes asked for each; and their sum.
+    ahead: VecDeque<(u64, u64)>,
+    ahead_bytes: u64,
+    /// Stored bytes the look-ahead asked for since the start.
+    prefetched: u64,
+    /// The look-ahead waits for the consumer.
+    lookahead_waits: bool,
 }
 
 struct Shared<T> {
@@ -83,7 +115,10 @@ struct Shared<T> {
     room: Condvar,
     /// The consumer waits here for its next step.
     ready: Condvar,
+    /// The look-ahead waits here for the consumer to take steps.
+    ahead_room: Condvar,
     capacity: usize,
+    prefetch_bytes: u64,
 }
 
 impl<T> Shared<T> {
@@ -105,6 +140,10 @@ pub struct LoaderStats {
     /// ([`Staging::allocations`]: the default pool counts them, other
     /// stagings may not).
     pub pool_allocations: u64,
+    /// Stored bytes the look-ahead asked the stores to read ahead
+    /// ([`prefetch_bytes`](super::DataLoaderBuilder::prefetch_bytes)): 0
+    /// while every store is warm (or [`Mapped`](crate::ReadMode::Mapped)).
+    pub prefetched_bytes: u64,
 }
 
 /// An endless loader; an `Iterator` of `Result<T, Error>` in step order.
@@ -158,10 +197,18 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
             stop: false,
             awaited: None,
             waiting_workers: 0,
+            consumed: config.start_step,
+            ahead_next: config.start_step,
+            ahead: VecDeque::new(),
+            ahead_bytes: 0,
+            prefetched: 0,
+            lookahead_waits: false,
         }),
         room: Condvar::new(),
         ready: Condvar::new(),
+        ahead_room: Condvar::new(),
         capacity: config.capacity,
+        prefetch_bytes: config.prefetch_bytes,
     });
     let producer = Arc::new(Producer {
         names: names.into(),
@@ -192,7 +239,61 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
             Err(error) => return Err(ErrorKind::WorkerSpawn { worker: i, error }.into()),
         }
     }
+    if config.workers > 0 && config.prefetch_bytes > 0 {
+        let shared = Arc::clone(&loader.shared);
+        let producer = Arc::clone(&producer);
+        // An optimisation only: a loader without it makes the same batches.
+        if let Ok(handle) = std::thread::Builder::new()
+            .name("loaderx-lookahead".into())
+            .spawn(move || look_ahead(&shared, &producer))
+        {
+            loader.threads.push(handle);
+        }
+    }
     Ok(loader)
+}
+
+/// The look-ahead thread (see the module doc): asks the stores to read
+/// the steps after the last claimed, within the byte and step bounds.
+fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
+    loop {
+        let step = {
+            let mut st = shared.lock();
+            loop {
+                if st.stop {
+                    return;
+                }
+                // Never a step a worker claimed: it is being read.
+                let from = if st.next_claim.wrapping_sub(st.ahead_next) < u64::MAX / 2 {
+                    st.next_claim
+                } else {
+                    st.ahead_next
+                };
+                if st.end_step.is_some_and(|end| from >= end) {
+                    return;
+                }
+                let distance = from.wrapping_sub(st.consumed);
+                if st.ahead_bytes < shared.prefetch_bytes && distance < super::MAX_LOOKAHEAD_STEPS {
+                    break from;
+                }
+                st.lookahead_waits = true;
+                st = shared
+                    .ahead_room
+                    .wait(st)
+                    .unwrap_or_else(|p| p.into_inner());
+                st.lookahead_waits = false;
+            }
+        };
+        let bytes = catch_unwind(AssertUnwindSafe(|| producer.prefetch(step))).unwrap_or(0);
+        let mut st = shared.lock();
+        st.ahead_next = step.wrapping_add(1);
+        // Taken already (a fast consumer): nothing of it is pending.
+        if step.wrapping_sub(st.consumed) < u64::MAX / 2 {
+            st.ahead.push_back((step, bytes));
+            st.ahead_bytes += bytes;
+        }
+        st.prefetched += bytes;
+    }
 }
 
 fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
@@ -226,6 +327,42 @@ fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
 }
 
 impl<T, S: Staging> Producer<T, S> {
+    /// Asks every stream's store to start reading the records that step
+    /// `step` gathers (the look-ahead's); the stored bytes asked for. A
+    /// step whose indices cannot be drawn is skipped: its worker reports.
+    fn prefetch(&self, step: u64) -> u64 {
+        // Warm or mapped stores: not even the indices are drawn.
+        if !self.streams.iter().any(|s| s.engine().wants_prefetch()) {
+            return 0;
+        }
+        let want = self.sampler.batch_len(step);
+        let mut indices = Vec::new();
+        if indices.try_reserve_exact(want).is_err() {
+            return 0;
+        }
+        indices.resize(want, 0u64);
+        if self.sampler.fill(step, &mut indices).is_err() {
+            return 0;
+        }
+        let placement = &self.placement;
+        if !(placement.slots.len() == 1 && placement.count == 1) {
+            let mut gathered = Vec::with_capacity(indices.len());
+            for slot in &placement.slots {
+                match view_range(indices.len(), placement.count, slot.index) {
+                    Ok(range) => gathered.extend_from_slice(&indices[range]),
+                    Err(_) => return 0,
+                }
+            }
+            indices = gathered;
+        }
+        self.streams
+            .iter()
+            .map(|s| s.engine())
+            .filter(|e| e.check_indices(&indices).is_ok())
+            .map(|e| e.prefetch(&indices))
+            .sum()
+    }
+
     /// [`produce`](Self::produce), with a panic (in a gather, or in the
     /// caller's transform) turned into the step's error.
     fn produce_caught(&self, step: u64) -> Result<T, Error> {
@@ -516,15 +653,18 @@ impl<T> DataLoader<T> {
 
     /// Counters of what the loader did so far.
     pub fn stats(&self) -> LoaderStats {
+        let st = self.shared.lock();
         LoaderStats {
-            max_in_flight: self.shared.lock().max_in_flight,
+            max_in_flight: st.max_in_flight,
             pool_allocations: (self.allocations)(),
+            prefetched_bytes: st.prefetched,
         }
     }
 
     fn stop(&mut self) {
         self.shared.lock().stop = true;
         self.shared.room.notify_all();
+        self.shared.ahead_room.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -546,13 +686,27 @@ impl<T> Iterator for DataLoader<T> {
             self.failed = result.is_err();
             return Some(result);
         }
-        let (result, worker_waits) = {
+        let (result, worker_waits, lookahead_waits) = {
             let mut st = self.shared.lock();
             loop {
                 if let Some(r) = st.done.remove(&self.next_step) {
                     st.awaited = None;
                     st.in_flight -= 1;
-                    break (r, st.waiting_workers > 0);
+                    // Steps the look-ahead read for are taken up to here.
+                    st.consumed = self.next_step.wrapping_add(1);
+                    while let Some(&(step, bytes)) = st.ahead.front()
+                        && step.wrapping_sub(st.consumed) >= u64::MAX / 2
+                    {
+                        st.ahead.pop_front();
+                        st.ahead_bytes -= bytes;
+                    }
+                    // The look-ahead is woken once it is well behind its
+                    // bounds, not for every step taken.
+                    let d = st.ahead_next.wrapping_sub(st.consumed);
+                    let d = if d > u64::MAX / 2 { 0 } else { d };
+                    let behind = d < super::MAX_LOOKAHEAD_STEPS / 2
+                        && st.ahead_bytes <= self.shared.prefetch_bytes / 2;
+                    break (r, st.waiting_workers > 0, st.lookahead_waits && behind);
                 }
                 st.awaited = Some(self.next_step);
                 st = self
@@ -564,6 +718,9 @@ impl<T> Iterator for DataLoader<T> {
         };
         if worker_waits {
             self.shared.room.notify_one();
+        }
+        if lookahead_waits {
+            self.shared.ahead_room.notify_one();
         }
         self.next_step = self.next_step.wrapping_add(1);
         if result.is_err() {
@@ -648,6 +805,73 @@ mod tests {
                     .gather_bytes(batch.indices())
                     .unwrap()[..]
             );
+        }
+    }
+
+    #[test]
+    fn the_look_ahead_reads_ahead_and_changes_no_batch() {
+        use crate::ReadMode;
+        let dir = tempfile::tempdir().unwrap();
+        let n = 3000u64;
+        let mut w = DenseWriter::<u8>::create(dir.path().join("d"), &[256], Codec::Raw).unwrap();
+        let bytes: Vec<u8> = (0..n as usize * 256)
+            .map(|k| (k * 7 + k / 256) as u8)
+            .collect();
+        w.append_slice(&bytes, n as usize).unwrap();
+        w.close().unwrap();
+        let mut w =
+            crate::RaggedWriter::<u16>::create(dir.path().join("r"), 1, Codec::Zstd).unwrap();
+        w.append((0..n as u16).map(|i| vec![i; 1 + (i as usize * 13) % 300]))
+            .unwrap();
+        w.close().unwrap();
+        let open = || {
+            (
+                Stream::from(crate::DynDense::open(dir.path().join("d")).unwrap()),
+                Stream::from(crate::DynRagged::open(dir.path().join("r")).unwrap()),
+            )
+        };
+        type Seen = Vec<(u64, Vec<u64>, Vec<u8>, Vec<u8>)>;
+        let run = |mode: ReadMode, bytes: u64, workers: usize, start: u64| -> (Seen, LoaderStats) {
+            let (d, r) = open();
+            let mut loader = DataLoader::builder()
+                .stream("d", d)
+                .stream("r", r)
+                .batch_size(64)
+                .mode(SamplerMode::Iid)
+                .workers(workers)
+                .read_mode(mode)
+                .prefetch_bytes(bytes)
+                .start_step(start)
+                .build()
+                .unwrap();
+            let seen = loader
+                .by_ref()
+                .take(30)
+                .map(|b| {
+                    let b = b.unwrap();
+                    let col = |name: &str| b.column(name).unwrap().bytes().to_vec();
+                    (b.step(), b.indices().to_vec(), col("d"), col("r"))
+                })
+                .collect();
+            (seen, loader.stats())
+        };
+        let (reference, stats) = run(ReadMode::Mapped, 0, 2, 0);
+        assert_eq!(stats.prefetched_bytes, 0);
+        for mode in [ReadMode::Direct, ReadMode::Auto, ReadMode::Mapped] {
+            let (seen, stats) = run(mode, 1 << 20, 2, 0);
+            assert_eq!(seen, reference, "{mode:?}");
+            if mode == ReadMode::Direct {
+                assert!(stats.prefetched_bytes > 0, "{stats:?}");
+            }
+            if mode == ReadMode::Mapped {
+                assert_eq!(stats.prefetched_bytes, 0);
+            }
+            // Resumed, and synchronous: the same batches.
+            let (resumed, _) = run(mode, 1 << 20, 2, 10);
+            assert_eq!(resumed[..20], reference[10..], "{mode:?}");
+            let (sync, stats) = run(mode, 1 << 20, 0, 0);
+            assert_eq!(sync, reference, "{mode:?}");
+            assert_eq!(stats.prefetched_bytes, 0, "no look-ahead without workers");
         }
     }
 

@@ -10,6 +10,37 @@ pub(super) struct BlockCache {
     /// Read-locked by lookups (gathers run side by side), write-locked by puts.
     pub(super) memory: Option<RwLock<MemoryBlocks>>,
     pub(super) disk: Option<DiskCache>,
+    /// Blocks being fetched (by a gather or a prefetch), `(shard, block)`:
+    /// another gather that needs one waits for it instead of fetching it
+    /// again, and a prefetch leaves it alone.
+    pub(super) pending: Mutex<HashSet<(usize, u64)>>,
+    /// Signalled when blocks leave `pending`.
+    pub(super) fetched: Condvar,
+}
+
+/// A block and a record that reads it (for messages): `(shard, block,
+/// record)`.
+pub(super) type BlockRef = (usize, u64, u64);
+
+/// Blocks one fetcher claimed in [`BlockCache::pending`]; released (and
+/// the waiters woken) when dropped, whether the fetch succeeded or not.
+pub(super) struct Claim<'c> {
+    cache: &'c BlockCache,
+    keys: Vec<(usize, u64)>,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if self.keys.is_empty() {
+            return;
+        }
+        let mut p = self.cache.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for k in &self.keys {
+            p.remove(k);
+        }
+        drop(p);
+        self.cache.fetched.notify_all();
+    }
 }
 
 impl BlockCache {
@@ -31,7 +62,56 @@ impl BlockCache {
             geometry: Geometry::new(o.block_bytes),
             memory,
             disk,
+            pending: Mutex::new(HashSet::new()),
+            fetched: Condvar::new(),
         }))
+    }
+
+    /// Claims the blocks of `blocks` (`(shard, block, record)`) that nobody
+    /// is fetching: `(claim, claimed, busy)`, the busy ones being fetched by
+    /// another gather or prefetch.
+    pub(super) fn claim(
+        &self,
+        blocks: &[(usize, u64, u64)],
+    ) -> (Claim<'_>, Vec<BlockRef>, Vec<BlockRef>) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        let (mut mine, mut busy): (Vec<_>, Vec<_>) =
+            blocks.iter().partition(|&&(s, b, _)| p.insert((s, b)));
+        // Fetched and released since the caller looked: cached now, so
+        // not fetched again (the caller looks it up as a busy one).
+        mine.retain(|&(s, b, r)| {
+            let cached = self.contains(s, b);
+            if cached {
+                p.remove(&(s, b));
+                busy.push((s, b, r));
+            }
+            !cached
+        });
+        drop(p);
+        let claim = Claim {
+            cache: self,
+            keys: mine.iter().map(|&(s, b, _)| (s, b)).collect(),
+        };
+        (claim, mine, busy)
+    }
+
+    /// Waits until none of `blocks` is being fetched.
+    pub(super) fn wait_for(&self, blocks: &[(usize, u64, u64)]) {
+        let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        while blocks.iter().any(|&(s, b, _)| p.contains(&(s, b))) {
+            p = self.fetched.wait(p).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    /// Whether block `b` of shard `s` is cached (in memory, or a file in
+    /// the directory, unchecked): what a prefetch leaves alone.
+    pub(super) fn contains(&self, s: usize, b: u64) -> bool {
+        let in_memory = self
+            .memory
+            .as_ref()
+            .and_then(|m| m.read().ok())
+            .is_some_and(|m| m.blocks.contains_key(&block_key(s, b)));
+        in_memory || self.disk.as_ref().is_some_and(|d| d.file(s, b).exists())
     }
 
     /// Blocks `(s, b, len)` (block `b` of shard `s`, `len` bytes long), in

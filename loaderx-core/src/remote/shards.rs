@@ -90,6 +90,9 @@ impl StagedBytes for Fetched {
     }
 }
 
+/// A block fetched: `((shard, block), bytes)`.
+pub(super) type FetchedBlock = ((usize, u64), Bytes);
+
 /// A coalesced run of wanted bytes of one shard.
 pub(super) struct Segment {
     pub(super) shard: usize,
@@ -168,6 +171,38 @@ impl ShardSource for RemoteShards {
             Some(cache) => self.fetch_blocks(cache, &segments)?,
         };
         Ok(Box::new(Fetched::Pieces(pieces)))
+    }
+
+    /// Fetches the blocks of `wanted` that are neither cached nor being
+    /// fetched, into the cache, at once; a block another gather or
+    /// prefetch is fetching is left to it. Nothing without a cache.
+    fn prefetch(&self, wanted: Vec<Wanted>) -> u64 {
+        let inner = &*self.inner;
+        let Some(cache) = &inner.cache else {
+            return 0;
+        };
+        let bs = cache.geometry.bytes;
+        let mut blocks: BTreeMap<(usize, u64), u64> = BTreeMap::new();
+        for &(record, s, offset, len) in &wanted {
+            let end = offset + u64::from(len).max(1);
+            for b in offset / bs..end.div_ceil(bs) {
+                blocks.entry((s, b)).or_insert(record);
+            }
+        }
+        let missing: Vec<(usize, u64, u64)> = blocks
+            .into_iter()
+            .filter(|&((s, b), _)| !cache.contains(s, b))
+            .map(|((s, b), r)| (s, b, r))
+            .collect();
+        let (claim, mine, _busy) = cache.claim(&missing);
+        inner
+            .stats
+            .misses
+            .fetch_add(mine.len() as u64, Ordering::Relaxed);
+        let got = self.fetch_missing(cache, &mine);
+        drop(claim);
+        // An error is the gather's to meet again, naming its record.
+        got.map_or(0, |blocks| blocks.iter().map(|(_, b)| b.len() as u64).sum())
     }
 
     /// The memory tier read-locked; `None` without one.
@@ -293,41 +328,41 @@ impl RemoteShards {
                 None => missing.push((s, b, record)),
             }
         }
-        inner
-            .stats
-            .misses
-            .fetch_add(missing.len() as u64, Ordering::Relaxed);
-        // Runs of consecutive missing blocks, one request each (capped).
-        let per_request = (inner.opts.max_request_bytes / bs).max(1);
-        let mut requests: Vec<(usize, std::ops::Range<u64>, u64)> = Vec::new();
-        // (shard, first block, last block, record)
-        let mut run: Option<(usize, u64, u64, u64)> = None;
-        for &(s, b, record) in &missing {
-            if let Some((rs, first, last, _)) = &mut run
-                && *rs == s
-                && *last + 1 == b
-                && b - *first < per_request
-            {
-                *last = b;
-                continue;
+        // Each missing block fetched once: those another gather or a
+        // prefetch is fetching are waited for, then looked up again (and
+        // fetched here only if that fetch failed).
+        let mut todo = missing;
+        while !todo.is_empty() {
+            let (claim, mine, busy) = cache.claim(&todo);
+            inner
+                .stats
+                .misses
+                .fetch_add(mine.len() as u64, Ordering::Relaxed);
+            for (key, block) in self.fetch_missing(cache, &mine)? {
+                have.insert(key, Hit::Memory(block));
             }
-            if let Some((rs, first, last, rec)) = run.take() {
-                requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
+            drop(claim);
+            if busy.is_empty() {
+                break;
             }
-            run = Some((s, b, b, record));
-        }
-        if let Some((rs, first, last, rec)) = run {
-            requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
-        }
-        for (s, start, bytes) in self.get_ranges(requests)? {
-            let mut at = 0u64;
-            while at < bytes.len() as u64 {
-                let b = (start + at) / bs;
-                let len = block_len(s, b);
-                let block = bytes.slice(at as usize..(at + len) as usize);
-                cache.put(s, b, &block);
-                have.insert((s, b), Hit::Memory(block));
-                at += len;
+            cache.wait_for(&busy);
+            let keys: Vec<(usize, u64, u64)> = busy
+                .iter()
+                .map(|&(s, b, _)| (s, b, block_len(s, b)))
+                .collect();
+            todo = Vec::new();
+            for (&(s, b, record), hit) in busy.iter().zip(cache.get_many(&keys)) {
+                match hit {
+                    Some(hit) => {
+                        let c = match hit {
+                            Hit::Memory(_) => &inner.stats.memory_hits,
+                            Hit::Disk(_) => &inner.stats.disk_hits,
+                        };
+                        c.fetch_add(1, Ordering::Relaxed);
+                        have.insert((s, b), hit);
+                    }
+                    None => todo.push((s, b, record)),
+                }
             }
         }
         let mut pieces = Vec::with_capacity(segments.len());
@@ -357,5 +392,53 @@ impl RemoteShards {
             pieces.push((seg.shard, seg.start, piece));
         }
         Ok(pieces)
+    }
+
+    /// Fetches the blocks `missing` (`(shard, block, record)`, sorted,
+    /// claimed by the caller) into the cache, runs of consecutive blocks
+    /// with one request each (capped); returns them.
+    pub(super) fn fetch_missing(
+        &self,
+        cache: &BlockCache,
+        missing: &[(usize, u64, u64)],
+    ) -> Result<Vec<FetchedBlock>, Error> {
+        let inner = &*self.inner;
+        let bs = cache.geometry.bytes;
+        let block_len = |s: usize, b: u64| bs.min(inner.tails[s] - b * bs);
+        let mut out = Vec::with_capacity(missing.len());
+        // Runs of consecutive missing blocks, one request each (capped).
+        let per_request = (inner.opts.max_request_bytes / bs).max(1);
+        let mut requests: Vec<(usize, std::ops::Range<u64>, u64)> = Vec::new();
+        // (shard, first block, last block, record)
+        let mut run: Option<(usize, u64, u64, u64)> = None;
+        for &(s, b, record) in missing {
+            if let Some((rs, first, last, _)) = &mut run
+                && *rs == s
+                && *last + 1 == b
+                && b - *first < per_request
+            {
+                *last = b;
+                continue;
+            }
+            if let Some((rs, first, last, rec)) = run.take() {
+                requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
+            }
+            run = Some((s, b, b, record));
+        }
+        if let Some((rs, first, last, rec)) = run {
+            requests.push((rs, first * bs..(last * bs + block_len(rs, last)), rec));
+        }
+        for (s, start, bytes) in self.get_ranges(requests)? {
+            let mut at = 0u64;
+            while at < bytes.len() as u64 {
+                let b = (start + at) / bs;
+                let len = block_len(s, b);
+                let block = bytes.slice(at as usize..(at + len) as usize);
+                cache.put(s, b, &block);
+                out.push(((s, b), block));
+                at += len;
+            }
+        }
+        Ok(out)
     }
 }

@@ -1453,3 +1453,66 @@ fn a_remote_merge_agrees_with_the_local_one_on_every_directory_of_a_part() {
             .is_none()
     );
 }
+
+#[test]
+fn prefetched_blocks_are_fetched_before_their_gather_and_never_twice() {
+    use crate::{CreateOptions, DType, DataLoader, DynDense, DynDenseWriter, SamplerMode};
+    let dir = tempfile::tempdir().unwrap();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let (width, n) = (784, 2000);
+    let path = dir.path().join("s");
+    let opts = CreateOptions::new(Codec::Raw).data_shards(4);
+    let mut w = DynDenseWriter::create(&path, DType::U8, &[width], &opts).unwrap();
+    w.append_bytes(&bytes(3, n * width), n).unwrap();
+    w.close().unwrap();
+    push_in_memory(&mem, &path, "s");
+    let local = DynDense::open(&path).unwrap();
+    let o = RemoteOptions::default()
+        .memory_cache_bytes(64 << 20)
+        .block_bytes(4096);
+    let open = || DynDense::from_engine(open_target(in_memory(&mem, "s"), &o).unwrap()).unwrap();
+
+    // The next step's blocks, asked for ahead: fetched then, not by the gather.
+    let remote = open();
+    let next = scattered(n as u64, 64, 9);
+    let asked = remote.engine().prefetch(&next);
+    let after = remote.remote_stats().unwrap();
+    assert!(
+        asked > 0 && after.requests > 0 && after.misses > 0,
+        "{after:?}"
+    );
+    assert_eq!(
+        remote.gather_bytes(&next).unwrap(),
+        local.gather_bytes(&next).unwrap()
+    );
+    let gathered = remote.remote_stats().unwrap();
+    assert_eq!(gathered.requests, after.requests, "nothing fetched again");
+    assert_eq!(gathered.misses, after.misses);
+    assert_eq!(remote.engine().prefetch(&next), 0, "cached: nothing asked");
+
+    // A loader's epoch: its look-ahead and its workers fetch every block of
+    // the store exactly once between them.
+    let remote = crate::Stream::from(open());
+    let tails = remote.as_dense().unwrap().engine().stores()[0].tails();
+    let blocks: u64 = tails.iter().map(|t| t.div_ceil(4096)).sum();
+    let loader = DataLoader::builder()
+        .stream("x", remote.clone())
+        .batch_size(50)
+        .mode(SamplerMode::Cyclic)
+        .epochs(1)
+        .workers(3)
+        .prefetch_bytes(256 << 10)
+        .build()
+        .unwrap();
+    let mut seen = 0;
+    for batch in loader {
+        let batch = batch.unwrap();
+        let want = local.gather_bytes(batch.indices()).unwrap();
+        assert_eq!(batch.column("x").unwrap().bytes(), &want[..]);
+        seen += batch.indices().len();
+    }
+    assert_eq!(seen, n);
+    let stats = remote.remote_stats().unwrap();
+    assert_eq!(stats.misses, blocks, "{stats:?}");
+    assert_eq!(stats.bytes_fetched, tails.iter().sum::<u64>(), "{stats:?}");
+}

@@ -1,0 +1,387 @@
+//! Every read path returns the bytes written: mapped, direct (io_uring and
+//! the `pread` fallback) and auto; Dense and Ragged, raw and compressed,
+//! one store and parts; serial, parallel and from several threads. Reads
+//! that come back short are refused with the record named.
+
+use std::path::Path;
+
+use proptest::prelude::*;
+
+use super::ReadMode;
+use crate::engine::{Engine, io};
+use crate::{
+    Codec, CreateOptions, DType, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter, ErrorKind,
+    format,
+};
+
+/// Deterministic record bytes, half of them repeating (for zstd).
+fn record(i: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|j| {
+            if j % 2 == 0 {
+                (i % 7) as u8
+            } else {
+                (i.wrapping_mul(131) ^ j.wrapping_mul(29) ^ (j >> 8)) as u8
+            }
+        })
+        .collect()
+}
+
+fn options(codec: Codec, shards: usize, sample: &[Vec<u8>]) -> CreateOptions {
+    let o = CreateOptions::new(codec).data_shards(shards);
+    match codec {
+        Codec::ZstdDict => o.dict_bytes(crate::train_dict(sample).unwrap()),
+        _ => o,
+    }
+}
+
+/// A Dense `u8[width]` store of `n` records; the records.
+fn dense(path: &Path, codec: Codec, width: usize, n: usize, shards: usize) -> Vec<Vec<u8>> {
+    let recs: Vec<Vec<u8>> = (0..n).map(|i| record(i, width)).collect();
+    let opts = options(codec, shards, &recs);
+    let mut w = DynDenseWriter::create(path, DType::U8, &[width], &opts).unwrap();
+    w.append_bytes(&recs.concat(), n).unwrap();
+    w.close().unwrap();
+    recs
+}
+
+/// A Ragged `u8` store of `n` records of 1 to `max` bytes; the records.
+fn ragged(path: &Path, codec: Codec, n: usize, max: usize, shards: usize) -> Vec<Vec<u8>> {
+    let recs: Vec<Vec<u8>> = (0..n).map(|i| record(i, 1 + (i * 7919) % max)).collect();
+    let shapes: Vec<[usize; 1]> = recs.iter().map(|r| [r.len()]).collect();
+    let opts = options(codec, shards, &recs);
+    let mut w = DynRaggedWriter::create(path, DType::U8, 1, &opts).unwrap();
+    w.append_bytes(shapes.iter().zip(&recs).map(|(s, r)| (&s[..], &r[..])))
+        .unwrap();
+    w.close().unwrap();
+    recs
+}
+
+/// The ways a store is read: a mode, and whether the `pread` pool is
+/// forced.
+const WAYS: [(ReadMode, bool); 5] = [
+    (ReadMode::Mapped, false),
+    (ReadMode::Direct, false),
+    (ReadMode::Direct, true),
+    (ReadMode::Auto, false),
+    (ReadMode::Auto, true),
+];
+
+fn set_way(engine: &Engine, (mode, pread): (ReadMode, bool)) {
+    engine.set_read_mode(mode);
+    for r in engine.stores() {
+        r.force_pread(pread);
+    }
+}
+
+/// Batches: scattered with repeats, and everything backwards (large
+/// enough to decode in parallel).
+fn batches(n: usize) -> Vec<Vec<u64>> {
+    let mut b: Vec<Vec<u64>> = (1..4u64)
+        .map(|seed| {
+            (0..97u64)
+                .map(|k| (k * 7919 + seed * 104_729) % n as u64)
+                .collect()
+        })
+        .collect();
+    b.push((0..n as u64).rev().collect());
+    b.push(vec![3 % n as u64]);
+    b
+}
+
+/// (direct gathers, uring batches, pread batches) of every store read.
+fn counted(engine: &Engine) -> (u64, u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    engine.stores().iter().fold((0, 0, 0), |(d, u, p), r| {
+        let c = r.cold_counters();
+        (
+            d + c.direct_gathers.load(Relaxed),
+            u + c.uring_batches.load(Relaxed),
+            p + c.pread_batches.load(Relaxed),
+        )
+    })
+}
+
+/// Checks that `way` read directly when it must, through the backend it
+/// must.
+fn check_backend(engine: &Engine, way: (ReadMode, bool), before: (u64, u64, u64)) {
+    let (d, u, p) = counted(engine);
+    match way {
+        (ReadMode::Mapped, _) => assert_eq!(d, before.0, "mapped reads nothing directly"),
+        (ReadMode::Direct, pread) => {
+            assert!(d > before.0, "direct gathers read directly");
+            if pread {
+                assert!(p > before.2 && u == before.1, "forced to the pread pool");
+            } else if io::uring_usable() {
+                assert!(u > before.1, "read through io_uring");
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn dense_gathers_return_the_records_written_every_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        for (width, n, shards) in [(1, 300, 4), (100, 700, 3), (4096, 200, 4)] {
+            let path = dir.path().join(format!("{codec:?}-{width}"));
+            let recs = dense(&path, codec, width, n, shards);
+            let store = DynDense::open(&path).unwrap();
+            for way in WAYS {
+                set_way(store.engine(), way);
+                let before = counted(store.engine());
+                for idx in batches(n) {
+                    let want: Vec<u8> =
+                        idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+                    assert_eq!(
+                        store.gather_bytes(&idx).unwrap(),
+                        want,
+                        "{codec:?} {width} {way:?}"
+                    );
+                }
+                check_backend(store.engine(), way, before);
+            }
+        }
+    }
+}
+
+#[test]
+fn ragged_gathers_return_the_records_written_every_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd, Codec::ZstdDict] {
+        let n = 600;
+        let path = dir.path().join(format!("{codec:?}"));
+        let recs = ragged(&path, codec, n, 3000, 3);
+        let store = DynRagged::open(&path).unwrap();
+        for way in WAYS {
+            set_way(store.engine(), way);
+            let before = counted(store.engine());
+            for idx in batches(n) {
+                for b in [
+                    store.gather(&idx).unwrap(),
+                    store.gather_packed(&idx).unwrap(),
+                ] {
+                    assert_eq!(b.len(), idx.len());
+                    for (k, &i) in idx.iter().enumerate() {
+                        assert_eq!(b.bytes(k), &recs[i as usize][..], "{codec:?} {way:?} {i}");
+                    }
+                }
+            }
+            check_backend(store.engine(), way, before);
+        }
+    }
+}
+
+#[test]
+fn gathers_over_parts_return_the_records_written_every_way() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let mut dense_recs = Vec::new();
+        let mut ragged_recs = Vec::new();
+        let (mut dparts, mut rparts) = (Vec::new(), Vec::new());
+        for (k, n) in [150usize, 1, 260].into_iter().enumerate() {
+            let p = dir.path().join(format!("d-{codec:?}-{k}"));
+            dense_recs.extend(dense(&p, codec, 64, n, 2));
+            dparts.push(DynDense::open(&p).unwrap());
+            let p = dir.path().join(format!("r-{codec:?}-{k}"));
+            ragged_recs.extend(ragged(&p, codec, n, 900, 3));
+            rparts.push(DynRagged::open(&p).unwrap());
+        }
+        let d = DynDense::concat(dir.path(), dparts).unwrap();
+        let r = DynRagged::concat(dir.path(), rparts).unwrap();
+        let n = dense_recs.len();
+        for way in WAYS {
+            set_way(d.engine(), way);
+            set_way(r.engine(), way);
+            let before = counted(d.engine());
+            for idx in batches(n) {
+                let want: Vec<u8> = idx
+                    .iter()
+                    .flat_map(|&i| dense_recs[i as usize].clone())
+                    .collect();
+                assert_eq!(d.gather_bytes(&idx).unwrap(), want, "{codec:?} {way:?}");
+                // (Ragged records renumbered: part k's records follow part k-1's.)
+                for b in [r.gather(&idx).unwrap(), r.gather_packed(&idx).unwrap()] {
+                    for (k, &i) in idx.iter().enumerate() {
+                        assert_eq!(b.bytes(k), &ragged_recs[i as usize][..], "{way:?}");
+                    }
+                }
+            }
+            check_backend(d.engine(), way, before);
+        }
+    }
+}
+
+#[test]
+fn direct_gathers_from_many_threads_at_once_agree() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let recs = dense(&path, Codec::Raw, 512, 3000, 4);
+    let store = DynDense::open(&path)
+        .unwrap()
+        .with_read_mode(ReadMode::Direct);
+    std::thread::scope(|s| {
+        for t in 0..6u64 {
+            let (store, recs) = (&store, &recs);
+            s.spawn(move || {
+                for b in 0..20u64 {
+                    let idx: Vec<u64> = (0..300u64)
+                        .map(|k| (k * 7919 + t * 31 + b * 104_729) % 3000)
+                        .collect();
+                    let want: Vec<u8> =
+                        idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+                    assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_shard_truncated_after_open_is_refused_with_the_record_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        for pread in [false, true] {
+            let path = dir.path().join(format!("{codec:?}-{pread}"));
+            let n = 400;
+            dense(&path, codec, 256, n, 1);
+            let store = DynDense::open(&path)
+                .unwrap()
+                .with_read_mode(ReadMode::Direct);
+            set_way(store.engine(), (ReadMode::Direct, pread));
+            let shard = path.join(format::data_file(0));
+            let len = std::fs::metadata(&shard).unwrap().len();
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&shard)
+                .unwrap()
+                .set_len(len / 2)
+                .unwrap();
+            // The first record still reads; the last is past the end.
+            assert_eq!(store.gather_bytes(&[0]).unwrap(), record(0, 256));
+            let last = n as u64 - 1;
+            let e = store.gather_bytes(&[0, last]).unwrap_err();
+            match e.kind() {
+                ErrorKind::CorruptRecord { path: p, index, .. } => {
+                    assert_eq!((p.as_path(), *index), (path.as_path(), last), "{e}");
+                }
+                _ => panic!("{codec:?} pread={pread}: {e}"),
+            }
+            // The Ragged gathers refuse it as well.
+            let rpath = dir.path().join(format!("r-{codec:?}-{pread}"));
+            ragged(&rpath, codec, n, 2000, 1);
+            let r = DynRagged::open(&rpath).unwrap();
+            set_way(r.engine(), (ReadMode::Direct, pread));
+            let shard = rpath.join(format::data_file(0));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&shard)
+                .unwrap()
+                .set_len(10)
+                .unwrap();
+            let e = r.gather(&[last]).expect_err("a truncated record");
+            assert!(
+                matches!(e.kind(), ErrorKind::CorruptRecord { index, .. } if *index == last),
+                "{e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn auto_maps_a_warm_store_and_reads_a_cold_one_directly() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let n = 2000;
+    let recs = dense(&path, Codec::Raw, 4096, n, 2);
+    let store = DynDense::open(&path).unwrap();
+    assert_eq!(store.read_mode(), ReadMode::Auto);
+    let reader = &store.engine().stores()[0];
+    let idx: Vec<u64> = (0..64u64).map(|k| (k * 7919) % n as u64).collect();
+    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    if idx.iter().all(|&i| reader.record_resident(i) == Some(true)) {
+        assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+        assert_eq!(counted(store.engine()).0, 0, "a warm store is mapped");
+    }
+    // Evicted (where the file system lets its clean pages go).
+    for s in 0..2 {
+        let f = std::fs::File::open(path.join(format::data_file(s))).unwrap();
+        io::evict(&f);
+    }
+    if idx
+        .iter()
+        .any(|&i| reader.record_resident(i) == Some(false))
+    {
+        store.set_read_mode(ReadMode::Auto); // a new verdict now
+        assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+        assert!(
+            counted(store.engine()).0 > 0,
+            "a cold store is read directly"
+        );
+    }
+}
+
+#[test]
+fn prefetch_reads_a_cold_store_into_the_page_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let n = 500;
+    dense(&path, Codec::Raw, 4096, n, 2);
+    let store = DynDense::open(&path).unwrap();
+    let idx: Vec<u64> = (0..40u64).map(|k| (k * 37) % n as u64).collect();
+    // Mapped: never read ahead.
+    store.set_read_mode(ReadMode::Mapped);
+    assert_eq!(store.engine().prefetch(&idx), 0);
+    // Direct: every record asked for (repeats once).
+    store.set_read_mode(ReadMode::Direct);
+    let mut unique = idx.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(store.engine().prefetch(&idx), 4096 * unique.len() as u64);
+}
+
+fn small_case() -> impl Strategy<Value = (Codec, usize, usize, usize, Vec<u64>, bool)> {
+    (
+        prop_oneof![Just(Codec::Raw), Just(Codec::Zstd)],
+        prop::sample::select(vec![1usize, 3, 64, 777, 4096, 9000]),
+        1usize..300,
+        1usize..=4,
+        any::<bool>(),
+    )
+        .prop_flat_map(|(codec, width, n, shards, pread)| {
+            (
+                Just(codec),
+                Just(width),
+                Just(n),
+                Just(shards),
+                prop::collection::vec(0..n as u64, 0..200),
+                Just(pread),
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn direct_and_mapped_gathers_agree((codec, width, n, shards, idx, pread) in small_case()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s");
+        dense(&path, codec, width, n, shards);
+        let mapped = DynDense::open(&path).unwrap().with_read_mode(ReadMode::Mapped);
+        let direct = DynDense::open(&path).unwrap();
+        set_way(direct.engine(), (ReadMode::Direct, pread));
+        prop_assert_eq!(direct.gather_bytes(&idx).unwrap(), mapped.gather_bytes(&idx).unwrap());
+        let rpath = dir.path().join("r");
+        ragged(&rpath, codec, n, width, shards);
+        let mapped = DynRagged::open(&rpath).unwrap().with_read_mode(ReadMode::Mapped);
+        let direct = DynRagged::open(&rpath).unwrap();
+        set_way(direct.engine(), (ReadMode::Direct, pread));
+        let (a, b) = (direct.gather(&idx).unwrap(), mapped.gather(&idx).unwrap());
+        prop_assert_eq!(a.layout(), b.layout());
+        for k in 0..idx.len() {
+            prop_assert_eq!(a.bytes(k), b.bytes(k));
+        }
+    }
+}
