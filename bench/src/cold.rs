@@ -22,8 +22,12 @@
 //!   store, which loaderx writes in the 2.8.19 generation by default;
 //! - a warm row: loaderx default settings with the store read into the page
 //!   cache first and no cgroup (for zstd, the codec's own speed);
-//! - on the 64 KiB store, the windowed order (blocks of consecutive records
-//!   visited in a random order) against `fio`'s sequential bandwidth.
+//! - `ReadMode::Mapped`: the page-fault path every store took before the
+//!   cold path (and still takes warm);
+//! - on the raw Dense stores, the windowed order (blocks of about 4 MiB of
+//!   consecutive records visited in a random order, records shuffled within
+//!   windows of 16 blocks) against `fio`'s sequential bandwidth (1 MiB
+//!   reads, queue depth 32).
 //!
 //! Each reader runs `--cold-seconds` (default 8 s) after its first batch.
 
@@ -35,7 +39,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::ProgressBar;
 use loaderx_core::{
-    Codec, CreateOptions, DType, DataLoader, DynDenseWriter, DynRaggedWriter, SamplerMode, Store,
+    Codec, CreateOptions, DType, DataLoader, DynDenseWriter, DynRaggedWriter, ReadMode,
+    SamplerMode, Store,
 };
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -414,8 +419,11 @@ pub struct ChildConfig {
     pub batch: usize,
     /// Worker threads; `None`: the loader's default.
     pub workers: Option<usize>,
-    /// `iid`, or `windowed:BLOCK:WINDOW`.
+    /// A sampler mode as `SamplerMode` parses it (`iid`,
+    /// `windowed:BLOCK:WINDOW`).
     pub order: String,
+    /// The read mode; `None`: the store's default.
+    pub read_mode: Option<ReadMode>,
     /// Timed seconds.
     pub seconds: f64,
 }
@@ -424,10 +432,7 @@ pub struct ChildConfig {
 /// printing one JSON line (records/s, bytes/s).
 pub fn child(store: &Path, c: &ChildConfig) -> Result<()> {
     let s = Store::open(store)?;
-    let mode = match c.order.as_str() {
-        "iid" => SamplerMode::Iid,
-        other => return Err(format!("unknown order {other}").into()),
-    };
+    let mode: SamplerMode = c.order.parse()?;
     let mut b = DataLoader::builder()
         .stream("x", s)
         .batch_size(c.batch)
@@ -435,6 +440,9 @@ pub fn child(store: &Path, c: &ChildConfig) -> Result<()> {
         .seed(7);
     if let Some(w) = c.workers {
         b = b.workers(w);
+    }
+    if let Some(m) = c.read_mode {
+        b = b.read_mode(m);
     }
     let mut loader = b.build()?;
     let mut take = || -> Result<usize> {
@@ -478,7 +486,29 @@ fn run_ours(cg: Option<&Cgroup>, store: &Path, c: &ChildConfig) -> Result<Rate> 
     if let Some(w) = c.workers {
         cmd.args(["--workers", &w.to_string()]);
     }
+    if let Some(m) = c.read_mode {
+        cmd.args(["--read-mode", read_mode_name(m)]);
+    }
     json_line(cmd, "loaderx cold child")
+}
+
+/// The `--read-mode` spelling of `m`.
+fn read_mode_name(m: ReadMode) -> &'static str {
+    match m {
+        ReadMode::Mapped => "mapped",
+        ReadMode::Direct => "direct",
+        _ => "auto",
+    }
+}
+
+/// Parses a `--read-mode` argument.
+pub fn parse_read_mode(s: &str) -> Result<ReadMode> {
+    match s {
+        "auto" => Ok(ReadMode::Auto),
+        "mapped" => Ok(ReadMode::Mapped),
+        "direct" => Ok(ReadMode::Direct),
+        other => Err(format!("unknown read mode {other} (auto, mapped, direct)").into()),
+    }
 }
 
 /// Runs `cmd` and parses the first JSON line it printed.
@@ -607,6 +637,7 @@ pub fn section(
             batch: shape.batch,
             workers,
             order: order.to_string(),
+            read_mode: None,
             seconds: cfg.seconds,
         };
         drop_caches()?;
@@ -621,6 +652,30 @@ pub fn section(
                 best_workers = (w, r);
             }
         }
+        drop_caches()?;
+        say(bar, format!("cold {}: loaderx mapped", shape.key));
+        let mapped = run_ours(
+            Some(&cg),
+            &store,
+            &ChildConfig {
+                read_mode: Some(ReadMode::Mapped),
+                ..child(None, "iid")
+            },
+        )?;
+        // The windowed order against the drive's sequential bandwidth:
+        // blocks of about 4 MiB, windows of 16 blocks.
+        let windowed = if shape.ragged || shape.codec != Codec::Raw {
+            None
+        } else {
+            let block = ((4 << 20) / shape.record_bytes).max(1);
+            say(bar, format!("cold {}: fio sequential", shape.key));
+            let seq = run_fio(&cg, &shards, "read", 1 << 20, 32, cfg.seconds)?;
+            drop_caches()?;
+            say(bar, format!("cold {}: loaderx windowed", shape.key));
+            let order = format!("windowed:{block}:16");
+            let w = run_ours(Some(&cg), &store, &child(None, &order))?;
+            Some((block, seq, w))
+        };
         let python = match (peers.python, peers.releases) {
             (Some(py), Some(rel)) if has_2819 => {
                 drop_caches()?;
@@ -678,6 +733,11 @@ pub fn section(
             );
         }
         row(
+            "loaderx, mapped (`ReadMode::Mapped`: page faults on the map)".into(),
+            mapped,
+            vs_fio(mapped.bytes_per_s),
+        );
+        row(
             "loaderx, default settings, warm (page cache)".into(),
             warm_rate,
             None,
@@ -700,6 +760,29 @@ pub fn section(
             )
         };
         out.push_str(&format!("##### {}: {what}\n\n{}\n", shape.key, t.render()));
+        if let Some((block, seq, w)) = windowed {
+            let mut tw = Table::new(&["reader", "records/s>", "MiB/s>", "vs fio sequential>"]);
+            tw.row(vec![
+                "fio read (sequential) 1 MiB QD 32".into(),
+                "-".into(),
+                num(Some(seq.bytes_per_s / (1 << 20) as f64), 0),
+                "1.00×".into(),
+            ]);
+            tw.row(vec![
+                format!(
+                    "**loaderx, windowed order** (blocks of {block} records, windows of 16), default settings"
+                ),
+                num(Some(w.records_per_s), 0),
+                num(Some(w.bytes_per_s / (1 << 20) as f64), 0),
+                ratio(Some(w.bytes_per_s), Some(seq.bytes_per_s)),
+            ]);
+            out.push_str(&format!("{}\n", tw.render()));
+            targets.push(Target {
+                what: format!("cold {}: windowed order vs fio sequential", shape.key),
+                wanted: 0.8,
+                measured: Some(w.bytes_per_s / seq.bytes_per_s),
+            });
+        }
         let frac = vs_fio(default.bytes_per_s).unwrap_or(0.0);
         if shape.codec == Codec::Raw {
             targets.push(Target {

@@ -112,9 +112,12 @@ pub enum Child {
         /// Worker threads (default: the loader's).
         #[arg(long)]
         workers: Option<usize>,
-        /// `iid` or `windowed:BLOCK:WINDOW`.
+        /// A sampler mode: `iid`, `windowed:BLOCK:WINDOW`, ….
         #[arg(long, default_value = "iid")]
         order: String,
+        /// `auto`, `mapped` or `direct` (default: the store's).
+        #[arg(long)]
+        read_mode: Option<String>,
         /// Timed seconds.
         #[arg(long)]
         seconds: f64,

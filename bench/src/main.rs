@@ -41,16 +41,24 @@ fn main() -> ExitCode {
             batch,
             workers,
             order,
+            read_mode,
             seconds,
-        }) => cold::child(
-            store,
-            &cold::ChildConfig {
-                batch: *batch,
-                workers: *workers,
-                order: order.clone(),
-                seconds: *seconds,
-            },
-        ),
+        }) => read_mode
+            .as_deref()
+            .map(cold::parse_read_mode)
+            .transpose()
+            .and_then(|read_mode| {
+                cold::child(
+                    store,
+                    &cold::ChildConfig {
+                        batch: *batch,
+                        workers: *workers,
+                        order: order.clone(),
+                        read_mode,
+                        seconds: *seconds,
+                    },
+                )
+            }),
         None => suite::run(&args),
     };
     match result {
