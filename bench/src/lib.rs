@@ -4,10 +4,11 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
+pub mod cold;
 pub mod loader;
 pub mod python;
 pub mod remote;
@@ -57,6 +58,22 @@ pub struct Args {
     /// Where the stores are written (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// `cold` section: GiB of records per store.
+    #[arg(long, default_value_t = 4.0)]
+    pub cold_gib: f64,
+    /// `cold` section: the memory cgroup limit of each reader, MiB.
+    #[arg(long, default_value_t = 512)]
+    pub cold_limit_mib: u64,
+    /// `cold` section: timed seconds per reader.
+    #[arg(long, default_value_t = 8.0)]
+    pub cold_seconds: f64,
+    /// `cold` section: workloads (4k, 64k, 1m, tokens, 64k-zstd).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "4k,64k,1m,tokens,64k-zstd"
+    )]
+    pub cold_workloads: Vec<String>,
     #[command(subcommand)]
     /// An internal subcommand; none runs the suite.
     pub command: Option<Child>,
@@ -83,5 +100,26 @@ pub enum Child {
         /// A second Dense store (labels) loaded beside the first.
         #[arg(long)]
         label: Option<PathBuf>,
+    },
+    /// Internal: the loaderx reader of the `cold` section.
+    #[command(hide = true)]
+    ColdChild {
+        /// The store to read.
+        store: PathBuf,
+        /// Records per batch.
+        #[arg(long)]
+        batch: usize,
+        /// Worker threads (default: the loader's).
+        #[arg(long)]
+        workers: Option<usize>,
+        /// A sampler mode: `iid`, `windowed:BLOCK:WINDOW`, ….
+        #[arg(long, default_value = "iid")]
+        order: String,
+        /// `auto`, `mapped` or `direct` (default: the store's).
+        #[arg(long)]
+        read_mode: Option<String>,
+        /// Timed seconds.
+        #[arg(long)]
+        seconds: f64,
     },
 }

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use loaderx_bench::{Args, Child, loader, suite};
+use loaderx_bench::{Args, Child, cold, loader, suite};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -36,6 +36,29 @@ fn main() -> ExitCode {
                 min: Duration::from_secs_f64(*seconds),
             },
         ),
+        Some(Child::ColdChild {
+            store,
+            batch,
+            workers,
+            order,
+            read_mode,
+            seconds,
+        }) => read_mode
+            .as_deref()
+            .map(cold::parse_read_mode)
+            .transpose()
+            .and_then(|read_mode| {
+                cold::child(
+                    store,
+                    &cold::ChildConfig {
+                        batch: *batch,
+                        workers: *workers,
+                        order: order.clone(),
+                        read_mode,
+                        seconds: *seconds,
+                    },
+                )
+            }),
         None => suite::run(&args),
     };
     match result {

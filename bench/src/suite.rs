@@ -1478,6 +1478,35 @@ pub fn run(args: &Args) -> Result<()> {
         bar.set_message("scale: writing the parts");
         emit(&mut out, &scale_section(args, &root, min)?);
     }
+    if wants("cold") {
+        let cfg = crate::cold::ColdConfig {
+            store_bytes: if args.quick {
+                256 << 20
+            } else {
+                (args.cold_gib * (1u64 << 30) as f64) as u64
+            },
+            limit_bytes: if args.quick {
+                192 << 20
+            } else {
+                args.cold_limit_mib << 20
+            },
+            seconds: if args.quick { 0.5 } else { args.cold_seconds },
+        };
+        let peers = crate::cold::Peers {
+            python: args.python.as_deref(),
+            releases: args.py_releases.as_deref(),
+        };
+        let section = crate::cold::section(
+            &args.cold_workloads,
+            cfg,
+            &peers,
+            &images,
+            &root,
+            &mut targets,
+            &bar,
+        )?;
+        emit(&mut out, &section);
+    }
     let loader_min = min.max(Duration::from_millis(200)) * 3 / 2;
     for (name, section) in [
         ("loader", loader_section as LoaderSection),

@@ -132,7 +132,8 @@ pub use ragged::{
 pub use remote::{CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores};
 pub use remote_url::{is_url, redact_url};
 pub use sampler::{
-    FeistelPermutation, Mixture, MixtureStop, RecordPosition, Sampler, SamplerBuilder, SamplerMode,
+    FeistelPermutation, Mixture, MixtureStop, OrderStats, RecordPosition, Sampler, SamplerBuilder,
+    SamplerMode,
 };
 pub use store::Store;
 

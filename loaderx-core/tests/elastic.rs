@@ -1,6 +1,6 @@
 //! Elastic resume: with the global batch (`batch_size × world_size`) fixed,
 //! the ranks' batches of a step, concatenated in rank order, are the
-//! world-size-1 batch of that step — for `Sequential` and `Cyclic`, with
+//! world-size-1 batch of that step — for `Sequential`, `Cyclic` and `Windowed`, with
 //! `drop_last(true)`, or with `drop_last(false)` when the last step of a
 //! pass gives every rank a record — so a run resumed at step `k` on another
 //! number of ranks delivers exactly the global batches the uninterrupted
@@ -498,4 +498,85 @@ fn a_loader_resumes_at_a_record_position_with_another_batch_size() {
         .err()
         .unwrap();
     assert!(err.to_string().contains("whole passes"), "{err}");
+}
+
+#[test]
+fn a_windowed_loader_shards_resumes_and_changes_its_batch_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x");
+    let mut w = DenseWriter::<u32>::create(&path, &[], Codec::Raw).unwrap();
+    w.append_slice(&(0..1000).collect::<Vec<u32>>(), 1000)
+        .unwrap();
+    w.close().unwrap();
+    let mode = SamplerMode::Windowed {
+        block: 16,
+        window: 4,
+    };
+    // The records of every batch of a loader's first pass.
+    let records = |batch: usize, (rank, world): (usize, usize), start: u64| -> Vec<Vec<u32>> {
+        DataLoader::builder()
+            .stream("x", Dense::<u32>::open(&path).unwrap())
+            .batch_size(batch)
+            .mode(mode)
+            .seed(4)
+            .drop_last(false)
+            .shard(rank, world)
+            .epochs(1)
+            .start_step(start)
+            .workers(2)
+            .build()
+            .unwrap()
+            .map(|b| {
+                b.unwrap()
+                    .dense::<u32>("x")
+                    .unwrap()
+                    .iter()
+                    .copied()
+                    .collect()
+            })
+            .collect()
+    };
+    // One pass on two ranks: disjoint, every record once, the sampler's order.
+    let ranks: Vec<Vec<Vec<u32>>> = (0..2).map(|r| records(25, (r, 2), 0)).collect();
+    let mut all: Vec<u32> = ranks.iter().flatten().flatten().copied().collect();
+    all.sort_unstable();
+    assert_eq!(all, (0..1000).collect::<Vec<u32>>());
+    let one = Sampler::builder(1000, 50)
+        .mode(mode)
+        .seed(4)
+        .drop_last(false)
+        .build()
+        .unwrap();
+    for (step, (a, b)) in ranks[0].iter().zip(&ranks[1]).enumerate() {
+        let global: Vec<u64> = a.iter().chain(b).map(|&i| u64::from(i)).collect();
+        assert_eq!(global, one.indices(step as u64), "step {step}");
+    }
+    // Resumed at step 7 on one rank with the same global batch: the same batches.
+    let straight = records(50, (0, 1), 0);
+    assert_eq!(records(50, (0, 1), 7), straight[7..]);
+    // Resumed at a record position with batches of 64: the rest of the pass once.
+    let at = one.position(7);
+    let rest: Vec<u32> = DataLoader::builder()
+        .stream("x", Dense::<u32>::open(&path).unwrap())
+        .batch_size(64)
+        .mode(mode)
+        .seed(4)
+        .drop_last(false)
+        .epochs(1)
+        .resume(at)
+        .build()
+        .unwrap()
+        .flat_map(|b| {
+            b.unwrap()
+                .dense::<u32>("x")
+                .unwrap()
+                .iter()
+                .copied()
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut seen: Vec<u32> = straight[..7].iter().flatten().copied().collect();
+    seen.extend(rest);
+    seen.sort_unstable();
+    assert_eq!(seen, (0..1000).collect::<Vec<u32>>());
 }

@@ -42,6 +42,16 @@ impl FeistelPermutation {
         (l << self.half_bits) | r
     }
 
+    /// The network run backwards: `decrypt(encrypt(x)) == x`.
+    fn decrypt(&self, y: u64) -> u64 {
+        let (mut l, mut r) = (y >> self.half_bits, y & self.mask);
+        for &k in self.keys.iter().rev() {
+            let f = finalize(l ^ k) & self.mask;
+            (l, r) = (r ^ f, l);
+        }
+        (l << self.half_bits) | r
+    }
+
     /// The image of `x`, or `None` when `x` is not below `n`.
     ///
     /// Cycle-walking only terminates for points of the domain `0..n`: the
@@ -59,5 +69,19 @@ impl FeistelPermutation {
             y = self.encrypt(y);
         }
         Some(y)
+    }
+
+    /// The preimage of `y`: the `x` with `apply(x) == Some(y)`, or `None`
+    /// when `y` is not below `n`. Walks the same cycle backwards, so it
+    /// terminates for the same reason [`apply`](Self::apply) does.
+    pub fn invert(&self, y: u64) -> Option<u64> {
+        if y >= self.n {
+            return None;
+        }
+        let mut x = self.decrypt(y);
+        while x >= self.n {
+            x = self.decrypt(x);
+        }
+        Some(x)
     }
 }

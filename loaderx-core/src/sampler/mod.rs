@@ -2,6 +2,8 @@ mod bucket;
 mod feistel;
 mod mixture;
 mod rng;
+mod stats;
+mod window;
 
 use std::sync::Arc;
 
@@ -10,11 +12,17 @@ use crate::sequence::LengthIndex;
 
 pub use feistel::FeistelPermutation;
 pub use mixture::{Mixture, MixtureStop};
+pub use stats::OrderStats;
 
 /// `window` of [`SamplerMode::Bucketed`] when parsed from plain `"bucketed"`.
 pub(crate) const DEFAULT_WINDOW: u32 = 32;
 /// `buckets` of [`SamplerMode::TokenBudget`] when not given in a parsed name.
 pub(crate) const DEFAULT_BUCKETS: u32 = 32;
+/// Bytes of a block of [`SamplerMode::windowed`]: 4 MiB.
+pub(crate) const WINDOWED_BLOCK_BYTES: u64 = 4 << 20;
+/// Blocks per window of [`SamplerMode::windowed`], and of a parsed
+/// `"windowed:BLOCK"`.
+pub(crate) const WINDOWED_WINDOW: u32 = 16;
 
 /// How indices are drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,9 +55,62 @@ pub enum SamplerMode {
         /// partial batches.
         buckets: u32,
     },
+    /// Without replacement, for media that read sequentially far faster
+    /// than at random (spinning disks, network file systems, a store much
+    /// larger than memory on a drive that prefers long reads): every pass
+    /// visits blocks of `block` consecutive records in a fresh random
+    /// order, and shuffles the records within each window of `window`
+    /// consecutive blocks of that order. Steps, passes, `drop_last`,
+    /// sharding, elastic resume and [record positions](RecordPosition) are
+    /// exactly `Cyclic`'s; only the pass's order differs. See the
+    /// [`Sampler` docs](Sampler#windowed-order-for-slow-media), and
+    /// [`SamplerMode::windowed`] for a block sized in bytes.
+    Windowed {
+        /// Records per block (at least 1): choose `block × record size`
+        /// ≈ 1–8 MiB, a read the drive serves at its sequential speed.
+        block: u32,
+        /// Blocks per window (at least 1), ≈ 8–64: a batch draws from about
+        /// this many blocks, so larger windows give more random batches
+        /// and keep more blocks in flight (`window × block × record size`
+        /// bytes in the page cache or the block cache).
+        window: u32,
+    },
 }
 
 impl SamplerMode {
+    /// [`Windowed`](SamplerMode::Windowed) with blocks of about 4 MiB for
+    /// records of `record_bytes` bytes (the mean, for a Ragged store), and
+    /// windows of 16 blocks (the window a parsed `"windowed:BLOCK"` gets): a batch draws from about 16 regions of 4 MiB, 64 MiB
+    /// in flight. A `record_bytes` of 0 counts as 1.
+    ///
+    /// ```
+    /// use loaderx_core::SamplerMode;
+    ///
+    /// // ImageNet-sized JPEGs of about 110 kB: blocks of 38 records.
+    /// assert_eq!(
+    ///     SamplerMode::windowed(110_000),
+    ///     SamplerMode::Windowed { block: 38, window: 16 }
+    /// );
+    /// ```
+    pub fn windowed(record_bytes: u64) -> SamplerMode {
+        let block = (WINDOWED_BLOCK_BYTES / record_bytes.max(1)).clamp(1, u64::from(u32::MAX));
+        SamplerMode::Windowed {
+            // Clamped to u32 above.
+            block: block as u32,
+            window: WINDOWED_WINDOW,
+        }
+    }
+
+    /// True for the modes that draw a permutation of the records per pass
+    /// and can resume at a [`RecordPosition`]: `Sequential`, `Cyclic` and
+    /// `Windowed`.
+    pub(crate) fn has_positions(self) -> bool {
+        matches!(
+            self,
+            SamplerMode::Sequential | SamplerMode::Cyclic | SamplerMode::Windowed { .. }
+        )
+    }
+
     /// True for the modes that need record lengths.
     pub fn needs_lengths(self) -> bool {
         matches!(
@@ -74,7 +135,8 @@ impl std::str::FromStr for SamplerMode {
                 let bad = || {
                     Error::invalid(format!(
                         "unknown sampler mode {s:?}; expected sequential, iid, cyclic, \
-                         bucketed[:WINDOW] or token_budget:MAX_TOKENS[:BUCKETS]"
+                         bucketed[:WINDOW], token_budget:MAX_TOKENS[:BUCKETS] or \
+                         windowed:BLOCK[:WINDOW]"
                     ))
                 };
                 let mut parts = s.split(':');
@@ -90,6 +152,12 @@ impl std::str::FromStr for SamplerMode {
                         max_tokens: t.parse().map_err(|_| bad())?,
                         buckets: b
                             .map_or(Ok(DEFAULT_BUCKETS), str::parse)
+                            .map_err(|_| bad())?,
+                    }),
+                    (Some("windowed"), Some(block), window) => Ok(SamplerMode::Windowed {
+                        block: block.parse().map_err(|_| bad())?,
+                        window: window
+                            .map_or(Ok(WINDOWED_WINDOW), str::parse)
                             .map_err(|_| bad())?,
                     }),
                     _ => Err(bad()),
@@ -182,12 +250,13 @@ impl SamplerBuilder {
     /// [`ErrorKind::InvalidArgument`](crate::ErrorKind::InvalidArgument) for
     /// zero records, a zero batch size, `rank >= world_size`, `drop_last(false)`
     /// with `Iid`, fewer records than ranks with `drop_last(false)`, or, with
-    /// `drop_last(true)` in `Sequential` and `Cyclic` mode, fewer records than
-    /// one global batch of `batch_size * world_size`; for the length-aware
+    /// `drop_last(true)` in `Sequential`, `Cyclic` and `Windowed` mode, fewer
+    /// records than one global batch of `batch_size * world_size`; a
+    /// `Windowed` block or window of 0; for the length-aware
     /// modes, no or mismatched lengths, a zero window, budget or bucket
     /// count, a record longer than the token budget, or fewer token-budget
     /// batches per pass than ranks; a [`resume`](Self::resume) position in
-    /// a mode other than `Sequential` and `Cyclic`, past the end of its
+    /// a mode other than `Sequential`, `Cyclic` and `Windowed`, past the end of its
     /// pass, or, with `drop_last(false)` on several ranks whose whole
     /// passes give every rank the same number of steps, one whose rest of
     /// the pass would not (its last step holding fewer records than ranks).
@@ -279,7 +348,8 @@ impl SamplerBuilder {
 ///
 /// Batch index sampling: every batch is a pure function of `(seed, step)`.
 ///
-/// Three modes, as in Python loaderx:
+/// Three modes as in Python loaderx, a fourth for slow media, and two
+/// length-aware ones ([below](#length-aware-modes)):
 ///
 /// - [`SamplerMode::Sequential`]: records in order. With `drop_last(true)`
 ///   (the default) it is a sliding window over the circular index space, as
@@ -292,6 +362,9 @@ impl SamplerBuilder {
 ///   pseudo-random permutation of `0..len` computed statelessly by a keyed
 ///   Feistel network with cycle-walking, so nothing of dataset size is ever
 ///   materialised and any step is O(batch) to compute.
+/// - [`SamplerMode::Windowed`]: `Cyclic` passes in an order that reads
+///   long runs of consecutive records, for drives and file systems that
+///   cannot do fast random reads ([below](#windowed-order-for-slow-media)).
 ///
 /// `seek(step)` is O(1): there is no state besides the step counter.
 ///
@@ -331,7 +404,7 @@ impl SamplerBuilder {
 ///
 /// ## Elastic resume
 ///
-/// In `Sequential` and `Cyclic` mode the global batch of a step — every
+/// In `Sequential`, `Cyclic` and `Windowed` mode the global batch of a step — every
 /// rank's batch, in rank order — depends on `batch_size × world_size`, not
 /// on the two apart: it is the batch a single rank with that batch size
 /// draws at that step. A run stopped at step `k` can therefore resume at
@@ -358,8 +431,8 @@ impl SamplerBuilder {
 /// position, with any batch size and world size, starts its step 0 at the
 /// next record of the same pass order:
 ///
-/// - `Cyclic`, and `Sequential` with `drop_last(false)`: the rest of the
-///   pass (its positions `records..len` of the same permutation) is cut
+/// - `Cyclic`, `Windowed`, and `Sequential` with `drop_last(false)`: the
+///   rest of the pass (its positions `records..len` of the same order) is cut
 ///   into batches of the new global size, the last one partial with
 ///   `drop_last(false)` — so every record the run had not drawn in that
 ///   pass comes exactly once and none it drew comes again; with
@@ -403,6 +476,61 @@ impl SamplerBuilder {
 /// }
 /// seen.sort();
 /// assert_eq!(seen, (0..100).collect::<Vec<u64>>()); // the pass, each record once
+/// # Ok::<(), loaderx_core::Error>(())
+/// ```
+///
+/// ## Windowed order for slow media
+///
+/// A `Cyclic` pass reads the store in a uniformly random order: every
+/// record is a random read, which a spinning disk or a network file system
+/// serves hundreds of times slower than a sequential one, and which a
+/// drive's read-ahead turns into far more bytes read than delivered.
+/// [`SamplerMode::Windowed`]`{ block, window }` keeps every property of
+/// `Cyclic` but the order inside a pass:
+///
+/// - the records are cut into blocks of `block` consecutive records (the
+///   last one short when `block` does not divide the records), and a keyed
+///   permutation, fresh every pass, orders the blocks;
+/// - the blocks in that order are grouped into windows of `window`, and
+///   the records of each window are shuffled by a permutation of their
+///   own, also fresh every pass;
+/// - the pass's positions run through the windows in turn.
+///
+/// So a run of consecutive steps reads `window` blocks, each from start to
+/// end, and a batch draws from about `window` places in the store instead
+/// of `B`. It is still a permutation per pass computed statelessly (any
+/// step O(batch)), so everything above holds as for `Cyclic`: each record
+/// exactly once per pass with `drop_last(false)`, passes differ, resume at
+/// a step or a [record position](#resuming-at-a-record-position), ranks
+/// take disjoint, contiguous shares of each global batch (all reading the
+/// same window), and the global batch does not depend on the world size
+/// ([elastic](#elastic-resume)). A block or window of 0 is refused; either
+/// larger than the records is one shuffle of everything.
+///
+/// Choosing the sizes: `block × record size` of about 1–8 MiB (a read the
+/// drive serves at its sequential speed; [`SamplerMode::windowed`] picks
+/// 4 MiB from the record size), `window` of about 8–64 blocks (the batch
+/// draws from that many places; `window × block × record size` bytes are
+/// being read at once and should fit the page cache or the block cache
+/// comfortably). What it costs in randomness, measured by [`OrderStats`],
+/// is in the [sampler guide](crate::guide::sampler#slow-media-the-windowed-order):
+/// records travel as far as in a full shuffle, but two records of one batch
+/// come from the same block about once in `window` pairs.
+///
+/// ```
+/// use std::collections::HashSet;
+/// use loaderx_core::{Sampler, SamplerMode};
+///
+/// // 4 KB records: blocks of 1024 (4 MiB), windows of 16 blocks.
+/// let mode = SamplerMode::windowed(4096);
+/// assert_eq!(mode, SamplerMode::Windowed { block: 1024, window: 16 });
+/// let s = Sampler::builder(1 << 16, 256).mode(mode).drop_last(false).build()?;
+/// let blocks: HashSet<u64> = s.indices(0).iter().map(|&i| i / 1024).collect();
+/// assert!(blocks.len() <= 16); // one window's blocks
+/// // A pass is still a permutation, cut into the same steps as Cyclic's.
+/// let mut pass: Vec<u64> = (0..s.steps_per_epoch()).flat_map(|k| s.indices(k)).collect();
+/// pass.sort_unstable();
+/// assert!(pass.iter().copied().eq(0..1 << 16));
 /// # Ok::<(), loaderx_core::Error>(())
 /// ```
 ///
@@ -636,10 +764,10 @@ impl Sampler {
             return Err(Error::invalid("cannot sample from zero records"));
         }
         if let Some(origin) = self.origin {
-            if !matches!(self.mode, SamplerMode::Sequential | SamplerMode::Cyclic) {
+            if !self.mode.has_positions() {
                 return Err(Error::invalid(format!(
                     "{:?} sampling cannot resume at a record position ({origin}): \
-                     only Sequential and Cyclic passes have one; resume it with \
+                     only Sequential, Cyclic and Windowed passes have one; resume it with \
                      start_step on the batch size and world size it started with",
                     self.mode
                 )));
@@ -658,6 +786,14 @@ impl Sampler {
             return Err(Error::invalid(
                 "bucketed sampling needs a window of at least 1 batch",
             ));
+        }
+        if let SamplerMode::Windowed { block, window } = self.mode
+            && (block == 0 || window == 0)
+        {
+            return Err(Error::invalid(format!(
+                "windowed sampling needs blocks of at least 1 record and windows of at \
+                 least 1 block, got block {block} and window {window}"
+            )));
         }
         if !self.drop_last {
             if self.mode == SamplerMode::Iid {
@@ -921,7 +1057,8 @@ impl Sampler {
     /// `Sequential` and `drop_last(true)`, the records the sliding window
     /// passed over, counted in passes of `len`). What a run stopping at
     /// `step` saves, to [`resume`](SamplerBuilder::resume) with another
-    /// batch size or world size. Defined for `Sequential` and `Cyclic`;
+    /// batch size or world size. Defined for `Sequential`, `Cyclic` and
+    /// `Windowed`;
     /// for the other modes it is the pass and the records of the steps
     /// before `step` in it, which cannot be resumed from.
     pub fn position(&self, step: u64) -> RecordPosition {
@@ -1248,6 +1385,11 @@ impl Sampler {
                 }
             }
             SamplerMode::Cyclic => self.fill_cyclic(step, out)?,
+            SamplerMode::Windowed { block, window } => {
+                let slot = self.slot(step);
+                window::WindowedOrder::new(self.len, block, window, rng::mix(self.seed, slot.pass))
+                    .fill(slot.base, out)?;
+            }
             SamplerMode::TokenBudget { .. } => {
                 let (pass, g) = self.token_batch(step);
                 if let Some(plan) = &self.plan {

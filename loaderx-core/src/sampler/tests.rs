@@ -919,3 +919,375 @@ fn sharded_token_budget_positions_stay_exact_across_passes() {
     assert_eq!(s.records_in(3..3 + 5 * spe), 5 * spe);
     assert_eq!(s.step_at_record(3, 7 * spe + 2), 3 + 7 * spe + 2);
 }
+
+// ---- Windowed order ----
+
+fn windowed(block: u32, window: u32) -> SamplerMode {
+    SamplerMode::Windowed { block, window }
+}
+
+/// A `Windowed` sampler on rank `rank` of `world`.
+fn windowed_sampler(
+    len: u64,
+    b: usize,
+    (block, window): (u32, u32),
+    seed: u64,
+    (rank, world): (usize, usize),
+    drop_last: bool,
+) -> Sampler {
+    Sampler::builder(len, b)
+        .mode(windowed(block, window))
+        .seed(seed)
+        .shard(rank, world)
+        .drop_last(drop_last)
+        .build()
+        .unwrap()
+}
+
+/// The whole order of pass `pass`, position by position.
+fn windowed_order(len: u64, (block, window): (u32, u32), seed: u64, pass: u64) -> Vec<u64> {
+    let order = window::WindowedOrder::new(len, block, window, rng::mix(seed, pass));
+    (0..len).map(|t| order.apply(t).unwrap()).collect()
+}
+
+proptest! {
+    #[test]
+    fn feistel_inverts(n in 1u64..3000, key in any::<u64>(), x in any::<u64>()) {
+        let p = FeistelPermutation::new(n, key);
+        let x = x % n;
+        prop_assert_eq!(p.invert(p.apply(x).unwrap()), Some(x));
+        prop_assert_eq!(p.invert(n), None);
+    }
+
+    #[test]
+    fn a_windowed_pass_is_a_permutation_split_across_ranks(
+        len in 1u64..600,
+        b in 1usize..40,
+        w in 1usize..5,
+        block in 1u32..40,
+        window in 1u32..12,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        prop_assume!(w as u64 <= len);
+        // The order itself: every record once, the last block short or not.
+        let mut order = windowed_order(len, (block, window), seed, pass);
+        order.sort_unstable();
+        prop_assert_eq!(&order, &(0..len).collect::<Vec<u64>>());
+        // drop_last(false): the ranks' batches of the pass are disjoint and
+        // cover it.
+        let mut all = Vec::new();
+        for r in 0..w {
+            let s = windowed_sampler(len, b, (block, window), seed, (r, w), false);
+            for batch in pass_of(&s, pass) {
+                prop_assert!(!batch.is_empty() && batch.len() <= b);
+                all.extend(batch);
+            }
+        }
+        all.sort_unstable();
+        prop_assert_eq!(all, order);
+    }
+
+    #[test]
+    fn with_drop_last_windowed_ranks_draw_the_first_full_batches_of_the_order(
+        len in 1u64..600,
+        b in 1usize..20,
+        w in 1usize..5,
+        block in 1u32..40,
+        window in 1u32..12,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        let g = (b * w) as u64;
+        prop_assume!(g <= len);
+        let spe = len / g;
+        let order = windowed_order(len, (block, window), seed, pass);
+        let mut seen = HashSet::new();
+        for r in 0..w {
+            let s = windowed_sampler(len, b, (block, window), seed, (r, w), true);
+            prop_assert_eq!(s.steps_per_epoch(), spe);
+            for (k, batch) in pass_of(&s, pass).into_iter().enumerate() {
+                // Rank r's share of global step k: positions k·g + r·b ...
+                let at = k * g as usize + r * b;
+                prop_assert_eq!(&batch[..], &order[at..at + b]);
+                for i in batch {
+                    prop_assert!(seen.insert(i), "record {} twice in a pass", i);
+                }
+            }
+        }
+        prop_assert_eq!(seen.len() as u64, spe * g);
+    }
+
+    #[test]
+    fn windowed_batches_depend_on_seed_and_step_alone(
+        len in 1u64..500,
+        b in 1usize..20,
+        block in 1u32..30,
+        window in 1u32..10,
+        seed in any::<u64>(),
+        steps in proptest::collection::vec(0u64..200, 1..12),
+    ) {
+        prop_assume!(b as u64 <= len);
+        let mode = windowed(block, window);
+        let mut wandering = Sampler::new(len, b, mode, seed).unwrap();
+        for &k in &steps {
+            let mut fresh = Sampler::new(len, b, mode, seed).unwrap();
+            for _ in 0..k {
+                fresh.next_batch();
+            }
+            let expected = fresh.next_batch().to_vec();
+            wandering.seek(k);
+            prop_assert_eq!(wandering.next_batch(), &expected[..]);
+            // A resumed loader starts from the step alone: a clone sought there.
+            let mut resumed = Sampler::new(len, b, mode, seed).unwrap();
+            resumed.seek(k);
+            prop_assert_eq!(resumed.next_batch(), &expected[..]);
+        }
+    }
+
+    #[test]
+    fn windowed_global_batches_do_not_depend_on_the_world_size(
+        len in 24u64..500,
+        per_rank in 1usize..6,
+        block in 1u32..30,
+        window in 1u32..10,
+        seed in any::<u64>(),
+        drop_last in any::<bool>(),
+        step in 0u64..60,
+    ) {
+        let global_batch = per_rank * 12;
+        prop_assume!(global_batch as u64 <= len);
+        let one = windowed_sampler(len, global_batch, (block, window), seed, (0, 1), drop_last);
+        let want = one.indices(step);
+        for world in [2usize, 3, 4, 6, 12] {
+            // With drop_last(false) the last step must give every rank a record.
+            let rem = len % global_batch as u64;
+            if !drop_last && rem != 0 && rem < world as u64 {
+                continue;
+            }
+            let got: Vec<u64> = (0..world)
+                .flat_map(|r| {
+                    windowed_sampler(len, global_batch / world, (block, window), seed, (r, world), drop_last)
+                        .indices(step)
+                })
+                .collect();
+            prop_assert_eq!(&got, &want, "world {}", world);
+        }
+    }
+
+    #[test]
+    fn a_windowed_run_resumes_at_a_record_position_on_another_batch_and_world(
+        len in 10u64..400,
+        old_batch in 1usize..30,
+        new_batch in 1usize..30,
+        world in 1usize..4,
+        block in 1u32..30,
+        window in 1u32..10,
+        seed in any::<u64>(),
+        stop in 0u64..40,
+    ) {
+        let run = windowed_sampler(len, old_batch, (block, window), seed, (0, 1), false);
+        let at = run.position(stop);
+        let ranks: Vec<Sampler> = (0..world)
+            .map(|r| {
+                Sampler::builder(len, new_batch)
+                    .mode(windowed(block, window))
+                    .seed(seed)
+                    .shard(r, world)
+                    .drop_last(false)
+                    .resume(at)
+                    .build()
+            })
+            .collect::<Result<_, _>>()
+            .or_else(|e| {
+                // Refused only for the documented lockstep reason.
+                prop_assert!(e.to_string().contains("lockstep"), "{}", e);
+                Err(TestCaseError::reject("lockstep"))
+            })?;
+        // The pass's draws before the stop, then the resumed ranks' rest of it.
+        let mut seen: Vec<u64> = (run.first_step_of(at.epoch).unwrap()..stop)
+            .flat_map(|k| run.indices(k))
+            .collect();
+        for step in 0.. {
+            if ranks[0].epoch_of(step).0 != at.epoch {
+                break;
+            }
+            for s in &ranks {
+                if s.epoch_of(step).0 == at.epoch {
+                    seen.extend(s.indices(step));
+                }
+            }
+        }
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..len).collect::<Vec<u64>>());
+        // And the next pass is the uninterrupted run's, at the new batch
+        // size (when its last step gives every rank a record, so that the
+        // ranks' steps line up).
+        let rem = len % (new_batch * world) as u64;
+        prop_assume!(rem == 0 || rem >= world as u64);
+        let straight = windowed_sampler(len, new_batch * world, (block, window), seed, (0, 1), false);
+        let next = ranks[0].first_step_of(at.epoch + 1).unwrap();
+        let global: Vec<u64> = ranks.iter().flat_map(|s| s.indices(next)).collect();
+        prop_assert_eq!(global, straight.indices(straight.first_step_of(at.epoch + 1).unwrap()));
+    }
+}
+
+#[test]
+fn windowed_batches_read_few_blocks() {
+    // Batches of one window each: every batch draws from `window` blocks.
+    let (block, window) = (64u32, 8u32);
+    let b = (block * window) as usize;
+    let s = windowed_sampler(64 * 200, b, (block, window), 3, (0, 1), true);
+    for step in 0..3 * s.steps_per_epoch() {
+        let blocks: HashSet<u64> = s.indices(step).iter().map(|&i| i / 64).collect();
+        assert!(blocks.len() <= window as usize, "step {step}: {blocks:?}");
+    }
+    // Any batch: at most `window` blocks per window its positions touch.
+    let len = 64 * 200 + 17; // a short last block
+    for (b, block, window) in [(100usize, 16u32, 4u32), (7, 64, 8), (256, 32, 16)] {
+        let s = windowed_sampler(len, b, (block, window), 5, (0, 1), false);
+        let per_window = u64::from(block) * u64::from(window);
+        for step in 0..s.steps_per_epoch() {
+            let blocks: HashSet<u64> = s
+                .indices(step)
+                .iter()
+                .map(|&i| i / u64::from(block))
+                .collect();
+            let first = s.position(step).records;
+            let last = first + s.batch_len(step) as u64 - 1;
+            // Windows before the short block are aligned; one more covers the shift.
+            let windows = last / per_window - first / per_window + 2;
+            assert!(
+                blocks.len() as u64 <= windows * u64::from(window),
+                "step {step}: {} blocks",
+                blocks.len()
+            );
+        }
+        // A cyclic batch of the same size touches nearly one block per record.
+        let c = Sampler::builder(len, b).seed(5).build().unwrap();
+        let spread: HashSet<u64> = c.indices(0).iter().map(|&i| i / u64::from(block)).collect();
+        assert!(spread.len() > b / 2, "{}", spread.len());
+    }
+}
+
+#[test]
+fn windowed_passes_and_seeds_differ() {
+    let mode = windowed(16, 4);
+    let s = Sampler::new(1000, 50, mode, 1).unwrap();
+    let spe = s.steps_per_epoch();
+    assert_ne!(s.indices(0), s.indices(spe), "pass 1 repeats pass 0");
+    assert_ne!(
+        s.indices(0),
+        Sampler::new(1000, 50, mode, 2).unwrap().indices(0)
+    );
+    // And differs from Cyclic's order for the same seed.
+    assert_ne!(
+        s.indices(0),
+        Sampler::new(1000, 50, SamplerMode::Cyclic, 1)
+            .unwrap()
+            .indices(0)
+    );
+    // The pass's first blocks change from pass to pass.
+    let firsts: HashSet<u64> = (0..8).map(|p| s.indices(p * spe)[0] / 16).collect();
+    assert!(firsts.len() > 1);
+}
+
+#[test]
+fn windowed_configurations_are_checked() {
+    for (block, window) in [(0, 4), (4, 0), (0, 0)] {
+        let e = Sampler::new(100, 10, windowed(block, window), 0).unwrap_err();
+        assert!(matches!(e.kind(), crate::ErrorKind::InvalidArgument { .. }));
+        assert!(e.to_string().contains("windowed"), "{e}");
+    }
+    // Blocks and windows larger than the data: one shuffle of everything.
+    for (block, window) in [(1000, 1), (1, 1000), (u32::MAX, u32::MAX)] {
+        let s = Sampler::builder(37, 5)
+            .mode(windowed(block, window))
+            .drop_last(false)
+            .build()
+            .unwrap();
+        let mut all: Vec<u64> = (0..s.steps_per_epoch())
+            .flat_map(|k| s.indices(k))
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..37).collect::<Vec<u64>>());
+    }
+    // A record position resumes, a mixture is refused as for Bucketed.
+    let at = RecordPosition {
+        epoch: 2,
+        records: 30,
+    };
+    assert!(
+        Sampler::builder(100, 10)
+            .mode(windowed(8, 2))
+            .resume(at)
+            .build()
+            .is_ok()
+    );
+    let mix = Mixture::new(
+        &[(50, 1.0), (50, 1.0)],
+        &[SamplerMode::Cyclic; 2],
+        MixtureStop::Total,
+    )
+    .unwrap();
+    assert!(
+        Sampler::builder(100, 10)
+            .mode(windowed(8, 2))
+            .mixture(mix)
+            .build()
+            .is_err()
+    );
+    assert_eq!(
+        "windowed:256".parse::<SamplerMode>().unwrap(),
+        windowed(256, WINDOWED_WINDOW)
+    );
+    assert_eq!(
+        "windowed:256:64".parse::<SamplerMode>().unwrap(),
+        windowed(256, 64)
+    );
+    for bad in ["windowed", "windowed:x", "windowed:1:2:3", "windowed:-1"] {
+        assert!(bad.parse::<SamplerMode>().is_err(), "{bad}");
+    }
+    assert_eq!(SamplerMode::windowed(4096), windowed(1024, 16));
+    assert_eq!(SamplerMode::windowed(0), windowed(1 << 22, 16));
+    assert_eq!(SamplerMode::windowed(u64::MAX), windowed(1, 16));
+}
+
+#[test]
+fn order_stats_tell_the_orders_apart() {
+    let n = 1 << 14;
+    let stats = |mode| {
+        let s = Sampler::builder(n, 128)
+            .mode(mode)
+            .drop_last(false)
+            .seed(9)
+            .build()
+            .unwrap();
+        OrderStats::of_pass(&s, 1, 64).unwrap()
+    };
+    let uniform = OrderStats::uniform(n, 128, 64);
+    let cyclic = stats(SamplerMode::Cyclic);
+    let sequential = stats(SamplerMode::Sequential);
+    let win = stats(windowed(64, 8));
+    assert_eq!(cyclic.records, n);
+    assert!((cyclic.displacement - uniform.displacement).abs() < 0.01);
+    assert!(cyclic.correlation.abs() < 0.05);
+    assert!((cyclic.same_run_pairs - uniform.same_run_pairs).abs() < 0.002);
+    assert!((cyclic.runs_per_batch - uniform.runs_per_batch).abs() < 2.0);
+    assert!(sequential.displacement < 1e-9 && sequential.correlation > 0.999);
+    assert_eq!(sequential.runs_per_batch, 2.0);
+    // Blocks anywhere in the pass, but a batch from about `window` blocks:
+    // two of its records share a block with probability about 1/window.
+    assert!((win.displacement - uniform.displacement).abs() < 0.03);
+    assert!(win.correlation.abs() < 0.1);
+    assert!(win.runs_per_batch <= 8.0 + 1e-9 && win.runs_per_batch > 7.0);
+    assert!((win.same_run_pairs - 1.0 / 8.0).abs() < 0.01, "{win:?}");
+    let sharded = Sampler::new(n, 8, SamplerMode::Cyclic, 0)
+        .unwrap()
+        .shard(1, 2)
+        .unwrap();
+    assert!(OrderStats::of_pass(&sharded, 0, 8).is_err());
+    assert!(
+        OrderStats::of_pass(&Sampler::new(n, 8, SamplerMode::Cyclic, 0).unwrap(), 0, 0).is_err()
+    );
+}
