@@ -882,9 +882,9 @@ fn started() -> Instant {
 
 /// `4 KiB`, `64 KiB`, `1 MiB`, `8.7 KB`.
 fn human(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes % (1 << 20) == 0 {
+    if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", bytes >> 20)
-    } else if bytes % 1024 == 0 {
+    } else if bytes.is_multiple_of(1024) {
         format!("{} KiB", bytes >> 10)
     } else {
         format!("{:.1} KB", bytes as f64 / 1000.0)
