@@ -200,9 +200,11 @@ impl Source<'_> {
     /// reduced decode (JPEG); the image's size says which was done.
     pub(crate) fn decode(&self, channels: usize, scale: u32) -> Result<Image, String> {
         let image = match self.info.format {
-            ImageFormat::Jpeg if scale > 1 => match guarded("JPEG", || self.jpeg_scaled(scale))? {
-                Some(image) => image,
-                None => guarded("JPEG", || self.jpeg())?,
+            // A file jpeg-decoder refuses goes to zune-jpeg, whose verdict
+            // stands: whether a record decodes never depends on the crop.
+            ImageFormat::Jpeg if scale > 1 => match guarded("JPEG", || self.jpeg_scaled(scale)) {
+                Ok(Some(image)) => image,
+                Ok(None) | Err(_) => guarded("JPEG", || self.jpeg())?,
             },
             ImageFormat::Jpeg => guarded("JPEG", || self.jpeg())?,
             ImageFormat::Png => guarded("PNG", || self.png())?,
