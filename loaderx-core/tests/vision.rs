@@ -286,6 +286,15 @@ fn hostile_images_are_errors_never_panics() {
     bomb[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
     let text = image_detail(apply(&p, &bomb, 0));
     assert!(text.contains("over the limit"), "{text}");
+    // Under the pixel limit but more than 1.7 KB of JPEG can encode:
+    // 8000 x 8000 claimed, refused by the header before any allocation.
+    let mut bomb = good.clone();
+    bomb[sof + 5..sof + 9].copy_from_slice(&[0x1F, 0x40, 0x1F, 0x40]);
+    let text = image_detail(apply(&p, &bomb, 0));
+    assert!(
+        text.contains("more than the format can expand to"),
+        "{text}"
+    );
     // A configurable limit: 64 x 48 is over 3000 pixels.
     let text = image_detail(apply(&p.clone().max_pixels(3000), &good, 0));
     assert!(text.contains("3072 pixels"), "{text}");

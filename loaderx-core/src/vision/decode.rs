@@ -191,8 +191,42 @@ pub(crate) fn open(bytes: &[u8], max_pixels: u64) -> Result<Source<'_>, String> 
             info.format, info.width, info.height
         ));
     }
+    // A header that claims more pixels than its bytes can encode: refused
+    // before the decoder allocates (and zero-fills) them.
+    let ratio = match info.format {
+        ImageFormat::Jpeg => JPEG_MAX_EXPANSION,
+        ImageFormat::Png => PNG_MAX_EXPANSION,
+    };
+    let decoded = pixels.saturating_mul(info.channels.max(1) as u64);
+    let most = (bytes.len() as u64)
+        .saturating_mul(ratio)
+        .max(DECODED_FLOOR);
+    if decoded > most {
+        return Err(format!(
+            "{} header claims {} x {} pixels ({decoded} bytes) from {} encoded bytes, more than \
+             the format can expand to ({most}); refusing to decode it",
+            info.format,
+            info.width,
+            info.height,
+            bytes.len()
+        ));
+    }
     Ok(Source { info, bytes })
 }
+
+/// Decoded bytes an image may always claim, whatever its encoded size.
+const DECODED_FLOOR: u64 = 64 << 20;
+
+/// Most decoded bytes per encoded byte of a PNG: deflate expands at most
+/// 1032 times, a 1-bit pixel is an eighth of a byte, a palette index
+/// becomes at most 4 bytes.
+const PNG_MAX_EXPANSION: u64 = 1032 * 8 * 4;
+
+/// Most decoded bytes per encoded byte of a JPEG: every 8 x 8 block of
+/// every component costs at least a bit and decodes to at most 64 pixels
+/// of up to 4 bytes with the most subsampled chroma (about 1400 times);
+/// twice that, for margin. The converter's bounds, the same reasoning.
+const JPEG_MAX_EXPANSION: u64 = 4096;
 
 impl Source<'_> {
     /// Decodes to `channels` (1, 3, 4) channels, at `1 / scale` of the

@@ -85,10 +85,13 @@
 //! # Hostile images
 //!
 //! Bytes that are not a JPEG or PNG, a truncated or corrupt file, a header
-//! announcing more than [`Pipeline::max_pixels`] pixels (checked before any
-//! pixel is decoded), a 16-bit PNG, and a decoder that panics are each an
+//! announcing more than [`Pipeline::max_pixels`] pixels or more than its
+//! bytes can encode (both checked before any pixel is decoded), a 16-bit
+//! PNG, and a decoder that panics are each an
 //! [`ErrorKind::Image`](crate::ErrorKind::Image) naming the stream and the
-//! record's index, the batch's error; never a panic or an abort.
+//! record's index, the batch's error; never a panic or an abort. A JPEG
+//! whose scan ends early but properly (an end-of-image marker) decodes
+//! with the missing blocks as zero coefficients, as libjpeg and PIL do.
 
 mod crop;
 mod decode;
