@@ -56,19 +56,30 @@
 //!
 //! # Decoding
 //!
-//! Measured on 168 photographs of about 415 x 363 pixels (crops of
-//! Debian's `mate-backgrounds` wallpapers at JPEG quality 90) and 14 of
-//! 1600 x 1200, one core, release build (µs per image):
+//! Measured on 168 photographs of about 415 x 363 pixels (crops of Debian's
+//! `mate-backgrounds` wallpapers at JPEG quality 90) and 14 of 1600 x 1200,
+//! one core of a 2-core machine busy with other builds (load about 8: the
+//! ratios hold, the absolute times are pessimistic), release build, µs per
+//! image:
 //!
 //! | step | 415 x 363 | 1600 x 1200 |
 //! |---|---:|---:|
-//! | zune-jpeg, full decode (used) | 1103 | 15 829 |
-//! | jpeg-decoder, full decode | 2130 | 18 713 |
-//! | jpeg-decoder, 1/2 reduced IDCT (used when shrinking ≥ 2x) | 1914 | 8 144 |
-//! | jpeg-decoder, 1/4 reduced IDCT | 744 | 7 342 |
-//! | jpeg-decoder, 1/8 reduced IDCT | 734 | 7 987 |
-//! | `image` crate (zune-jpeg inside) | 1036 | 14 958 |
-//! | fast_image_resize bilinear, crop → 224 x 224 | 490 | 1 511 |
+//! | zune-jpeg, full decode (used) | 861 | 8 133 |
+//! | jpeg-decoder, full decode | 1 886 | 15 198 |
+//! | jpeg-decoder, 1/2 reduced IDCT | 1 738 | 10 053 |
+//! | jpeg-decoder, 1/4 reduced IDCT | 650 | 8 250 |
+//! | jpeg-decoder, 1/8 reduced IDCT | 597 | 7 806 |
+//! | `image` crate (zune-jpeg inside) | 810 | 7 707 |
+//! | fast_image_resize bilinear, crop → 224 x 224 | 312 | 873 |
+//! | whole train pipeline (RRC 224 + flip + normalise, f32 CHW) | 1 285 | 10 569 |
+//! | the same, full decodes only | 1 388 | 11 964 |
+//! | whole eval pipeline (Resize 256 + CenterCrop 224, f32 CHW) | 1 404 | 10 107 |
+//! | the same, full decodes only | 1 632 | 10 929 |
+//!
+//! Entropy decoding dominates: the reduced IDCT saves the IDCT and colour
+//! conversion, not the Huffman decode, so jpeg-decoder's scaled decodes only
+//! beat zune-jpeg's full ones at 1/4 and 1/8; with the cheaper resize from
+//! the smaller image the pipelines gain 7–15%.
 //!
 //! Full decodes go through zune-jpeg (the `image` crate's JPEG decoder).
 //! When the first step shrinks the image (or its crop box) 2x or more, a
