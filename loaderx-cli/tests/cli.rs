@@ -238,3 +238,29 @@ fn url_destinations_are_pushed_or_refused_never_written_as_local_paths() {
         }
     }
 }
+
+#[test]
+fn info_says_a_store_holds_encoded_images() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../loaderx-core/tests/fixtures/vision");
+    let jpg = std::fs::read(fixtures.join("eval_src.jpg")).unwrap();
+    let png = std::fs::read(fixtures.join("eval_src.png")).unwrap();
+    let store = dir.path().join("image");
+    let mut w = RaggedWriter::<u8>::create(&store, 1, Codec::Raw).unwrap();
+    w.append([&jpg[..], &png[..], &jpg[..]]).unwrap();
+    w.close().unwrap();
+    let info = stdout(&loaderx(&["info"], &store));
+    assert!(
+        info.contains(
+            "content: encoded images: JPEG 2, PNG 1 of 3 records sampled; 97 x 75 x 3, 97 x 75 x 3, 97 x 75 x 3"
+        ),
+        "{info}"
+    );
+    // Bytes that are not images: no content line.
+    let bytes = dir.path().join("bytes");
+    let mut w = RaggedWriter::<u8>::create(&bytes, 1, Codec::Raw).unwrap();
+    w.append([&b"hello"[..], b"world"]).unwrap();
+    w.close().unwrap();
+    assert!(!stdout(&loaderx(&["info"], &bytes)).contains("content:"));
+}

@@ -39,6 +39,8 @@
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
 //! - [`jsonl`] (feature `arrow`): JSON Lines files, one object a row;
+//! - [`encoded`] (feature `arrow`): encoded PNG/JPEG image stores from
+//!   your own files;
 //! - [`folder`] (feature `arrow`): image folders (`ROOT/<class>/<file>.png`);
 //! - [`webdataset`] (feature `webdataset`): WebDataset tar shards;
 //! - [`npy`] (feature `npy`): NumPy `.npy` files and `.npz` archives;
@@ -58,6 +60,8 @@
 //! The `loaderx` command-line tool (crate `loaderx-cli`) is a thin layer
 //! over these functions.
 
+#[cfg(feature = "arrow")]
+pub mod encoded;
 mod error;
 #[cfg(feature = "arrow")]
 pub mod folder;

@@ -183,6 +183,15 @@ impl HfSource {
         self
     }
 
+    /// Stores image columns as their files' bytes (Ragged `u8` records of
+    /// PNG or JPEG files, each checked) instead of decoded pixels: a JPEG
+    /// corpus stays its size, and loaderx-core's `vision` feature decodes
+    /// and augments it on the loader's workers. The CLI's `--encoded`.
+    pub fn encoded_images(mut self, yes: bool) -> HfSource {
+        self.table = self.table.encoded_images(yes);
+        self
+    }
+
     /// Converts only these columns, in this order (default: every column, in
     /// file order). A name the split lacks is an error listing its columns.
     pub fn columns<I, S>(mut self, columns: I) -> HfSource

@@ -370,6 +370,18 @@ pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     Ok((format, format.shape(w, h)))
 }
 
+/// Checks one file for an encoded store: a PNG or JPEG whose header the
+/// decoder accepts.
+pub(crate) fn encoded_check(bytes: &[u8]) -> Result<(), String> {
+    let format = image::guess_format(bytes).map_err(|e| format!("not an image file: {e}"))?;
+    if !matches!(format, image::ImageFormat::Png | image::ImageFormat::Jpeg) {
+        return Err(format!(
+            "a {format:?} image; encoded stores hold PNG or JPEG files"
+        ));
+    }
+    probe(bytes).map(|_| ())
+}
+
 /// Appends image files unchanged (`[len]` records of their bytes) to `out`,
 /// each checked to be a PNG or JPEG image whose header the decoder accepts
 /// (rows from `first_row` on, in parallel).
@@ -379,18 +391,7 @@ pub(crate) fn encoded_into(
     out: &mut RecordBuffer,
 ) -> Result<(), DecodeError> {
     use rayon::prelude::*;
-    let checked: Vec<Result<(), String>> = files
-        .par_iter()
-        .map(|b| {
-            let format = image::guess_format(b).map_err(|e| format!("not an image file: {e}"))?;
-            if !matches!(format, image::ImageFormat::Png | image::ImageFormat::Jpeg) {
-                return Err(format!(
-                    "a {format:?} image; encoded stores hold PNG or JPEG files"
-                ));
-            }
-            probe(b).map(|_| ())
-        })
-        .collect();
+    let checked: Vec<Result<(), String>> = files.par_iter().map(|b| encoded_check(b)).collect();
     for (i, (bytes, ok)) in files.iter().zip(checked).enumerate() {
         ok.map_err(|e| DecodeError::at(first_row + i as u64, e))?;
         out.push(&[bytes.len()], bytes);

@@ -1,0 +1,611 @@
+//! The vision stage (feature `vision`): encoded JPEG/PNG streams decoded and
+//! augmented on the loader's workers, reproducibly, against torchvision's
+//! references, and refusing hostile images by name.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use loaderx_core::vision::{
+    ColorMode, DrawKey, ImageFormat, ImageInfo, Layout, OutputType, Pipeline,
+};
+use loaderx_core::{Codec, DataLoader, Dense, DenseWriter, ErrorKind, Ragged, RaggedWriter};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/vision");
+
+/// A `w` x `h` RGB test picture: smooth gradients plus a per-image tint.
+fn picture(w: u32, h: u32, tint: u8) -> Vec<u8> {
+    let mut px = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            px.push((x * 255 / w.max(1)) as u8 ^ tint);
+            px.push((y * 255 / h.max(1)) as u8);
+            px.push(((x + y) * 7) as u8 / 2 + tint / 2);
+        }
+    }
+    px
+}
+
+fn jpeg(w: u32, h: u32, px: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)
+        .encode(px, w, h, image::ExtendedColorType::Rgb8)
+        .unwrap();
+    out
+}
+
+fn png(w: u32, h: u32, color: png::ColorType, depth: png::BitDepth, px: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut e = png::Encoder::new(&mut out, w, h);
+    e.set_color(color);
+    e.set_depth(depth);
+    e.write_header().unwrap().write_image_data(px).unwrap();
+    out
+}
+
+fn rgb_png(w: u32, h: u32, px: &[u8]) -> Vec<u8> {
+    png(w, h, png::ColorType::Rgb, png::BitDepth::Eight, px)
+}
+
+/// 40 encoded images (JPEG and PNG, 30..100 px a side) and their labels.
+fn stores(dir: &Path, records: Vec<Vec<u8>>) {
+    let n = records.len();
+    let mut w = RaggedWriter::<u8>::create(dir.join("image"), 1, Codec::Raw).unwrap();
+    w.append(records).unwrap();
+    w.close().unwrap();
+    let mut w = DenseWriter::<i64>::create(dir.join("label"), &[], Codec::Raw).unwrap();
+    w.append_slice(&(0..n as i64).collect::<Vec<_>>(), n)
+        .unwrap();
+    w.close().unwrap();
+}
+
+fn photos() -> Vec<Vec<u8>> {
+    (0..40u32)
+        .map(|i| {
+            let (w, h) = (30 + (i * 17) % 70, 30 + (i * 29) % 70);
+            let px = picture(w, h, (i * 37) as u8);
+            if i % 3 == 0 {
+                rgb_png(w, h, &px)
+            } else {
+                jpeg(w, h, &px)
+            }
+        })
+        .collect()
+}
+
+fn loader(dir: &Path, pipeline: Pipeline) -> loaderx_core::DataLoaderBuilder {
+    DataLoader::builder()
+        .stream("image", Ragged::<u8>::open(dir.join("image")).unwrap())
+        .stream("label", Dense::<i64>::open(dir.join("label")).unwrap())
+        .augment("image", pipeline)
+        .batch_size(8)
+        .seed(11)
+}
+
+/// Steps `from..to` of a loader: each step's image bytes, labels, indices.
+fn run(
+    b: loaderx_core::DataLoaderBuilder,
+    from: u64,
+    to: u64,
+) -> Vec<(Vec<u8>, Vec<i64>, Vec<u64>)> {
+    b.start_step(from)
+        .build()
+        .unwrap()
+        .take((to - from) as usize)
+        .map(|batch| {
+            let batch = batch.unwrap();
+            let image = batch.column("image").unwrap().bytes().to_vec();
+            let label = batch
+                .dense::<i64>("label")
+                .unwrap()
+                .iter()
+                .copied()
+                .collect();
+            (image, label, batch.indices().to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn a_resumed_loader_yields_byte_identical_augmented_batches_whatever_the_workers() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path(), photos());
+    let p = Pipeline::imagenet_train(24).color_jitter(0.4, 0.4, 0.4);
+    let whole = run(loader(dir.path(), p.clone()).workers(3), 0, 12);
+    assert_eq!(whole[0].0.len(), 8 * 3 * 24 * 24 * 4);
+    // Labels stay aligned with the records drawn.
+    for (_, label, indices) in &whole {
+        assert_eq!(
+            label,
+            &indices.iter().map(|&i| i as i64).collect::<Vec<_>>()
+        );
+    }
+    for workers in [0, 1, 4] {
+        let resumed = run(loader(dir.path(), p.clone()).workers(workers), 5, 12);
+        assert!(
+            resumed == whole[5..],
+            "resumed with {workers} workers differs"
+        );
+    }
+    // The draws depend on the seed: another seed, other crops.
+    let other = run(loader(dir.path(), p.clone()).seed(12).workers(2), 0, 3);
+    assert_ne!(other[0].0, whole[0].0);
+    // A record drawn at two steps (other passes) is augmented differently.
+    let second_pass = run(loader(dir.path(), p).workers(2), 5, 10);
+    assert!(second_pass.iter().all(|s| s.0.len() == 8 * 3 * 24 * 24 * 4));
+}
+
+#[test]
+fn a_placement_view_is_augmented_as_its_part_of_the_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path(), photos());
+    let p = Pipeline::new()
+        .random_resized_crop(16, (0.08, 1.0), (0.75, 4.0 / 3.0))
+        .hflip(0.5);
+    let whole = run(loader(dir.path(), p.clone()).workers(2), 0, 4);
+    let half = run(loader(dir.path(), p).view(1, 2).workers(2), 0, 4);
+    for (w, h) in whole.iter().zip(&half) {
+        assert_eq!(&w.0[w.0.len() / 2..], &h.0[..]);
+        assert_eq!(&w.2[4..], &h.2[..]);
+    }
+}
+
+/// Solid images of a colour given by the record index: any crop, resize or
+/// flip keeps the colour, so each output record names its source.
+#[test]
+fn mixed_streams_stay_aligned_record_by_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = (0..40u32)
+        .map(|i| {
+            let (w, h) = (20 + i % 13, 25 + i % 7);
+            let px: Vec<u8> = (0..w * h).flat_map(|_| [i as u8 * 5, 100, 200]).collect();
+            rgb_png(w, h, &px)
+        })
+        .collect();
+    stores(dir.path(), records);
+    let p = Pipeline::new()
+        .random_resized_crop(12, (0.08, 1.0), (0.75, 4.0 / 3.0))
+        .hflip(0.5)
+        .layout(Layout::Hwc);
+    for (image, label, _) in run(loader(dir.path(), p).workers(3), 0, 10) {
+        for (rec, l) in image.chunks_exact(12 * 12 * 3).zip(&label) {
+            for px in rec.chunks_exact(3) {
+                assert_eq!(px, [*l as u8 * 5, 100, 200], "record {l}");
+            }
+        }
+    }
+}
+
+#[test]
+fn hostile_records_are_the_batchs_error_naming_stream_and_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = photos();
+    let good = records[1].clone();
+    records[17] = good[..good.len() / 2].to_vec(); // truncated JPEG
+    stores(dir.path(), records);
+    let mut l = loader(dir.path(), Pipeline::imagenet_eval(16))
+        .mode(loaderx_core::SamplerMode::Sequential)
+        .workers(2)
+        .build()
+        .unwrap();
+    // Steps 0 and 1 hold records 0..16; step 2 holds record 17.
+    l.next().unwrap().unwrap();
+    l.next().unwrap().unwrap();
+    let e = l.next().unwrap().unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("stream \"image\"") && text.contains("record 17"),
+        "{text}"
+    );
+    assert_eq!(e.record(), Some(17), "{text}");
+    assert!(l.next().is_none());
+}
+
+#[test]
+fn augment_is_checked_when_the_loader_is_built() {
+    let dir = tempfile::tempdir().unwrap();
+    stores(dir.path(), photos());
+    let build = |name: &str, p: Pipeline| {
+        loader(dir.path(), Pipeline::imagenet_eval(8))
+            .augment(name, p)
+            .build()
+            .map(|_| ())
+            .unwrap_err()
+            .to_string()
+    };
+    assert!(build("nope", Pipeline::imagenet_eval(8)).contains("no stream"));
+    assert!(build("label", Pipeline::imagenet_eval(8)).contains("not Ragged u8"));
+    assert!(build("image", Pipeline::imagenet_eval(8)).contains("twice"));
+    let e = DataLoader::builder()
+        .stream(
+            "image",
+            Ragged::<u8>::open(dir.path().join("image")).unwrap(),
+        )
+        .augment("image", Pipeline::new().resize(10))
+        .batch_size(8)
+        .build()
+        .map(|_| ())
+        .unwrap_err();
+    assert!(e.to_string().contains("not fixed"), "{e}");
+}
+
+/// One record through a pipeline.
+fn apply(p: &Pipeline, encoded: &[u8], key: u64) -> Result<Vec<u8>, loaderx_core::Error> {
+    let mut out = vec![0; p.record_bytes()?];
+    p.apply(encoded, DrawKey::from_raw(key), &mut out)?;
+    Ok(out)
+}
+
+fn image_detail(r: Result<Vec<u8>, loaderx_core::Error>) -> String {
+    let e = match r {
+        Ok(v) => panic!("decoded to {} bytes, expected an error", v.len()),
+        Err(e) => e,
+    };
+    assert!(matches!(e.kind(), ErrorKind::Image { .. }), "{e}");
+    e.to_string()
+}
+
+#[test]
+fn hostile_images_are_errors_never_panics() {
+    let p = Pipeline::imagenet_eval(16);
+    let px = picture(64, 48, 3);
+    let good = jpeg(64, 48, &px);
+    apply(&p, &good, 0).unwrap();
+
+    assert!(image_detail(apply(&p, b"GIF89a not at all", 0)).contains("not a JPEG or PNG"));
+    assert!(image_detail(apply(&p, &[], 0)).contains("not a JPEG or PNG"));
+    // Truncated, at many places: header, tables, scan.
+    // Only the end-of-image marker missing: a complete image, whichever
+    // decoder (full or reduced) the crop takes.
+    apply(&p, &good[..good.len() - 2], 0).unwrap();
+    apply(&p.clone().reduced_decode(false), &good[..good.len() - 2], 0).unwrap();
+    for cut in [3, 20, 100, good.len() / 2, good.len() - 40] {
+        image_detail(apply(&p, &good[..cut], 0));
+    }
+    let pngs = rgb_png(64, 48, &px);
+    for cut in [8, 20, 40, pngs.len() / 2, pngs.len() - 30] {
+        image_detail(apply(&p, &pngs[..cut], 0));
+    }
+    // Lying dimensions: the SOF0 header claims 640 x 480 for a 64 x 48
+    // scan. The scan runs out at the end of the file: an error, by either
+    // decoder. (Followed by an end-of-image marker, the missing rows decode
+    // as zero coefficients, as libjpeg and PIL do.)
+    let sof = good.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
+    let mut liar = good[..good.len() - 2].to_vec();
+    liar[sof + 5..sof + 9].copy_from_slice(&[0x01, 0xE0, 0x02, 0x80]);
+    image_detail(apply(&p, &liar, 0));
+    image_detail(apply(&p.clone().reduced_decode(false), &liar, 0));
+    // A PNG whose IHDR (CRC fixed up) claims 128 x 96 for 64 x 48 rows.
+    let mut pliar = rgb_png(64, 48, &px);
+    pliar[16..24].copy_from_slice(&[0, 0, 0, 128, 0, 0, 0, 96]);
+    let crc = crc32(&pliar[12..29]);
+    pliar[29..33].copy_from_slice(&crc.to_be_bytes());
+    image_detail(apply(&p, &pliar, 0));
+    // A decompression bomb: 60000 x 60000 announced, refused by the header.
+    let mut bomb = good.clone();
+    bomb[sof + 5..sof + 9].copy_from_slice(&[0xEA, 0x60, 0xEA, 0x60]);
+    let text = image_detail(apply(&p, &bomb, 0));
+    assert!(text.contains("over the limit"), "{text}");
+    // Under the pixel limit but more than 1.7 KB of JPEG can encode:
+    // 8000 x 8000 claimed, refused by the header before any allocation.
+    let mut bomb = good.clone();
+    bomb[sof + 5..sof + 9].copy_from_slice(&[0x1F, 0x40, 0x1F, 0x40]);
+    let text = image_detail(apply(&p, &bomb, 0));
+    assert!(
+        text.contains("more than the format can expand to"),
+        "{text}"
+    );
+    // A configurable limit: 64 x 48 is over 3000 pixels.
+    let text = image_detail(apply(&p.clone().max_pixels(3000), &good, 0));
+    assert!(text.contains("3072 pixels"), "{text}");
+    // The PNG header's bomb: IHDR of 100000 x 100000 (CRC fixed up).
+    let mut pbomb = pngs.clone();
+    pbomb[16..24].copy_from_slice(&[0, 1, 0x86, 0xA0, 0, 1, 0x86, 0xA0]);
+    let crc = crc32(&pbomb[12..29]);
+    pbomb[29..33].copy_from_slice(&crc.to_be_bytes());
+    assert!(image_detail(apply(&p, &pbomb, 0)).contains("over the limit"));
+    // A mode that is not decoded: 16-bit PNG.
+    let deep = png(
+        4,
+        4,
+        png::ColorType::Rgb,
+        png::BitDepth::Sixteen,
+        &[7; 4 * 4 * 6],
+    );
+    assert!(image_detail(apply(&p, &deep, 0)).contains("16-bit"));
+    // Random garbage after a valid signature.
+    let mut noise = b"\xFF\xD8\xFF".to_vec();
+    noise.extend((0..3000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8));
+    image_detail(apply(&p, &noise, 0));
+}
+
+/// CRC-32 (PNG's), bitwise.
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = !0u32;
+    for &b in data {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                0xEDB8_8320 ^ (c >> 1)
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_eval_pipeline_matches_torchvision_within_one_level() {
+    let refs: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!("{FIXTURES}/eval_ref.json")).unwrap(),
+    )
+    .unwrap();
+    let src = std::fs::read(format!("{FIXTURES}/eval_src.png")).unwrap();
+    for case in refs["eval"].as_array().unwrap() {
+        let (shorter, size) = (
+            case["resize"].as_u64().unwrap(),
+            case["crop"].as_u64().unwrap(),
+        );
+        let p = Pipeline::new()
+            .resize(shorter as u32)
+            .center_crop(size as u32)
+            .layout(Layout::Hwc);
+        let ours = apply(&p, &src, 0).unwrap();
+        let want = hex(case["hwc"].as_str().unwrap());
+        assert_eq!(ours.len(), want.len());
+        let diff = ours
+            .iter()
+            .zip(&want)
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap();
+        assert!(
+            diff <= 1,
+            "Resize({shorter}) + CenterCrop({size}): max difference {diff}"
+        );
+    }
+    // JPEG decoding against PIL's (libjpeg-turbo): decoders may round
+    // chroma upsampling differently, by a few levels at most.
+    let jpg = std::fs::read(format!("{FIXTURES}/eval_src.jpg")).unwrap();
+    let p = Pipeline::new().center_crop((75, 97)).layout(Layout::Hwc);
+    let ours = apply(&p, &jpg, 0).unwrap();
+    let want = hex(refs["jpeg_pil_hwc"].as_str().unwrap());
+    let diffs: Vec<u8> = ours
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| a.abs_diff(*b))
+        .collect();
+    let max = *diffs.iter().max().unwrap();
+    let mean = diffs.iter().map(|&d| f64::from(d)).sum::<f64>() / diffs.len() as f64;
+    assert!(
+        max <= 8 && mean < 1.0,
+        "JPEG decode vs PIL: max {max}, mean {mean}"
+    );
+}
+
+#[test]
+fn layouts_and_output_types_hold_the_same_pixels() {
+    let px = picture(20, 10, 9);
+    let src = rgb_png(20, 10, &px);
+    let base = Pipeline::new().center_crop((10, 20));
+    let hwc = apply(&base.clone().layout(Layout::Hwc), &src, 0).unwrap();
+    assert_eq!(hwc, px);
+    let chw = apply(&base.clone().layout(Layout::Chw), &src, 0).unwrap();
+    for c in 0..3 {
+        for p in 0..200 {
+            assert_eq!(chw[c * 200 + p], px[p * 3 + c]);
+        }
+    }
+    let f32s: Vec<f32> = apply(&base.clone().output(OutputType::F32), &src, 0)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    for (f, u) in f32s.iter().zip(&chw) {
+        assert_eq!(*f, f32::from(*u) / 255.0);
+    }
+    let mean = [0.5, 0.25, 0.125];
+    let std = [0.5, 2.0, 0.25];
+    let norm = base.clone().output(OutputType::F32).normalize(&mean, &std);
+    let normed: Vec<f32> = apply(&norm, &src, 0)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    for (i, (n, u)) in normed.iter().zip(&chw).enumerate() {
+        let c = i / 200;
+        assert_eq!(*n, (f32::from(*u) / 255.0 - mean[c]) / std[c]);
+    }
+    for (t, size) in [(OutputType::Bf16, 2), (OutputType::F16, 2)] {
+        let out = apply(&norm.clone().output(t), &src, 0).unwrap();
+        assert_eq!(out.len(), normed.len() * size);
+        for (b, want) in out.chunks_exact(2).zip(&normed) {
+            let bits = u16::from_le_bytes([b[0], b[1]]);
+            let got = match t {
+                OutputType::Bf16 => loaderx_core::bf16::from_bits(bits).to_f32(),
+                _ => loaderx_core::f16::from_bits(bits).to_f32(),
+            };
+            assert!(
+                (got - want).abs() <= want.abs() / 64.0 + 1e-3,
+                "{got} vs {want}"
+            );
+        }
+    }
+    assert!(
+        base.clone()
+            .normalize(&[0.5], &[0.5])
+            .record_shape()
+            .is_err()
+    );
+    assert!(
+        norm.clone()
+            .normalize(&[0.5; 2], &[0.5; 2])
+            .record_shape()
+            .is_err()
+    );
+    assert!(norm.normalize(&[0.5], &[0.0]).record_shape().is_err());
+}
+
+#[test]
+fn gray_rgb_and_rgba_convert_as_pil_does() {
+    let gray: Vec<u8> = (0..16).map(|v| v * 16).collect();
+    let src = png(4, 4, png::ColorType::Grayscale, png::BitDepth::Eight, &gray);
+    let p = Pipeline::new().center_crop(4).layout(Layout::Hwc);
+    let rgb = apply(&p, &src, 0).unwrap();
+    assert_eq!(rgb, gray.iter().flat_map(|&g| [g; 3]).collect::<Vec<_>>());
+    let rgba = apply(&p.clone().mode(ColorMode::Rgba), &src, 0).unwrap();
+    assert_eq!(
+        rgba,
+        gray.iter()
+            .flat_map(|&g| [g, g, g, 255])
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        apply(&p.clone().mode(ColorMode::Gray), &src, 0).unwrap(),
+        gray
+    );
+
+    let px: Vec<u8> = (0..16u8)
+        .flat_map(|i| [i * 15, 255 - i * 10, i * 3, i * 16])
+        .collect();
+    let src = png(4, 4, png::ColorType::Rgba, png::BitDepth::Eight, &px);
+    assert_eq!(
+        apply(&p.clone().mode(ColorMode::Rgba), &src, 0).unwrap(),
+        px
+    );
+    let rgb = apply(&p, &src, 0).unwrap();
+    assert_eq!(
+        rgb,
+        px.chunks(4)
+            .flat_map(|q| [q[0], q[1], q[2]])
+            .collect::<Vec<_>>()
+    );
+    let luma = apply(&p.clone().mode(ColorMode::Gray), &src, 0).unwrap();
+    let want: Vec<u8> = px
+        .chunks(4)
+        .map(|q| {
+            ((u32::from(q[0]) * 19595 + u32::from(q[1]) * 38470 + u32::from(q[2]) * 7471 + 0x8000)
+                >> 16) as u8
+        })
+        .collect();
+    assert_eq!(luma, want);
+    // Shapes follow the mode.
+    assert_eq!(
+        p.clone().mode(ColorMode::Gray).record_shape().unwrap(),
+        [4, 4, 1]
+    );
+    assert_eq!(
+        Pipeline::new()
+            .center_crop(4)
+            .mode(ColorMode::Rgba)
+            .record_shape()
+            .unwrap(),
+        [4, 4, 4]
+    );
+}
+
+#[test]
+fn hflip_mirrors_rows_with_its_probability() {
+    let px = picture(9, 5, 1);
+    let src = rgb_png(9, 5, &px);
+    let p = Pipeline::new().center_crop((5, 9)).layout(Layout::Hwc);
+    assert_eq!(apply(&p.clone().hflip(0.0), &src, 1).unwrap(), px);
+    let mirrored: Vec<u8> = px
+        .chunks(9 * 3)
+        .flat_map(|row| row.chunks(3).rev().flatten().copied().collect::<Vec<_>>())
+        .collect();
+    assert_eq!(apply(&p.clone().hflip(1.0), &src, 1).unwrap(), mirrored);
+    let flips = (0..400)
+        .filter(|&k| apply(&p.clone().hflip(0.5), &src, k).unwrap() == mirrored)
+        .count();
+    assert!((120..280).contains(&flips), "{flips} of 400 flipped");
+    assert!(p.hflip(1.5).record_shape().is_err());
+}
+
+#[test]
+fn pad_random_crop_shifts_the_image_within_a_zero_border() {
+    let px = vec![200u8; 8 * 8 * 3];
+    let src = rgb_png(8, 8, &px);
+    let p = Pipeline::new().pad_random_crop(8, 2).layout(Layout::Hwc);
+    let mut shifts = std::collections::BTreeSet::new();
+    for k in 0..300 {
+        let out = apply(&p, &src, k).unwrap();
+        // The lit pixels form one 8 - |dy| by 8 - |dx| rectangle.
+        let lit: Vec<(usize, usize)> = (0..64)
+            .filter(|i| out[i * 3] == 200)
+            .map(|i| (i / 8, i % 8))
+            .collect();
+        assert!(out.iter().all(|&v| v == 0 || v == 200));
+        let rows = lit
+            .iter()
+            .map(|p| p.0)
+            .collect::<std::collections::BTreeSet<_>>();
+        let cols = lit
+            .iter()
+            .map(|p| p.1)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(lit.len(), rows.len() * cols.len());
+        assert!(rows.len() >= 6 && cols.len() >= 6);
+        shifts.insert((
+            rows.first().copied(),
+            cols.first().copied(),
+            rows.len(),
+            cols.len(),
+        ));
+    }
+    assert_eq!(shifts.len(), 25, "every offset in -2..=2 twice over");
+    // No padding and the image's own size: the identity.
+    let id = Pipeline::new().pad_random_crop(8, 0).layout(Layout::Hwc);
+    assert_eq!(apply(&id, &src, 5).unwrap(), px);
+    let small = Pipeline::new().pad_random_crop(16, 2);
+    assert!(image_detail(apply(&small, &src, 0)).contains("smaller than"));
+}
+
+#[test]
+fn random_resized_crop_uses_reduced_decodes_close_to_full_ones() {
+    let (w, h) = (800, 640);
+    let px = picture(w, h, 0);
+    let src = jpeg(w, h, &px);
+    let p = Pipeline::new()
+        .random_resized_crop(64, (0.5, 1.0), (0.75, 4.0 / 3.0))
+        .layout(Layout::Hwc);
+    for k in 0..5 {
+        let reduced = apply(&p, &src, k).unwrap();
+        let full = apply(&p.clone().reduced_decode(false), &src, k).unwrap();
+        let mean = reduced
+            .iter()
+            .zip(&full)
+            .map(|(a, b)| f64::from(a.abs_diff(*b)))
+            .sum::<f64>()
+            / full.len() as f64;
+        assert!(mean < 3.0, "key {k}: mean difference {mean}");
+    }
+}
+
+#[test]
+fn image_info_reads_headers_only() {
+    let px = picture(33, 21, 0);
+    let info = ImageInfo::read(&jpeg(33, 21, &px)).unwrap();
+    assert_eq!(
+        (info.format, info.width, info.height, info.channels),
+        (ImageFormat::Jpeg, 33, 21, 3)
+    );
+    let info = ImageInfo::read(&rgb_png(33, 21, &px)).unwrap();
+    assert_eq!(
+        (info.format, info.width, info.height),
+        (ImageFormat::Png, 33, 21)
+    );
+    assert!(ImageInfo::read(b"nope").is_err());
+    assert_eq!(
+        ImageFormat::sniff(b"\x89PNG\r\n\x1a\n...."),
+        Some(ImageFormat::Png)
+    );
+}
