@@ -49,15 +49,17 @@ impl Error {
     }
 
     /// The record index the error is about, when there is one: a corrupt
-    /// record, an index out of range, or (for a loader's `Gather` error)
-    /// the record of the stream's error.
+    /// record, an index out of range, an image that cannot be decoded, or
+    /// (for a loader's `Gather` or `Transform` error) the record of the
+    /// error inside.
     pub fn record(&self) -> Option<u64> {
         match &*self.0 {
             ErrorKind::CorruptRecord { index, .. } | ErrorKind::IndexOutOfRange { index, .. } => {
                 Some(*index)
             }
-            ErrorKind::Remote { record, .. } => *record,
+            ErrorKind::Remote { record, .. } | ErrorKind::Image { record, .. } => *record,
             ErrorKind::Gather { error, .. } => error.record(),
+            ErrorKind::Transform { error, .. } => error.downcast_ref::<Error>()?.record(),
             _ => None,
         }
     }
@@ -303,6 +305,18 @@ pub enum ErrorKind {
         /// The panic message, when it was a string.
         message: String,
     },
+    /// An encoded image (feature `vision`) could not be decoded or
+    /// augmented: not a JPEG or PNG, corrupt, truncated, over the pixel
+    /// limit, or of a mode that is not decoded.
+    #[error("{}{}{detail}", stream.as_ref().map(|s| format!("stream {s:?}: ")).unwrap_or_default(), record.map(|i| format!("record {i}: ")).unwrap_or_default())]
+    Image {
+        /// The loader stream the image belongs to, when it is one's.
+        stream: Option<String>,
+        /// The record's index in its store, when known.
+        record: Option<u64>,
+        /// What is wrong with the image.
+        detail: String,
+    },
     /// A value does not fit the type it is converted to (see
     /// [`host::widen`](crate::adapter::widen) and
     /// [`host::check_values`](crate::adapter::check_values)): a `u64` above
@@ -346,6 +360,21 @@ pub enum ErrorKind {
         /// What the failed push left on the object store.
         remains: String,
     },
+}
+
+/// An [`ErrorKind::Image`] error.
+#[cfg_attr(not(feature = "vision"), allow(dead_code))]
+pub(crate) fn image_error(
+    stream: Option<&str>,
+    record: Option<u64>,
+    detail: impl Into<String>,
+) -> Error {
+    ErrorKind::Image {
+        stream: stream.map(str::to_owned),
+        record,
+        detail: detail.into(),
+    }
+    .into()
 }
 
 #[cfg(test)]

@@ -61,6 +61,8 @@
 //!   fixed-length rows.
 //! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
 //!   passes) and its [`Batch`]es.
+//! - `vision` (feature `vision`): decoding and augmenting encoded JPEG/PNG
+//!   records on the loader's workers (`DataLoaderBuilder::augment`).
 //! - [`adapter`]: the adapter author's guide and everything it needs:
 //!   staging, converters, aligned buffers, padding, the widening table,
 //!   tensor batches, epochs.
@@ -102,6 +104,8 @@ mod remote_url;
 mod sampler;
 pub mod sequence;
 mod store;
+#[cfg(feature = "vision")]
+pub mod vision;
 
 pub use codec::{
     AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, ZSTD_LEVEL, train_dict,

@@ -244,6 +244,9 @@ pub struct DataLoaderBuilder<S = BufferPool> {
     packed: bool,
     /// How each global batch is split, and which views are delivered.
     placement: views::Placement<S>,
+    /// Streams decoded and augmented on the workers.
+    #[cfg(feature = "vision")]
+    augment: Vec<(String, crate::vision::Pipeline)>,
 }
 
 impl<S> Clone for DataLoaderBuilder<S> {
@@ -262,6 +265,8 @@ impl<S> Clone for DataLoaderBuilder<S> {
             pack: self.pack.clone(),
             packed: self.packed,
             placement: self.placement.clone(),
+            #[cfg(feature = "vision")]
+            augment: self.augment.clone(),
         }
     }
 }
@@ -282,6 +287,8 @@ impl Default for DataLoaderBuilder {
             pack: None,
             packed: false,
             placement: views::Placement::whole(),
+            #[cfg(feature = "vision")]
+            augment: Vec::new(),
         }
     }
 }
@@ -446,6 +453,8 @@ impl<S: Staging> DataLoaderBuilder<S> {
             pack: self.pack,
             packed: self.packed,
             placement,
+            #[cfg(feature = "vision")]
+            augment: self.augment,
         }
     }
 
@@ -482,6 +491,21 @@ impl<S: Staging> DataLoaderBuilder<S> {
     /// which every adapter converts like any Dense stream.
     pub fn pack(mut self, stream: impl Into<String>, options: PackOptions) -> Self {
         self.pack = Some((stream.into(), options));
+        self
+    }
+
+    /// Decodes and augments stream `stream` (Ragged `u8` records holding
+    /// encoded JPEG or PNG files) with `pipeline` on the workers, before
+    /// packing and any transform: the batch's column becomes a Dense one of
+    /// `(B, *pipeline.record_shape())` in the pipeline's output type,
+    /// gathered into this builder's staging. Random draws are keyed by the
+    /// seed, the stream, the rank, the step and the record's position, so
+    /// a resumed loader yields the same bytes (see [`vision`](crate::vision)).
+    /// A record that cannot be decoded is the step's error, naming the
+    /// stream and the record.
+    #[cfg(feature = "vision")]
+    pub fn augment(mut self, stream: impl Into<String>, pipeline: crate::vision::Pipeline) -> Self {
+        self.augment.push((stream.into(), pipeline));
         self
     }
 
@@ -726,6 +750,27 @@ impl<S: Staging> DataLoaderBuilder<S> {
                     .collect::<Result<Vec<_>, Error>>()?;
                 transform(packed)
             }),
+        };
+        #[cfg(feature = "vision")]
+        let transform = {
+            let slots = (self.placement.slots.iter())
+                .map(|s| {
+                    (
+                        s.index,
+                        s.staging
+                            .clone()
+                            .unwrap_or_else(|| Arc::clone(&self.staging)),
+                    )
+                })
+                .collect();
+            crate::vision::augmenting(
+                self.augment,
+                &self.streams,
+                &sampler,
+                self.placement.count,
+                slots,
+                transform,
+            )?
         };
         pipeline::start(pipeline::Config {
             streams: self.streams,

@@ -1,0 +1,355 @@
+//! Decoding encoded records: format sniffing, the header check against the
+//! pixel limit, full JPEG decodes (zune-jpeg), reduced-IDCT JPEG decodes
+//! (jpeg-decoder's `scale`), PNG (png), and the conversion to the
+//! pipeline's channels. Every decoder call runs under `catch_unwind`: a
+//! decoder that panics on hostile bytes is an error, never a crash.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use zune_core::bytestream::ZCursor;
+use zune_core::colorspace::ColorSpace;
+use zune_core::options::DecoderOptions;
+use zune_jpeg::JpegDecoder;
+
+/// A decoded 8-bit image, interleaved (`height x width x channels`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Image {
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    /// 1 (gray), 3 (RGB) or 4 (RGBA).
+    pub(crate) channels: usize,
+    pub(crate) pixels: Vec<u8>,
+}
+
+impl Image {
+    /// A zeroed image.
+    pub(crate) fn zeroed(width: u32, height: u32, channels: usize) -> Result<Image, String> {
+        let len = (width as usize)
+            .checked_mul(height as usize)
+            .and_then(|n| n.checked_mul(channels))
+            .ok_or_else(|| format!("{width} x {height} pixels do not fit in memory"))?;
+        Ok(Image {
+            width,
+            height,
+            channels,
+            pixels: alloc(len)?,
+        })
+    }
+
+    /// Bytes per row.
+    pub(crate) fn stride(&self) -> usize {
+        self.width as usize * self.channels
+    }
+}
+
+/// A zeroed buffer, allocated fallibly.
+pub(crate) fn alloc(len: usize) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len)
+        .map_err(|_| format!("cannot allocate {len} bytes for the image"))?;
+    v.resize(len, 0);
+    Ok(v)
+}
+
+/// The encodings an encoded record may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageFormat {
+    /// JPEG (JFIF/Exif; baseline, progressive).
+    Jpeg,
+    /// PNG (8-bit; 16-bit PNGs are refused).
+    Png,
+}
+
+impl ImageFormat {
+    /// The format a record's first bytes announce (`FF D8 FF` for JPEG, the
+    /// 8-byte PNG signature), or `None`.
+    pub fn sniff(bytes: &[u8]) -> Option<ImageFormat> {
+        if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some(ImageFormat::Jpeg)
+        } else if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some(ImageFormat::Png)
+        } else {
+            None
+        }
+    }
+}
+
+impl std::fmt::Display for ImageFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ImageFormat::Jpeg => "JPEG",
+            ImageFormat::Png => "PNG",
+        })
+    }
+}
+
+/// What a record's header says: its format and dimensions, read without
+/// decoding pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The encoding.
+    pub format: ImageFormat,
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// Channels stored (1 gray, 2 gray + alpha, 3 colour, 4 colour +
+    /// alpha, or CMYK for a JPEG).
+    pub channels: usize,
+}
+
+impl ImageInfo {
+    /// Reads the header of an encoded JPEG or PNG record.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::Image`](crate::ErrorKind::Image) when the bytes are not
+    /// a JPEG or PNG, or their header is unreadable.
+    pub fn read(bytes: &[u8]) -> Result<ImageInfo, crate::Error> {
+        open(bytes, u64::MAX)
+            .map(|s| s.info)
+            .map_err(|detail| crate::error::image_error(None, None, detail))
+    }
+}
+
+/// An encoded image whose header was read and checked.
+pub(crate) struct Source<'a> {
+    pub(crate) info: ImageInfo,
+    bytes: &'a [u8],
+}
+
+/// Runs a decoder call, turning a panic into an error.
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let message = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(format!("the {what} decoder panicked: {message}"))
+    })
+}
+
+fn zune_options() -> DecoderOptions {
+    // Our own pixel limit bounds the size; zune's is lifted to the
+    // format's 65535. Strict: a truncated or corrupt stream is an error,
+    // not a grey remainder.
+    DecoderOptions::default()
+        .set_max_width(usize::from(u16::MAX))
+        .set_max_height(usize::from(u16::MAX))
+        .set_strict_mode(true)
+}
+
+/// Reads `bytes`' header and checks its size against `max_pixels`.
+pub(crate) fn open(bytes: &[u8], max_pixels: u64) -> Result<Source<'_>, String> {
+    let info = match ImageFormat::sniff(bytes) {
+        Some(ImageFormat::Jpeg) => guarded("JPEG", || {
+            let mut d = JpegDecoder::new_with_options(ZCursor::new(bytes), zune_options());
+            d.decode_headers()
+                .map_err(|e| format!("bad JPEG header: {e}"))?;
+            let (w, h) = d.dimensions().ok_or("JPEG without dimensions")?;
+            let channels = d.input_colorspace().map_or(3, |c| c.num_components());
+            Ok(ImageInfo {
+                format: ImageFormat::Jpeg,
+                width: w as u32,
+                height: h as u32,
+                channels,
+            })
+        })?,
+        Some(ImageFormat::Png) => guarded("PNG", || {
+            let reader = png::Decoder::new(std::io::Cursor::new(bytes))
+                .read_info()
+                .map_err(|e| format!("bad PNG header: {e}"))?;
+            let i = reader.info();
+            Ok(ImageInfo {
+                format: ImageFormat::Png,
+                width: i.width,
+                height: i.height,
+                channels: i.color_type.samples(),
+            })
+        })?,
+        None => {
+            let head: Vec<String> = bytes.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            return Err(format!(
+                "not a JPEG or PNG image ({} bytes starting {})",
+                bytes.len(),
+                head.join(" ")
+            ));
+        }
+    };
+    if info.width == 0 || info.height == 0 {
+        return Err(format!(
+            "{} of {} x {} pixels",
+            info.format, info.width, info.height
+        ));
+    }
+    let pixels = u64::from(info.width) * u64::from(info.height);
+    if pixels > max_pixels {
+        return Err(format!(
+            "{} of {} x {} = {pixels} pixels is over the limit of {max_pixels} \
+             (a decompression bomb?); raise Pipeline::max_pixels to decode it",
+            info.format, info.width, info.height
+        ));
+    }
+    Ok(Source { info, bytes })
+}
+
+impl Source<'_> {
+    /// Decodes to `channels` (1, 3, 4) channels, at `1 / scale` of the
+    /// size when `scale` (1, 2, 4, 8) is over 1 and the format allows a
+    /// reduced decode (JPEG); the image's size says which was done.
+    pub(crate) fn decode(&self, channels: usize, scale: u32) -> Result<Image, String> {
+        let image = match self.info.format {
+            ImageFormat::Jpeg if scale > 1 => match guarded("JPEG", || self.jpeg_scaled(scale))? {
+                Some(image) => image,
+                None => guarded("JPEG", || self.jpeg())?,
+            },
+            ImageFormat::Jpeg => guarded("JPEG", || self.jpeg())?,
+            ImageFormat::Png => guarded("PNG", || self.png())?,
+        };
+        if (image.width, image.height) == (0, 0) {
+            return Err("decoded to no pixels".into());
+        }
+        Ok(convert(image, channels))
+    }
+
+    /// A full decode (zune-jpeg), to RGB or (gray sources) luma.
+    fn jpeg(&self) -> Result<Image, String> {
+        let gray = self.info.channels == 1;
+        let out = if gray {
+            ColorSpace::Luma
+        } else {
+            ColorSpace::RGB
+        };
+        let mut d = JpegDecoder::new_with_options(
+            ZCursor::new(self.bytes),
+            zune_options().jpeg_set_out_colorspace(out),
+        );
+        d.decode_headers().map_err(|e| format!("bad JPEG: {e}"))?;
+        let len = d
+            .output_buffer_size()
+            .ok_or("JPEG without an output size")?;
+        let (w, h) = d.dimensions().ok_or("JPEG without dimensions")?;
+        let channels = if gray { 1 } else { 3 };
+        if len != w * h * channels {
+            return Err(format!(
+                "JPEG decoder wants {len} bytes for {w} x {h} x {channels}"
+            ));
+        }
+        let mut pixels = alloc(len)?;
+        d.decode_into(&mut pixels)
+            .map_err(|e| format!("bad JPEG: {e}"))?;
+        Ok(Image {
+            width: w as u32,
+            height: h as u32,
+            channels,
+            pixels,
+        })
+    }
+
+    /// A reduced-IDCT decode at about `1 / scale` (jpeg-decoder), or
+    /// `None` for a layout it does not scale (CMYK, 16-bit).
+    fn jpeg_scaled(&self, scale: u32) -> Result<Option<Image>, String> {
+        let mut d = jpeg_decoder::Decoder::new(self.bytes);
+        d.read_info().map_err(|e| format!("bad JPEG: {e}"))?;
+        let info = d.info().ok_or("JPEG without a header")?;
+        let channels = match info.pixel_format {
+            jpeg_decoder::PixelFormat::L8 => 1,
+            jpeg_decoder::PixelFormat::RGB24 => 3,
+            _ => return Ok(None),
+        };
+        let want = |n: u16| n.div_ceil(scale as u16).max(1);
+        let (w, h) = d
+            .scale(want(info.width), want(info.height))
+            .map_err(|e| format!("bad JPEG: {e}"))?;
+        let pixels = d.decode().map_err(|e| format!("bad JPEG: {e}"))?;
+        if pixels.len() != usize::from(w) * usize::from(h) * channels {
+            return Err(format!(
+                "JPEG decoded to {} bytes, not {w} x {h} x {channels}",
+                pixels.len()
+            ));
+        }
+        Ok(Some(Image {
+            width: u32::from(w),
+            height: u32::from(h),
+            channels,
+            pixels,
+        }))
+    }
+
+    fn png(&self) -> Result<Image, String> {
+        let mut decoder = png::Decoder::new(std::io::Cursor::new(self.bytes));
+        decoder.set_transformations(png::Transformations::EXPAND);
+        let mut reader = decoder.read_info().map_err(|e| format!("bad PNG: {e}"))?;
+        if reader.info().bit_depth == png::BitDepth::Sixteen {
+            return Err("16-bit PNG: only 8-bit images are decoded".into());
+        }
+        let (color, depth) = reader.output_color_type();
+        if depth != png::BitDepth::Eight {
+            return Err(format!("PNG decodes to {depth:?}-bit samples, not 8"));
+        }
+        let len = reader
+            .output_buffer_size()
+            .ok_or("PNG too large for memory")?;
+        let mut pixels = alloc(len)?;
+        let frame = reader
+            .next_frame(&mut pixels)
+            .map_err(|e| format!("bad PNG: {e}"))?;
+        let channels = color.samples();
+        let (w, h) = (frame.width, frame.height);
+        let row = w as usize * channels;
+        if frame.line_size != row || frame.buffer_size() < row * h as usize {
+            return Err(format!(
+                "PNG frame of {} bytes per row for {w} x {h} x {channels}",
+                frame.line_size
+            ));
+        }
+        pixels.truncate(row * h as usize);
+        Ok(Image {
+            width: w,
+            height: h,
+            channels,
+            pixels,
+        })
+    }
+}
+
+/// Converts 8-bit pixels to `to` channels (1, 3, 4) as PIL's `convert`
+/// (and the converter's `--image-mode`) does: luma is
+/// `(19595 R + 38470 G + 7471 B + 0x8000) >> 16` (ITU-R 601-2), gray fills
+/// every colour channel, a missing alpha is 255 and a dropped alpha is
+/// discarded.
+pub(crate) fn convert(image: Image, to: usize) -> Image {
+    let from = image.channels;
+    if from == to {
+        return image;
+    }
+    let mut out = Vec::with_capacity(image.pixels.len() / from * to);
+    for p in image.pixels.chunks_exact(from) {
+        let (rgb, alpha) = match from {
+            1 => ([p[0]; 3], 255),
+            2 => ([p[0]; 3], p[1]),
+            3 => ([p[0], p[1], p[2]], 255),
+            _ => ([p[0], p[1], p[2]], p[3]),
+        };
+        match to {
+            1 => out.push(if from <= 2 { p[0] } else { luma(rgb) }),
+            3 => out.extend_from_slice(&rgb),
+            _ => {
+                out.extend_from_slice(&rgb);
+                out.push(alpha);
+            }
+        }
+    }
+    Image {
+        channels: to,
+        pixels: out,
+        ..image
+    }
+}
+
+/// ITU-R 601-2 luma, as PIL's `L`.
+pub(crate) fn luma(rgb: [u8; 3]) -> u8 {
+    ((u32::from(rgb[0]) * 19595 + u32::from(rgb[1]) * 38470 + u32::from(rgb[2]) * 7471 + 0x8000)
+        >> 16) as u8
+}
