@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,vision]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -18,6 +18,7 @@ pub mod sequence;
 pub mod stores;
 pub mod suite;
 pub mod timing;
+pub mod vision;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -41,7 +42,8 @@ pub struct Args {
     /// `Loader` over the same records in the 2.8.19 generation.
     #[arg(long, env = "LOADERX_PY_RELEASES")]
     pub py_releases: Option<PathBuf>,
-    /// Sections to run.
+    /// Sections to run (`vision` is not among the default ones: it needs
+    /// its corpus, see `bench/README.md`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -57,6 +59,23 @@ pub struct Args {
     /// Where the stores are written (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// The `vision` section's Python: PIL and NumPy make its corpus, torch
+    /// and torchvision run its peer (default: $LOADERX_VISION_PYTHON, else
+    /// `--python`; without torchvision its rows are left out).
+    #[arg(long, env = "LOADERX_VISION_PYTHON")]
+    pub vision_python: Option<PathBuf>,
+    /// The `vision` section's corpus (made by `python/make_vision_data.py`
+    /// when incomplete; default: $LOADERX_CACHE/data/vision-<images>, or
+    /// under `--dir` and removed after a `--quick` run).
+    #[arg(long)]
+    pub vision_data: Option<PathBuf>,
+    /// Images in the `vision` corpus (default 20000; `--quick` 300).
+    #[arg(long)]
+    pub vision_images: Option<usize>,
+    /// The `loaderx` CLI binary the corpus is converted with (default:
+    /// $LOADERX_CLI, else `loaderx` beside this binary).
+    #[arg(long, env = "LOADERX_CLI")]
+    pub loaderx_cli: Option<PathBuf>,
     #[command(subcommand)]
     /// An internal subcommand; none runs the suite.
     pub command: Option<Child>,
@@ -83,5 +102,19 @@ pub enum Child {
         /// A second Dense store (labels) loaded beside the first.
         #[arg(long)]
         label: Option<PathBuf>,
+    },
+    /// Internal: one `vision` contender in its own process.
+    #[command(hide = true)]
+    VisionChild {
+        /// `ours`, `ours-full-decode`, `pixels` or `pixels-normalise`.
+        which: String,
+        /// The split directory (`image` and `label` stores).
+        split: PathBuf,
+        /// `train` or `eval`.
+        pipeline: String,
+        /// Worker threads.
+        workers: usize,
+        /// Minimum timed seconds.
+        seconds: f64,
     },
 }
