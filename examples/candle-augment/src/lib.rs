@@ -65,7 +65,7 @@ pub fn write_split(
                 encode_png(px, SIDE as u32, SIDE as u32)
             })
             .collect::<Result<Vec<_>, _>>()?;
-        w.append_bytes(encoded.iter().map(|png| (&[png.len()][..], &png[..])))?;
+        w.append(encoded)?;
     }
     w.close()?;
     let mut w = DenseWriter::<u8>::create(dir.join("label"), &[], Codec::Raw)?;
@@ -90,7 +90,9 @@ pub fn prepare(idx_dir: &Path, root: &Path, train_records: usize) -> Result<(), 
         let images = read_idx(idx_dir, &format!("{prefix}-images-idx3-ubyte"))?;
         let labels = read_idx(idx_dir, &format!("{prefix}-labels-idx1-ubyte"))?;
         if images.dims[1..] != [SIDE, SIDE] || labels.dims[0] != images.dims[0] {
-            return Err(format!("{}: not 28×28 images with a label each", idx_dir.display()).into());
+            return Err(
+                format!("{}: not 28×28 images with a label each", idx_dir.display()).into(),
+            );
         }
         write_split(&staging, split, &images.data, &labels.data, records)?;
     }
@@ -286,13 +288,44 @@ pub struct Report {
     pub records_per_s: f64,
 }
 
+/// Sets every weight of `varmap` from `seed` alone (candle's CPU device
+/// cannot be seeded): weights uniform in `±1/sqrt(fan_in)` (PyTorch's
+/// default bound), biases zero, drawn by SplitMix64 in the order of the
+/// variables' names, so that both runs start from the same model.
+pub fn seed_weights(varmap: &VarMap, seed: u64, device: &Device) -> Result<(), Error> {
+    let vars = varmap.data().lock().map_err(|_| "the variable map is poisoned")?;
+    let mut names: Vec<&String> = vars.keys().collect();
+    names.sort();
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) >> 40) as f32 / (1u64 << 24) as f32
+    };
+    for name in names {
+        let var = &vars[name];
+        let dims = var.dims().to_vec();
+        let n: usize = dims.iter().product();
+        let values: Vec<f32> = if dims.len() < 2 {
+            vec![0.0; n]
+        } else {
+            let bound = 1.0 / (dims[1..].iter().product::<usize>() as f32).sqrt();
+            (0..n).map(|_| (next() * 2.0 - 1.0) * bound).collect()
+        };
+        var.set(&Tensor::from_vec(values, dims, device)?)?;
+    }
+    Ok(())
+}
+
 /// Trains the CNN on `config.root` with `augment`, then evaluates it on the
 /// test split.
 pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Report, Error> {
-    device.set_seed(config.seed)?;
     let varmap = VarMap::new();
     let vb = VarBuilder::from_varmap(&varmap, DType::F32, device);
     let model = Cnn::new(vb)?;
+    seed_weights(&varmap, config.seed, device)?;
     let mut opt = AdamW::new(
         varmap.all_vars(),
         ParamsAdamW {
