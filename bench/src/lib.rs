@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold,vision]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -19,6 +19,7 @@ pub mod sequence;
 pub mod stores;
 pub mod suite;
 pub mod timing;
+pub mod vision;
 pub mod workload;
 
 use std::path::PathBuf;
@@ -42,7 +43,8 @@ pub struct Args {
     /// `Loader` over the same records in the 2.8.19 generation.
     #[arg(long, env = "LOADERX_PY_RELEASES")]
     pub py_releases: Option<PathBuf>,
-    /// Sections to run.
+    /// Sections to run (`vision` is not among the default ones: it needs
+    /// its corpus, see `bench/README.md`).
     #[arg(
         long,
         value_delimiter = ',',
@@ -74,6 +76,23 @@ pub struct Args {
         default_value = "4k,64k,1m,tokens,64k-zstd"
     )]
     pub cold_workloads: Vec<String>,
+    /// The `vision` section's Python: PIL and NumPy make its corpus, torch
+    /// and torchvision run its peer (default: $LOADERX_VISION_PYTHON, else
+    /// `--python`; without torchvision its rows are left out).
+    #[arg(long, env = "LOADERX_VISION_PYTHON")]
+    pub vision_python: Option<PathBuf>,
+    /// The `vision` section's corpus (made by `python/make_vision_data.py`
+    /// when incomplete; default: $LOADERX_CACHE/data/vision-<images>, or
+    /// under `--dir` and removed after a `--quick` run).
+    #[arg(long)]
+    pub vision_data: Option<PathBuf>,
+    /// Images in the `vision` corpus (default 20000; `--quick` 300).
+    #[arg(long)]
+    pub vision_images: Option<usize>,
+    /// The `loaderx` CLI binary the corpus is converted with (default:
+    /// $LOADERX_CLI, else `loaderx` beside this binary).
+    #[arg(long, env = "LOADERX_CLI")]
+    pub loaderx_cli: Option<PathBuf>,
     #[command(subcommand)]
     /// An internal subcommand; none runs the suite.
     pub command: Option<Child>,
@@ -120,6 +139,20 @@ pub enum Child {
         read_mode: Option<String>,
         /// Timed seconds.
         #[arg(long)]
+        seconds: f64,
+    },
+    /// Internal: one `vision` contender in its own process.
+    #[command(hide = true)]
+    VisionChild {
+        /// `ours`, `ours-full-decode`, `pixels` or `pixels-normalise`.
+        which: String,
+        /// The split directory (`image` and `label` stores).
+        split: PathBuf,
+        /// `train` or `eval`.
+        pipeline: String,
+        /// Worker threads.
+        workers: usize,
+        /// Minimum timed seconds.
         seconds: f64,
     },
 }

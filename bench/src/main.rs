@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,vision]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use loaderx_bench::{Args, Child, cold, loader, suite};
+use loaderx_bench::{Args, Child, cold, loader, suite, vision};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -59,6 +59,14 @@ fn main() -> ExitCode {
                     },
                 )
             }),
+        Some(Child::VisionChild {
+            which,
+            split,
+            pipeline,
+            workers,
+            seconds,
+        }) => vision::Pipe::parse(pipeline)
+            .and_then(|pipe| vision::child(which, split, pipe, *workers, *seconds)),
         None => suite::run(&args),
     };
     match result {

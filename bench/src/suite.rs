@@ -1393,6 +1393,58 @@ fn machine() -> String {
     )
 }
 
+/// The `vision` section with its setup from `args` (see [`crate::vision`]).
+fn vision_section(
+    args: &Args,
+    root: &Path,
+    min: Duration,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
+    let Some(python) = args.vision_python.clone().or_else(|| args.python.clone()) else {
+        return Ok(
+            "#### Vision\n\nNot run: the corpus needs a Python with PIL and NumPy (`--vision-python` or `--python`).\n"
+                .into(),
+        );
+    };
+    let images = args
+        .vision_images
+        .unwrap_or(if args.quick { 300 } else { 20_000 });
+    let quick_data = root.join("vision");
+    let data = match &args.vision_data {
+        Some(d) => d.clone(),
+        None if args.quick => quick_data.clone(),
+        None => std::env::var_os("LOADERX_CACHE")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/loaderx")))
+            .unwrap_or_else(|| root.to_path_buf())
+            .join("data")
+            .join(format!("vision-{images}")),
+    };
+    let cli = match &args.loaderx_cli {
+        Some(c) => c.clone(),
+        None => std::env::current_exe()?.with_file_name("loaderx"),
+    };
+    let setup = crate::vision::Setup {
+        python,
+        data,
+        images,
+        large: if args.quick { 20 } else { 200 },
+        cli,
+    };
+    let progress = |m: String| bar.set_message(m);
+    let section = crate::vision::section(
+        &setup,
+        min.max(Duration::from_secs_f64(if args.quick { 0.3 } else { 4.0 })),
+        targets,
+        &progress,
+    );
+    if args.vision_data.is_none() && args.quick && quick_data.exists() {
+        std::fs::remove_dir_all(&quick_data)?;
+    }
+    section
+}
+
 /// The signature of the loader sections.
 type LoaderSection =
     fn(&Args, &[u8], usize, &Path, Duration, &mut Vec<Target>, &ProgressBar) -> Result<String>;
@@ -1516,6 +1568,10 @@ pub fn run(args: &Args) -> Result<()> {
             let section = section(args, &images, scale, &root, loader_min, &mut targets, &bar)?;
             emit(&mut out, &section);
         }
+    }
+    if wants("vision") {
+        let section = vision_section(args, &root, loader_min, &mut targets, &bar)?;
+        emit(&mut out, &section);
     }
     bar.finish_and_clear();
     out.push_str("#### Targets\n\n");
