@@ -30,7 +30,17 @@
 //! most once per [`VERDICT_NS`] per store (a warm store pays a few system
 //! calls a millisecond, and keeps the mapped path). The first cold verdict
 //! also advises the maps `MADV_RANDOM`, so that a fault that still happens
-//! (a record the sample missed) reads only its own pages.
+//! (a record the sample missed) reads only its own pages. While the
+//! loader's look-ahead (which samples the records ahead of the gathers)
+//! last found the store cold, within [`AHEAD_NS`], an `Auto` gather reads
+//! directly without a sample: the look-ahead's reads make the gather's
+//! sample look resident while most of its records are not, and the mapped
+//! path would fault on those one at a time.
+//!
+//! The look-ahead's hints are `POSIX_FADV_WILLNEED` on runs of bytes, in
+//! pieces of [`io::WILL_NEED_CHUNK`] (the kernel drops what one advice asks
+//! beyond its read-ahead limit); for the windowed order, whole blocks
+//! ([`StoreReader::prefetch_ranges`]).
 //!
 //! The shards' files are opened for direct reads on first use (a store
 //! read warm holds no more descriptors than before), checked to be the

@@ -15,7 +15,9 @@
 //! consumer, and waits for the consumer to take steps before it asks for
 //! more, so a slow consumer never makes it outrun what it read; it never
 //! asks for a step a worker claimed (that worker reads it), nor for one
-//! twice. It changes when bytes are read, never which batches are made:
+//! twice. In the windowed order it asks for the whole blocks a step draws
+//! from, once each ([`BlockMemo`]), not record by record. It changes when
+//! bytes are read, never which batches are made:
 //! step order, resume, shard, epochs and every other setting behave as
 //! without it.
 
