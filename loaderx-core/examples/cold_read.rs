@@ -4,13 +4,15 @@
 //!
 //! ```text
 //! cargo run --release -p loaderx-core --example cold_read -- \
-//!     PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N]
+//!     PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N] [--windowed]
 //! ```
 //!
 //! Creates the store of `RECORDS` records of `u8[WIDTH]` at `PATH` when it
 //! does not exist. `MODES` is a comma list of `mapped`, `direct`, `auto`
 //! (default all three). With `--drop` (as root) the page cache is dropped
-//! before each mode: the store is read cold.
+//! before each mode: the store is read cold. `--windowed` draws batches in
+//! the windowed order for slow media (`SamplerMode::windowed(WIDTH)`:
+//! blocks of about 4 MiB, windows of 16 blocks) instead of IID.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -37,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
     if pos.len() < 5 {
         eprintln!(
-            "usage: cold_read PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N]"
+            "usage: cold_read PATH WIDTH RECORDS BATCH SECONDS [MODES] [--drop] [--workers N] [--prefetch-bytes N] [--windowed]"
         );
         std::process::exit(2);
     }
@@ -63,7 +65,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut b = DataLoader::builder()
             .stream("x", store)
             .batch_size(batch)
-            .mode(SamplerMode::Iid)
+            .mode(if flag("--windowed") {
+                SamplerMode::windowed(width as u64)
+            } else {
+                SamplerMode::Iid
+            })
             .seed(7)
             .read_mode(read_mode);
         if let Some(w) = opt("--workers") {

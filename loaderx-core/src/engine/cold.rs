@@ -30,7 +30,17 @@
 //! most once per [`VERDICT_NS`] per store (a warm store pays a few system
 //! calls a millisecond, and keeps the mapped path). The first cold verdict
 //! also advises the maps `MADV_RANDOM`, so that a fault that still happens
-//! (a record the sample missed) reads only its own pages.
+//! (a record the sample missed) reads only its own pages. While the
+//! loader's look-ahead (which samples the records ahead of the gathers)
+//! last found the store cold, within [`AHEAD_NS`], an `Auto` gather reads
+//! directly without a sample: the look-ahead's reads make the gather's
+//! sample look resident while most of its records are not, and the mapped
+//! path would fault on those one at a time.
+//!
+//! The look-ahead's hints are `POSIX_FADV_WILLNEED` on runs of bytes, in
+//! pieces of [`io::WILL_NEED_CHUNK`] (the kernel drops what one advice asks
+//! beyond its read-ahead limit); for the windowed order, whole blocks
+//! ([`StoreReader::prefetch_ranges`]).
 //!
 //! The shards' files are opened for direct reads on first use (a store
 //! read warm holds no more descriptors than before), checked to be the
@@ -127,6 +137,10 @@ impl ReadMode {
 pub(crate) const SAMPLE: usize = 8;
 /// How long an `Auto` verdict holds before the next gather samples again.
 pub(crate) const VERDICT_NS: u64 = 1_000_000;
+/// How long the look-ahead's cold verdict sends an `Auto` store's gathers
+/// to direct reads (the look-ahead samples every step it asks for, but
+/// waits while it is `prefetch_bytes` ahead of the consumer).
+pub(crate) const AHEAD_NS: u64 = 1_000_000_000;
 
 /// Gathers and reads of the cold path, for tests and monitoring.
 #[derive(Debug, Default)]
@@ -136,6 +150,8 @@ pub(crate) struct ColdCounters {
     /// `read_all` calls served by io_uring, and by the `pread` pool.
     pub(crate) uring_batches: AtomicU64,
     pub(crate) pread_batches: AtomicU64,
+    /// Runs of bytes the look-ahead advised `POSIX_FADV_WILLNEED`.
+    pub(crate) will_need_runs: AtomicU64,
 }
 
 /// The cold path's state of one local store.
@@ -146,9 +162,11 @@ pub(crate) struct ColdState {
     /// none was.
     verdict: AtomicU64,
     epoch: Instant,
-    /// When the look-ahead last found this store warm (nanoseconds since
-    /// `epoch`, 0: never): it does not sample again for [`VERDICT_NS`].
-    ahead_warm: AtomicU64,
+    /// The look-ahead's last `Auto` verdict (as `verdict`): warm, it does
+    /// not sample again for [`VERDICT_NS`]; cold, and younger than
+    /// [`AHEAD_NS`], an `Auto` gather reads directly without a sample of
+    /// its own.
+    ahead: AtomicU64,
     /// The maps were advised `MADV_RANDOM`.
     advised: AtomicBool,
     /// Reads go to the `pread` pool even where io_uring works (tests).
@@ -157,7 +175,8 @@ pub(crate) struct ColdState {
     files: Vec<OnceLock<File>>,
     /// Every payload shard's `(device, inode)` at open.
     ids: Vec<Option<(u64, u64)>>,
-    pub(crate) counters: ColdCounters,
+    /// Boxed: a store's reader stays small beside a parts reader.
+    pub(crate) counters: Box<ColdCounters>,
 }
 
 impl ColdState {
@@ -167,13 +186,13 @@ impl ColdState {
         ColdState {
             mode: AtomicU8::new(ReadMode::initial().to_u8()),
             verdict: AtomicU64::new(0),
-            ahead_warm: AtomicU64::new(0),
+            ahead: AtomicU64::new(0),
             epoch: Instant::now(),
             advised: AtomicBool::new(false),
             pread_only: AtomicBool::new(false),
             files: ids.iter().map(|_| OnceLock::new()).collect(),
             ids,
-            counters: ColdCounters::default(),
+            counters: Box::default(),
         }
     }
 }
@@ -269,6 +288,15 @@ impl StoreReader {
     /// or a new one from the pages of up to [`SAMPLE`] of `indices`.
     fn auto_verdict(&self, indices: &[u64]) -> bool {
         let now = self.now_ns();
+        // The look-ahead found the records ahead cold: this gather's are
+        // cold too, though the look-ahead's reads made a sample of them
+        // look resident (the mapped path would then fault on every record
+        // not read yet, one at a time).
+        let ahead = self.cold.ahead.load(Ordering::Relaxed);
+        if ahead & 1 == 1 && now.saturating_sub(ahead >> 1) < AHEAD_NS {
+            self.advise_maps();
+            return true;
+        }
         let last = self.cold.verdict.load(Ordering::Relaxed);
         if last != 0 && now.saturating_sub(last >> 1) < VERDICT_NS {
             return last & 1 == 1;
@@ -563,8 +591,10 @@ impl StoreReader {
             ReadMode::Mapped => false,
             ReadMode::Direct => true,
             ReadMode::Auto => {
-                let warm = self.cold.ahead_warm.load(Ordering::Relaxed);
-                warm == 0 || self.now_ns().saturating_sub(warm) >= VERDICT_NS
+                let ahead = self.cold.ahead.load(Ordering::Relaxed);
+                ahead & 1 == 1
+                    || ahead == 0
+                    || self.now_ns().saturating_sub(ahead >> 1) >= VERDICT_NS
             }
         }
     }
@@ -574,30 +604,41 @@ impl StoreReader {
         (self.cold.epoch.elapsed().as_nanos() as u64).max(1)
     }
 
-    /// [`Self::prefetch`] of a local store.
-    fn prefetch_local(&self, indices: &[u64]) -> u64 {
-        if self.is_remote() || indices.is_empty() || self.in_memory_copy() {
-            return 0;
+    /// Whether the look-ahead of a local store reads ahead of the records
+    /// `sample(0..n)` (those it is about to ask for): never in `Mapped`
+    /// mode, a remote store or an in-memory copy; always in `Direct`; in
+    /// `Auto` when one of up to [`SAMPLE`] of them is not in the page cache
+    /// (its own sample, not the gathers' verdict: a store kept warm by this
+    /// look-ahead is still cold ahead of it). The verdict is kept for the
+    /// gathers ([`Self::auto_verdict`]).
+    fn ahead_go(&self, n: usize, sample: impl Fn(usize) -> u64) -> bool {
+        if self.is_remote() || n == 0 || self.in_memory_copy() {
+            return false;
         }
         let go = match self.read_mode() {
             ReadMode::Mapped => false,
             ReadMode::Direct => true,
-            // Its own sample, not the gathers' verdict: a store kept warm
-            // by this look-ahead is still cold ahead of it.
             ReadMode::Auto if !self.wants_prefetch() => false,
             ReadMode::Auto => {
-                let (n, k) = (indices.len(), indices.len().min(SAMPLE));
-                let cold = (0..k).any(|j| self.record_resident(indices[j * n / k]) == Some(false));
-                if !cold {
-                    self.cold.ahead_warm.store(self.now_ns(), Ordering::Relaxed);
-                }
+                let k = n.min(SAMPLE);
+                let cold = (0..k).any(|j| self.record_resident(sample(j * n / k)) == Some(false));
+                self.cold
+                    .ahead
+                    .store((self.now_ns() << 1) | u64::from(cold), Ordering::Relaxed);
                 cold
             }
         };
-        if !go {
+        if go {
+            self.advise_maps();
+        }
+        go
+    }
+
+    /// [`Self::prefetch`] of a local store.
+    fn prefetch_local(&self, indices: &[u64]) -> u64 {
+        if !self.ahead_go(indices.len(), |j| indices[j]) {
             return 0;
         }
-        self.advise_maps();
         let mut wanted: Vec<(usize, u64, u64)> = indices
             .iter()
             .filter_map(|&i| {
@@ -617,14 +658,90 @@ impl StoreReader {
                 _ => runs.push((s, start, end)),
             }
         }
+        self.will_need_runs(runs)
+    }
+
+    /// Advises `POSIX_FADV_WILLNEED` on the byte runs `(shard, start, end)`;
+    /// the bytes advised.
+    fn will_need_runs(&self, runs: impl IntoIterator<Item = (usize, u64, u64)>) -> u64 {
         let mut bytes = 0;
         for (s, start, end) in runs {
             if let Ok(file) = self.shard_file(s) {
                 io::will_need(&file, start, end - start);
                 bytes += end - start;
+                self.cold
+                    .counters
+                    .will_need_runs
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
         bytes
+    }
+
+    /// Starts reading every record of `ranges` (in range) ahead of their
+    /// gathers, as [`Self::prefetch`] does for single records: whole
+    /// blocks of a windowed order, which the drive then reads at its
+    /// sequential speed. A local store advises each maximal run of bytes
+    /// that the ranges' records fill in a shard once (records of one range
+    /// alternate shards: each shard holds a run of them); a remote store
+    /// asks its block cache for every record. Returns the stored bytes
+    /// asked for.
+    pub(crate) fn prefetch_ranges(&self, ranges: &[std::ops::Range<u64>]) -> u64 {
+        let len = self.len();
+        let clip = |r: &std::ops::Range<u64>| r.start.min(len)..r.end.min(len);
+        if let Some(source) = self.source() {
+            let wanted = ranges
+                .iter()
+                .flat_map(&clip)
+                .filter_map(|i| {
+                    let loc = self.loc(i).ok()?;
+                    Some((i, self.shard_index(i), loc.offset, loc.phys_length))
+                })
+                .collect();
+            return source.prefetch(wanted);
+        }
+        let count: u64 = ranges.iter().map(|r| clip(r).end - clip(r).start).sum();
+        let Ok(n) = usize::try_from(count) else {
+            return 0;
+        };
+        // The j-th record of the ranges laid end to end.
+        let nth = |mut j: usize| -> u64 {
+            for r in ranges {
+                let r = clip(r);
+                let k = (r.end - r.start) as usize;
+                if j < k {
+                    return r.start + j as u64;
+                }
+                j -= k;
+            }
+            0
+        };
+        if !self.ahead_go(n, nth) {
+            return 0;
+        }
+        // Per shard, the run being extended: records of a shard follow one
+        // another in the common layouts, so a range costs one advice a shard.
+        let mut open: Vec<Option<(u64, u64)>> = vec![None; self.data_shards()];
+        let mut runs = Vec::new();
+        for i in ranges.iter().flat_map(clip) {
+            let Ok(loc) = self.loc(i) else { continue };
+            let s = self.shard_index(i);
+            let (start, end) = (loc.offset, loc.offset + u64::from(loc.phys_length));
+            match &mut open[s] {
+                Some(run) if start >= run.0 && start <= run.1 => run.1 = run.1.max(end),
+                slot => {
+                    if let Some((a, b)) = slot.replace((start, end)) {
+                        runs.push((s, a, b));
+                    }
+                }
+            }
+        }
+        runs.extend(
+            open.into_iter()
+                .enumerate()
+                .filter_map(|(s, r)| r.map(|(a, b)| (s, a, b))),
+        );
+        self.will_need_runs(runs)
     }
 }
 

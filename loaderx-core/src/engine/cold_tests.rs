@@ -342,6 +342,108 @@ fn prefetch_reads_a_cold_store_into_the_page_cache() {
     assert_eq!(store.engine().prefetch(&idx), 4096 * unique.len() as u64);
 }
 
+/// Runs of bytes advised `WILLNEED` by the look-ahead, every store read.
+fn will_need_runs(engine: &Engine) -> u64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    engine
+        .stores()
+        .iter()
+        .map(|r| r.cold_counters().will_need_runs.load(Relaxed))
+        .sum()
+}
+
+#[test]
+fn prefetching_ranges_advises_one_run_a_shard() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let (n, width, shards) = (1000usize, 64u64, 3usize);
+    dense(&path, Codec::Raw, width as usize, n, shards);
+    let store = DynDense::open(&path).unwrap();
+    let e = store.engine();
+    store.set_read_mode(ReadMode::Mapped);
+    assert_eq!(
+        e.prefetch_ranges(&[0..50, 60..100]),
+        0,
+        "mapped: nothing ahead"
+    );
+    store.set_read_mode(ReadMode::Direct);
+    // Two blocks, the second running past the end (clipped).
+    let before = will_need_runs(e);
+    assert_eq!(
+        e.prefetch_ranges(&[100..200, 900..1100]),
+        (100 + 100) * width
+    );
+    // Records alternate shards: each range is one run in each shard.
+    assert_eq!(will_need_runs(e) - before, 2 * shards as u64);
+    // Record by record, the same 200 records are 2 runs a shard too (the
+    // look-ahead's older path coalesces neighbours): the counts agree.
+    let before = will_need_runs(e);
+    let idx: Vec<u64> = (100..200).chain(900..1000).collect();
+    assert_eq!(e.prefetch(&idx), 200 * width);
+    assert_eq!(will_need_runs(e) - before, 2 * shards as u64);
+
+    // Parts: a range across the boundary is cut there, each part reading
+    // its own records.
+    let mut parts = Vec::new();
+    for (k, n) in [150usize, 1, 260].into_iter().enumerate() {
+        let p = dir.path().join(format!("p{k}"));
+        dense(&p, Codec::Raw, 64, n, 2);
+        parts.push(DynDense::open(&p).unwrap());
+    }
+    let d = DynDense::concat(dir.path(), parts).unwrap();
+    d.set_read_mode(ReadMode::Direct);
+    let before = will_need_runs(d.engine());
+    assert_eq!(d.engine().prefetch_ranges(&[100..200, 400..500]), 111 * 64);
+    // 100..150 in part 0, 150 in part 1 (one shard holds it), 151..200
+    // and 400..411 in part 2: 2 + 1 + 2 + 2 runs.
+    assert_eq!(will_need_runs(d.engine()) - before, 7);
+}
+
+#[test]
+fn auto_reads_directly_while_the_look_ahead_finds_the_store_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let n = 2000;
+    let recs = dense(&path, Codec::Raw, 4096, n, 2);
+    let store = DynDense::open(&path)
+        .unwrap()
+        .with_read_mode(ReadMode::Auto);
+    let reader = &store.engine().stores()[0];
+    let idx: Vec<u64> = (0..64u64).map(|k| (k * 7919) % n as u64).collect();
+    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    let files: Vec<std::fs::File> = (0..2)
+        .map(|s| std::fs::File::open(path.join(format::data_file(s))).unwrap())
+        .collect();
+    for f in &files {
+        io::evict(f);
+    }
+    if !idx
+        .iter()
+        .any(|&i| reader.record_resident(i) == Some(false))
+    {
+        return; // the file system keeps its pages: nothing to see
+    }
+    // The look-ahead finds the records cold and asks for them.
+    assert!(store.engine().prefetch(&idx) > 0);
+    // Read into the page cache (by the look-ahead's reads, or anything
+    // else): a sample of the gather's records is resident now, and still
+    // the gather reads directly, as the look-ahead found the store cold.
+    for f in &files {
+        std::io::copy(&mut &*f, &mut std::io::sink()).unwrap();
+    }
+    if !idx.iter().all(|&i| reader.record_resident(i) == Some(true)) {
+        return; // no room in the page cache
+    }
+    assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+    assert_eq!(counted(store.engine()).0, 1, "read directly");
+    // Once the look-ahead finds the records ahead warm, gathers map again.
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!(store.engine().prefetch(&idx), 0);
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+    assert_eq!(counted(store.engine()).0, 1, "a warm store is mapped");
+}
+
 fn small_case() -> impl Strategy<Value = (Codec, usize, usize, usize, Vec<u64>, bool)> {
     (
         prop_oneof![Just(Codec::Raw), Just(Codec::Zstd)],

@@ -434,19 +434,31 @@ pub(crate) fn advise_random(file: &File) {
     let _ = file;
 }
 
+/// Bytes of one `POSIX_FADV_WILLNEED` of [`will_need`]: the kernel reads at
+/// most the larger of the file's read-ahead and the device's largest
+/// request per advice (often 128 KiB and 512 KiB–1 MiB) and drops the rest,
+/// so a longer range is advised in pieces of this size.
+pub(crate) const WILL_NEED_CHUNK: u64 = 512 << 10;
+
 /// Asks the kernel to start reading `len` bytes of `file` at `offset` into
-/// the page cache, without waiting for them (a prefetch). Advice only: an
-/// error is ignored.
+/// the page cache, without waiting for them (a prefetch), in pieces of
+/// [`WILL_NEED_CHUNK`]. Advice only: an error is ignored.
 pub(crate) fn will_need(file: &File, offset: u64, len: u64) {
-    #[cfg(target_os = "linux")]
-    if let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) {
-        // SAFETY: advice on an open fd; no memory is passed.
-        unsafe {
-            libc::posix_fadvise(file.as_raw_fd(), offset, len, libc::POSIX_FADV_WILLNEED);
+    let end = offset.saturating_add(len);
+    let mut at = offset;
+    while at < end {
+        let n = (end - at).min(WILL_NEED_CHUNK);
+        #[cfg(target_os = "linux")]
+        if let (Ok(o), Ok(l)) = (libc::off_t::try_from(at), libc::off_t::try_from(n)) {
+            // SAFETY: advice on an open fd; no memory is passed.
+            unsafe {
+                libc::posix_fadvise(file.as_raw_fd(), o, l, libc::POSIX_FADV_WILLNEED);
+            }
         }
+        #[cfg(not(target_os = "linux"))]
+        let _ = file;
+        at += n;
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = (file, offset, len);
 }
 
 /// Whether io_uring has not failed in this process (tests).

@@ -43,7 +43,10 @@
 //!   into its block cache ([`source::ShardSource::prefetch`]), where the
 //!   gathers find them; nothing is read twice (a page in flight is waited
 //!   for; a remote block being fetched is claimed, and waited for by any
-//!   other gather that needs it). All `unsafe` of this path is in [`io`].
+//!   other gather that needs it). For a windowed order the look-ahead asks
+//!   for whole blocks instead ([`Engine::prefetch_ranges`]), once each, so
+//!   the drive reads them at its sequential speed. All `unsafe` of this
+//!   path is in [`io`].
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
@@ -204,6 +207,21 @@ impl Engine {
         match self {
             Engine::Store(r) => r.prefetch(indices),
             Engine::Parts(p) => p.prefetch(indices),
+        }
+    }
+
+    /// Starts reading every record of `ranges` (sorted; clipped to the
+    /// records there are) ahead of their gathers, as [`Self::prefetch`]
+    /// does for single records: the whole blocks of a windowed order, one
+    /// advice per run of bytes a shard holds of them. Returns the stored
+    /// bytes asked for.
+    pub(crate) fn prefetch_ranges(&self, ranges: &[std::ops::Range<u64>]) -> u64 {
+        if !self.wants_prefetch() {
+            return 0;
+        }
+        match self {
+            Engine::Store(r) => r.prefetch_ranges(ranges),
+            Engine::Parts(p) => p.prefetch_ranges(ranges),
         }
     }
 

@@ -188,6 +188,27 @@ impl Parts {
             .sum()
     }
 
+    /// Starts reading every record of `ranges` ahead of their gathers,
+    /// each range cut at the parts' boundaries and read by its parts
+    /// ([`StoreReader::prefetch_ranges`]); the stored bytes asked for.
+    pub(crate) fn prefetch_ranges(&self, ranges: &[std::ops::Range<u64>]) -> u64 {
+        let starts = self.index.starts();
+        let mut bytes = 0;
+        for (p, reader) in self.readers.iter().enumerate() {
+            let (lo, hi) = (starts[p], starts[p + 1]);
+            let local: Vec<std::ops::Range<u64>> = ranges
+                .iter()
+                .map(|r| r.start.max(lo)..r.end.min(hi))
+                .filter(|r| r.start < r.end)
+                .map(|r| r.start - lo..r.end - lo)
+                .collect();
+            if !local.is_empty() {
+                bytes += reader.prefetch_ranges(&local);
+            }
+        }
+        bytes
+    }
+
     /// The part holding every one of `indices` (in range), if one does.
     fn single_part(&self, indices: &[u64]) -> Option<usize> {
         let (&first, rest) = indices.split_first()?;

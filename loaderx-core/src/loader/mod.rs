@@ -394,6 +394,15 @@ impl<S: Staging> DataLoaderBuilder<S> {
     /// waits). A warm or [`ReadMode::Mapped`] local store is not read
     /// ahead. A synchronous loader ([`workers(0)`](Self::workers)) has no
     /// look-ahead.
+    ///
+    /// In the [`Windowed`](crate::SamplerMode::Windowed) order the
+    /// look-ahead asks for whole blocks, once each, instead of single
+    /// records, so that the drive reads them at its sequential speed: a
+    /// block's bytes count against this bound at the first step that draws
+    /// from it, so the default of 64 MiB holds one window of 16 blocks of
+    /// 4 MiB (a larger window asks for all its blocks at its first step).
+    /// A loader that delivers less than a quarter of each global batch
+    /// (ranks of a large world, some views) asks for its own records only.
     pub fn prefetch_bytes(mut self, bytes: u64) -> Self {
         self.prefetch_bytes = bytes;
         self

@@ -15,7 +15,9 @@
 //! consumer, and waits for the consumer to take steps before it asks for
 //! more, so a slow consumer never makes it outrun what it read; it never
 //! asks for a step a worker claimed (that worker reads it), nor for one
-//! twice. It changes when bytes are read, never which batches are made:
+//! twice. In the windowed order it asks for the whole blocks a step draws
+//! from, once each ([`BlockMemo`]), not record by record. It changes when
+//! bytes are read, never which batches are made:
 //! step order, resume, shard, epochs and every other setting behave as
 //! without it.
 
@@ -32,7 +34,7 @@ use crate::codec::Sink;
 use crate::dense::DynDense;
 use crate::error::{Error, ErrorKind, StoreKind};
 use crate::ragged::{DynRagged, RaggedGatherPlan, RaggedLayout};
-use crate::sampler::Sampler;
+use crate::sampler::{Sampler, SamplerMode};
 use crate::store::Store;
 
 pub(super) struct Config<T, S: Staging> {
@@ -65,6 +67,54 @@ struct Producer<T, S: Staging> {
     /// How each global batch is split into views, and which are delivered.
     placement: Placement<S>,
     transform: Transform<T, S::Buffer>,
+}
+
+/// The blocks of a windowed order the look-ahead asked for, so that it
+/// asks for each whole block once ([`Producer::prefetch`]): the drive
+/// reads a block (about 4 MiB) sequentially, where the records one by one
+/// would be as many small reads in the order the batches draw them.
+struct BlockMemo {
+    /// Records per block.
+    block: u64,
+    /// Steps after which a block asked for again is new (a later pass).
+    horizon: u64,
+    /// Block → the step that asked for it.
+    asked: std::collections::HashMap<u64, u64>,
+}
+
+impl BlockMemo {
+    /// The record ranges of the blocks of `indices` not asked for in the
+    /// last `horizon` steps (now marked asked for at `step`), in order,
+    /// adjacent blocks merged.
+    fn fresh(&mut self, step: u64, indices: &[u64]) -> Vec<std::ops::Range<u64>> {
+        let horizon = self.horizon;
+        if self.asked.len() > 4096 {
+            self.asked.retain(|_, at| step.wrapping_sub(*at) <= horizon);
+        }
+        let mut new: Vec<u64> = Vec::new();
+        for &i in indices {
+            let b = i / self.block;
+            let fresh = match self.asked.get(&b) {
+                Some(&at) => step.wrapping_sub(at) > horizon,
+                None => true,
+            };
+            if fresh {
+                self.asked.insert(b, step);
+                new.push(b);
+            }
+        }
+        new.sort_unstable();
+        let mut ranges: Vec<std::ops::Range<u64>> = Vec::with_capacity(new.len());
+        for b in new {
+            let start = b * self.block;
+            let end = start.saturating_add(self.block);
+            match ranges.last_mut() {
+                Some(r) if r.end == start => r.end = end,
+                _ => ranges.push(start..end),
+            }
+        }
+        ranges
+    }
 }
 
 /// A producer whatever its staging: what the loader keeps for synchronous
@@ -256,6 +306,7 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
 /// The look-ahead thread (see the module doc): asks the stores to read
 /// the steps after the last claimed, within the byte and step bounds.
 fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
+    let mut blocks = producer.block_memo();
     loop {
         let step = {
             let mut st = shared.lock();
@@ -284,7 +335,8 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
                 st.lookahead_waits = false;
             }
         };
-        let bytes = catch_unwind(AssertUnwindSafe(|| producer.prefetch(step))).unwrap_or(0);
+        let bytes =
+            catch_unwind(AssertUnwindSafe(|| producer.prefetch(step, &mut blocks))).unwrap_or(0);
         let mut st = shared.lock();
         st.ahead_next = step.wrapping_add(1);
         // Taken already (a fast consumer): nothing of it is pending.
@@ -330,7 +382,7 @@ impl<T, S: Staging> Producer<T, S> {
     /// Asks every stream's store to start reading the records that step
     /// `step` gathers (the look-ahead's); the stored bytes asked for. A
     /// step whose indices cannot be drawn is skipped: its worker reports.
-    fn prefetch(&self, step: u64) -> u64 {
+    fn prefetch(&self, step: u64, blocks: &mut Option<BlockMemo>) -> u64 {
         // Warm or mapped stores: not even the indices are drawn.
         if !self.streams.iter().any(|s| s.engine().wants_prefetch()) {
             return 0;
@@ -355,12 +407,53 @@ impl<T, S: Staging> Producer<T, S> {
             }
             indices = gathered;
         }
+        if let Some(memo) = blocks {
+            let ranges = memo.fresh(step, &indices);
+            if ranges.is_empty() {
+                return 0;
+            }
+            return self
+                .streams
+                .iter()
+                .map(|s| s.engine())
+                .map(|e| e.prefetch_ranges(&ranges))
+                .sum();
+        }
         self.streams
             .iter()
             .map(|s| s.engine())
             .filter(|e| e.check_indices(&indices).is_ok())
             .map(|e| e.prefetch(&indices))
             .sum()
+    }
+
+    /// The look-ahead's memo of blocks asked for, when it asks for whole
+    /// blocks: a [`Windowed`](crate::SamplerMode::Windowed) order without
+    /// a mixture, where this loader delivers at least a quarter of every
+    /// global batch (ranks and views that read less of a block ask for
+    /// their own records only, not for bytes other hosts read).
+    fn block_memo(&self) -> Option<BlockMemo> {
+        let SamplerMode::Windowed { block, window } = self.sampler.mode() else {
+            return None;
+        };
+        if self.sampler.mixture().is_some() || block == 0 {
+            return None;
+        }
+        let (_, world) = self.sampler.rank();
+        let placement = &self.placement;
+        let delivered = placement.slots.len() as u128;
+        if delivered * 4 < placement.count.max(1) as u128 * world.max(1) as u128 {
+            return None;
+        }
+        // A window's records are drawn in consecutive steps: a block is
+        // read within this many steps of its first record.
+        let global = (self.sampler.batch_size() as u128 * world.max(1) as u128).max(1);
+        let span = (u128::from(window) * u128::from(block)).div_ceil(global) + 1;
+        Some(BlockMemo {
+            block: u64::from(block),
+            horizon: u64::try_from(span).unwrap_or(u64::MAX),
+            asked: std::collections::HashMap::new(),
+        })
     }
 
     /// [`produce`](Self::produce), with a panic (in a gather, or in the
@@ -881,6 +974,90 @@ mod tests {
             assert_eq!(sync, reference, "{mode:?}");
             assert_eq!(stats.prefetched_bytes, 0, "no look-ahead without workers");
         }
+    }
+
+    #[test]
+    fn a_windowed_look_ahead_asks_for_whole_blocks_once_and_changes_no_batch() {
+        use crate::ReadMode;
+        use std::sync::atomic::Ordering::Relaxed;
+        let dir = tempfile::tempdir().unwrap();
+        let (n, width, block, window) = (4096u64, 64u64, 128u32, 4u32);
+        let opts = crate::CreateOptions::new(Codec::Raw).data_shards(4);
+        let mut w =
+            crate::DynDenseWriter::create(dir.path().join("d"), crate::DType::U8, &[64], &opts)
+                .unwrap();
+        let bytes: Vec<u8> = (0..n * width).map(|k| (k * 7 + k / 64) as u8).collect();
+        w.append_bytes(&bytes, n as usize).unwrap();
+        w.close().unwrap();
+        let block_bytes = u64::from(block) * width;
+        // (batches, bytes asked for, WILLNEED runs, shards)
+        let run = |mode: ReadMode, ahead: u64| {
+            let d = crate::DynDense::open(dir.path().join("d")).unwrap();
+            let stream = Stream::from(d);
+            let mut loader = DataLoader::builder()
+                .stream("d", stream.clone())
+                .batch_size(32)
+                .mode(SamplerMode::Windowed { block, window })
+                .seed(3)
+                .workers(2)
+                .read_mode(mode)
+                .prefetch_bytes(ahead)
+                .build()
+                .unwrap();
+            let seen: Vec<(Vec<u64>, Vec<u8>)> = loader
+                .by_ref()
+                .take(20)
+                .map(|b| {
+                    let b = b.unwrap();
+                    (
+                        b.indices().to_vec(),
+                        b.column("d").unwrap().bytes().to_vec(),
+                    )
+                })
+                .collect();
+            if mode == ReadMode::Direct {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while loader.stats().prefetched_bytes == 0 && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            }
+            let stats = loader.stats();
+            drop(loader);
+            let engine = stream.engine();
+            let runs: u64 = engine
+                .stores()
+                .iter()
+                .map(|r| r.cold_counters().will_need_runs.load(Relaxed))
+                .sum();
+            (
+                seen,
+                stats.prefetched_bytes,
+                runs,
+                engine.data_shards() as u64,
+            )
+        };
+        let (reference, asked, _, _) = run(ReadMode::Mapped, 0);
+        assert_eq!(asked, 0);
+        // A window is 512 records, 16 steps; a budget of 2 windows keeps the
+        // look-ahead within the first pass (128 steps).
+        let (seen, asked, runs, shards) =
+            run(ReadMode::Direct, 2 * u64::from(window) * block_bytes);
+        assert_eq!(seen, reference, "the same batches");
+        assert!(asked > 0);
+        // Whole blocks, each asked for once: one advice per block and
+        // shard at most (adjacent blocks merge), never a record alone.
+        assert_eq!(asked % block_bytes, 0, "{asked}");
+        assert!(asked <= n * width, "{asked}");
+        let blocks = asked / block_bytes;
+        assert!(runs <= blocks * shards, "{runs} runs for {blocks} blocks");
+        // The blocks of the steps delivered were asked for: every one of
+        // the first window's (the look-ahead starts at step 0).
+        let first: std::collections::BTreeSet<u64> = reference[..16]
+            .iter()
+            .flat_map(|(idx, _)| idx.iter().map(|&i| i / u64::from(block)))
+            .collect();
+        assert_eq!(first.len(), window as usize);
+        assert!(blocks >= window as u64, "{blocks}");
     }
 
     #[test]
