@@ -293,7 +293,10 @@ pub struct Report {
 /// default bound), biases zero, drawn by SplitMix64 in the order of the
 /// variables' names, so that both runs start from the same model.
 pub fn seed_weights(varmap: &VarMap, seed: u64, device: &Device) -> Result<(), Error> {
-    let vars = varmap.data().lock().map_err(|_| "the variable map is poisoned")?;
+    let vars = varmap
+        .data()
+        .lock()
+        .map_err(|_| "the variable map is poisoned")?;
     let mut names: Vec<&String> = vars.keys().collect();
     names.sort();
     let mut state = seed;

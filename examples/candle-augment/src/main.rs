@@ -27,10 +27,10 @@ struct Args {
     root: Option<PathBuf>,
     /// Training records kept (the first ones of the training split): fewer
     /// records make the gain of augmentation plainer.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 1_000)]
     train_records: usize,
     /// Passes over the training records, the same for both runs.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 40)]
     epochs: u64,
     /// Records per step.
     #[arg(long, default_value_t = 128)]
