@@ -82,7 +82,7 @@ pub struct Args {
     #[arg(long, env = "LOADERX_VISION_PYTHON")]
     pub vision_python: Option<PathBuf>,
     /// The `vision` section's corpus (made by `python/make_vision_data.py`
-    /// when incomplete; default: $LOADERX_CACHE/data/vision-<images>, or
+    /// when incomplete; default: `$LOADERX_CACHE/data/vision-<images>`, or
     /// under `--dir` and removed after a `--quick` run).
     #[arg(long)]
     pub vision_data: Option<PathBuf>,
