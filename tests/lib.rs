@@ -256,3 +256,30 @@ impl S3Server {
             .is_ok_and(|s| s.starts_with("HTTP/1.1 200"))
     }
 }
+
+/// A solid `w` x `h` RGB PNG of one colour: the adapters' vision tests'
+/// records.
+pub fn solid_png(w: u32, h: u32, rgb: [u8; 3]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut e = png::Encoder::new(&mut out, w, h);
+    e.set_color(png::ColorType::Rgb);
+    let px: Vec<u8> = (0..w * h).flat_map(|_| rgb).collect();
+    e.write_header()
+        .and_then(|mut h| h.write_image_data(&px))
+        .expect("a PNG in memory");
+    out
+}
+
+/// Writes `dir/image`, `n` PNG records of sizes 20–28 x 18–22 whose red is
+/// `10 * i`, green 7 and blue 200, and `dir/label`, `i` as `i64`: the
+/// adapters' vision tests tell a record's pixels from its label.
+pub fn write_labelled_pngs(dir: &std::path::Path, n: u32) -> loaderx_core::Result<()> {
+    use loaderx_core::{Codec, DenseWriter, RaggedWriter};
+    let mut w = RaggedWriter::<u8>::create(dir.join("image"), 1, Codec::Raw)?;
+    w.append((0..n).map(|i| solid_png(20 + i % 9, 18 + i % 5, [i as u8 * 10, 7, 200])))?;
+    w.close()?;
+    let mut w = DenseWriter::<i64>::create(dir.join("label"), &[], Codec::Raw)?;
+    w.append_slice(&(0..i64::from(n)).collect::<Vec<_>>(), n as usize)?;
+    w.close()?;
+    Ok(())
+}

@@ -823,42 +823,16 @@ fn run_python_2819(
     shape: &Shape,
     seconds: f64,
 ) -> Result<Rate> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/peer_2_8_19.py");
-    let mut cmd = cg.command(python);
-    cmd.env("PYTHONPATH", releases.join("2.8.19"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .arg(script)
-        .args([
-            "loader".to_string(),
-            "--stream".into(),
-            format!("x={}", store.display()),
-            "--batch".into(),
-            shape.batch.to_string(),
-            "--workers".into(),
-            "2".into(),
-            "--prefetch".into(),
-            "4".into(),
-            "--seed".into(),
-            "7".into(),
-            "--min-seconds".into(),
-            seconds.to_string(),
-        ]);
-    let out = cmd.output()?;
-    if !out.status.success() {
-        return Err(format!(
-            "peer_2_8_19.py loader failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        )
-        .into());
-    }
-    let text = String::from_utf8_lossy(&out.stdout);
-    let line = text
-        .lines()
-        .find(|l| l.trim_start().starts_with('{'))
-        .ok_or("peer_2_8_19.py printed nothing")?;
-    let v: Value = serde_json::from_str(line)?;
-    let batches = crate::python::num(&v, "batches_per_s")?;
-    let records = batches * shape.batch as f64;
+    let c = crate::loader::LoaderConfig {
+        batch: shape.batch,
+        workers: 2,
+        prefetch: 4,
+        min: Duration::from_secs_f64(seconds),
+    };
+    let args = crate::loader::loader_args(store, None, c);
+    let out = crate::python::run_release_in(cg.command(python), releases, "2.8.19", &args)?;
+    let v = out.first().ok_or("peer_2_8_19.py loader printed nothing")?;
+    let records = crate::python::num(v, "batches_per_s")? * shape.batch as f64;
     Ok(Rate {
         records_per_s: records,
         bytes_per_s: records * shape.record_bytes as f64,

@@ -359,7 +359,7 @@ pub fn run_python(
 
 /// The `loader` command line of the Python peers: streams `x` (`store`)
 /// and `y` (`label`), batch, workers, prefetch, seed 7 and the time.
-fn loader_args(store: &Path, label: Option<&Path>, c: LoaderConfig) -> Vec<String> {
+pub(crate) fn loader_args(store: &Path, label: Option<&Path>, c: LoaderConfig) -> Vec<String> {
     let mut args = vec![
         "loader".to_string(),
         "--stream".into(),

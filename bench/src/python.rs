@@ -34,8 +34,18 @@ pub fn run_release(
     release: &str,
     args: &[String],
 ) -> Result<Vec<Value>> {
+    run_release_in(Command::new(python), releases, release, args)
+}
+
+/// [`run_release`] with `python` as `cmd` starts it (inside a cgroup, for
+/// the `cold` section).
+pub fn run_release_in(
+    mut cmd: Command,
+    releases: &Path,
+    release: &str,
+    args: &[String],
+) -> Result<Vec<Value>> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("python/peer_2_8_19.py");
-    let mut cmd = Command::new(python);
     cmd.env("PYTHONPATH", releases.join(release))
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg(script);

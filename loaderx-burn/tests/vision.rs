@@ -7,30 +7,13 @@ use burn::data::dataloader::DataLoader;
 use burn::tensor::Device;
 use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch};
 use loaderx_core::vision::{OutputType, Pipeline};
-use loaderx_core::{Codec, Dense, DenseWriter, Ragged, RaggedWriter};
-
-/// A solid `w` x `h` PNG of one colour.
-fn solid_png(w: u32, h: u32, rgb: [u8; 3]) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut e = png::Encoder::new(&mut out, w, h);
-    e.set_color(png::ColorType::Rgb);
-    let px: Vec<u8> = (0..w * h).flat_map(|_| rgb).collect();
-    e.write_header().unwrap().write_image_data(&px).unwrap();
-    out
-}
+use loaderx_core::{Dense, Ragged};
 
 #[test]
 fn augmented_images_and_labels_arrive_aligned_as_tensors() {
     let dir = tempfile::tempdir().unwrap();
     let n = 24;
-    let mut w = RaggedWriter::<u8>::create(dir.path().join("image"), 1, Codec::Raw).unwrap();
-    w.append((0..n).map(|i| solid_png(20 + i % 9, 18 + i % 5, [i as u8 * 10, 7, 200])))
-        .unwrap();
-    w.close().unwrap();
-    let mut w = DenseWriter::<i64>::create(dir.path().join("label"), &[], Codec::Raw).unwrap();
-    w.append_slice(&(0..i64::from(n)).collect::<Vec<_>>(), n as usize)
-        .unwrap();
-    w.close().unwrap();
+    loaderx_tests::write_labelled_pngs(dir.path(), n).unwrap();
 
     let pipeline = Pipeline::new()
         .random_resized_crop(12, (0.08, 1.0), (0.75, 4.0 / 3.0))
