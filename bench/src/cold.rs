@@ -424,6 +424,8 @@ pub struct ChildConfig {
     pub order: String,
     /// The read mode; `None`: the store's default.
     pub read_mode: Option<ReadMode>,
+    /// The look-ahead's bound, bytes; `None`: the loader's default.
+    pub prefetch_bytes: Option<u64>,
     /// Timed seconds.
     pub seconds: f64,
 }
@@ -443,6 +445,9 @@ pub fn child(store: &Path, c: &ChildConfig) -> Result<()> {
     }
     if let Some(m) = c.read_mode {
         b = b.read_mode(m);
+    }
+    if let Some(p) = c.prefetch_bytes {
+        b = b.prefetch_bytes(p);
     }
     let mut loader = b.build()?;
     let mut take = || -> Result<usize> {
@@ -488,6 +493,9 @@ fn run_ours(cg: Option<&Cgroup>, store: &Path, c: &ChildConfig) -> Result<Rate> 
     }
     if let Some(m) = c.read_mode {
         cmd.args(["--read-mode", read_mode_name(m)]);
+    }
+    if let Some(p) = c.prefetch_bytes {
+        cmd.args(["--prefetch-bytes", &p.to_string()]);
     }
     json_line(cmd, "loaderx cold child")
 }
@@ -638,6 +646,7 @@ pub fn section(
             workers,
             order: order.to_string(),
             read_mode: None,
+            prefetch_bytes: None,
             seconds: cfg.seconds,
         };
         drop_caches()?;
@@ -659,6 +668,7 @@ pub fn section(
             &store,
             &ChildConfig {
                 read_mode: Some(ReadMode::Mapped),
+                prefetch_bytes: None,
                 ..child(None, "iid")
             },
         )?;

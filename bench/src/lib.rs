@@ -137,6 +137,9 @@ pub enum Child {
         /// `auto`, `mapped` or `direct` (default: the store's).
         #[arg(long)]
         read_mode: Option<String>,
+        /// The look-ahead's bound, bytes (default: the loader's).
+        #[arg(long)]
+        prefetch_bytes: Option<u64>,
         /// Timed seconds.
         #[arg(long)]
         seconds: f64,

@@ -42,6 +42,7 @@ fn main() -> ExitCode {
             workers,
             order,
             read_mode,
+            prefetch_bytes,
             seconds,
         }) => read_mode
             .as_deref()
@@ -55,6 +56,7 @@ fn main() -> ExitCode {
                         workers: *workers,
                         order: order.clone(),
                         read_mode,
+                        prefetch_bytes: *prefetch_bytes,
                         seconds: *seconds,
                     },
                 )
