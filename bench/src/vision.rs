@@ -251,7 +251,7 @@ fn normalise_hwc(src: &[u8], flip: bool, out: &mut [f32]) {
 /// (`image` and `label` stores); prints one JSON line.
 ///
 /// * `ours`: the encoded store through the loader's `vision` stage;
-/// * `ours-full-decode`: the same with reduced (scaled) JPEG decoding off;
+/// * `ours-full-decode`: the same with crop-first JPEG decoding off (every JPEG decoded in full);
 /// * `pixels`: the 224×224 pixel store gathered as it is (`u8` HWC);
 /// * `pixels-normalise`: the same, then mirrored (train: with p = 1/2) and
 ///   normalised to `f32` CHW on the workers.
@@ -321,8 +321,8 @@ pub fn child(which: &str, split: &Path, pipe: Pipe, workers: usize, seconds: f64
 }
 
 /// One-thread microseconds per image of `pipeline` over the first `n`
-/// records of the encoded store `store`, with and without reduced (scaled)
-/// JPEG decoding: `(full, reduced)`, each the median of 7 rounds of
+/// records of the encoded store `store`, with and without crop-first
+/// (cropped, maybe scaled) JPEG decoding: `(full, crop_first)`, each the median of 7 rounds of
 /// `min / 7`, the two alternating (so load from elsewhere on the machine
 /// slows rounds of both).
 pub fn decode_costs(store: &Path, pipe: Pipe, n: usize, min: Duration) -> Result<(f64, f64)> {
@@ -548,7 +548,7 @@ pub fn section(
         "images",
         "pipeline",
         "full decode µs/image>",
-        "scaled/cropped decode µs/image>",
+        "crop-first decode µs/image>",
         "speed-up>",
     ]);
     for (what, dir) in [
@@ -574,7 +574,7 @@ pub fn section(
         .unwrap_or(json!({}));
     Ok(format!(
         "#### Vision: decode + augment, {} images of ~400×350 (JPEG q90; PNG: the first {}), batches of {BATCH}, IID{}\n\n{}\n\
-         One thread, decode + augment of one image (`Pipeline::apply`), {}: full decode vs scaled (reduced-IDCT) decode of the crop's region, median of 7 alternating rounds\n\n{}",
+         One thread, decode + augment of one image (`Pipeline::apply`), {}: full decode (`reduced_decode(false)`) vs crop-first decode (only the crop's rows and iMCU columns, reduced-IDCT when shrunk 2x or more; libjpeg-turbo), median of 7 alternating rounds\n\n{}",
         sources.get("images").and_then(Value::as_u64).unwrap_or(0),
         sources.get("png").and_then(Value::as_u64).unwrap_or(0),
         if tv {

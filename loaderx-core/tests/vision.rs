@@ -267,14 +267,19 @@ fn hostile_images_are_errors_never_panics() {
         image_detail(apply(&p, &pngs[..cut], 0));
     }
     // Lying dimensions: the SOF0 header claims 640 x 480 for a 64 x 48
-    // scan. The scan runs out at the end of the file: an error, by either
-    // decoder. (Followed by an end-of-image marker, the missing rows decode
-    // as zero coefficients, as libjpeg and PIL do.)
+    // scan. The scan runs out at the end of the file: an error, full or
+    // crop-first; followed by an end-of-image marker too (libjpeg's
+    // warning, which libjpeg and PIL would let decode the missing rows as
+    // zero coefficients).
     let sof = good.windows(2).position(|w| w == [0xFF, 0xC0]).unwrap();
     let mut liar = good[..good.len() - 2].to_vec();
     liar[sof + 5..sof + 9].copy_from_slice(&[0x01, 0xE0, 0x02, 0x80]);
     image_detail(apply(&p, &liar, 0));
     image_detail(apply(&p.clone().reduced_decode(false), &liar, 0));
+    let mut ended = liar.clone();
+    ended.extend_from_slice(&[0xFF, 0xD9]);
+    image_detail(apply(&p, &ended, 0));
+    image_detail(apply(&p.clone().reduced_decode(false), &ended, 0));
     // A PNG whose IHDR (CRC fixed up) claims 128 x 96 for 64 x 48 rows.
     let mut pliar = rgb_png(64, 48, &px);
     pliar[16..24].copy_from_slice(&[0, 0, 0, 128, 0, 0, 0, 96]);
@@ -608,4 +613,217 @@ fn image_info_reads_headers_only() {
         ImageFormat::sniff(b"\x89PNG\r\n\x1a\n...."),
         Some(ImageFormat::Png)
     );
+}
+
+/// The 97 x 75 photograph of the fixtures mirrored into a `w` x `h` one
+/// (RGB), so that crops at any place hold natural detail.
+fn photo(w: u32, h: u32) -> Vec<u8> {
+    let src = image::load_from_memory(&std::fs::read(format!("{FIXTURES}/eval_src.png")).unwrap())
+        .unwrap()
+        .to_rgb8();
+    let (sw, sh) = (src.width(), src.height());
+    let fold = |v: u32, n: u32| {
+        let m = v % (2 * n);
+        if m < n { m } else { 2 * n - 1 - m }
+    };
+    let mut px = Vec::with_capacity((w * h * 3) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            px.extend_from_slice(&src.get_pixel(fold(x, sw), fold(y, sh)).0);
+        }
+    }
+    px
+}
+
+/// The JPEG kinds the crop-first tests run on: baseline RGB at 4:4:4,
+/// 4:2:2 and 4:2:0, progressive 4:2:0, and gray; q90.
+fn jpeg_kinds(w: u32, h: u32) -> Vec<(&'static str, Vec<u8>)> {
+    use turbojpeg::{Compressor, Image, PixelFormat, Subsamp};
+    let rgb = photo(w, h);
+    let gray: Vec<u8> = rgb
+        .chunks_exact(3)
+        .map(|p| {
+            ((u32::from(p[0]) * 299 + u32::from(p[1]) * 587 + u32::from(p[2]) * 114) / 1000) as u8
+        })
+        .collect();
+    let encode = |px: &[u8], format: PixelFormat, subsamp: Subsamp, progressive: bool| {
+        let mut c = Compressor::new().unwrap();
+        c.set_quality(90).unwrap();
+        c.set_subsamp(subsamp).unwrap();
+        c.set_progressive(progressive).unwrap();
+        let image = Image {
+            pixels: px,
+            width: w as usize,
+            pitch: w as usize * format.size(),
+            height: h as usize,
+            format,
+        };
+        c.compress_to_vec(image).unwrap()
+    };
+    vec![
+        (
+            "4:4:4",
+            encode(&rgb, PixelFormat::RGB, Subsamp::None, false),
+        ),
+        (
+            "4:2:2",
+            encode(&rgb, PixelFormat::RGB, Subsamp::Sub2x1, false),
+        ),
+        (
+            "4:2:0",
+            encode(&rgb, PixelFormat::RGB, Subsamp::Sub2x2, false),
+        ),
+        (
+            "4:2:0 progressive",
+            encode(&rgb, PixelFormat::RGB, Subsamp::Sub2x2, true),
+        ),
+        (
+            "gray",
+            encode(&gray, PixelFormat::GRAY, Subsamp::Gray, false),
+        ),
+    ]
+}
+
+/// Mean and largest absolute difference of two outputs.
+fn differences(a: &[u8], b: &[u8]) -> (f64, u8) {
+    assert_eq!(a.len(), b.len());
+    let d = a.iter().zip(b).map(|(x, y)| x.abs_diff(*y));
+    let mean = d.clone().map(f64::from).sum::<f64>() / a.len() as f64;
+    (mean, d.max().unwrap_or(0))
+}
+
+#[test]
+fn crop_first_decodes_match_full_decodes() {
+    // Odd sizes (partial iMCUs at the right and bottom edges) and boxes
+    // at odd offsets, at the edges, and past them (zero padding).
+    for (w, h) in [(401, 353), (97, 75)] {
+        for (kind, src) in jpeg_kinds(w, h) {
+            let ratio = (3.0 / 4.0, 4.0 / 3.0);
+            let cases: Vec<(&str, Pipeline, f64, u8)> = vec![
+                // Never shrunk 2x (no box of these images is 448 px tall):
+                // full-size crop-first decodes, the same pixels up to the
+                // chroma upsampling at a crop's edge (measured: identical).
+                (
+                    "random_resized_crop(224)",
+                    Pipeline::new().random_resized_crop(224, (0.08, 1.0), ratio),
+                    0.01,
+                    2,
+                ),
+                (
+                    "random_resized_crop(300, 150)",
+                    Pipeline::new().random_resized_crop((300, 150), (0.02, 1.0), (0.2, 5.0)),
+                    0.01,
+                    2,
+                ),
+                // Shrunk 2x to 16x: reduced-IDCT crop-first decodes (an
+                // 8 x 8 block's average for a 1/8 decode, not the
+                // bilinear filter's), further from the full decode the
+                // busier the photograph and the larger the shrink
+                // (measured: worst mean 1.04 for 100 px, 5.48 for 24 px).
+                (
+                    "random_resized_crop(100)",
+                    Pipeline::new().random_resized_crop(100, (0.25, 1.0), ratio),
+                    2.0,
+                    255,
+                ),
+                (
+                    "random_resized_crop(24)",
+                    Pipeline::new().random_resized_crop(24, (0.08, 1.0), ratio),
+                    6.5,
+                    255,
+                ),
+                (
+                    "center_crop(inside)",
+                    Pipeline::new().center_crop((h - 7, w - 10)),
+                    0.01,
+                    2,
+                ),
+                (
+                    "center_crop(past the edges)",
+                    Pipeline::new().center_crop((h + 9, w / 2 + 1)),
+                    0.01,
+                    2,
+                ),
+                (
+                    "resize + center_crop",
+                    Pipeline::new()
+                        .resize(h.min(w) / 2 + 3)
+                        .center_crop(h.min(w) / 2 - 5),
+                    0.01,
+                    2,
+                ),
+                (
+                    "imagenet_eval(24)",
+                    Pipeline::new().resize(27).center_crop(24),
+                    6.5,
+                    255,
+                ),
+            ];
+            for (what, p, bound, max_bound) in cases {
+                let p = p.layout(Layout::Hwc);
+                let mut worst = (0.0f64, 0u8);
+                for k in 0..24 {
+                    let crop_first = apply(&p, &src, k).unwrap();
+                    let full = apply(&p.clone().reduced_decode(false), &src, k).unwrap();
+                    let (mean, max) = differences(&crop_first, &full);
+                    worst = (worst.0.max(mean), worst.1.max(max));
+                    // Deterministic: the same record and draws, the same bytes.
+                    assert_eq!(apply(&p, &src, k).unwrap(), crop_first);
+                }
+                eprintln!(
+                    "{w} x {h} {kind} {what}: worst mean {:.4}, max {}",
+                    worst.0, worst.1
+                );
+                assert!(
+                    worst.0 < bound && worst.1 <= max_bound,
+                    "{w} x {h} {kind} {what}: crop-first vs full decode, mean {} max {}",
+                    worst.0,
+                    worst.1
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn crop_first_refuses_truncated_and_corrupt_jpegs() {
+    let p = Pipeline::imagenet_train(64);
+    let eval = Pipeline::imagenet_eval(64);
+    let whole = Pipeline::new().center_crop((353, 401));
+    for (kind, src) in jpeg_kinds(401, 353) {
+        for p in [&p, &eval, &whole] {
+            apply(p, &src, 0).unwrap();
+        }
+        // Truncated anywhere (even below every crop): refused, whatever
+        // the crop.
+        for cut in [
+            src.len() / 4,
+            src.len() / 2,
+            src.len() * 3 / 4,
+            src.len() - 3,
+        ] {
+            for k in 0..6 {
+                let text = image_detail(apply(&p, &src[..cut], k));
+                assert!(text.contains("JPEG"), "{kind}: {text}");
+            }
+            image_detail(apply(&eval, &src[..cut], 0));
+            image_detail(apply(&whole, &src[..cut], 0));
+        }
+        // Corrupt: the scan cut short by an end-of-image marker, the bytes
+        // after it left in place; refused when the crop's rows need it.
+        let sos = src.windows(2).position(|w| w == [0xFF, 0xDA]).unwrap();
+        let mut cut = src.clone();
+        let at = sos + (src.len() - sos) / 3;
+        cut[at..at + 2].copy_from_slice(&[0xFF, 0xD9]);
+        image_detail(apply(&whole, &cut, 0));
+        // A wrong Huffman table (every code length zeroed): refused.
+        if let Some(dht) = src.windows(2).position(|w| w == [0xFF, 0xC4]) {
+            let mut bad = src.clone();
+            for b in &mut bad[dht + 5..dht + 21] {
+                *b = 0;
+            }
+            image_detail(apply(&whole, &bad, 0));
+            image_detail(apply(&p, &bad, 0));
+        }
+    }
 }

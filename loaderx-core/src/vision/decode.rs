@@ -1,8 +1,10 @@
 //! Decoding encoded records: format sniffing, the header check against the
-//! pixel limit, full JPEG decodes (zune-jpeg), reduced-IDCT JPEG decodes
-//! (jpeg-decoder's `scale`), PNG (png), and the conversion to the
-//! pipeline's channels. Every decoder call runs under `catch_unwind`: a
-//! decoder that panics on hostile bytes is an error, never a crash.
+//! pixel limit (zune-jpeg's header reader for JPEGs), JPEG decodes by
+//! libjpeg-turbo (`tj`: full, scaled, crop-first) or, for the JPEGs it does
+//! not decode to RGB (CMYK, 12-bit), zune-jpeg, PNG (png), and the
+//! conversion to the pipeline's channels. Every decoder call runs under
+//! `catch_unwind`: a decoder that panics on hostile bytes is an error, never
+//! a crash.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -10,6 +12,8 @@ use zune_core::bytestream::ZCursor;
 use zune_core::colorspace::ColorSpace;
 use zune_core::options::DecoderOptions;
 use zune_jpeg::JpegDecoder;
+
+use super::tj::{self, Rect};
 
 /// A decoded 8-bit image, interleaved (`height x width x channels`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -228,25 +232,77 @@ const PNG_MAX_EXPANSION: u64 = 1032 * 8 * 4;
 /// twice that, for margin. The converter's bounds, the same reasoning.
 const JPEG_MAX_EXPANSION: u64 = 4096;
 
+/// A decoded part of an image: `image` is the part of the image decoded
+/// at `1 / scale` (`width` x `height` in all) whose top left corner is
+/// `(x, y)`; a whole decode is the part at `(0, 0)` of its own size.
+pub(crate) struct Part {
+    pub(crate) image: Image,
+    pub(crate) x: u32,
+    pub(crate) y: u32,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+}
+
+impl Part {
+    /// A whole decoded image.
+    pub(crate) fn whole(image: Image) -> Part {
+        Part {
+            x: 0,
+            y: 0,
+            width: image.width,
+            height: image.height,
+            image,
+        }
+    }
+}
+
 impl Source<'_> {
     /// Decodes to `channels` (1, 3, 4) channels, at `1 / scale` of the
     /// size when `scale` (1, 2, 4, 8) is over 1 and the format allows a
     /// reduced decode (JPEG); the image's size says which was done.
     pub(crate) fn decode(&self, channels: usize, scale: u32) -> Result<Image, String> {
         let image = match self.info.format {
-            // A file jpeg-decoder refuses goes to zune-jpeg, whose verdict
-            // stands: whether a record decodes never depends on the crop.
-            ImageFormat::Jpeg if scale > 1 => match guarded("JPEG", || self.jpeg_scaled(scale)) {
-                Ok(Some(image)) => image,
-                Ok(None) | Err(_) => guarded("JPEG", || self.jpeg())?,
+            ImageFormat::Jpeg => match guarded("JPEG", || tj::decode(self.bytes, scale, None))? {
+                Some(d) => d.image,
+                // A JPEG libjpeg-turbo does not decode to RGB (CMYK, YCCK,
+                // 12-bit): zune-jpeg, in full.
+                None => guarded("JPEG", || self.jpeg())?,
             },
-            ImageFormat::Jpeg => guarded("JPEG", || self.jpeg())?,
             ImageFormat::Png => guarded("PNG", || self.png())?,
         };
         if (image.width, image.height) == (0, 0) {
             return Err("decoded to no pixels".into());
         }
         Ok(convert(image, channels))
+    }
+
+    /// Decodes (crop-first) the part `want` of the image at `1 / scale`
+    /// (`want` in the scaled image's pixels) to `channels` channels: for a
+    /// JPEG, only those rows and iMCU columns are decoded (the part
+    /// returned starts at the scaled iMCU boundary left of `want`); other
+    /// images, and JPEGs libjpeg-turbo does not decode, in full (and at
+    /// full size): the part says what was decoded.
+    pub(crate) fn decode_part(
+        &self,
+        channels: usize,
+        scale: u32,
+        want: Rect,
+    ) -> Result<Part, String> {
+        let whole = || self.decode(channels, scale).map(Part::whole);
+        if self.info.format != ImageFormat::Jpeg {
+            return whole();
+        }
+        match guarded("JPEG", || tj::decode(self.bytes, scale, Some(want)))? {
+            Some(d) if d.image.width > 0 && d.image.height > 0 => Ok(Part {
+                image: convert(d.image, channels),
+                x: d.x,
+                y: d.y,
+                width: tj::scaled(self.info.width, scale),
+                height: tj::scaled(self.info.height, scale),
+            }),
+            Some(_) => Err("decoded to no pixels".into()),
+            None => whole(),
+        }
     }
 
     /// A full decode (zune-jpeg), to RGB or (gray sources) luma.
@@ -281,36 +337,6 @@ impl Source<'_> {
             channels,
             pixels,
         })
-    }
-
-    /// A reduced-IDCT decode at about `1 / scale` (jpeg-decoder), or
-    /// `None` for a layout it does not scale (CMYK, 16-bit).
-    fn jpeg_scaled(&self, scale: u32) -> Result<Option<Image>, String> {
-        let mut d = jpeg_decoder::Decoder::new(self.bytes);
-        d.read_info().map_err(|e| format!("bad JPEG: {e}"))?;
-        let info = d.info().ok_or("JPEG without a header")?;
-        let channels = match info.pixel_format {
-            jpeg_decoder::PixelFormat::L8 => 1,
-            jpeg_decoder::PixelFormat::RGB24 => 3,
-            _ => return Ok(None),
-        };
-        let want = |n: u16| n.div_ceil(scale as u16).max(1);
-        let (w, h) = d
-            .scale(want(info.width), want(info.height))
-            .map_err(|e| format!("bad JPEG: {e}"))?;
-        let pixels = d.decode().map_err(|e| format!("bad JPEG: {e}"))?;
-        if pixels.len() != usize::from(w) * usize::from(h) * channels {
-            return Err(format!(
-                "JPEG decoded to {} bytes, not {w} x {h} x {channels}",
-                pixels.len()
-            ));
-        }
-        Ok(Some(Image {
-            width: u32::from(w),
-            height: u32::from(h),
-            channels,
-            pixels,
-        }))
     }
 
     fn png(&self) -> Result<Image, String> {

@@ -56,42 +56,37 @@
 //!
 //! # Decoding
 //!
-//! Measured on 168 photographs of about 415 x 363 pixels (crops of Debian's
-//! `mate-backgrounds` wallpapers at JPEG quality 90) and 14 of 1600 x 1200,
-//! one core of a 2-core machine busy with other builds (load about 8: the
-//! ratios hold, the absolute times are pessimistic), release build, µs per
-//! image:
+//! JPEGs are decoded by libjpeg-turbo 3 (the `turbojpeg` crate, built from
+//! vendored source; zune-jpeg for the CMYK and 12-bit ones it does not
+//! decode to RGB), PNGs by the `png` crate. Decoding is crop-first
+//! ([`Pipeline::reduced_decode`]): when the first step reads only a box of
+//! a JPEG, only that box's rows and iMCU columns are decoded, at 1/2, 1/4
+//! or 1/8 scale (a reduced IDCT) when it is shrunk 2x or more, and the box
+//! is resized from the part decoded: the same source box as after a full
+//! decode. Resizing is fast_image_resize's bilinear convolution (the filter
+//! widened by the shrink factor, i.e. antialiased; PIL's algorithm, which
+//! torchvision v2 uses on `uint8` tensors): within ±1 of torchvision's
+//! `Resize` + `CenterCrop` (the tests compare with its output).
 //!
-//! | step | 415 x 363 | 1600 x 1200 |
+//! Measured with `cargo bench -p loaderx-core --features vision --bench
+//! vision_decode -- DIR...` on 200 photographs of 330–470 x 280–420 pixels and
+//! 40 of 1600 x 1200 (crops of Debian's wallpapers, PIL q90, 4:2:0), one
+//! thread, release build, on the 2-core machine under load (about 9: two runs,
+//! the absolute times are pessimistic and noisy), µs per image:
+//!
+//! | step | ~400 x 350 | 1600 x 1200 |
 //! |---|---:|---:|
-//! | zune-jpeg, full decode (used) | 861 | 8 133 |
-//! | jpeg-decoder, full decode | 1 886 | 15 198 |
-//! | jpeg-decoder, 1/2 reduced IDCT | 1 738 | 10 053 |
-//! | jpeg-decoder, 1/4 reduced IDCT | 650 | 8 250 |
-//! | jpeg-decoder, 1/8 reduced IDCT | 597 | 7 806 |
-//! | `image` crate (zune-jpeg inside) | 810 | 7 707 |
-//! | fast_image_resize bilinear, crop → 224 x 224 | 312 | 873 |
-//! | whole train pipeline (RRC 224 + flip + normalise, f32 CHW) | 1 285 | 10 569 |
-//! | the same, full decodes only | 1 388 | 11 964 |
-//! | whole eval pipeline (Resize 256 + CenterCrop 224, f32 CHW) | 1 404 | 10 107 |
-//! | the same, full decodes only | 1 632 | 10 929 |
+//! | zune-jpeg, full decode to RGB | 675 / 1 039 | 11 121 / 10 575 |
+//! | libjpeg-turbo, full decode to RGB (used) | 567 / 788 | 8 987 / 9 833 |
+//! | train pipeline (RRC 224 + flip + normalise, f32 CHW), full decodes | 968 / 1 258 | 11 151 / 11 639 |
+//! | the same, crop-first | 794 / 1 086 | 5 401 / 5 253 |
+//! | eval pipeline (Resize 256 + CenterCrop 224, f32 CHW), full decodes | 1 464 / 1 429 | 10 918 / 10 697 |
+//! | the same, crop-first | 1 163 / 1 166 | 5 481 / 5 299 |
 //!
-//! Entropy decoding dominates: the reduced IDCT saves the IDCT and colour
-//! conversion, not the Huffman decode, so jpeg-decoder's scaled decodes only
-//! beat zune-jpeg's full ones at 1/4 and 1/8; with the cheaper resize from
-//! the smaller image the pipelines gain 7–15%.
-//!
-//! Full decodes go through zune-jpeg (the `image` crate's JPEG decoder).
-//! When the first step shrinks the image (or its crop box) 2x or more, a
-//! JPEG is decoded at 1/2, 1/4 or 1/8 scale by jpeg-decoder's reduced
-//! IDCT, the crop box mapped onto it; [`Pipeline::reduced_decode`] turns
-//! that off. Neither decoder can stop after the crop's last row or skip
-//! the MCUs left and right of it, so the rest of a crop-first decode is
-//! not done. PNGs decode with the `png` crate. Resizing is
-//! fast_image_resize's bilinear convolution (the filter widened by the
-//! shrink factor, i.e. antialiased; PIL's algorithm, which torchvision v2
-//! uses on `uint8` tensors): within ±1 of torchvision's `Resize` +
-//! `CenterCrop` (the tests compare with its output).
+//! Crop-first decoding gains 1.16–1.26x on the small images (a 224 crop of a
+//! 400 px image is rarely shrunk 2x, so it is mostly the rows and columns left
+//! out) and 2.0–2.2x on the large ones (the reduced IDCT, and far fewer
+//! rows). The Huffman decode of the rows above the box is still done.
 //!
 //! # Hostile images
 //!
@@ -100,9 +95,12 @@
 //! bytes can encode (both checked before any pixel is decoded), a 16-bit
 //! PNG, and a decoder that panics are each an
 //! [`ErrorKind::Image`](crate::ErrorKind::Image) naming the stream and the
-//! record's index, the batch's error; never a panic or an abort. A JPEG
-//! whose scan ends early but properly (an end-of-image marker) decodes
-//! with the missing blocks as zero coefficients, as libjpeg and PIL do.
+//! record's index, the batch's error; never a panic or an abort.
+//! libjpeg-turbo's warnings (corrupt entropy data, a scan that ends early)
+//! are errors too. A JPEG that does not end in an end-of-image marker is
+//! decoded in full (the marker appended), so a truncated one is refused
+//! whatever the crop; corruption inside a scan is seen where the crop's
+//! rows are decoded.
 
 mod crop;
 mod decode;
@@ -110,6 +108,7 @@ mod loader;
 mod ops;
 mod pipeline;
 mod rng;
+mod tj;
 
 pub use decode::{ImageFormat, ImageInfo};
 pub use pipeline::{IMAGENET_MEAN, IMAGENET_STD, Pipeline};

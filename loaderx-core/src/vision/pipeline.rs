@@ -2,9 +2,10 @@
 //! running them on one encoded record.
 
 use super::crop::{self, CropBox};
-use super::decode::{self, Image};
+use super::decode::{self, Image, Part};
 use super::ops::{self, Adjust, Region};
 use super::rng::{DrawKey, DrawSource, Draws};
+use super::tj::Rect;
 use super::{ColorMode, Layout, OutputType, Size};
 use crate::dtype::DType;
 use crate::error::{Error, image_error};
@@ -132,8 +133,9 @@ impl Pipeline {
     /// `scale` of the area and aspect ratio in `ratio` (drawn log-uniform),
     /// by `get_params`' ten attempts and centre fallback, resized to
     /// `size` (an `n` for `n x n`, or `(height, width)`). As the first
-    /// step on a JPEG, a box shrunk 2x or more is decoded at 1/2, 1/4 or
-    /// 1/8 scale (see [`reduced_decode`](Self::reduced_decode)).
+    /// step on a JPEG, only the box is decoded, at 1/2, 1/4 or 1/8 scale
+    /// when it is shrunk 2x or more (see
+    /// [`reduced_decode`](Self::reduced_decode)).
     pub fn random_resized_crop(
         mut self,
         size: impl Into<Size>,
@@ -150,14 +152,18 @@ impl Pipeline {
 
     /// torchvision's `Resize(shorter)`: the shorter side to `shorter`, the
     /// longer in proportion (truncated). As the first step on a JPEG, an
-    /// image shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale first.
+    /// image shrunk 2x or more is decoded at 1/2, 1/4 or 1/8 scale first,
+    /// and only the part a `center_crop` right after keeps (see
+    /// [`reduced_decode`](Self::reduced_decode)).
     pub fn resize(mut self, shorter: u32) -> Pipeline {
         self.geometry.push(Geometry::Resize { shorter });
         self
     }
 
     /// torchvision's `CenterCrop(size)`: the centre `size` box, offsets
-    /// rounded half to even, zero padding where the image is smaller.
+    /// rounded half to even, zero padding where the image is smaller. As
+    /// the first step on a JPEG, only the box is decoded (see
+    /// [`reduced_decode`](Self::reduced_decode)).
     pub fn center_crop(mut self, size: impl Into<Size>) -> Pipeline {
         self.geometry
             .push(Geometry::CenterCrop { size: size.into() });
@@ -230,10 +236,24 @@ impl Pipeline {
         self
     }
 
-    /// Whether a JPEG whose first step shrinks it 2x or more is decoded at
-    /// 1/2, 1/4 or 1/8 scale with a reduced IDCT (default true): much less
-    /// work, and pixels within a few levels of a full decode followed by
-    /// the same resize. `false` decodes every image in full.
+    /// Whether JPEGs are decoded crop-first (default true): when the first
+    /// step reads only a box of the image
+    /// ([`random_resized_crop`](Self::random_resized_crop),
+    /// [`center_crop`](Self::center_crop), or [`resize`](Self::resize)
+    /// followed by a `center_crop` inside the resized image), libjpeg-turbo decodes only the rows and iMCU
+    /// columns of that box (and the few pixels around it the resize's
+    /// filter reads; rows below it are not read at all), and at 1/2, 1/4
+    /// or 1/8 scale with a reduced IDCT when the box is shrunk 2x or more.
+    /// The box resized is the same source box: unscaled, the pixels are
+    /// those of the full decode (up to libjpeg-turbo's chroma upsampling
+    /// at the crop's edge, a level or two on a few pixels); scaled, within
+    /// a few levels of it on average (an 8 x 8 block's average stands for
+    /// the bilinear filter's at 1/8). `false` decodes every image in full,
+    /// the reference.
+    ///
+    /// A corrupt scan (not a truncated one: a stream that does not end in
+    /// an end-of-image marker is always decoded in full, and refused) is
+    /// only seen where the crop's rows are decoded.
     pub fn reduced_decode(mut self, yes: bool) -> Pipeline {
         self.reduced_decode = yes;
         self
@@ -407,8 +427,13 @@ impl Pipeline {
         let source = decode::open(encoded, self.max_pixels)?;
         let (h, w) = (source.info.height, source.info.width);
         let channels = self.mode.channels();
+        // Crop-first decoding: a JPEG whose first step reads only a box of
+        // it has only that part decoded (the rows and iMCU columns the
+        // resize reads), at 1/2, 1/4 or 1/8 scale when the box is shrunk
+        // 2x or more.
+        let crop_first = self.reduced_decode && source.info.format == decode::ImageFormat::Jpeg;
         let reduce = |shrink: f64| -> u32 {
-            if !self.reduced_decode || source.info.format != decode::ImageFormat::Jpeg {
+            if !crop_first {
                 return 1;
             }
             [8, 4, 2]
@@ -416,21 +441,94 @@ impl Pipeline {
                 .find(|&s| s >= MIN_REDUCED_SCALE && shrink >= f64::from(s))
                 .unwrap_or(1)
         };
-        let mut steps = self.geometry.iter();
+        let mut steps = self.geometry.iter().peekable();
         let mut image = match steps.next() {
             Some(Geometry::RandomResizedCrop { size, scale, ratio }) => {
                 let b = crop::random_resized_crop(h, w, *scale, *ratio, &mut draws);
                 let shrink = (f64::from(b.height) / f64::from(size.height))
                     .min(f64::from(b.width) / f64::from(size.width));
-                let decoded = source.decode(channels, reduce(shrink))?;
-                let region = region_in(&decoded, h, w, b);
-                ops::resize(&decoded, region, size.height, size.width)?
+                let part = if crop_first {
+                    let s = reduce(shrink);
+                    let (sh, sw) = (h.div_ceil(s), w.div_ceil(s));
+                    let want = reach(sh, sw, frac_box(sh, sw, h, w, b), *size);
+                    source.decode_part(channels, s, want)?
+                } else {
+                    Part::whole(source.decode(channels, 1)?)
+                };
+                ops::resize(
+                    &part.image,
+                    region_in(&part, h, w, b),
+                    size.height,
+                    size.width,
+                )?
             }
             Some(Geometry::Resize { shorter }) => {
                 let (nh, nw) = resized(h, w, *shorter);
                 let shrink = (f64::from(h) / f64::from(nh)).min(f64::from(w) / f64::from(nw));
-                let decoded = source.decode(channels, reduce(shrink))?;
-                ops::resize(&decoded, Region::Whole, nh, nw)?
+                let s = reduce(shrink);
+                // Resize then a centre crop inside the resized image (the
+                // evaluation pipeline): crop-first, the box of the source
+                // that crop covers is decoded and resized straight to it.
+                let center = match steps.peek() {
+                    Some(Geometry::CenterCrop { size }) if crop_first => {
+                        let c = crop::center_crop(nh, nw, (size.height, size.width));
+                        c.inside(nh, nw).then_some((c, *size))
+                    }
+                    _ => None,
+                };
+                if let Some((c, size)) = center {
+                    steps.next();
+                    let (sh, sw) = (h.div_ceil(s), w.div_ceil(s));
+                    let (ry, rx) = (f64::from(sh) / f64::from(nh), f64::from(sw) / f64::from(nw));
+                    let fb = FracBox {
+                        top: c.top as f64 * ry,
+                        left: c.left as f64 * rx,
+                        height: f64::from(c.height) * ry,
+                        width: f64::from(c.width) * rx,
+                    };
+                    let part = source.decode_part(channels, s, reach(sh, sw, fb, size))?;
+                    // The part is of the scaled image unless the decoder
+                    // fell back to a whole decode of another size.
+                    let (py, px) = (
+                        f64::from(part.height) / f64::from(sh),
+                        f64::from(part.width) / f64::from(sw),
+                    );
+                    let fb = FracBox {
+                        top: fb.top * py,
+                        left: fb.left * px,
+                        height: fb.height * py,
+                        width: fb.width * px,
+                    };
+                    ops::resize(&part.image, frac_in(&part, fb), size.height, size.width)?
+                } else {
+                    let decoded = source.decode(channels, s)?;
+                    ops::resize(&decoded, Region::Whole, nh, nw)?
+                }
+            }
+            Some(Geometry::CenterCrop { size }) if crop_first => {
+                // Only the part of the box inside the image is decoded.
+                // (A pixel more on every side: libjpeg-turbo's chroma
+                // upsampling at a crop's edge may differ by a level.)
+                let c = crop::center_crop(h, w, (size.height, size.width));
+                let (top, left) = ((c.top - 1).max(0), (c.left - 1).max(0));
+                let bottom = (c.top + i64::from(c.height) + 1).min(i64::from(h));
+                let right = (c.left + i64::from(c.width) + 1).min(i64::from(w));
+                let part = source.decode_part(
+                    channels,
+                    1,
+                    Rect {
+                        x: left as u32,
+                        y: top as u32,
+                        w: (right - left) as u32,
+                        h: (bottom - top) as u32,
+                    },
+                )?;
+                let shifted = CropBox {
+                    top: c.top - i64::from(part.y),
+                    left: c.left - i64::from(part.x),
+                    ..c
+                };
+                ops::crop(&part.image, shifted)?
             }
             Some(g) => self.step(source.decode(channels, 1)?, g, &mut draws)?,
             None => source.decode(channels, 1)?,
@@ -509,19 +607,77 @@ fn resized(h: u32, w: u32, shorter: u32) -> (u32, u32) {
     }
 }
 
-/// The box `b` of an `h` x `w` image in `decoded` (the image itself, or
-/// a reduced decode of it).
-fn region_in(decoded: &Image, h: u32, w: u32, b: CropBox) -> Region {
-    if (decoded.height, decoded.width) == (h, w) {
-        return Region::Box(b);
-    }
-    let sy = f64::from(decoded.height) / f64::from(h);
-    let sx = f64::from(decoded.width) / f64::from(w);
-    Region::Frac {
+/// A box in an image's (decoded, maybe scaled) pixels, fractional.
+#[derive(Debug, Clone, Copy)]
+struct FracBox {
+    top: f64,
+    left: f64,
+    height: f64,
+    width: f64,
+}
+
+/// The box `b` of an `h` x `w` image mapped onto its `sh` x `sw` scaled
+/// decode.
+fn frac_box(sh: u32, sw: u32, h: u32, w: u32, b: CropBox) -> FracBox {
+    let sy = f64::from(sh) / f64::from(h);
+    let sx = f64::from(sw) / f64::from(w);
+    FracBox {
         top: b.top as f64 * sy,
         left: b.left as f64 * sx,
-        height: (f64::from(b.height) * sy).min(f64::from(decoded.height)),
-        width: (f64::from(b.width) * sx).min(f64::from(decoded.width)),
+        height: (f64::from(b.height) * sy).min(f64::from(sh)),
+        width: (f64::from(b.width) * sx).min(f64::from(sw)),
+    }
+}
+
+/// The pixels of an `sh` x `sw` image a resize of the box `fb` to `out`
+/// reads: the box widened on every side by the bilinear filter's reach
+/// (one pixel of the output, at least one of the input) and a pixel more,
+/// within the image. Decoding just these and resizing the box within them
+/// gives the same pixels as resizing it within the whole image: the
+/// resize's filter windows stop at the image's edges only, and none
+/// reaches the part's edges elsewhere.
+fn reach(sh: u32, sw: u32, fb: FracBox, out: Size) -> Rect {
+    let span = |lo: f64, len: f64, n_out: u32, n: u32| -> (u32, u32) {
+        let margin = (len / f64::from(n_out)).max(1.0).ceil() + 1.0;
+        let a = (lo - margin).floor().max(0.0).min(f64::from(n - 1)) as u32;
+        let b = (lo + len + margin).ceil().min(f64::from(n)) as u32;
+        (a, b.max(a + 1))
+    };
+    let (y0, y1) = span(fb.top, fb.height, out.height, sh);
+    let (x0, x1) = span(fb.left, fb.width, out.width, sw);
+    Rect {
+        x: x0,
+        y: y0,
+        w: x1 - x0,
+        h: y1 - y0,
+    }
+}
+
+/// The box `b` of an `h` x `w` image in `part` (of the image itself, or
+/// of a reduced decode of it).
+fn region_in(part: &Part, h: u32, w: u32, b: CropBox) -> Region {
+    let (x, y) = (i64::from(part.x), i64::from(part.y));
+    if (part.height, part.width) == (h, w) {
+        return Region::Box(CropBox {
+            top: b.top - y,
+            left: b.left - x,
+            ..b
+        });
+    }
+    frac_in(part, frac_box(part.height, part.width, h, w, b))
+}
+
+/// The box `fb` of the image `part` is part of, in `part`'s pixels (kept
+/// inside them against rounding).
+fn frac_in(part: &Part, fb: FracBox) -> Region {
+    let (ph, pw) = (f64::from(part.image.height), f64::from(part.image.width));
+    let top = (fb.top - f64::from(part.y)).clamp(0.0, ph);
+    let left = (fb.left - f64::from(part.x)).clamp(0.0, pw);
+    Region::Frac {
+        top,
+        left,
+        height: fb.height.min(ph - top),
+        width: fb.width.min(pw - left),
     }
 }
 
@@ -529,3 +685,140 @@ fn region_in(decoded: &Image, h: u32, w: u32, b: CropBox) -> Region {
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
 /// ImageNet's channel standard deviations (RGB), on `[0, 1]` values.
 pub const IMAGENET_STD: [f32; 3] = [0.229, 0.224, 0.225];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A `w` x `h` JPEG (q90) of busy detail, RGB or gray.
+    fn jpeg(w: u32, h: u32, subsamp: turbojpeg::Subsamp) -> Vec<u8> {
+        let gray = subsamp == turbojpeg::Subsamp::Gray;
+        let c = if gray { 1 } else { 3 };
+        let mut px = Vec::new();
+        for y in 0..h {
+            for x in 0..w {
+                for k in 0..c {
+                    let v = (x * 7 + y * 13 + k * 50) ^ (x * y / 5);
+                    px.push((v % 251) as u8);
+                }
+            }
+        }
+        let image = turbojpeg::Image {
+            pixels: &px[..],
+            width: w as usize,
+            pitch: w as usize * c as usize,
+            height: h as usize,
+            format: if gray {
+                turbojpeg::PixelFormat::GRAY
+            } else {
+                turbojpeg::PixelFormat::RGB
+            },
+        };
+        turbojpeg::compress(image, 90, subsamp).unwrap().to_vec()
+    }
+
+    /// Crop-first parts, resized, give exactly the pixels of the same box
+    /// resized within a whole decode at the same scale, for boxes at the
+    /// edges, at odd offsets, and of every size, at every scale.
+    #[test]
+    fn crop_first_parts_resize_as_whole_decodes() {
+        use turbojpeg::Subsamp;
+        for subsamp in [
+            Subsamp::None,
+            Subsamp::Sub2x1,
+            Subsamp::Sub2x2,
+            Subsamp::Gray,
+        ] {
+            for (w, h) in [(203u32, 157u32), (61, 45)] {
+                let src = jpeg(w, h, subsamp);
+                let source = decode::open(&src, u64::MAX).unwrap();
+                for s in [1u32, 2, 4, 8] {
+                    let whole = Part::whole(source.decode(3, s).unwrap());
+                    let (sh, sw) = (h.div_ceil(s), w.div_ceil(s));
+                    assert_eq!((whole.height, whole.width), (sh, sw));
+                    let mut boxes = vec![
+                        CropBox {
+                            top: 0,
+                            left: 0,
+                            height: h,
+                            width: w,
+                        },
+                        CropBox {
+                            top: 0,
+                            left: 0,
+                            height: 9,
+                            width: 17,
+                        },
+                        CropBox {
+                            top: i64::from(h) - 11,
+                            left: i64::from(w) - 23,
+                            height: 11,
+                            width: 23,
+                        },
+                        CropBox {
+                            top: 3,
+                            left: 17,
+                            height: h - 3,
+                            width: w - 17,
+                        },
+                    ];
+                    for i in 0..20u32 {
+                        let (bh, bw) = (5 + (i * 37) % (h - 5), 5 + (i * 53) % (w - 5));
+                        boxes.push(CropBox {
+                            top: i64::from((i * 29) % (h - bh + 1)),
+                            left: i64::from((i * 71) % (w - bw + 1)),
+                            height: bh,
+                            width: bw,
+                        });
+                    }
+                    for b in boxes {
+                        for out in [
+                            Size {
+                                height: 7,
+                                width: 9,
+                            },
+                            Size {
+                                height: 24,
+                                width: 24,
+                            },
+                            Size {
+                                height: 50,
+                                width: 31,
+                            },
+                        ] {
+                            let want = reach(sh, sw, frac_box(sh, sw, h, w, b), out);
+                            let part = source.decode_part(3, s, want).unwrap();
+                            assert!(part.x <= want.x && part.y == want.y);
+                            let a = ops::resize(
+                                &part.image,
+                                region_in(&part, h, w, b),
+                                out.height,
+                                out.width,
+                            )
+                            .unwrap();
+                            let e = ops::resize(
+                                &whole.image,
+                                region_in(&whole, h, w, b),
+                                out.height,
+                                out.width,
+                            )
+                            .unwrap();
+                            let max = a
+                                .pixels
+                                .iter()
+                                .zip(&e.pixels)
+                                .map(|(x, y)| x.abs_diff(*y))
+                                .max();
+                            assert_eq!(
+                                max,
+                                Some(0),
+                                "{subsamp:?} {w} x {h} at 1/{s}: box {b:?} to {out:?} (part {want:?})"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
