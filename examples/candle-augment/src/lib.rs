@@ -7,10 +7,10 @@
 //! one 28×28 grayscale PNG) and `ROOT/{train,test}/label` (Dense `u8`).
 //! [`train`] then trains the same CNN twice for the same epochs from the
 //! same initial weights and seed: once on the images as they are, once with
-//! CIFAR-style pad-crop-flip augmentation (pad 4, a random 28×28 crop, a
-//! random horizontal flip), drawn anew for every record of every step by
-//! the loader's `vision` stage. Both are evaluated on the test split
-//! (decoded, not augmented).
+//! pad-crop-flip augmentation (zero padding of a few pixels, a random 28×28
+//! crop, a random horizontal flip), drawn anew for every record of every
+//! step by the loader's `vision` stage. Both are evaluated on the test
+//! split (decoded, not augmented).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -159,8 +159,30 @@ pub struct Example {
 pub enum Augment {
     /// Decode only.
     None,
-    /// Decode, pad 4 (zeros), a random 28×28 crop, a random horizontal flip.
-    PadCropFlip,
+    /// Decode, pad `pad` pixels (zeros) on every side, a random 28×28 crop
+    /// (a shift of up to `pad` pixels each way), then, when `flip`, a
+    /// horizontal flip with probability 0.5.
+    PadCropFlip {
+        /// Zero pixels added on every side before the crop.
+        pad: u32,
+        /// Whether to flip left to right half of the time.
+        flip: bool,
+    },
+}
+
+impl std::fmt::Display for Augment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Augment::None => f.write_str("none"),
+            Augment::PadCropFlip { pad, flip } => {
+                write!(f, "pad {pad} + random crop {SIDE}")?;
+                if flip {
+                    f.write_str(" + hflip")?;
+                }
+                Ok(())
+            }
+        }
+    }
 }
 
 /// The `vision` stage for `augment`: decode the PNG (grayscale), augment,
@@ -170,9 +192,35 @@ pub fn pipeline(augment: Augment) -> Pipeline {
     let p = match augment {
         // Fixes the output size; a 28×28 image is left as it is.
         Augment::None => p.center_crop(SIDE as u32),
-        Augment::PadCropFlip => p.pad_random_crop(SIDE as u32, 4).hflip(0.5),
+        Augment::PadCropFlip { pad, flip } => {
+            let p = p.pad_random_crop(SIDE as u32, pad);
+            if flip { p.hflip(0.5) } else { p }
+        }
     };
     p.output(OutputType::F32)
+}
+
+/// How the learning rate moves over the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schedule {
+    /// The base rate throughout.
+    Constant,
+    /// Cosine decay from the base rate at the first step to zero after the
+    /// last one.
+    Cosine,
+}
+
+impl Schedule {
+    /// The learning rate of step `step` (from 0) of `total`.
+    pub fn lr(self, base: f64, step: u64, total: u64) -> f64 {
+        match self {
+            Schedule::Constant => base,
+            Schedule::Cosine => {
+                let t = step as f64 / total.max(1) as f64;
+                base * 0.5 * (1.0 + (std::f64::consts::PI * t).cos())
+            }
+        }
+    }
 }
 
 /// A loader over `ROOT/<split>` yielding [`Example`]s on `device`, the
@@ -262,8 +310,12 @@ pub struct Config {
     pub batch_size: usize,
     /// Loader worker threads.
     pub workers: usize,
-    /// AdamW learning rate.
+    /// AdamW learning rate (at the first step).
     pub lr: f64,
+    /// How the learning rate moves over the steps.
+    pub schedule: Schedule,
+    /// AdamW's decoupled weight decay.
+    pub weight_decay: f64,
     /// Sampler (and augmentation) seed; the weights are drawn from it too.
     pub seed: u64,
     /// Records per evaluation batch.
@@ -333,6 +385,7 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
         varmap.all_vars(),
         ParamsAdamW {
             lr: config.lr,
+            weight_decay: config.weight_decay,
             ..Default::default()
         },
     )?;
@@ -347,11 +400,14 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
         device,
     )?;
     let steps = train.steps_per_epoch();
+    let total_steps = steps * config.epochs;
     let mut losses = Vec::new();
     let (mut waited, started) = (Duration::ZERO, Instant::now());
     for epoch in 1..=config.epochs {
         let mut total = 0.0;
-        for _ in 0..steps {
+        for s in 0..steps {
+            let step = (epoch - 1) * steps + s;
+            opt.set_learning_rate(config.schedule.lr(config.lr, step, total_steps));
             let t = Instant::now();
             let batch = train.next().ok_or("the loader ended")??;
             waited += t.elapsed();
@@ -360,7 +416,7 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
             total += loss.to_scalar::<f32>()?;
         }
         let mean = total / steps as f32;
-        println!("{augment:?}: epoch {epoch}: loss {mean:.4}");
+        println!("{augment}: epoch {epoch}: loss {mean:.4}");
         losses.push((epoch, mean));
     }
     let elapsed = started.elapsed();

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use candle_augment::{Augment, Config, SIDE, pipeline, prepare, train, write_split};
+use candle_augment::{Augment, Config, SIDE, Schedule, pipeline, prepare, train, write_split};
 use candle_core::Device;
 use loaderx_core::vision::{ColorMode, Pipeline};
 use loaderx_core::{DataLoader, Ragged, SamplerMode};
@@ -67,9 +67,26 @@ fn png_records_decode_to_their_pixels() {
 
 #[test]
 fn the_pipelines_have_the_model_input_shape() {
-    for a in [Augment::None, Augment::PadCropFlip] {
+    for a in [
+        Augment::None,
+        Augment::PadCropFlip { pad: 2, flip: true },
+        Augment::PadCropFlip {
+            pad: 4,
+            flip: false,
+        },
+    ] {
         assert_eq!(pipeline(a).record_shape().unwrap(), vec![1, SIDE, SIDE]);
     }
+}
+
+#[test]
+fn the_cosine_schedule_decays_from_the_base_rate_to_zero() {
+    let lr = |step| Schedule::Cosine.lr(2e-3, step, 100);
+    assert_eq!(lr(0), 2e-3);
+    assert!((lr(50) - 1e-3).abs() < 1e-12);
+    assert!(lr(99) > 0.0 && lr(99) < 1e-5);
+    assert!((1..100).all(|s| lr(s) < lr(s - 1)));
+    assert_eq!(Schedule::Constant.lr(2e-3, 99, 100), 2e-3);
 }
 
 #[test]
@@ -82,11 +99,15 @@ fn trains_with_and_without_augmentation() {
         batch_size: 40,
         workers: 2,
         lr: 5e-3,
+        // The smoke test's bound on accuracy was measured at a constant rate.
+        schedule: Schedule::Constant,
+        weight_decay: 0.01,
         seed: 1,
         eval_batch_size: 64,
     };
     let plain = train(&config, Augment::None, &Device::Cpu).unwrap();
-    let augmented = train(&config, Augment::PadCropFlip, &Device::Cpu).unwrap();
+    let augment = Augment::PadCropFlip { pad: 2, flip: true };
+    let augmented = train(&config, augment, &Device::Cpu).unwrap();
     for r in [&plain, &augmented] {
         let (first, last) = (r.losses.first().unwrap().1, r.losses.last().unwrap().1);
         assert!(
