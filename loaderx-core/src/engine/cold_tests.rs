@@ -102,6 +102,25 @@ fn counted(engine: &Engine) -> (u64, u64, u64) {
     })
 }
 
+/// The bytes a Dense gather of `idx` returns: its records, in order.
+fn records_of(recs: &[Vec<u8>], idx: &[u64]) -> Vec<u8> {
+    idx.iter().flat_map(|&i| recs[i as usize].clone()).collect()
+}
+
+/// Checks that both Ragged gathers of `idx` (per record and packed) return
+/// the records written.
+fn check_ragged(store: &DynRagged, idx: &[u64], recs: &[Vec<u8>], what: &str) {
+    for b in [
+        store.gather(idx).unwrap(),
+        store.gather_packed(idx).unwrap(),
+    ] {
+        assert_eq!(b.len(), idx.len(), "{what}");
+        for (k, &i) in idx.iter().enumerate() {
+            assert_eq!(b.bytes(k), &recs[i as usize][..], "{what} {i}");
+        }
+    }
+}
+
 /// Checks that `way` read directly when it must, through the backend it
 /// must.
 fn check_backend(engine: &Engine, way: (ReadMode, bool), before: (u64, u64, u64)) {
@@ -132,11 +151,9 @@ fn dense_gathers_return_the_records_written_every_way() {
                 set_way(store.engine(), way);
                 let before = counted(store.engine());
                 for idx in batches(n) {
-                    let want: Vec<u8> =
-                        idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
                     assert_eq!(
                         store.gather_bytes(&idx).unwrap(),
-                        want,
+                        records_of(&recs, &idx),
                         "{codec:?} {width} {way:?}"
                     );
                 }
@@ -158,15 +175,7 @@ fn ragged_gathers_return_the_records_written_every_way() {
             set_way(store.engine(), way);
             let before = counted(store.engine());
             for idx in batches(n) {
-                for b in [
-                    store.gather(&idx).unwrap(),
-                    store.gather_packed(&idx).unwrap(),
-                ] {
-                    assert_eq!(b.len(), idx.len());
-                    for (k, &i) in idx.iter().enumerate() {
-                        assert_eq!(b.bytes(k), &recs[i as usize][..], "{codec:?} {way:?} {i}");
-                    }
-                }
+                check_ragged(&store, &idx, &recs, &format!("{codec:?} {way:?}"));
             }
             check_backend(store.engine(), way, before);
         }
@@ -196,17 +205,14 @@ fn gathers_over_parts_return_the_records_written_every_way() {
             set_way(r.engine(), way);
             let before = counted(d.engine());
             for idx in batches(n) {
-                let want: Vec<u8> = idx
-                    .iter()
-                    .flat_map(|&i| dense_recs[i as usize].clone())
-                    .collect();
-                assert_eq!(d.gather_bytes(&idx).unwrap(), want, "{codec:?} {way:?}");
+                let what = format!("{codec:?} {way:?}");
+                assert_eq!(
+                    d.gather_bytes(&idx).unwrap(),
+                    records_of(&dense_recs, &idx),
+                    "{what}"
+                );
                 // (Ragged records renumbered: part k's records follow part k-1's.)
-                for b in [r.gather(&idx).unwrap(), r.gather_packed(&idx).unwrap()] {
-                    for (k, &i) in idx.iter().enumerate() {
-                        assert_eq!(b.bytes(k), &ragged_recs[i as usize][..], "{way:?}");
-                    }
-                }
+                check_ragged(&r, &idx, &ragged_recs, &what);
             }
             check_backend(d.engine(), way, before);
         }
@@ -229,9 +235,7 @@ fn direct_gathers_from_many_threads_at_once_agree() {
                     let idx: Vec<u64> = (0..300u64)
                         .map(|k| (k * 7919 + t * 31 + b * 104_729) % 3000)
                         .collect();
-                    let want: Vec<u8> =
-                        idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
-                    assert_eq!(store.gather_bytes(&idx).unwrap(), want);
+                    assert_eq!(store.gather_bytes(&idx).unwrap(), records_of(recs, &idx));
                 }
             });
         }
@@ -300,7 +304,7 @@ fn auto_maps_a_warm_store_and_reads_a_cold_one_directly() {
         .with_read_mode(ReadMode::Auto);
     let reader = &store.engine().stores()[0];
     let idx: Vec<u64> = (0..64u64).map(|k| (k * 7919) % n as u64).collect();
-    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    let want = records_of(&recs, &idx);
     if idx.iter().all(|&i| reader.record_resident(i) == Some(true)) {
         assert_eq!(store.gather_bytes(&idx).unwrap(), want);
         assert_eq!(counted(store.engine()).0, 0, "a warm store is mapped");
@@ -410,7 +414,7 @@ fn auto_reads_directly_while_the_look_ahead_finds_the_store_cold() {
         .with_read_mode(ReadMode::Auto);
     let reader = &store.engine().stores()[0];
     let idx: Vec<u64> = (0..64u64).map(|k| (k * 7919) % n as u64).collect();
-    let want: Vec<u8> = idx.iter().flat_map(|&i| recs[i as usize].clone()).collect();
+    let want = records_of(&recs, &idx);
     let files: Vec<std::fs::File> = (0..2)
         .map(|s| std::fs::File::open(path.join(format::data_file(s))).unwrap())
         .collect();
