@@ -67,8 +67,13 @@ pub struct Args {
     #[arg(long, default_value_t = 512)]
     pub cold_limit_mib: u64,
     /// `cold` section: timed seconds per reader.
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, default_value_t = 5.0)]
     pub cold_seconds: f64,
+    /// `cold` section: rounds of `fio` and loaderx's default loader, run in
+    /// turn (the medians are reported: a cloud disk's bandwidth drifts by
+    /// a fifth from one run to the next).
+    #[arg(long, default_value_t = 3)]
+    pub cold_rounds: usize,
     /// `cold` section: workloads (4k, 64k, 1m, tokens, 64k-zstd).
     #[arg(
         long,

@@ -1543,6 +1543,11 @@ pub fn run(args: &Args) -> Result<()> {
                 args.cold_limit_mib << 20
             },
             seconds: if args.quick { 0.5 } else { args.cold_seconds },
+            rounds: if args.quick {
+                1
+            } else {
+                args.cold_rounds.max(1)
+            },
         };
         let peers = crate::cold::Peers {
             python: args.python.as_deref(),

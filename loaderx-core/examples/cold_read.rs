@@ -78,10 +78,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Some(p) = opt("--prefetch-bytes") {
             b = b.prefetch_bytes(p.parse()?);
         }
-        let loader = b.build()?;
+        let mut loader = b.build()?;
         let t = Instant::now();
         let mut n = 0u64;
-        for batch in loader {
+        for batch in loader.by_ref() {
             n += batch?.len() as u64;
             if t.elapsed() > Duration::from_secs_f64(secs) {
                 break;
@@ -89,9 +89,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let s = t.elapsed().as_secs_f64();
         println!(
-            "{mode:>6}: {:>9.0} records/s {:>8.1} MiB/s ({n} records in {s:.1} s)",
+            "{mode:>6}: {:>9.0} records/s {:>8.1} MiB/s ({n} records in {s:.1} s; \
+             look-ahead asked for {} MiB)",
             n as f64 / s,
-            n as f64 * width as f64 / s / (1 << 20) as f64
+            n as f64 * width as f64 / s / (1 << 20) as f64,
+            loader.stats().prefetched_bytes >> 20
         );
     }
     Ok(())

@@ -122,8 +122,9 @@ pub use engine::source::RemoteStats;
 pub use error::{Error, ErrorKind, Result, StoreKind};
 pub use format::{Generation, MAX_RECORD_LEN};
 pub use loader::{
-    Batch, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES, DataLoader, DataLoaderBuilder,
-    LoaderStats, MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams, Stream, view_range,
+    Batch, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES, DEFAULT_WINDOWED_PREFETCH_BYTES,
+    DataLoader, DataLoaderBuilder, LoaderStats, MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams,
+    Stream, view_range,
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;

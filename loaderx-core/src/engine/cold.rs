@@ -46,10 +46,11 @@
 //! read warm holds no more descriptors than before), checked to be the
 //! files mapped at open.
 
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use super::io::{self, ReadReq};
@@ -152,7 +153,38 @@ pub(crate) struct ColdCounters {
     pub(crate) pread_batches: AtomicU64,
     /// Runs of bytes the look-ahead advised `POSIX_FADV_WILLNEED`.
     pub(crate) will_need_runs: AtomicU64,
+    /// Groups of records the look-ahead read into memory (`O_DIRECT`).
+    pub(crate) ahead_groups: AtomicU64,
+    /// Records gathers took from what the look-ahead read into memory.
+    pub(crate) ahead_hits: AtomicU64,
+    /// Records gathers read themselves with `O_DIRECT`.
+    pub(crate) own_reads: AtomicU64,
+    /// Gathers whose reads were `O_DIRECT`.
+    pub(crate) o_direct_gathers: AtomicU64,
+    /// Records the look-ahead read into memory.
+    pub(crate) ahead_records: AtomicU64,
 }
+
+/// A local store's `O_DIRECT` reads: its files, and the records its
+/// look-ahead read into memory.
+struct DirectIo {
+    /// Every payload shard's file opened `O_DIRECT` on first use, with the
+    /// alignment its reads need; `None` where the file system refuses it.
+    files: Vec<OnceLock<DirectFile>>,
+    /// `O_DIRECT` reads are off for this store: refused by a read, or by
+    /// `LOADERX_NO_O_DIRECT`.
+    off: AtomicBool,
+    /// When the look-ahead last advised a windowed order's blocks into the
+    /// page cache (as `verdict`'s time, 0 for never): gathers then read
+    /// buffered, to find those pages there.
+    ranged: AtomicU64,
+    /// Records the look-ahead read into memory for the gathers to come.
+    ahead: Arc<AheadCache>,
+}
+
+/// A shard file opened `O_DIRECT` and the alignment its reads need; `None`
+/// where it cannot be.
+type DirectFile = Option<(Arc<File>, usize)>;
 
 /// The cold path's state of one local store.
 pub(crate) struct ColdState {
@@ -173,6 +205,9 @@ pub(crate) struct ColdState {
     pread_only: AtomicBool,
     /// Every payload shard's file, opened for direct reads on first use.
     files: Vec<OnceLock<File>>,
+    /// `O_DIRECT` reads and the look-ahead's reads into memory (boxed: a
+    /// store's reader stays small beside a parts reader).
+    direct: Box<DirectIo>,
     /// Every payload shard's `(device, inode)` at open.
     ids: Vec<Option<(u64, u64)>>,
     /// Boxed: a store's reader stays small beside a parts reader.
@@ -191,6 +226,12 @@ impl ColdState {
             advised: AtomicBool::new(false),
             pread_only: AtomicBool::new(false),
             files: ids.iter().map(|_| OnceLock::new()).collect(),
+            direct: Box::new(DirectIo {
+                files: ids.iter().map(|_| OnceLock::new()).collect(),
+                off: AtomicBool::new(o_direct_forced_off()),
+                ranged: AtomicU64::new(0),
+                ahead: Arc::default(),
+            }),
             ids,
             counters: Box::default(),
         }
@@ -225,7 +266,13 @@ impl ColdState {
     /// Closes the shard files kept for direct reads (a store releasing its
     /// lock holds no descriptor).
     pub(crate) fn close_files(&mut self) {
-        let kept = self.files.iter_mut().filter_map(OnceLock::take).count();
+        let kept = self.files.iter_mut().filter_map(OnceLock::take).count()
+            + self
+                .direct
+                .files
+                .iter_mut()
+                .filter_map(|f| f.take().flatten())
+                .count();
         KEPT_FILES.fetch_sub(kept, Ordering::Relaxed);
     }
 }
@@ -234,6 +281,13 @@ impl Drop for ColdState {
     fn drop(&mut self) {
         self.close_files();
     }
+}
+
+/// True when `LOADERX_NO_O_DIRECT` is set (to anything but `0` or empty):
+/// direct reads go through the page cache (read-ahead off), as they did
+/// before `O_DIRECT` reads.
+fn o_direct_forced_off() -> bool {
+    std::env::var_os("LOADERX_NO_O_DIRECT").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// `(device, inode)` of an open file.
@@ -258,6 +312,21 @@ impl StoreReader {
     #[cfg(test)]
     pub(crate) fn force_pread(&self, on: bool) {
         self.cold.pread_only.store(on, Ordering::Relaxed);
+    }
+
+    /// Makes this store's direct reads go through the page cache, as where
+    /// `O_DIRECT` is refused (tests of the fallback); `false` lets them use
+    /// `O_DIRECT` again.
+    #[cfg(test)]
+    pub(crate) fn force_buffered(&self, on: bool) {
+        self.cold.direct.off.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether this store's shard 0 can be read `O_DIRECT` here (tests: a
+    /// file system such as tmpfs refuses it).
+    #[cfg(test)]
+    pub(crate) fn o_direct_usable(&self) -> bool {
+        self.data_shards() > 0 && self.direct_file(0).is_some()
     }
 
     /// The cold path's counters.
@@ -392,32 +461,34 @@ impl StoreReader {
     /// Runs `reqs` (each tagged with its record and shard, for errors) and
     /// counts the backend that did.
     fn run_reads(&self, reqs: &mut [ReadReq<'_>], tags: &[(u64, usize)]) -> Result<(), Error> {
+        self.run_reads_io(reqs)
+            .map_err(|(k, e)| self.read_error(tags[k], e))
+    }
+
+    /// [`Self::run_reads`], the failed request's index and error as the
+    /// system gave it.
+    fn run_reads_io(&self, reqs: &mut [ReadReq<'_>]) -> Result<(), (usize, std::io::Error)> {
         let c = &self.cold.counters;
-        match io::read_all(reqs, self.cold.pread_only.load(Ordering::Relaxed)) {
-            Ok(io::Backend::Uring) => {
-                c.uring_batches.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Ok(io::Backend::Pread) => {
-                c.pread_batches.fetch_add(1, Ordering::Relaxed);
-                Ok(())
-            }
-            Err((k, e)) => {
-                let (index, s) = tags[k];
-                let p = self.path().join(format::data_file(s));
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    return Err(Error::corrupt_record(
-                        self.path(),
-                        index,
-                        format!("{}: {e}", p.display()),
-                    ));
-                }
-                Err(Error::io(
-                    p,
-                    std::io::Error::new(e.kind(), format!("record {index}: {e}")),
-                ))
-            }
+        let backend = io::read_all(reqs, self.cold.pread_only.load(Ordering::Relaxed))?;
+        match backend {
+            io::Backend::Uring => c.uring_batches.fetch_add(1, Ordering::Relaxed),
+            io::Backend::Pread => c.pread_batches.fetch_add(1, Ordering::Relaxed),
+        };
+        Ok(())
+    }
+
+    /// The error of a read of record `index` in shard `s` that failed with
+    /// `e`: a read that came back short is a corrupt record (a shard
+    /// truncated after open), any other an I/O error; both name the record.
+    fn read_error(&self, (index, s): (u64, usize), e: std::io::Error) -> Error {
+        let p = self.path().join(format::data_file(s));
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return Error::corrupt_record(self.path(), index, format!("{}: {e}", p.display()));
         }
+        Error::io(
+            p,
+            std::io::Error::new(e.kind(), format!("record {index}: {e}")),
+        )
     }
 
     /// Reads raw records `(index, location, destination)` straight into
@@ -443,6 +514,39 @@ impl StoreReader {
                         dst.len()
                     ),
                 ));
+            }
+        }
+        if self.o_direct() {
+            let records: Vec<(u64, RecordLoc)> = jobs.iter().map(|j| (j.0, j.1)).collect();
+            let (groups, served) = self.take_ahead(&records).unzip();
+            let rest: Vec<(u64, RecordLoc)> = match &served {
+                Some(mask) => records
+                    .iter()
+                    .zip(mask)
+                    .filter(|(_, hit)| !**hit)
+                    .map(|(r, _)| *r)
+                    .collect(),
+                None => records,
+            };
+            let own = if rest.is_empty() {
+                Some(None)
+            } else {
+                self.read_spans(&rest)?.map(Some)
+            };
+            if let Some(own) = own {
+                let bytes = Composite {
+                    own,
+                    ahead: groups.unwrap_or_default(),
+                };
+                for (index, loc, dst) in jobs.iter_mut() {
+                    let src = bytes
+                        .get(self.shard_index(*index), loc.offset, loc.phys_length)
+                        .ok_or_else(|| {
+                            Error::corrupt_record(self.path(), *index, "record not read")
+                        })?;
+                    D::put(dst, src);
+                }
+                return Ok(());
             }
         }
         // Submitted in file order: the drive and the block layer merge
@@ -489,6 +593,326 @@ impl StoreReader {
             .counters
             .direct_gathers
             .fetch_add(1, Ordering::Relaxed);
+        if self.o_direct() {
+            let (groups, served) = self.take_ahead(records).unzip();
+            let rest: Vec<(u64, RecordLoc)> = match &served {
+                Some(mask) => records
+                    .iter()
+                    .zip(mask)
+                    .filter(|(_, hit)| !**hit)
+                    .map(|(r, _)| *r)
+                    .collect(),
+                None => records.to_vec(),
+            };
+            let own = if rest.is_empty() {
+                Some(None)
+            } else {
+                self.read_spans(&rest)?.map(Some)
+            };
+            if let Some(own) = own {
+                return Ok(Staged::Fetched(Box::new(Composite {
+                    own,
+                    ahead: groups.unwrap_or_default(),
+                })));
+            }
+        }
+        self.read_spans_buffered(records)
+            .map(|b| Staged::Fetched(Box::new(b)) as Staged)
+    }
+
+    /// Whether this store's direct reads may use `O_DIRECT`: not refused
+    /// (by a read or `LOADERX_NO_O_DIRECT`), and no windowed look-ahead
+    /// advised pages into the page cache within [`AHEAD_NS`] (those reads
+    /// find them there).
+    fn o_direct(&self) -> bool {
+        if self.cold.direct.off.load(Ordering::Relaxed) {
+            return false;
+        }
+        let ranged = self.cold.direct.ranged.load(Ordering::Relaxed);
+        ranged == 0 || self.now_ns().saturating_sub(ranged) >= AHEAD_NS
+    }
+
+    /// Shard `s`'s file opened `O_DIRECT` and the alignment its reads need,
+    /// opened on first use and kept while the store holds its lock (and
+    /// fewer than [`MAX_KEPT_FILES`] are kept); `None` when the file system
+    /// refuses `O_DIRECT`, or the file cannot be kept.
+    fn direct_file(&self, s: usize) -> Option<(&Arc<File>, usize)> {
+        if !self.holds_lock() {
+            return None;
+        }
+        let cell = &self.cold.direct.files[s];
+        let kept = cell.get_or_init(|| {
+            let id = self.cold.ids[s]?;
+            if KEPT_FILES.fetch_add(1, Ordering::Relaxed) >= MAX_KEPT_FILES {
+                KEPT_FILES.fetch_sub(1, Ordering::Relaxed);
+                return None;
+            }
+            let opened = io::open_direct(&self.path().join(format::data_file(s)), id);
+            if opened.is_none() {
+                KEPT_FILES.fetch_sub(1, Ordering::Relaxed);
+            }
+            opened.map(|(f, a)| (Arc::new(f), a))
+        });
+        kept.as_ref().map(|(f, a)| (f, *a))
+    }
+
+    /// The `O_DIRECT` reads of the stored bytes of `records` (validated
+    /// locations): each record's bytes widened to the alignment, records
+    /// whose widened bytes meet read together, laid end to end in one
+    /// aligned buffer. `Ok(None)` when a shard cannot be read `O_DIRECT`
+    /// (its file system refuses it, or its file cannot be kept open).
+    fn plan_direct(&self, records: &[(u64, RecordLoc)]) -> Result<Option<DirectPlan>, Error> {
+        let mut shards: Vec<Option<(Arc<File>, usize)>> = vec![None; self.data_shards()];
+        let mut wanted: Vec<(usize, u64, u64, u64)> = Vec::with_capacity(records.len());
+        for &(i, loc) in records {
+            let s = self.shard_index(i);
+            if shards[s].is_none() {
+                match self.direct_file(s) {
+                    Some((f, a)) => shards[s] = Some((Arc::clone(f), a)),
+                    None => return Ok(None),
+                }
+            }
+            let align = shards[s].as_ref().map_or(1, |f| f.1) as u64;
+            let end = loc.offset + u64::from(loc.phys_length);
+            wanted.push((s, loc.offset / align * align, end, i));
+        }
+        wanted.sort_unstable();
+        // Extents `(shard, start, end of the bytes wanted, first record)`:
+        // starts aligned; merged when one's aligned end meets the next.
+        let mut runs: Vec<(usize, u64, u64, u64)> = Vec::new();
+        for (s, start, end, i) in wanted {
+            let align = shards[s].as_ref().map_or(1, |f| f.1) as u64;
+            match runs.last_mut() {
+                Some(r) if r.0 == s && start <= r.2.next_multiple_of(align) => r.2 = r.2.max(end),
+                _ => runs.push((s, start, end, i)),
+            }
+        }
+        let mut reads = Vec::with_capacity(runs.len());
+        let mut spans = Vec::with_capacity(runs.len());
+        let mut tags = Vec::with_capacity(runs.len());
+        let mut at = 0usize;
+        for r in &runs {
+            let Some((file, align)) = shards[r.0].as_ref() else {
+                return Ok(None);
+            };
+            let len = usize::try_from(r.2.next_multiple_of(*align as u64) - r.1).ok();
+            let next = len.and_then(|l| at.checked_add(l));
+            let (Some(len), Some(next)) = (len, next) else {
+                return Err(overflow(records.len()));
+            };
+            reads.push(io::OwnedRead {
+                file: Arc::clone(file),
+                offset: r.1,
+                at,
+                len,
+                need: (r.2 - r.1) as usize,
+                align: *align,
+            });
+            spans.push((r.0, r.1, r.2, at));
+            tags.push((r.3, r.0));
+            at = next;
+        }
+        Ok(Some(DirectPlan {
+            reads,
+            spans,
+            tags,
+            total: at,
+        }))
+    }
+
+    /// Reads the stored bytes of `records` (validated locations) with
+    /// `O_DIRECT` ([`Self::plan_direct`]) on this thread. `Ok(None)` when a
+    /// shard cannot be read `O_DIRECT` (the caller then reads buffered): as
+    /// for the plan, or a read was refused (`EINVAL`), after which the
+    /// store reads buffered for good.
+    fn read_spans(&self, records: &[(u64, RecordLoc)]) -> Result<Option<LocalBytes>, Error> {
+        let Some(plan) = self.plan_direct(records)? else {
+            return Ok(None);
+        };
+        let Some(mut buf) = io::AlignedBuf::take(plan.total) else {
+            return Err(overflow(records.len()));
+        };
+        let mut reqs = Vec::with_capacity(plan.reads.len());
+        let mut rest = buf.as_mut_slice();
+        for r in &plan.reads {
+            let (d, tail) = rest.split_at_mut(r.len);
+            rest = tail;
+            reqs.push(ReadReq::direct(&r.file, r.offset, d, r.need, r.align));
+        }
+        match self.run_reads_io(&mut reqs) {
+            Ok(()) => {}
+            Err((_, e)) if e.raw_os_error() == Some(libc::EINVAL) => {
+                // The file system took the open but refuses these reads.
+                self.cold.direct.off.store(true, Ordering::Relaxed);
+                return Ok(None);
+            }
+            Err((k, e)) => return Err(self.read_error(plan.tags[k], e)),
+        }
+        drop(reqs);
+        let c = &self.cold.counters;
+        c.o_direct_gathers.fetch_add(1, Ordering::Relaxed);
+        let mut distinct: Vec<u64> = records.iter().map(|r| r.0).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        c.own_reads
+            .fetch_add(distinct.len() as u64, Ordering::Relaxed);
+        Ok(Some(LocalBytes {
+            buf: Buf::Aligned(buf),
+            spans: plan.spans,
+        }))
+    }
+
+    /// The look-ahead's reads of `indices` (in range) into memory, with
+    /// `O_DIRECT`: the records not in [`AheadCache`] yet are entered there
+    /// as being read and their reads started on this thread's ring
+    /// ([`io::submit_owned`]); each one already there gains a use. `None`
+    /// when the store cannot be read `O_DIRECT` (the caller advises the
+    /// page cache instead). Returns the stored bytes asked for.
+    fn prefetch_direct(&self, indices: &[u64]) -> Option<u64> {
+        if !self.o_direct() {
+            return None;
+        }
+        let mut unique: Vec<u64> = indices.to_vec();
+        unique.sort_unstable();
+        unique.dedup();
+        let located: Vec<(u64, RecordLoc)> = unique
+            .iter()
+            .filter_map(|&i| self.loc(i).ok().map(|l| (i, l)))
+            .collect();
+        // Refused before anything is entered: the caller advises instead.
+        let _ = self.plan_direct(&located[..located.len().min(1)]).ok()??;
+        let cache = &self.cold.direct.ahead;
+        let mut new = Vec::new();
+        let mut bytes = 0;
+        {
+            let mut map = cache.lock();
+            let generation = map.next_gen();
+            for &(i, loc) in &located {
+                bytes += u64::from(loc.phys_length);
+                if let Some(slot) = map.slots.get_mut(&i) {
+                    slot.uses += 1;
+                } else {
+                    map.insert(i, u64::from(loc.phys_length), generation);
+                    new.push((i, loc));
+                }
+            }
+            cache.count.store(map.slots.len(), Ordering::Relaxed);
+        }
+        if new.is_empty() {
+            return Some(bytes);
+        }
+        let plan = match self.plan_direct(&new) {
+            Ok(Some(plan)) => plan,
+            _ => {
+                cache.fail(new.iter().map(|r| r.0));
+                return Some(bytes);
+            }
+        };
+        let Some(buf) = io::AlignedBuf::take(plan.total) else {
+            cache.fail(new.iter().map(|r| r.0));
+            return Some(bytes);
+        };
+        let done_cache = Arc::clone(cache);
+        let spans = plan.spans;
+        let records: Vec<u64> = new.iter().map(|r| r.0).collect();
+        let c = &self.cold.counters;
+        c.ahead_groups.fetch_add(1, Ordering::Relaxed);
+        c.ahead_records
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
+        io::submit_owned(
+            io::OwnedReads {
+                buf,
+                reads: plan.reads,
+                on_done: Box::new(move |buf, failed| {
+                    if failed.is_some() {
+                        // The gathers read these themselves (and report
+                        // what fails).
+                        done_cache.fail(records.into_iter());
+                    } else {
+                        let bytes = Arc::new(LocalBytes {
+                            buf: Buf::Aligned(buf),
+                            spans,
+                        });
+                        done_cache.ready(records.into_iter(), &bytes);
+                    }
+                }),
+            },
+            self.cold.pread_only.load(Ordering::Relaxed),
+        );
+        Some(bytes)
+    }
+
+    /// Takes the records of `records` that the look-ahead read into
+    /// memory (one use each), waiting for those still being read; the
+    /// buffers that hold them, and which records they serve. `None` when
+    /// none does.
+    fn take_ahead(
+        &self,
+        records: &[(u64, RecordLoc)],
+    ) -> Option<(Vec<Arc<LocalBytes>>, Vec<bool>)> {
+        let cache = &self.cold.direct.ahead;
+        if cache.count.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let mut unique: Vec<u64> = records.iter().map(|r| r.0).collect();
+        unique.sort_unstable();
+        unique.dedup();
+        let mut map = cache.lock();
+        loop {
+            let reading = unique.iter().any(|i| {
+                map.slots
+                    .get(i)
+                    .is_some_and(|s| matches!(s.state, SlotState::Reading))
+            });
+            if !reading {
+                break;
+            }
+            // This thread's own look-ahead reads (a caller that prefetched
+            // then gathers) complete only when it takes them.
+            if io::owned_in_flight() {
+                drop(map);
+                io::reap_owned(true);
+                map = cache.lock();
+                continue;
+            }
+            map = cache.ready.wait(map).unwrap_or_else(|p| p.into_inner());
+        }
+        let mut groups: Vec<Arc<LocalBytes>> = Vec::new();
+        let mut served: Vec<u64> = Vec::new();
+        for &i in &unique {
+            if let Some(bytes) = map.take(i) {
+                served.push(i);
+                if !groups.iter().any(|g| Arc::ptr_eq(g, &bytes)) {
+                    groups.push(bytes);
+                }
+            }
+        }
+        cache.count.store(map.slots.len(), Ordering::Relaxed);
+        drop(map);
+        if served.is_empty() {
+            return None;
+        }
+        self.cold
+            .counters
+            .ahead_hits
+            .fetch_add(served.len() as u64, Ordering::Relaxed);
+        let mask = records
+            .iter()
+            .map(|r| served.binary_search(&r.0).is_ok())
+            .collect();
+        Some((groups, mask))
+    }
+
+    /// Drops every record the look-ahead read and no gather took (a
+    /// loader that stops leaves none behind).
+    pub(crate) fn forget_ahead(&self) {
+        self.cold.direct.ahead.forget();
+    }
+
+    /// Reads the stored bytes of `records` (validated locations) into one
+    /// scratch buffer through the page cache, records adjacent in a shard
+    /// with one read.
+    fn read_spans_buffered(&self, records: &[(u64, RecordLoc)]) -> Result<LocalBytes, Error> {
         let mut wanted: Vec<(usize, u64, u64, u64)> = records
             .iter()
             .map(|&(i, loc)| {
@@ -515,13 +939,7 @@ impl StoreReader {
                 .and_then(|n| t.checked_add(n))
         });
         let Some(total) = total else {
-            return Err(crate::ErrorKind::Buffer {
-                detail: format!(
-                    "the stored bytes of {} records overflow memory",
-                    records.len()
-                ),
-            }
-            .into());
+            return Err(overflow(records.len()));
         };
         let mut spans = Vec::with_capacity(runs.len());
         let mut at = 0usize;
@@ -551,7 +969,10 @@ impl StoreReader {
             }
             self.run_reads(&mut reqs, &tags)
         })?;
-        Ok(Staged::Fetched(Box::new(LocalBytes { buf, spans })))
+        Ok(LocalBytes {
+            buf: Buf::Vec(buf),
+            spans,
+        })
     }
 
     /// Starts reading the stored bytes of the records at `indices` (in
@@ -639,6 +1060,9 @@ impl StoreReader {
         if !self.ahead_go(indices.len(), |j| indices[j]) {
             return 0;
         }
+        if let Some(bytes) = self.prefetch_direct(indices) {
+            return bytes;
+        }
         let mut wanted: Vec<(usize, u64, u64)> = indices
             .iter()
             .filter_map(|&i| {
@@ -719,6 +1143,10 @@ impl StoreReader {
         if !self.ahead_go(n, nth) {
             return 0;
         }
+        self.cold
+            .direct
+            .ranged
+            .store(self.now_ns(), Ordering::Relaxed);
         // Per shard, the run being extended: records of a shard follow one
         // another in the common layouts, so a range costs one advice a shard.
         let mut open: Vec<Option<(u64, u64)>> = vec![None; self.data_shards()];
@@ -745,12 +1173,219 @@ impl StoreReader {
     }
 }
 
+/// The `O_DIRECT` reads of a gather or a look-ahead step
+/// ([`StoreReader::plan_direct`]).
+struct DirectPlan {
+    reads: Vec<io::OwnedRead>,
+    /// `(shard, start, end, at)` of each read, as [`LocalBytes`] has them.
+    spans: Vec<(usize, u64, u64, usize)>,
+    /// `(first record, shard)` of each read, for errors.
+    tags: Vec<(u64, usize)>,
+    /// Bytes of the buffer.
+    total: usize,
+}
+
+/// Most stored bytes [`AheadCache`] holds, whatever the loaders ask: past
+/// it, the records entered first and not taken are dropped (a gather then
+/// reads them itself).
+pub(crate) const AHEAD_CACHE_MAX: u64 = 1 << 30;
+
+/// The records a store's look-ahead read into memory for the gathers to
+/// come (`O_DIRECT`, [`StoreReader::prefetch`]): each with the uses the
+/// look-ahead asked for (one per step that draws it), taken one per
+/// gather; a record being read is waited for, never read twice.
+#[derive(Default)]
+pub(crate) struct AheadCache {
+    map: Mutex<AheadMap>,
+    /// Woken when records being read are ready (or failed).
+    ready: Condvar,
+    /// Records in `map` (read without the lock: most gathers find none).
+    count: AtomicUsize,
+}
+
+#[derive(Default)]
+struct AheadMap {
+    slots: HashMap<u64, Slot>,
+    /// Records in the order they were entered, with their generation: the
+    /// first dropped past [`AHEAD_CACHE_MAX`].
+    fifo: VecDeque<(u64, u64)>,
+    bytes: u64,
+    generation: u64,
+}
+
+struct Slot {
+    uses: u32,
+    bytes: u64,
+    generation: u64,
+    state: SlotState,
+}
+
+enum SlotState {
+    Reading,
+    Ready(Arc<LocalBytes>),
+    Failed,
+}
+
+impl AheadCache {
+    fn lock(&self) -> MutexGuard<'_, AheadMap> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `records` read into `bytes`; wakes the gathers waiting.
+    fn ready(&self, records: impl Iterator<Item = u64>, bytes: &Arc<LocalBytes>) {
+        let mut map = self.lock();
+        for i in records {
+            if let Some(slot) = map.slots.get_mut(&i)
+                && matches!(slot.state, SlotState::Reading)
+            {
+                slot.state = SlotState::Ready(Arc::clone(bytes));
+            }
+        }
+        map.evict();
+        self.count.store(map.slots.len(), Ordering::Relaxed);
+        drop(map);
+        self.ready.notify_all();
+    }
+
+    /// Marks `records` failed: their gathers read them themselves.
+    fn fail(&self, records: impl Iterator<Item = u64>) {
+        let mut map = self.lock();
+        for i in records {
+            if let Some(slot) = map.slots.get_mut(&i) {
+                slot.state = SlotState::Failed;
+            }
+        }
+        drop(map);
+        self.ready.notify_all();
+    }
+
+    /// Drops every record not being read.
+    fn forget(&self) {
+        let mut map = self.lock();
+        map.slots
+            .retain(|_, s| matches!(s.state, SlotState::Reading));
+        map.bytes = map.slots.values().map(|s| s.bytes).sum();
+        let AheadMap { slots, fifo, .. } = &mut *map;
+        fifo.retain(|(i, g)| slots.get(i).is_some_and(|s| s.generation == *g));
+        self.count.store(map.slots.len(), Ordering::Relaxed);
+    }
+}
+
+impl AheadMap {
+    fn next_gen(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
+    /// Enters record `i` (of `bytes` stored bytes) as being read.
+    fn insert(&mut self, i: u64, bytes: u64, generation: u64) {
+        self.slots.insert(
+            i,
+            Slot {
+                uses: 1,
+                bytes,
+                generation,
+                state: SlotState::Reading,
+            },
+        );
+        self.fifo.push_back((i, generation));
+        self.bytes += bytes;
+    }
+
+    /// Takes one use of record `i`: its bytes when it was read (the slot
+    /// goes with its last use, or when its read failed).
+    fn take(&mut self, i: u64) -> Option<Arc<LocalBytes>> {
+        let slot = self.slots.get_mut(&i)?;
+        slot.uses = slot.uses.saturating_sub(1);
+        let bytes = match &slot.state {
+            SlotState::Ready(b) => Some(Arc::clone(b)),
+            SlotState::Failed | SlotState::Reading => None,
+        };
+        if slot.uses == 0 || bytes.is_none() {
+            let gone = slot.bytes;
+            self.slots.remove(&i);
+            self.bytes -= gone;
+        }
+        bytes
+    }
+
+    /// Drops the records entered first (and not being read) while more
+    /// than [`AHEAD_CACHE_MAX`] bytes are held.
+    fn evict(&mut self) {
+        let mut kept = Vec::new();
+        while self.bytes > AHEAD_CACHE_MAX {
+            let Some((i, g)) = self.fifo.pop_front() else {
+                break;
+            };
+            match self.slots.get(&i) {
+                Some(s) if s.generation == g && matches!(s.state, SlotState::Reading) => {
+                    kept.push((i, g));
+                }
+                Some(s) if s.generation == g => {
+                    self.bytes -= s.bytes;
+                    self.slots.remove(&i);
+                }
+                _ => {}
+            }
+        }
+        for k in kept.into_iter().rev() {
+            self.fifo.push_front(k);
+        }
+        // Entries of records taken since: dropped once they dominate.
+        if self.fifo.len() > 2 * self.slots.len() + 1024 {
+            let slots = &self.slots;
+            self.fifo
+                .retain(|(i, g)| slots.get(i).is_some_and(|s| s.generation == *g));
+        }
+    }
+}
+
+/// The stored bytes of a gather: those it read itself, and those the
+/// look-ahead read into memory before it.
+struct Composite {
+    own: Option<LocalBytes>,
+    ahead: Vec<Arc<LocalBytes>>,
+}
+
+impl StagedBytes for Composite {
+    fn get(&self, shard: usize, offset: u64, len: u32) -> Option<&[u8]> {
+        self.own
+            .as_ref()
+            .and_then(|b| b.get(shard, offset, len))
+            .or_else(|| self.ahead.iter().find_map(|b| b.get(shard, offset, len)))
+    }
+}
+
 /// The stored bytes of a local gather's records, read into one buffer:
 /// `spans` are `(shard, start, end, at)`, sorted, disjoint within a shard,
 /// the bytes `start..end` of the shard lying at `at` in `buf`.
 struct LocalBytes {
-    buf: Vec<u8>,
+    buf: Buf,
     spans: Vec<(usize, u64, u64, usize)>,
+}
+
+/// The buffer of [`LocalBytes`]: aligned for `O_DIRECT` reads, or not.
+enum Buf {
+    Vec(Vec<u8>),
+    Aligned(io::AlignedBuf),
+}
+
+impl std::ops::Deref for Buf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Buf::Vec(v) => v,
+            Buf::Aligned(b) => b.as_slice(),
+        }
+    }
+}
+
+/// The error of a gather whose stored bytes overflow memory.
+fn overflow(records: usize) -> Error {
+    crate::ErrorKind::Buffer {
+        detail: format!("the stored bytes of {records} records overflow memory"),
+    }
+    .into()
 }
 
 impl StagedBytes for LocalBytes {

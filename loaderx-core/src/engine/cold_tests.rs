@@ -1,7 +1,9 @@
-//! Every read path returns the bytes written: mapped, direct (io_uring and
-//! the `pread` fallback) and auto; Dense and Ragged, raw and compressed,
-//! one store and parts; serial, parallel and from several threads. Reads
-//! that come back short are refused with the record named.
+//! Every read path returns the bytes written: mapped, direct (`O_DIRECT`
+//! and through the page cache, each by io_uring and by the `pread`
+//! fallback) and auto; Dense and Ragged, raw and compressed, one store and
+//! parts; serial, parallel and from several threads; read by the gathers
+//! or ahead of them by the look-ahead, each record once. Reads that fail
+//! or come back short are refused with the record named.
 
 use std::path::Path;
 
@@ -57,20 +59,24 @@ fn ragged(path: &Path, codec: Codec, n: usize, max: usize, shards: usize) -> Vec
     recs
 }
 
-/// The ways a store is read: a mode, and whether the `pread` pool is
-/// forced.
-const WAYS: [(ReadMode, bool); 5] = [
-    (ReadMode::Mapped, false),
-    (ReadMode::Direct, false),
-    (ReadMode::Direct, true),
-    (ReadMode::Auto, false),
-    (ReadMode::Auto, true),
+/// The ways a store is read: a mode, whether the `pread` pool is forced,
+/// and whether direct reads go through the page cache (as where `O_DIRECT`
+/// is refused).
+const WAYS: [(ReadMode, bool, bool); 7] = [
+    (ReadMode::Mapped, false, false),
+    (ReadMode::Direct, false, false),
+    (ReadMode::Direct, true, false),
+    (ReadMode::Direct, false, true),
+    (ReadMode::Direct, true, true),
+    (ReadMode::Auto, false, false),
+    (ReadMode::Auto, true, true),
 ];
 
-fn set_way(engine: &Engine, (mode, pread): (ReadMode, bool)) {
+fn set_way(engine: &Engine, (mode, pread, buffered): (ReadMode, bool, bool)) {
     engine.set_read_mode(mode);
     for r in engine.stores() {
         r.force_pread(pread);
+        r.force_buffered(buffered);
     }
 }
 
@@ -89,17 +95,41 @@ fn batches(n: usize) -> Vec<Vec<u64>> {
     b
 }
 
-/// (direct gathers, uring batches, pread batches) of every store read.
-fn counted(engine: &Engine) -> (u64, u64, u64) {
+/// (direct gathers, uring batches, pread batches, `O_DIRECT` gathers) of
+/// every store read.
+fn counted(engine: &Engine) -> (u64, u64, u64, u64) {
     use std::sync::atomic::Ordering::Relaxed;
-    engine.stores().iter().fold((0, 0, 0), |(d, u, p), r| {
+    engine
+        .stores()
+        .iter()
+        .fold((0, 0, 0, 0), |(d, u, p, o), r| {
+            let c = r.cold_counters();
+            (
+                d + c.direct_gathers.load(Relaxed),
+                u + c.uring_batches.load(Relaxed),
+                p + c.pread_batches.load(Relaxed),
+                o + c.o_direct_gathers.load(Relaxed),
+            )
+        })
+}
+
+/// (records the look-ahead read, records gathers took from it, records
+/// gathers read themselves `O_DIRECT`) of every store read.
+fn ahead_counted(engine: &Engine) -> (u64, u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    engine.stores().iter().fold((0, 0, 0), |(a, h, o), r| {
         let c = r.cold_counters();
         (
-            d + c.direct_gathers.load(Relaxed),
-            u + c.uring_batches.load(Relaxed),
-            p + c.pread_batches.load(Relaxed),
+            a + c.ahead_records.load(Relaxed),
+            h + c.ahead_hits.load(Relaxed),
+            o + c.own_reads.load(Relaxed),
         )
     })
+}
+
+/// Whether every store of `engine` can be read `O_DIRECT` here.
+fn o_direct_here(engine: &Engine) -> bool {
+    engine.stores().iter().all(|r| r.o_direct_usable())
 }
 
 /// The bytes a Dense gather of `idx` returns: its records, in order.
@@ -122,17 +152,22 @@ fn check_ragged(store: &DynRagged, idx: &[u64], recs: &[Vec<u8>], what: &str) {
 }
 
 /// Checks that `way` read directly when it must, through the backend it
-/// must.
-fn check_backend(engine: &Engine, way: (ReadMode, bool), before: (u64, u64, u64)) {
-    let (d, u, p) = counted(engine);
+/// must, `O_DIRECT` or not as it must.
+fn check_backend(engine: &Engine, way: (ReadMode, bool, bool), before: (u64, u64, u64, u64)) {
+    let (d, u, p, o) = counted(engine);
     match way {
-        (ReadMode::Mapped, _) => assert_eq!(d, before.0, "mapped reads nothing directly"),
-        (ReadMode::Direct, pread) => {
+        (ReadMode::Mapped, ..) => assert_eq!(d, before.0, "mapped reads nothing directly"),
+        (ReadMode::Direct, pread, buffered) => {
             assert!(d > before.0, "direct gathers read directly");
             if pread {
                 assert!(p > before.2 && u == before.1, "forced to the pread pool");
             } else if io::uring_usable() {
                 assert!(u > before.1, "read through io_uring");
+            }
+            if buffered {
+                assert_eq!(o, before.3, "forced through the page cache");
+            } else if o_direct_here(engine) {
+                assert!(o > before.3, "read O_DIRECT");
             }
         }
         _ => {}
@@ -246,14 +281,14 @@ fn direct_gathers_from_many_threads_at_once_agree() {
 fn a_shard_truncated_after_open_is_refused_with_the_record_named() {
     let dir = tempfile::tempdir().unwrap();
     for codec in [Codec::Raw, Codec::Zstd] {
-        for pread in [false, true] {
-            let path = dir.path().join(format!("{codec:?}-{pread}"));
+        for (pread, buffered) in [(false, false), (true, false), (false, true), (true, true)] {
+            let path = dir.path().join(format!("{codec:?}-{pread}-{buffered}"));
             let n = 400;
             dense(&path, codec, 256, n, 1);
             let store = DynDense::open(&path)
                 .unwrap()
                 .with_read_mode(ReadMode::Direct);
-            set_way(store.engine(), (ReadMode::Direct, pread));
+            set_way(store.engine(), (ReadMode::Direct, pread, buffered));
             let shard = path.join(format::data_file(0));
             let len = std::fs::metadata(&shard).unwrap().len();
             std::fs::OpenOptions::new()
@@ -270,13 +305,22 @@ fn a_shard_truncated_after_open_is_refused_with_the_record_named() {
                 ErrorKind::CorruptRecord { path: p, index, .. } => {
                     assert_eq!((p.as_path(), *index), (path.as_path(), last), "{e}");
                 }
-                _ => panic!("{codec:?} pread={pread}: {e}"),
+                _ => panic!("{codec:?} pread={pread} buffered={buffered}: {e}"),
             }
+            // Read ahead by the look-ahead (which fails): its gather reads
+            // it again and refuses it.
+            assert!(store.engine().prefetch(&[0, last]) > 0);
+            crate::engine::finish_look_ahead();
+            let e = store.gather_bytes(&[last, 0]).unwrap_err();
+            assert!(
+                matches!(e.kind(), ErrorKind::CorruptRecord { index, .. } if *index == last),
+                "{e}"
+            );
             // The Ragged gathers refuse it as well.
-            let rpath = dir.path().join(format!("r-{codec:?}-{pread}"));
+            let rpath = dir.path().join(format!("r-{codec:?}-{pread}-{buffered}"));
             ragged(&rpath, codec, n, 2000, 1);
             let r = DynRagged::open(&rpath).unwrap();
-            set_way(r.engine(), (ReadMode::Direct, pread));
+            set_way(r.engine(), (ReadMode::Direct, pread, buffered));
             let shard = rpath.join(format::data_file(0));
             std::fs::OpenOptions::new()
                 .write(true)
@@ -448,22 +492,26 @@ fn auto_reads_directly_while_the_look_ahead_finds_the_store_cold() {
     assert_eq!(counted(store.engine()).0, 1, "a warm store is mapped");
 }
 
-fn small_case() -> impl Strategy<Value = (Codec, usize, usize, usize, Vec<u64>, bool)> {
+type SmallCase = (Codec, usize, usize, usize, Vec<u64>, (bool, bool, bool));
+
+/// A store's shape, a gather, and how it is read: `pread` forced, through
+/// the page cache, and read ahead first by the look-ahead.
+fn small_case() -> impl Strategy<Value = SmallCase> {
     (
         prop_oneof![Just(Codec::Raw), Just(Codec::Zstd)],
         prop::sample::select(vec![1usize, 3, 64, 777, 4096, 9000]),
         1usize..300,
         1usize..=4,
-        any::<bool>(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
     )
-        .prop_flat_map(|(codec, width, n, shards, pread)| {
+        .prop_flat_map(|(codec, width, n, shards, way)| {
             (
                 Just(codec),
                 Just(width),
                 Just(n),
                 Just(shards),
                 prop::collection::vec(0..n as u64, 0..200),
-                Just(pread),
+                Just(way),
             )
         })
 }
@@ -472,23 +520,181 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
     #[test]
-    fn direct_and_mapped_gathers_agree((codec, width, n, shards, idx, pread) in small_case()) {
+    fn direct_and_mapped_gathers_agree(
+        (codec, width, n, shards, idx, (pread, buffered, ahead)) in small_case()
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s");
         dense(&path, codec, width, n, shards);
         let mapped = DynDense::open(&path).unwrap().with_read_mode(ReadMode::Mapped);
         let direct = DynDense::open(&path).unwrap();
-        set_way(direct.engine(), (ReadMode::Direct, pread));
+        set_way(direct.engine(), (ReadMode::Direct, pread, buffered));
+        if ahead {
+            direct.engine().prefetch(&idx);
+        }
         prop_assert_eq!(direct.gather_bytes(&idx).unwrap(), mapped.gather_bytes(&idx).unwrap());
         let rpath = dir.path().join("r");
         ragged(&rpath, codec, n, width, shards);
         let mapped = DynRagged::open(&rpath).unwrap().with_read_mode(ReadMode::Mapped);
         let direct = DynRagged::open(&rpath).unwrap();
-        set_way(direct.engine(), (ReadMode::Direct, pread));
+        set_way(direct.engine(), (ReadMode::Direct, pread, buffered));
+        if ahead {
+            direct.engine().prefetch(&idx);
+        }
         let (a, b) = (direct.gather(&idx).unwrap(), mapped.gather(&idx).unwrap());
         prop_assert_eq!(a.layout(), b.layout());
         for k in 0..idx.len() {
             prop_assert_eq!(a.bytes(k), b.bytes(k));
         }
+    }
+}
+
+#[test]
+fn the_look_ahead_reads_records_into_memory_and_each_gather_takes_them_once() {
+    let dir = tempfile::tempdir().unwrap();
+    for codec in [Codec::Raw, Codec::Zstd] {
+        for pread in [false, true] {
+            let n = 500;
+            let dpath = dir.path().join(format!("d-{codec:?}-{pread}"));
+            let drecs = dense(&dpath, codec, 3000, n, 3);
+            let rpath = dir.path().join(format!("r-{codec:?}-{pread}"));
+            let rrecs = ragged(&rpath, codec, n, 5000, 2);
+            let d = DynDense::open(&dpath).unwrap();
+            let r = DynRagged::open(&rpath).unwrap();
+            set_way(d.engine(), (ReadMode::Direct, pread, false));
+            set_way(r.engine(), (ReadMode::Direct, pread, false));
+            if !o_direct_here(d.engine()) {
+                return; // a file system without O_DIRECT: the page cache path
+            }
+            // Two steps drawing the same records (one twice within a step).
+            let mut idx: Vec<u64> = (0..60u64).map(|k| (k * 7919) % n as u64).collect();
+            idx.push(idx[0]);
+            let unique = {
+                let mut u = idx.clone();
+                u.sort_unstable();
+                u.dedup();
+                u.len() as u64
+            };
+            let bytes = 3000 * unique;
+            for step in 0..2 {
+                // Stored bytes: the records' own for raw ones.
+                let asked = d.engine().prefetch(&idx);
+                assert!(asked > 0 && asked <= bytes, "step {step}");
+                if codec == Codec::Raw {
+                    assert_eq!(asked, bytes, "step {step}");
+                }
+                r.engine().prefetch(&idx);
+            }
+            // Read once, served to both steps' gathers without a read.
+            let want = records_of(&drecs, &idx);
+            for step in 0..2u64 {
+                assert_eq!(d.gather_bytes(&idx).unwrap(), want, "{codec:?} {step}");
+                check_ragged_once(&r, &idx, &rrecs, step);
+                assert_eq!(
+                    ahead_counted(d.engine()),
+                    (unique, unique * (step + 1), 0),
+                    "{codec:?} pread={pread}"
+                );
+            }
+            // Both uses taken: a third gather reads for itself.
+            assert_eq!(d.gather_bytes(&idx).unwrap(), want);
+            assert_eq!(ahead_counted(d.engine()).2, unique);
+            let (a, h, o) = ahead_counted(r.engine());
+            assert_eq!((a, h, o), (unique, 2 * unique, 0), "{codec:?} ragged");
+            // What a stopping loader leaves behind is dropped.
+            d.engine().prefetch(&idx);
+            crate::engine::finish_look_ahead();
+            d.engine().forget_ahead();
+            assert_eq!(d.gather_bytes(&idx).unwrap(), want);
+            assert_eq!(ahead_counted(d.engine()).2, 2 * unique, "forgotten");
+        }
+    }
+}
+
+/// Checks one Ragged gather of `idx` (per record) returns the records
+/// written.
+fn check_ragged_once(store: &DynRagged, idx: &[u64], recs: &[Vec<u8>], step: u64) {
+    let b = store.gather(idx).unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        assert_eq!(b.bytes(k), &recs[i as usize][..], "step {step}: record {i}");
+    }
+}
+
+#[test]
+fn gathers_wait_for_records_the_look_ahead_is_reading_on_another_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let n = 3000;
+    let recs = dense(&path, Codec::Raw, 4096, n, 4);
+    let store = DynDense::open(&path)
+        .unwrap()
+        .with_read_mode(ReadMode::Direct);
+    if !o_direct_here(store.engine()) {
+        return;
+    }
+    let steps: Vec<Vec<u64>> = (0..40u64)
+        .map(|s| {
+            (0..64u64)
+                .map(|k| (k * 7919 + s * 104_729) % n as u64)
+                .collect()
+        })
+        .collect();
+    std::thread::scope(|scope| {
+        // The look-ahead: every step, then what it has in flight.
+        let (store, steps) = (&store, &steps);
+        scope.spawn(move || {
+            for idx in steps {
+                store.engine().prefetch(idx);
+            }
+            crate::engine::finish_look_ahead();
+        });
+        for idx in steps {
+            assert_eq!(store.gather_bytes(idx).unwrap(), records_of(&recs, idx));
+        }
+    });
+    // Every gathered record was read once: by the look-ahead, or by its
+    // gather (one that came first).
+    let (_, hits, own) = ahead_counted(store.engine());
+    let gathered: u64 = steps.iter().map(|s| s.len() as u64).sum();
+    assert_eq!(hits + own, gathered);
+}
+
+#[test]
+fn a_loader_reads_a_direct_store_ahead_once_and_delivers_the_same_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let n = 4000;
+    dense(&path, Codec::Raw, 1024, n, 4);
+    let batches = |mode: ReadMode| -> (Vec<Vec<u8>>, std::sync::Arc<crate::Store>) {
+        let store = std::sync::Arc::new(crate::Store::Dense(DynDense::open(&path).unwrap()));
+        let loader = crate::DataLoader::builder()
+            .stream("x", std::sync::Arc::clone(&store))
+            .batch_size(100)
+            .seed(3)
+            .epochs(2)
+            .workers(2)
+            .read_mode(mode)
+            .build()
+            .unwrap();
+        let out = loader
+            .map(|b| b.unwrap().column("x").unwrap().bytes().to_vec())
+            .collect();
+        (out, store)
+    };
+    let (mapped, _) = batches(ReadMode::Mapped);
+    let (direct, store) = batches(ReadMode::Direct);
+    assert_eq!(mapped.len(), 80);
+    assert_eq!(direct, mapped);
+    if o_direct_here(store.engine()) {
+        // A finite loader's look-ahead reads only what its gathers take, and
+        // nothing twice: every record gathered was read once, ahead or by
+        // its own gather.
+        let (ahead, hits, own) = ahead_counted(store.engine());
+        assert!(ahead > 0, "read ahead");
+        assert_eq!(hits + own, 2 * n as u64, "every record of two epochs");
+        assert!(
+            ahead <= hits,
+            "nothing read ahead was left: {ahead} > {hits}"
+        );
     }
 }

@@ -65,6 +65,12 @@ pub(crate) struct ReadReq<'a> {
     len: usize,
     /// Bytes read so far (a short read is continued from here).
     done: usize,
+    /// Bytes that must be read: `len`, or less for an `O_DIRECT` read
+    /// rounded up past the end of the file ([`Self::direct`]).
+    need: usize,
+    /// The alignment of `O_DIRECT` reads (1 for buffered ones): a short
+    /// read that leaves `done` unaligned met the end of the file.
+    align: usize,
     _borrows: PhantomData<(&'a File, &'a mut [u8])>,
 }
 
@@ -85,7 +91,27 @@ impl<'a> ReadReq<'a> {
             ptr: dst.as_mut_ptr().cast::<u8>(),
             len: dst.len(),
             done: 0,
+            need: dst.len(),
+            align: 1,
             _borrows: PhantomData,
+        }
+    }
+
+    /// An `O_DIRECT` read of `dst.len()` bytes (a multiple of `align`,
+    /// as `offset` and `dst`'s address are) of `file` from `offset`, of
+    /// which the first `need` must be read: the rest may lie past the end
+    /// of the file.
+    pub(crate) fn direct(
+        file: &'a File,
+        offset: u64,
+        dst: &'a mut [u8],
+        need: usize,
+        align: usize,
+    ) -> ReadReq<'a> {
+        ReadReq {
+            need: need.min(dst.len()),
+            align: align.max(1),
+            ..ReadReq::new(file, offset, dst)
         }
     }
 
@@ -101,10 +127,16 @@ impl<'a> ReadReq<'a> {
     /// Counts `n` more bytes read; `Err` for a read of nothing before the
     /// end (the file is shorter than it was: truncated after open).
     fn advance(&mut self, n: usize) -> io::Result<bool> {
-        if n == 0 {
-            return Err(short(self.done, self.len));
-        }
         self.done += n;
+        // A read of nothing, or an `O_DIRECT` read that stopped at an
+        // unaligned length, met the end of the file.
+        if n == 0 || !self.done.is_multiple_of(self.align) {
+            return if self.done >= self.need {
+                Ok(true)
+            } else {
+                Err(short(self.done, self.need))
+            };
+        }
         Ok(self.done >= self.len)
     }
 }
@@ -309,6 +341,417 @@ mod uring {
     }
 }
 
+/// One read of an [`OwnedReads`]: `len` bytes (a multiple of `align`) of
+/// `file` from `offset` into the group's buffer at `at`, of which the first
+/// `need` must be read (the rest may lie past the end of the file).
+pub(crate) struct OwnedRead {
+    pub(crate) file: std::sync::Arc<File>,
+    pub(crate) offset: u64,
+    pub(crate) at: usize,
+    pub(crate) len: usize,
+    pub(crate) need: usize,
+    pub(crate) align: usize,
+}
+
+/// What [`OwnedReads::on_done`] is told: the buffer, and the first failed
+/// read's index and error, if one failed.
+pub(crate) type OwnedDone = Box<dyn FnOnce(AlignedBuf, Option<(usize, io::Error)>) + Send>;
+
+/// Reads that own their buffer and files: the look-ahead's, which the
+/// calling thread's ring keeps in flight after [`submit_owned`] returns.
+/// Every read lies within `buf` (`at + len <= buf.len()`); `on_done` runs
+/// on the submitting thread once all of them are done (or one failed and
+/// the others finished), with the buffer.
+pub(crate) struct OwnedReads {
+    pub(crate) buf: AlignedBuf,
+    pub(crate) reads: Vec<OwnedRead>,
+    pub(crate) on_done: OwnedDone,
+}
+
+impl OwnedReads {
+    /// Reads every read now, on this thread ([`read_all`]), and runs
+    /// `on_done`: where no ring is to be had.
+    fn run_now(mut self, pread_only: bool) {
+        let failed = {
+            let OwnedReads { buf, reads, .. } = &mut self;
+            let mut pieces: Vec<(&OwnedRead, &mut [u8])> = Vec::with_capacity(reads.len());
+            let mut order: Vec<usize> = (0..reads.len()).collect();
+            order.sort_unstable_by_key(|&i| reads[i].at);
+            let mut rest = buf.as_mut_slice();
+            let mut at = 0usize;
+            let mut bad = None;
+            for &i in &order {
+                let r = &reads[i];
+                let Some(skip) = r.at.checked_sub(at) else {
+                    bad = Some(i);
+                    break;
+                };
+                if skip.checked_add(r.len).is_none_or(|n| n > rest.len()) {
+                    bad = Some(i);
+                    break;
+                }
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut(skip);
+                let (d, tail) = tail.split_at_mut(r.len);
+                rest = tail;
+                at = r.at + r.len;
+                pieces.push((r, d));
+            }
+            if let Some(i) = bad {
+                Some((i, io::Error::other("overlapping or out-of-buffer reads")))
+            } else {
+                let mut reqs: Vec<ReadReq<'_>> = pieces
+                    .into_iter()
+                    .map(|(r, d)| ReadReq::direct(&r.file, r.offset, d, r.need, r.align))
+                    .collect();
+                read_all(&mut reqs, pread_only)
+                    .err()
+                    .map(|(k, e)| (order[k], e))
+            }
+        };
+        (self.on_done)(self.buf, failed);
+    }
+}
+
+/// Starts `group`'s reads on this thread's look-ahead ring and returns
+/// once they are all handed to the kernel (waiting for earlier reads to
+/// complete while the ring is full); their completions are taken by later
+/// calls of this function or of [`reap_owned`] on this thread. Where no
+/// ring is to be had (or with `pread_only`) the reads are made now.
+pub(crate) fn submit_owned(group: OwnedReads, pread_only: bool) {
+    #[cfg(target_os = "linux")]
+    if !pread_only && !uring_forced_off() && !URING_FAILED.load(Ordering::Relaxed) {
+        let group = OWNED.with(|cell| {
+            let mut cell = cell.borrow_mut();
+            if cell.is_none() {
+                match io_uring::IoUring::new(RING_ENTRIES) {
+                    Ok(ring) => *cell = Some(owned::Ring::new(ring)),
+                    Err(_) => {
+                        URING_FAILED.store(true, Ordering::Relaxed);
+                        return Some(group);
+                    }
+                }
+            }
+            match cell.as_mut() {
+                Some(ring) => {
+                    ring.submit(group);
+                    None
+                }
+                None => Some(group),
+            }
+        });
+        match group {
+            None => return,
+            Some(g) => return g.run_now(true),
+        }
+    }
+    group.run_now(pread_only);
+}
+
+/// Takes the completions of this thread's look-ahead reads that are done;
+/// with `all`, waits for every one still in flight. Groups done have run
+/// their `on_done`.
+pub(crate) fn reap_owned(all: bool) {
+    #[cfg(target_os = "linux")]
+    {
+        // Taken out of its cell while reaping: an `on_done` that submits
+        // again on this thread finds none, and reads at once.
+        let Ok(Some(mut ring)) = OWNED.try_with(|c| c.borrow_mut().take()) else {
+            return;
+        };
+        ring.reap(all);
+        let _ = OWNED.try_with(|c| {
+            let mut c = c.borrow_mut();
+            if c.is_none() {
+                *c = Some(ring);
+            }
+        });
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = all;
+}
+
+/// Whether this thread has look-ahead reads in flight.
+pub(crate) fn owned_in_flight() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        OWNED
+            .try_with(|c| {
+                c.try_borrow()
+                    .is_ok_and(|r| r.as_ref().is_some_and(owned::Ring::busy))
+            })
+            .unwrap_or(false)
+    }
+    #[cfg(not(target_os = "linux"))]
+    false
+}
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    /// This thread's ring for the look-ahead's owned reads.
+    static OWNED: RefCell<Option<owned::Ring>> = const { RefCell::new(None) };
+}
+
+/// Most owned reads one thread keeps in flight (small records: the
+/// drive's IOPS grow up to a queue depth of 128 or more).
+pub(crate) const OWNED_IN_FLIGHT: usize = 128;
+
+/// Most bytes one thread's owned reads in flight ask for (a read larger
+/// than this goes alone). Bandwidth stops growing long before: 64 KiB
+/// reads reach the drive's best at 32–64 in flight, and 128 of them made
+/// each wait 2.5× longer in the block layer's queue, for less; and what is
+/// in flight counts against the look-ahead's bound (`prefetch_bytes`)
+/// before it is read.
+pub(crate) const OWNED_BYTES: usize = 4 << 20;
+
+#[cfg(target_os = "linux")]
+mod owned {
+    use super::*;
+    use io_uring::{IoUring, opcode, types};
+    use std::collections::VecDeque;
+
+    /// A group in flight: its reads' progress, and what to do when done.
+    struct Group {
+        reads: OwnedReads,
+        done: Vec<usize>,
+        /// Bytes each read's submission in flight asks for.
+        asked: Vec<usize>,
+        /// Reads not finished (read whole, or failed).
+        left: usize,
+        failed: Option<(usize, io::Error)>,
+    }
+
+    /// A thread's ring of owned reads. Every buffer and file a read in
+    /// flight uses is owned by a group of `groups` until its completion is
+    /// taken, and the ring is not dropped before every completion is
+    /// (`Drop` waits for them).
+    pub(super) struct Ring {
+        ring: IoUring,
+        groups: Vec<Option<Group>>,
+        free: Vec<usize>,
+        /// `(group, read)` to submit.
+        queue: VecDeque<(usize, usize)>,
+        in_flight: usize,
+        /// Bytes the reads in flight ask for.
+        bytes_in_flight: usize,
+    }
+
+    impl Ring {
+        pub(super) fn new(ring: IoUring) -> Ring {
+            Ring {
+                ring,
+                groups: Vec::new(),
+                free: Vec::new(),
+                queue: VecDeque::new(),
+                in_flight: 0,
+                bytes_in_flight: 0,
+            }
+        }
+
+        pub(super) fn busy(&self) -> bool {
+            self.in_flight > 0 || !self.queue.is_empty()
+        }
+
+        /// Queues `group`'s reads and submits until every one is in flight.
+        pub(super) fn submit(&mut self, group: OwnedReads) {
+            let n = group.reads.len();
+            let bad = group
+                .reads
+                .iter()
+                .position(|r| r.at.checked_add(r.len).is_none_or(|e| e > group.buf.len));
+            let g = Group {
+                done: vec![0; n],
+                asked: vec![0; n],
+                left: n,
+                failed: bad.map(|i| (i, io::Error::other("a read outside its buffer"))),
+                reads: group,
+            };
+            if n == 0 || bad.is_some() {
+                return finish(g);
+            }
+            let id = match self.free.pop() {
+                Some(id) => {
+                    self.groups[id] = Some(g);
+                    id
+                }
+                None => {
+                    self.groups.push(Some(g));
+                    self.groups.len() - 1
+                }
+            };
+            self.queue.extend((0..n).map(|k| (id, k)));
+            self.pump();
+            while !self.queue.is_empty() {
+                self.wait(1);
+                self.take_completions();
+                self.pump();
+            }
+            self.take_completions();
+        }
+
+        /// Takes what has completed; with `all`, until nothing is in flight.
+        pub(super) fn reap(&mut self, all: bool) {
+            loop {
+                self.pump();
+                self.take_completions();
+                if !all || !self.busy() {
+                    return;
+                }
+                self.wait(1);
+            }
+        }
+
+        /// Submits queued reads while fewer than [`OWNED_IN_FLIGHT`] are
+        /// in flight and the submission queue has room.
+        fn pump(&mut self) {
+            let mut pushed = false;
+            {
+                let mut sq = self.ring.submission();
+                while self.in_flight < OWNED_IN_FLIGHT
+                    && (self.in_flight == 0 || self.bytes_in_flight < OWNED_BYTES)
+                {
+                    let Some((id, k)) = self.queue.pop_front() else {
+                        break;
+                    };
+                    let Some(g) = self.groups[id].as_mut() else {
+                        continue;
+                    };
+                    let r = &g.reads.reads[k];
+                    let done = g.done[k];
+                    let len = (r.len - done).min(MAX_READ);
+                    let ptr = g.reads.buf.ptr.as_ptr().wrapping_add(r.at + done);
+                    let entry = opcode::Read::new(types::Fd(r.file.as_raw_fd()), ptr, len as u32)
+                        .offset(r.offset + done as u64)
+                        .build()
+                        .user_data(((id as u64) << 32) | k as u64);
+                    // SAFETY: the entry reads `len` bytes into the group's
+                    // buffer at `at + done` (within it: checked in
+                    // `submit`), memory the group owns; the group stays in
+                    // `groups`, its buffer unmoved (a heap allocation) and
+                    // its file open (an `Arc` it holds), until this read's
+                    // completion is taken (`left` counts it), and the ring
+                    // is not dropped before (`Drop` waits).
+                    if unsafe { sq.push(&entry) }.is_err() {
+                        self.queue.push_front((id, k));
+                        break;
+                    }
+                    self.in_flight += 1;
+                    self.bytes_in_flight += len;
+                    g.asked[k] = len;
+                    pushed = true;
+                }
+            }
+            if pushed {
+                self.enter(0);
+            }
+        }
+
+        /// Submits what is queued and waits for `want` completions,
+        /// retrying interruptions; any other error leaves reads the kernel
+        /// owns unaccounted for, and the process aborts.
+        fn enter(&mut self, want: usize) {
+            loop {
+                match self.ring.submit_and_wait(want) {
+                    Ok(_) => return,
+                    Err(e)
+                        if matches!(
+                            e.raw_os_error(),
+                            Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                        ) => {}
+                    Err(e) => {
+                        eprintln!(
+                            "loaderx: io_uring_enter failed with {} look-ahead reads in flight: \
+                             {e}; aborting (their buffers cannot be released)",
+                            self.in_flight
+                        );
+                        std::process::abort();
+                    }
+                }
+            }
+        }
+
+        fn wait(&mut self, want: usize) {
+            if self.in_flight > 0 {
+                self.enter(want);
+            }
+        }
+
+        /// Accounts every completion in the queue; runs the `on_done` of
+        /// the groups that finished.
+        fn take_completions(&mut self) {
+            let completions: Vec<(u64, i32)> = self
+                .ring
+                .completion()
+                .map(|c| (c.user_data(), c.result()))
+                .collect();
+            for (data, res) in completions {
+                self.in_flight -= 1;
+                let (id, k) = ((data >> 32) as usize, (data & 0xffff_ffff) as usize);
+                let Some(g) = self.groups.get_mut(id).and_then(Option::as_mut) else {
+                    continue;
+                };
+                self.bytes_in_flight -= g.asked[k].min(self.bytes_in_flight);
+                let r = &g.reads.reads[k];
+                let step: io::Result<bool> = if res == -libc::EAGAIN || res == -libc::EINTR {
+                    Ok(false)
+                } else if res < 0 {
+                    Err(io::Error::from_raw_os_error(-res))
+                } else {
+                    let n = res as usize;
+                    g.done[k] += n;
+                    let done = g.done[k];
+                    if n == 0 || !done.is_multiple_of(r.align.max(1)) {
+                        if done >= r.need {
+                            Ok(true)
+                        } else {
+                            Err(short(done, r.need))
+                        }
+                    } else {
+                        Ok(done >= r.len)
+                    }
+                };
+                match step {
+                    Ok(false) if g.failed.is_none() => self.queue.push_back((id, k)),
+                    Ok(false) | Ok(true) => g.left -= 1,
+                    Err(e) => {
+                        g.failed.get_or_insert((k, e));
+                        g.left -= 1;
+                    }
+                }
+                if g.left == 0
+                    && let Some(g) = self.groups[id].take()
+                {
+                    self.free.push(id);
+                    finish(g);
+                }
+            }
+        }
+    }
+
+    /// Runs a finished group's `on_done`.
+    fn finish(g: Group) {
+        let OwnedReads { buf, on_done, .. } = g.reads;
+        on_done(buf, g.failed);
+    }
+
+    impl Drop for Ring {
+        fn drop(&mut self) {
+            // Nothing queued is submitted any more; what is in flight is
+            // waited for before the groups (and their buffers) go.
+            self.queue.clear();
+            while self.in_flight > 0 {
+                self.enter(1);
+                self.take_completions();
+            }
+            for g in self.groups.iter_mut().filter_map(Option::take) {
+                let mut g = g;
+                g.failed
+                    .get_or_insert((0, io::Error::other("the reading thread ended")));
+                finish(g);
+            }
+        }
+    }
+}
+
 /// The pool of `pread` threads; `None` when it cannot be started (reads
 /// then run one by one on the calling thread).
 fn pread_pool() -> Option<&'static rayon::ThreadPool> {
@@ -354,9 +797,188 @@ fn pread_one(r: &mut ReadReq<'_>) -> io::Result<()> {
             }
             return Err(e);
         }
-        r.advance(n as usize)?;
+        if r.advance(n as usize)? {
+            // Whole, or an `O_DIRECT` read that met the end of the file
+            // past what it needs.
+            break;
+        }
     }
     Ok(())
+}
+
+/// Memory aligned for `O_DIRECT` reads (to a page), zeroed once when
+/// made: the scratch that reads land in before their bytes are copied or
+/// decoded. A released buffer is kept in a process-wide pool (up to
+/// [`POOL_BYTES`] in all) for the next gather or look-ahead read, so a
+/// steady stream of them neither allocates nor zeroes.
+pub(crate) struct AlignedBuf {
+    ptr: std::ptr::NonNull<u8>,
+    /// Bytes usable (`len <= cap`).
+    len: usize,
+    /// Bytes allocated; 0 for a buffer that owns nothing.
+    cap: usize,
+}
+
+// SAFETY: the buffer owns its allocation outright (no other pointer to it
+// survives outside a borrow of the buffer), like a `Vec<u8>`.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only reads, as for a `Vec<u8>`.
+unsafe impl Sync for AlignedBuf {}
+
+/// Most bytes of released buffers the pool keeps.
+pub(crate) const POOL_BYTES: usize = 128 << 20;
+
+/// Released buffers, and their bytes.
+static POOL: std::sync::Mutex<(Vec<AlignedBuf>, usize)> = std::sync::Mutex::new((Vec::new(), 0));
+
+impl AlignedBuf {
+    /// Alignment of every buffer: a page (the strictest `O_DIRECT`
+    /// alignment of memory in practice).
+    pub(crate) const ALIGN: usize = 4096;
+
+    /// A buffer of `len` bytes (initialised: zeroed when made, or holding
+    /// an earlier use's bytes): the smallest large enough in the pool, else
+    /// a new one. `None` when memory cannot be had.
+    pub(crate) fn take(len: usize) -> Option<AlignedBuf> {
+        {
+            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+            let best = pool
+                .0
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b.cap >= len && b.cap <= len.saturating_mul(4).max(1 << 20))
+                .min_by_key(|(_, b)| b.cap)
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                let mut b = pool.0.swap_remove(i);
+                pool.1 -= b.cap;
+                b.len = len;
+                return Some(b);
+            }
+        }
+        let cap = len.max(1).checked_next_multiple_of(Self::ALIGN)?;
+        let layout = std::alloc::Layout::from_size_align(cap, Self::ALIGN).ok()?;
+        // SAFETY: `layout` has a non-zero size.
+        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
+        Some(AlignedBuf { ptr, len, cap })
+    }
+
+    /// The buffer's bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` owns `cap >= len` bytes, all initialised (zeroed
+        // when allocated, written only through `&mut self` or reads the
+        // buffer's owner waited for since).
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The buffer's bytes, to read into.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`, borrowed uniquely through `&mut self`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Frees the allocation (never pooled).
+    fn free(self) {
+        let me = std::mem::ManuallyDrop::new(self);
+        if me.cap == 0 {
+            return;
+        }
+        if let Ok(layout) = std::alloc::Layout::from_size_align(me.cap, Self::ALIGN) {
+            // SAFETY: `ptr` was allocated in `take` with this very layout
+            // (`cap` and `ALIGN` are unchanged since) and is freed once:
+            // the buffer is forgotten here, and a dropped buffer hands its
+            // allocation on (its `cap` set to 0) before anything frees it.
+            unsafe { std::alloc::dealloc(me.ptr.as_ptr(), layout) };
+        }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        if self.cap == 0 {
+            return;
+        }
+        // The allocation moves to `mine`; `self` owns nothing from here.
+        let mine = AlignedBuf {
+            ptr: self.ptr,
+            len: 0,
+            cap: self.cap,
+        };
+        self.cap = 0;
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        if pool.1 + mine.cap <= POOL_BYTES {
+            pool.1 += mine.cap;
+            pool.0.push(mine);
+            return;
+        }
+        drop(pool);
+        mine.free();
+    }
+}
+
+/// Opens `path` for `O_DIRECT` reads when its file system allows them:
+/// `Some((file, align))` with the alignment reads need (of their offset,
+/// length and memory; from `statx`'s `STATX_DIOALIGN`, else 4096), `None`
+/// when `O_DIRECT` is refused (tmpfs, some network file systems) or the
+/// file is not `id` (`(device, inode)`: replaced since the store opened).
+pub(crate) fn open_direct(path: &std::path::Path, id: (u64, u64)) -> Option<(File, usize)> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECT | libc::O_NONBLOCK)
+            .open(path)
+            .ok()?;
+        let meta = file.metadata().ok()?;
+        if !meta.file_type().is_file() || (meta.dev(), meta.ino()) != id {
+            return None;
+        }
+        clear_nonblock(&file).ok()?;
+        let align = dio_align(&file).unwrap_or(4096);
+        (align > 0 && align <= AlignedBuf::ALIGN && align.is_power_of_two())
+            .then_some((file, align))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (path, id);
+        None
+    }
+}
+
+/// The offset alignment of `O_DIRECT` reads of `file` (`statx`'s
+/// `STATX_DIOALIGN`): `Some(0)` when the file system refuses them, `None`
+/// when the kernel does not say.
+#[cfg(target_os = "linux")]
+fn dio_align(file: &File) -> Option<usize> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    // SAFETY: `statx` on an open fd with an empty path (`AT_EMPTY_PATH`)
+    // writes one `struct statx` into `stx`, which is that large.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            stx.as_mut_ptr(),
+        )
+    };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: zeroed, then written by a successful `statx`.
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & libc::STATX_DIOALIGN == 0 {
+        return None;
+    }
+    let (mem, off) = (
+        stx.stx_dio_mem_align as usize,
+        stx.stx_dio_offset_align as usize,
+    );
+    if mem == 0 || off == 0 {
+        return Some(0);
+    }
+    Some(mem.max(off))
 }
 
 /// The system's page size.
@@ -528,6 +1150,96 @@ mod tests {
             let (i, e) = read_all(&mut reqs, pread_only).unwrap_err();
             assert_eq!(i, 1);
             assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        }
+    }
+
+    #[test]
+    fn owned_reads_complete_whole_or_report_the_read_that_failed() {
+        use std::sync::{Arc, Mutex};
+        let bytes: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        let (_keep, file) = file_of(&bytes);
+        let file = Arc::new(file);
+        for pread_only in [false, true] {
+            // Each group's bytes, and the index of its read that failed.
+            type Done = Vec<(Vec<u8>, Option<usize>)>;
+            let got: Arc<Mutex<Done>> = Arc::default();
+            // Many groups (more reads than a ring keeps in flight), the last
+            // with a read past the end of the file.
+            for g in 0..40usize {
+                let spans: Vec<(u64, usize)> = (0..9)
+                    .map(|k| {
+                        (
+                            ((g * 9 + k) * 4099 % 190_000) as u64,
+                            1 + (g * 31 + k * 7) % 9000,
+                        )
+                    })
+                    .map(|(at, len)| (at, len.min(bytes.len() - at as usize)))
+                    .collect();
+                let mut spans = spans;
+                if g == 39 {
+                    spans.push((199_990, 100));
+                }
+                let total: usize = spans.iter().map(|s| s.1).sum();
+                let mut at = 0;
+                let reads: Vec<OwnedRead> = spans
+                    .iter()
+                    .map(|&(offset, len)| {
+                        let r = OwnedRead {
+                            file: Arc::clone(&file),
+                            offset,
+                            at,
+                            len,
+                            need: len,
+                            align: 1,
+                        };
+                        at += len;
+                        r
+                    })
+                    .collect();
+                let sink = Arc::clone(&got);
+                submit_owned(
+                    OwnedReads {
+                        buf: AlignedBuf::take(total).unwrap(),
+                        reads,
+                        on_done: Box::new(move |buf, failed| {
+                            let bytes = buf.as_slice().to_vec();
+                            sink.lock().unwrap().push((bytes, failed.map(|f| f.0)));
+                        }),
+                    },
+                    pread_only,
+                );
+                let want: Vec<u8> = spans
+                    .iter()
+                    .flat_map(|&(o, l)| {
+                        bytes[(o as usize).min(bytes.len())..(o as usize + l).min(bytes.len())]
+                            .to_vec()
+                    })
+                    .collect();
+                reap_owned(true);
+                assert!(!owned_in_flight());
+                let (read, failed) = got.lock().unwrap().pop().expect("done once reaped");
+                if g == 39 {
+                    assert_eq!(failed, Some(9), "the read past the end");
+                } else {
+                    assert_eq!(failed, None);
+                    assert_eq!(read, want, "group {g}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn aligned_buffers_are_aligned_and_reused() {
+        let mut a = AlignedBuf::take(10_000).unwrap();
+        assert_eq!(a.as_slice().as_ptr() as usize % AlignedBuf::ALIGN, 0);
+        a.as_mut_slice().fill(7);
+        let p = a.as_slice().as_ptr();
+        drop(a);
+        // The pool hands a released buffer out again (holding its bytes).
+        let b = AlignedBuf::take(9_000).unwrap();
+        assert_eq!(b.as_slice().len(), 9_000);
+        if b.as_slice().as_ptr() == p {
+            assert!(b.as_slice().iter().all(|&x| x == 7));
         }
     }
 

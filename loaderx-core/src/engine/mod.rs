@@ -51,6 +51,25 @@
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.
 
+/// Takes the completions of the look-ahead reads this thread started
+/// ([`Engine::prefetch`] of a store read `O_DIRECT`), waiting for every one
+/// in flight: a thread that started reads calls it before it sleeps or
+/// ends, for the gathers wait for them.
+pub(crate) fn finish_look_ahead() {
+    io::reap_owned(true);
+}
+
+/// Takes the completions of this thread's look-ahead reads that are done,
+/// without waiting.
+pub(crate) fn poll_look_ahead() {
+    io::reap_owned(false);
+}
+
+/// Whether this thread has look-ahead reads in flight.
+pub(crate) fn look_ahead_in_flight() -> bool {
+    io::owned_in_flight()
+}
+
 pub(crate) mod blocks;
 pub(crate) mod cold;
 pub(crate) mod durable;
@@ -207,6 +226,14 @@ impl Engine {
         match self {
             Engine::Store(r) => r.prefetch(indices),
             Engine::Parts(p) => p.prefetch(indices),
+        }
+    }
+
+    /// Drops the records the look-ahead read into memory and no gather
+    /// took ([`cold`]), in every store read.
+    pub(crate) fn forget_ahead(&self) {
+        for r in self.stores() {
+            r.forget_ahead();
         }
     }
 

@@ -157,6 +157,10 @@ struct State<T> {
     prefetched: u64,
     /// The look-ahead waits for the consumer.
     lookahead_waits: bool,
+    /// The step the look-ahead is asking the stores for: a worker that
+    /// claims it waits until it has (then takes what it read, instead of
+    /// reading the step itself while the look-ahead reads it too).
+    ahead_busy: Option<u64>,
 }
 
 struct Shared<T> {
@@ -167,6 +171,8 @@ struct Shared<T> {
     ready: Condvar,
     /// The look-ahead waits here for the consumer to take steps.
     ahead_room: Condvar,
+    /// Workers wait here for the look-ahead to finish asking for their step.
+    ahead_done: Condvar,
     capacity: usize,
     prefetch_bytes: u64,
 }
@@ -253,10 +259,12 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
             ahead_bytes: 0,
             prefetched: 0,
             lookahead_waits: false,
+            ahead_busy: None,
         }),
         room: Condvar::new(),
         ready: Condvar::new(),
         ahead_room: Condvar::new(),
+        ahead_done: Condvar::new(),
         capacity: config.capacity,
         prefetch_bytes: config.prefetch_bytes,
     });
@@ -312,6 +320,10 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
             let mut st = shared.lock();
             loop {
                 if st.stop {
+                    drop(st);
+                    // What it read and no gather took goes with the loader.
+                    crate::engine::finish_look_ahead();
+                    producer.forget_ahead();
                     return;
                 }
                 // Never a step a worker claimed: it is being read.
@@ -321,11 +333,22 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
                     st.ahead_next
                 };
                 if st.end_step.is_some_and(|end| from >= end) {
+                    drop(st);
+                    crate::engine::finish_look_ahead();
                     return;
                 }
                 let distance = from.wrapping_sub(st.consumed);
                 if st.ahead_bytes < shared.prefetch_bytes && distance < super::MAX_LOOKAHEAD_STEPS {
+                    st.ahead_busy = Some(from);
                     break from;
+                }
+                // Its reads still in flight complete before it sleeps: the
+                // gathers wait for them, and only this thread takes them.
+                if crate::engine::look_ahead_in_flight() {
+                    drop(st);
+                    crate::engine::finish_look_ahead();
+                    st = shared.lock();
+                    continue;
                 }
                 st.lookahead_waits = true;
                 st = shared
@@ -337,7 +360,10 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
         };
         let bytes =
             catch_unwind(AssertUnwindSafe(|| producer.prefetch(step, &mut blocks))).unwrap_or(0);
+        // What completed meanwhile is handed to the gathers.
+        crate::engine::poll_look_ahead();
         let mut st = shared.lock();
+        st.ahead_busy = None;
         st.ahead_next = step.wrapping_add(1);
         // Taken already (a fast consumer): nothing of it is pending.
         if step.wrapping_sub(st.consumed) < u64::MAX / 2 {
@@ -345,6 +371,12 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
             st.ahead_bytes += bytes;
         }
         st.prefetched += bytes;
+        // A worker may wait for this step only once it claimed it.
+        let claimed = st.next_claim.wrapping_sub(step).wrapping_sub(1) < u64::MAX / 2;
+        drop(st);
+        if claimed {
+            shared.ahead_done.notify_all();
+        }
     }
 }
 
@@ -365,6 +397,14 @@ fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
             st.next_claim = st.next_claim.wrapping_add(1);
             st.in_flight += 1;
             st.max_in_flight = st.max_in_flight.max(st.in_flight);
+            // The look-ahead is asking for this step: its reads are taken
+            // once it has (they would otherwise be made twice).
+            while st.ahead_busy == Some(step) && !st.stop {
+                st = shared
+                    .ahead_done
+                    .wait(st)
+                    .unwrap_or_else(|p| p.into_inner());
+            }
             step
         };
         let result = producer.produce_caught(step);
@@ -425,6 +465,14 @@ impl<T, S: Staging> Producer<T, S> {
             .filter(|e| e.check_indices(&indices).is_ok())
             .map(|e| e.prefetch(&indices))
             .sum()
+    }
+
+    /// Drops what the look-ahead read into memory for every stream and no
+    /// gather took.
+    fn forget_ahead(&self) {
+        for s in &self.streams {
+            s.engine().forget_ahead();
+        }
     }
 
     /// The look-ahead's memo of blocks asked for, when it asks for whole
@@ -758,6 +806,7 @@ impl<T> DataLoader<T> {
         self.shared.lock().stop = true;
         self.shared.room.notify_all();
         self.shared.ahead_room.notify_all();
+        self.shared.ahead_done.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -1021,6 +1070,8 @@ mod tests {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
             }
+            // Stopped first: the look-ahead asks for nothing after the count.
+            loader.stop();
             let stats = loader.stats();
             drop(loader);
             let engine = stream.engine();
