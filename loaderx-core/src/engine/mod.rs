@@ -31,22 +31,24 @@
 //!   `Direct`): instead of one synchronous page fault per record with the
 //!   kernel's read-around, a gather hands all its records' reads to the
 //!   kernel at once ([`io`]: a ring per thread through io_uring, or a pool
-//!   of `pread` threads where io_uring cannot be set up), with read-ahead
-//!   off on the files. Raw records land straight in the destination;
-//!   compressed (and packed Ragged) ones in a scratch buffer that the
-//!   usual decode reads as [`source::StagedBytes`]. `Auto` picks the path
-//!   per gather from the residency (`mincore`) of a sample of its records,
-//!   so a warm store keeps the mapped path. [`Engine::prefetch`] is the
-//!   loader's look-ahead (clairvoyant prefetch, from the sampler's future
-//!   steps): a cold local store starts reading those records into the page
-//!   cache (`POSIX_FADV_WILLNEED`), a remote store fetches their blocks
-//!   into its block cache ([`source::ShardSource::prefetch`]), where the
-//!   gathers find them; nothing is read twice (a page in flight is waited
-//!   for; a remote block being fetched is claimed, and waited for by any
-//!   other gather that needs it). For a windowed order the look-ahead asks
-//!   for whole blocks instead ([`Engine::prefetch_ranges`]), once each, so
-//!   the drive reads them at its sequential speed. All `unsafe` of this
-//!   path is in [`io`].
+//!   of `pread` threads where io_uring cannot be set up), `O_DIRECT` into
+//!   an aligned scratch (through the page cache, read-ahead off, where the
+//!   file system refuses `O_DIRECT`), which the copy or the usual decode
+//!   reads as [`source::StagedBytes`]. `Auto` picks the path per gather
+//!   from the residency (`mincore`) of a sample of its records, so a warm
+//!   store keeps the mapped path. [`Engine::prefetch`] is the loader's
+//!   look-ahead (clairvoyant prefetch, from the sampler's future steps): a
+//!   cold local store reads those records into memory on the look-ahead
+//!   thread's own ring, many reads in flight, buffers owned by the ring
+//!   until their completion, into a cache its gathers take them from
+//!   ([`cold::AheadCache`]); a remote store fetches their blocks into its
+//!   block cache ([`source::ShardSource::prefetch`]). Nothing is read
+//!   twice (a record being read is waited for; a remote block being
+//!   fetched is claimed, and waited for by any other gather that needs
+//!   it). For a windowed order the look-ahead asks for whole blocks
+//!   instead ([`Engine::prefetch_ranges`]), once each, into the page
+//!   cache, so the drive reads them at its sequential speed. All `unsafe`
+//!   of this path is in [`io`].
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.

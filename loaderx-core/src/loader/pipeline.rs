@@ -9,7 +9,11 @@
 //! indices as a pure function of the step, so it knows them before any
 //! worker does, and asks every stream's store to start reading them
 //! ([`Engine::prefetch`](crate::engine::Engine::prefetch): a cold local
-//! store into the page cache, a remote one into its block cache). It stays
+//! store into the loader's memory with `O_DIRECT`, on this thread's ring,
+//! or into the page cache where it cannot; a remote one into its block
+//! cache). Its reads in flight complete before it sleeps or ends (the
+//! gathers wait for them), and a worker that claims the step it is asking
+//! for waits until it has, then takes what it read. It stays
 //! at most `prefetch_bytes` of stored bytes (and
 //! [`MAX_LOOKAHEAD_STEPS`](super::MAX_LOOKAHEAD_STEPS) steps) ahead of the
 //! consumer, and waits for the consumer to take steps before it asks for
