@@ -536,26 +536,7 @@ impl StoreReader {
         }
         if self.o_direct() {
             let records: Vec<(u64, RecordLoc)> = jobs.iter().map(|j| (j.0, j.1)).collect();
-            let (groups, served) = self.take_ahead(&records).unzip();
-            let rest: Vec<(u64, RecordLoc)> = match &served {
-                Some(mask) => records
-                    .iter()
-                    .zip(mask)
-                    .filter(|(_, hit)| !**hit)
-                    .map(|(r, _)| *r)
-                    .collect(),
-                None => records,
-            };
-            let own = if rest.is_empty() {
-                Some(None)
-            } else {
-                self.read_spans(&rest)?.map(Some)
-            };
-            if let Some(own) = own {
-                let bytes = Composite {
-                    own,
-                    ahead: groups.unwrap_or_default(),
-                };
+            if let Some(bytes) = self.read_o_direct(&records)? {
                 for (index, loc, dst) in jobs.iter_mut() {
                     let src = bytes
                         .get(self.shard_index(*index), loc.offset, loc.phys_length)
@@ -611,31 +592,43 @@ impl StoreReader {
             .counters
             .direct_gathers
             .fetch_add(1, Ordering::Relaxed);
-        if self.o_direct() {
-            let (groups, served) = self.take_ahead(records).unzip();
-            let rest: Vec<(u64, RecordLoc)> = match &served {
-                Some(mask) => records
-                    .iter()
-                    .zip(mask)
-                    .filter(|(_, hit)| !**hit)
-                    .map(|(r, _)| *r)
-                    .collect(),
-                None => records.to_vec(),
-            };
-            let own = if rest.is_empty() {
-                Some(None)
-            } else {
-                self.read_spans(&rest)?.map(Some)
-            };
-            if let Some(own) = own {
-                return Ok(Staged::Fetched(Box::new(Composite {
-                    own,
-                    ahead: groups.unwrap_or_default(),
-                })));
-            }
+        if self.o_direct()
+            && let Some(bytes) = self.read_o_direct(records)?
+        {
+            return Ok(Staged::Fetched(Box::new(bytes)));
         }
         self.read_spans_buffered(records)
             .map(|b| Staged::Fetched(Box::new(b)) as Staged)
+    }
+
+    /// The stored bytes of `records` (validated locations) read
+    /// `O_DIRECT`: those the look-ahead read into memory
+    /// ([`Self::take_ahead`]), the rest read now ([`Self::read_spans`]).
+    /// `Ok(None)` when the store cannot be read `O_DIRECT` (the caller
+    /// reads through the page cache).
+    fn read_o_direct(&self, records: &[(u64, RecordLoc)]) -> Result<Option<Composite>, Error> {
+        let (ahead, served) = self.take_ahead(records).unzip();
+        let rest: Vec<(u64, RecordLoc)> = match &served {
+            Some(mask) => records
+                .iter()
+                .zip(mask)
+                .filter(|(_, hit)| !**hit)
+                .map(|(r, _)| *r)
+                .collect(),
+            None => records.to_vec(),
+        };
+        let own = if rest.is_empty() {
+            None
+        } else {
+            match self.read_spans(&rest)? {
+                Some(own) => Some(own),
+                None => return Ok(None),
+            }
+        };
+        Ok(Some(Composite {
+            own,
+            ahead: ahead.unwrap_or_default(),
+        }))
     }
 
     /// Whether this store's direct reads may use `O_DIRECT`: not refused

@@ -207,6 +207,31 @@ thread_local! {
     static RING: RefCell<Option<io_uring::IoUring>> = const { RefCell::new(None) };
 }
 
+/// Submits what `ring` has queued and waits for `want` completions,
+/// retrying interruptions. Any other error leaves `in_flight` reads (of
+/// `what`) that the kernel owns unaccounted for: their buffers cannot be
+/// released, and the process aborts (see the module doc).
+#[cfg(target_os = "linux")]
+fn enter_or_abort(ring: &mut io_uring::IoUring, want: usize, in_flight: usize, what: &str) {
+    loop {
+        match ring.submit_and_wait(want) {
+            Ok(_) => return,
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
+                ) => {}
+            Err(e) => {
+                eprintln!(
+                    "loaderx: io_uring_enter failed with {in_flight} {what} in flight: {e}; \
+                     aborting (their buffers cannot be released)"
+                );
+                std::process::abort();
+            }
+        }
+    }
+}
+
 #[cfg(target_os = "linux")]
 mod uring {
     use super::*;
@@ -224,24 +249,7 @@ mod uring {
         /// retrying interruptions. Any other error leaves reads the kernel
         /// owns unaccounted for: the process aborts (see the module doc).
         fn wait(&mut self, want: usize) {
-            loop {
-                match self.ring.submit_and_wait(want) {
-                    Ok(_) => return,
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
-                        ) => {}
-                    Err(e) => {
-                        eprintln!(
-                            "loaderx: io_uring_enter failed with {} reads in flight: {e}; \
-                             aborting (their buffers cannot be released)",
-                            self.in_flight
-                        );
-                        std::process::abort();
-                    }
-                }
-            }
+            super::enter_or_abort(self.ring, want, self.in_flight, "reads");
         }
     }
 
@@ -649,24 +657,7 @@ mod owned {
         /// retrying interruptions; any other error leaves reads the kernel
         /// owns unaccounted for, and the process aborts.
         fn enter(&mut self, want: usize) {
-            loop {
-                match self.ring.submit_and_wait(want) {
-                    Ok(_) => return,
-                    Err(e)
-                        if matches!(
-                            e.raw_os_error(),
-                            Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
-                        ) => {}
-                    Err(e) => {
-                        eprintln!(
-                            "loaderx: io_uring_enter failed with {} look-ahead reads in flight: \
-                             {e}; aborting (their buffers cannot be released)",
-                            self.in_flight
-                        );
-                        std::process::abort();
-                    }
-                }
-            }
+            super::enter_or_abort(&mut self.ring, want, self.in_flight, "look-ahead reads");
         }
 
         fn wait(&mut self, want: usize) {
