@@ -246,7 +246,9 @@ impl ColdState {
             files: ids.iter().map(|_| OnceLock::new()).collect(),
             direct: Box::new(DirectIo {
                 files: ids.iter().map(|_| OnceLock::new()).collect(),
-                off: AtomicBool::new(o_direct_forced_off()),
+                // `LOADERX_NO_O_DIRECT`: direct reads go through the page
+                // cache (read-ahead off), as before `O_DIRECT` reads.
+                off: AtomicBool::new(io::env_flag("LOADERX_NO_O_DIRECT")),
                 ranged: AtomicU64::new(0),
                 ahead: Arc::default(),
             }),
@@ -299,13 +301,6 @@ impl Drop for ColdState {
     fn drop(&mut self) {
         self.close_files();
     }
-}
-
-/// True when `LOADERX_NO_O_DIRECT` is set (to anything but `0` or empty):
-/// direct reads go through the page cache (read-ahead off), as they did
-/// before `O_DIRECT` reads.
-fn o_direct_forced_off() -> bool {
-    std::env::var_os("LOADERX_NO_O_DIRECT").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// `(device, inode)` of an open file.
@@ -607,16 +602,11 @@ impl StoreReader {
     /// `Ok(None)` when the store cannot be read `O_DIRECT` (the caller
     /// reads through the page cache).
     fn read_o_direct(&self, records: &[(u64, RecordLoc)]) -> Result<Option<Composite>, Error> {
-        let (ahead, served) = self.take_ahead(records).unzip();
-        let rest: Vec<(u64, RecordLoc)> = match &served {
-            Some(mask) => records
-                .iter()
-                .zip(mask)
-                .filter(|(_, hit)| !**hit)
-                .map(|(r, _)| *r)
-                .collect(),
-            None => records.to_vec(),
-        };
+        // Each record once (a batch may draw one twice).
+        let mut unique = records.to_vec();
+        unique.sort_unstable_by_key(|r| r.0);
+        unique.dedup_by_key(|r| r.0);
+        let (ahead, rest) = self.take_ahead(unique);
         let own = if rest.is_empty() {
             None
         } else {
@@ -625,10 +615,7 @@ impl StoreReader {
                 None => return Ok(None),
             }
         };
-        Ok(Some(Composite {
-            own,
-            ahead: ahead.unwrap_or_default(),
-        }))
+        Ok(Some(Composite { own, ahead }))
     }
 
     /// Whether this store's direct reads may use `O_DIRECT`: not refused
@@ -738,8 +725,8 @@ impl StoreReader {
         }))
     }
 
-    /// Reads the stored bytes of `records` (validated locations) with
-    /// `O_DIRECT` ([`Self::plan_direct`]) on this thread. `Ok(None)` when a
+    /// Reads the stored bytes of `records` (validated locations, each
+    /// record once) with `O_DIRECT` ([`Self::plan_direct`]) on this thread. `Ok(None)` when a
     /// shard cannot be read `O_DIRECT` (the caller then reads buffered): as
     /// for the plan, or a read was refused (`EINVAL`), after which the
     /// store reads buffered for good.
@@ -769,11 +756,8 @@ impl StoreReader {
         drop(reqs);
         let c = &self.cold.counters;
         c.o_direct_gathers.fetch_add(1, Ordering::Relaxed);
-        let mut distinct: Vec<u64> = records.iter().map(|r| r.0).collect();
-        distinct.sort_unstable();
-        distinct.dedup();
         c.own_reads
-            .fetch_add(distinct.len() as u64, Ordering::Relaxed);
+            .fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(Some(LocalBytes {
             buf: Buf::Aligned(buf),
             spans: plan.spans,
@@ -798,7 +782,9 @@ impl StoreReader {
             .filter_map(|&i| self.loc(i).ok().map(|l| (i, l)))
             .collect();
         // Refused before anything is entered: the caller advises instead.
-        let _ = self.plan_direct(&located[..located.len().min(1)]).ok()??;
+        if let Some(&(i, _)) = located.first() {
+            self.direct_file(self.shard_index(i))?;
+        }
         let cache = &self.cold.direct.ahead;
         let mut new = Vec::new();
         let mut bytes = 0;
@@ -860,24 +846,21 @@ impl StoreReader {
         Some(bytes)
     }
 
-    /// Takes the records of `records` that the look-ahead read into
-    /// memory (one use each), waiting for those still being read; the
-    /// buffers that hold them, and which records they serve. `None` when
-    /// none does.
+    /// Takes the records of `records` (sorted, each once) that the
+    /// look-ahead read into memory, one use each, waiting for those still
+    /// being read: the buffers that hold them, and the records left to
+    /// read.
     fn take_ahead(
         &self,
-        records: &[(u64, RecordLoc)],
-    ) -> Option<(Vec<Arc<LocalBytes>>, Vec<bool>)> {
+        records: Vec<(u64, RecordLoc)>,
+    ) -> (Vec<Arc<LocalBytes>>, Vec<(u64, RecordLoc)>) {
         let cache = &self.cold.direct.ahead;
         if cache.count.load(Ordering::Relaxed) == 0 {
-            return None;
+            return (Vec::new(), records);
         }
-        let mut unique: Vec<u64> = records.iter().map(|r| r.0).collect();
-        unique.sort_unstable();
-        unique.dedup();
         let mut map = cache.lock();
         loop {
-            let reading = unique.iter().any(|i| {
+            let reading = records.iter().any(|(i, _)| {
                 map.slots
                     .get(i)
                     .is_some_and(|s| matches!(s.state, SlotState::Reading))
@@ -895,30 +878,26 @@ impl StoreReader {
             }
             map = cache.ready.wait(map).unwrap_or_else(|p| p.into_inner());
         }
+        let asked = records.len();
         let mut groups: Vec<Arc<LocalBytes>> = Vec::new();
-        let mut served: Vec<u64> = Vec::new();
-        for &i in &unique {
-            if let Some(bytes) = map.take(i) {
-                served.push(i);
-                if !groups.iter().any(|g| Arc::ptr_eq(g, &bytes)) {
-                    groups.push(bytes);
+        let mut rest = Vec::new();
+        for r in records {
+            match map.take(r.0) {
+                Some(bytes) => {
+                    if !groups.iter().any(|g| Arc::ptr_eq(g, &bytes)) {
+                        groups.push(bytes);
+                    }
                 }
+                None => rest.push(r),
             }
         }
         cache.count.store(map.slots.len(), Ordering::Relaxed);
         drop(map);
-        if served.is_empty() {
-            return None;
-        }
         self.cold
             .counters
             .ahead_hits
-            .fetch_add(served.len() as u64, Ordering::Relaxed);
-        let mask = records
-            .iter()
-            .map(|r| served.binary_search(&r.0).is_ok())
-            .collect();
-        Some((groups, mask))
+            .fetch_add((asked - rest.len()) as u64, Ordering::Relaxed);
+        (groups, rest)
     }
 
     /// Drops every record the look-ahead read and no gather took (a
@@ -1204,11 +1183,12 @@ struct DirectPlan {
 }
 
 /// Most bytes of one `O_DIRECT` read; a longer run of records is read in
-/// pieces. A read the block layer has to split (a 1 MiB read of 256 pages
-/// is more than the 254 segments a virtio disk takes) cannot be issued
-/// without blocking, so io_uring hands it to a worker thread that waits
-/// for it: 1 MiB records were read about one at a time (1.1 reads at the
-/// drive with 4 in flight, 0.65× of `fio`). 256 KiB reads are 64 pages.
+/// pieces. 256 KiB is 64 pages, well under the segments a request may
+/// carry (254 on the virtio disk measured), so the block layer need not
+/// split a read (a split cannot be made without waiting, and io_uring
+/// would then hand the read to a worker thread). Whether it changed the
+/// measured rate of 1 MiB records could not be told apart from the
+/// drive's drift.
 const DIRECT_PIECE: usize = 256 << 10;
 
 /// Most stored bytes [`AheadCache`] holds, whatever the loaders ask: past

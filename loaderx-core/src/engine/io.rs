@@ -124,20 +124,41 @@ impl<'a> ReadReq<'a> {
         )
     }
 
-    /// Counts `n` more bytes read; `Err` for a read of nothing before the
-    /// end (the file is shorter than it was: truncated after open).
+    /// Counts `n` more bytes read ([`progress`]).
     fn advance(&mut self, n: usize) -> io::Result<bool> {
-        self.done += n;
-        // A read of nothing, or an `O_DIRECT` read that stopped at an
-        // unaligned length, met the end of the file.
-        if n == 0 || !self.done.is_multiple_of(self.align) {
-            return if self.done >= self.need {
-                Ok(true)
-            } else {
-                Err(short(self.done, self.need))
-            };
-        }
-        Ok(self.done >= self.len)
+        progress(&mut self.done, n, self.len, self.need, self.align)
+    }
+}
+
+/// Counts `n` more bytes of a read of `len` bytes, `done` so far, of which
+/// `need` must be read: `Ok(true)` once it is whole (or met the end of the
+/// file past `need`), `Ok(false)` to continue it. A read of nothing, or an
+/// `O_DIRECT` read (`align` > 1) that stopped at an unaligned length, met
+/// the end of the file: `Err` when that is before `need` (the file is
+/// shorter than it was: truncated after open).
+fn progress(done: &mut usize, n: usize, len: usize, need: usize, align: usize) -> io::Result<bool> {
+    *done += n;
+    if n == 0 || !done.is_multiple_of(align.max(1)) {
+        return if *done >= need {
+            Ok(true)
+        } else {
+            Err(short(*done, need))
+        };
+    }
+    Ok(*done >= len)
+}
+
+/// What a ring's completion `res` means for its read: `Ok(false)` to ask
+/// again (`EAGAIN` from a file that cannot wait, an interrupt), an error,
+/// or `advance` of the bytes read.
+#[cfg(target_os = "linux")]
+fn completion(res: i32, advance: impl FnOnce(usize) -> io::Result<bool>) -> io::Result<bool> {
+    if res == -libc::EAGAIN || res == -libc::EINTR {
+        Ok(false)
+    } else if res < 0 {
+        Err(io::Error::from_raw_os_error(-res))
+    } else {
+        advance(res as usize)
     }
 }
 
@@ -149,13 +170,33 @@ fn short(done: usize, len: usize) -> io::Error {
     )
 }
 
-/// True when `LOADERX_NO_IO_URING` is set (to anything but `0` or empty):
-/// reads go to the `pread` pool.
+/// Whether the environment variable `name` is set to anything but `0` or
+/// empty (the switches `LOADERX_NO_IO_URING`, `LOADERX_NO_O_DIRECT`).
+pub(crate) fn env_flag(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// True when `LOADERX_NO_IO_URING` is set: reads go to the `pread` pool.
 fn uring_forced_off() -> bool {
     static OFF: OnceLock<bool> = OnceLock::new();
-    *OFF.get_or_init(|| {
-        std::env::var_os("LOADERX_NO_IO_URING").is_some_and(|v| !v.is_empty() && v != "0")
-    })
+    *OFF.get_or_init(|| env_flag("LOADERX_NO_IO_URING"))
+}
+
+/// Whether a ring may be used: not `pread_only`, not forced off, and no
+/// ring failed to be made in this process.
+fn uring_allowed(pread_only: bool) -> bool {
+    !pread_only && !uring_forced_off() && !URING_FAILED.load(Ordering::Relaxed)
+}
+
+/// A new ring of [`RING_ENTRIES`]; `None` when one cannot be made
+/// (`ENOSYS`, `EPERM`, `ENOMEM`: io_uring is then off for the process).
+#[cfg(target_os = "linux")]
+fn new_ring() -> Option<io_uring::IoUring> {
+    let ring = io_uring::IoUring::new(RING_ENTRIES).ok();
+    if ring.is_none() {
+        URING_FAILED.store(true, Ordering::Relaxed);
+    }
+    ring
 }
 
 /// Set once a ring could not be made: io_uring is off for the process.
@@ -178,17 +219,11 @@ pub(crate) fn read_all(
         return Ok(Backend::Uring);
     }
     #[cfg(target_os = "linux")]
-    if !pread_only && !uring_forced_off() && !URING_FAILED.load(Ordering::Relaxed) {
+    if uring_allowed(pread_only) {
         let done = RING.with(|cell| {
             let mut cell = cell.borrow_mut();
             if cell.is_none() {
-                match io_uring::IoUring::new(RING_ENTRIES) {
-                    Ok(ring) => *cell = Some(ring),
-                    Err(_) => {
-                        URING_FAILED.store(true, Ordering::Relaxed);
-                        return None;
-                    }
-                }
+                *cell = Some(new_ring()?);
             }
             cell.as_mut().map(|ring| uring::read(ring, reqs))
         });
@@ -197,7 +232,7 @@ pub(crate) fn read_all(
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (pread_only, &URING_FAILED, uring_forced_off);
+    let _ = (pread_only, uring_allowed);
     pread_all(reqs).map(|()| Backend::Pread)
 }
 
@@ -317,14 +352,7 @@ mod uring {
             for (i, res) in completions {
                 d.in_flight -= 1;
                 let i = i as usize;
-                let step = if res == -libc::EAGAIN || res == -libc::EINTR {
-                    // Asked again (a file that cannot wait; an interrupt).
-                    Ok(false)
-                } else if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    reqs[i].advance(res as usize)
-                };
+                let step = completion(res, |n| reqs[i].advance(n));
                 match step {
                     Ok(true) => {}
                     Ok(false) => again.push(i),
@@ -427,16 +455,13 @@ impl OwnedReads {
 /// ring is to be had (or with `pread_only`) the reads are made now.
 pub(crate) fn submit_owned(group: OwnedReads, pread_only: bool) {
     #[cfg(target_os = "linux")]
-    if !pread_only && !uring_forced_off() && !URING_FAILED.load(Ordering::Relaxed) {
+    if uring_allowed(pread_only) {
         let group = OWNED.with(|cell| {
             let mut cell = cell.borrow_mut();
             if cell.is_none() {
-                match io_uring::IoUring::new(RING_ENTRIES) {
-                    Ok(ring) => *cell = Some(owned::Ring::new(ring)),
-                    Err(_) => {
-                        URING_FAILED.store(true, Ordering::Relaxed);
-                        return Some(group);
-                    }
+                match new_ring() {
+                    Some(ring) => *cell = Some(owned::Ring::new(ring)),
+                    None => return Some(group),
                 }
             }
             match cell.as_mut() {
@@ -682,24 +707,8 @@ mod owned {
                 };
                 self.bytes_in_flight -= g.asked[k].min(self.bytes_in_flight);
                 let r = &g.reads.reads[k];
-                let step: io::Result<bool> = if res == -libc::EAGAIN || res == -libc::EINTR {
-                    Ok(false)
-                } else if res < 0 {
-                    Err(io::Error::from_raw_os_error(-res))
-                } else {
-                    let n = res as usize;
-                    g.done[k] += n;
-                    let done = g.done[k];
-                    if n == 0 || !done.is_multiple_of(r.align.max(1)) {
-                        if done >= r.need {
-                            Ok(true)
-                        } else {
-                            Err(short(done, r.need))
-                        }
-                    } else {
-                        Ok(done >= r.len)
-                    }
-                };
+                let done = &mut g.done[k];
+                let step = completion(res, |n| progress(done, n, r.len, r.need, r.align));
                 match step {
                     Ok(false) if g.failed.is_none() => self.queue.push_back((id, k)),
                     Ok(false) | Ok(true) => g.left -= 1,
@@ -733,8 +742,7 @@ mod owned {
                 self.enter(1);
                 self.take_completions();
             }
-            for g in self.groups.iter_mut().filter_map(Option::take) {
-                let mut g = g;
+            for mut g in self.groups.iter_mut().filter_map(Option::take) {
                 g.failed
                     .get_or_insert((0, io::Error::other("the reading thread ended")));
                 finish(g);
@@ -1077,7 +1085,7 @@ pub(crate) fn will_need(file: &File, offset: u64, len: u64) {
 /// Whether io_uring has not failed in this process (tests).
 #[cfg(test)]
 pub(crate) fn uring_usable() -> bool {
-    cfg!(target_os = "linux") && !uring_forced_off() && !URING_FAILED.load(Ordering::Relaxed)
+    cfg!(target_os = "linux") && uring_allowed(false)
 }
 
 /// Drops the clean cached pages of `file` (tests of cold reads); whether
