@@ -611,6 +611,43 @@ fn the_look_ahead_reads_records_into_memory_and_each_gather_takes_them_once() {
     }
 }
 
+/// Gathers of 2 MiB or more read into huge-page buffers in 1 MiB pieces:
+/// runs of adjacent records longer than a piece (and records not on the
+/// alignment) come back whole, read by the gathers and by the look-ahead,
+/// raw and compressed, by io_uring and by the `pread` pool.
+#[test]
+fn gathers_of_megabytes_read_in_pieces_return_the_records_written() {
+    let dir = tempfile::tempdir().unwrap();
+    // 100 000-byte records: offsets off any alignment; 64 of them, 6.1 MB.
+    let (width, n) = (100_000, 64);
+    for codec in [Codec::Raw, Codec::Zstd] {
+        let path = dir.path().join(format!("big-{codec:?}"));
+        let recs = dense(&path, codec, width, n, 2);
+        let store = DynDense::open(&path).unwrap();
+        let adjacent: Vec<u64> = (3..n as u64 - 2).collect();
+        let scattered: Vec<u64> = (0..40u64).map(|k| (k * 37) % n as u64).collect();
+        for pread in [false, true] {
+            set_way(store.engine(), (ReadMode::Direct, pread, false));
+            let direct = o_direct_here(store.engine());
+            for idx in [&adjacent, &scattered] {
+                let want = records_of(&recs, idx);
+                let before = counted(store.engine()).3;
+                assert_eq!(store.gather_bytes(idx).unwrap(), want, "{codec:?} {pread}");
+                if direct {
+                    assert!(counted(store.engine()).3 > before, "read O_DIRECT");
+                    // Ahead of the gather: read once into memory, then taken.
+                    let (a, h, o) = ahead_counted(store.engine());
+                    assert!(store.engine().prefetch(idx) > 0);
+                    crate::engine::finish_look_ahead();
+                    assert_eq!(store.gather_bytes(idx).unwrap(), want, "{codec:?} ahead");
+                    let k = idx.len() as u64; // distinct records
+                    assert_eq!(ahead_counted(store.engine()), (a + k, h + k, o));
+                }
+            }
+        }
+    }
+}
+
 /// Checks one Ragged gather of `idx` (per record) returns the records
 /// written.
 fn check_ragged_once(store: &DynRagged, idx: &[u64], recs: &[Vec<u8>], step: u64) {

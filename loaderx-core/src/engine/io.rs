@@ -38,6 +38,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rayon::prelude::*;
 
 use crate::codec::Sink;
+pub(crate) use crate::engine::scratch::AlignedBuf;
 
 /// Entries of each thread's ring: the reads one thread keeps in flight.
 pub(crate) const RING_ENTRIES: u32 = 256;
@@ -525,10 +526,11 @@ thread_local! {
 }
 
 /// Most owned reads one thread keeps in flight: small records reach the
-/// drive's best IOPS at 64 (`fio`: 4 KiB reads at 32, 64 and 128 in
-/// flight gave 0.88×, 1.00× and 0.95× of the best), and 128 reads of
-/// 64 KiB waited 2.5× longer each in the block layer's queue, for less.
-pub(crate) const OWNED_IN_FLIGHT: usize = 64;
+/// drive's best IOPS at 128 (`fio`'s best at 4 KiB and 8 KiB; the
+/// look-ahead's interleaved runs at 4 KiB and 8 KiB records gave 1.0–1.2×
+/// their rate at 64), and [`OWNED_BYTES`] bounds larger ones (64 KiB
+/// records: 128 in flight, within the rate at 64).
+pub(crate) const OWNED_IN_FLIGHT: usize = 128;
 
 /// Most bytes one thread's owned reads in flight ask for (a read larger
 /// than this goes alone): what large records need to keep the drive busy
@@ -590,7 +592,7 @@ mod owned {
             let bad = group
                 .reads
                 .iter()
-                .position(|r| r.at.checked_add(r.len).is_none_or(|e| e > group.buf.len));
+                .position(|r| r.at.checked_add(r.len).is_none_or(|e| e > group.buf.len()));
             let g = Group {
                 done: vec![0; n],
                 asked: vec![0; n],
@@ -651,7 +653,7 @@ mod owned {
                     let r = &g.reads.reads[k];
                     let done = g.done[k];
                     let len = (r.len - done).min(MAX_READ);
-                    let ptr = g.reads.buf.ptr.as_ptr().wrapping_add(r.at + done);
+                    let ptr = g.reads.buf.as_mut_ptr().wrapping_add(r.at + done);
                     let entry = opcode::Read::new(types::Fd(r.file.as_raw_fd()), ptr, len as u32)
                         .offset(r.offset + done as u64)
                         .build()
@@ -803,116 +805,6 @@ fn pread_one(r: &mut ReadReq<'_>) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Memory aligned for `O_DIRECT` reads (to a page), zeroed once when
-/// made: the scratch that reads land in before their bytes are copied or
-/// decoded. A released buffer is kept in a process-wide pool (up to
-/// [`POOL_BYTES`] in all) for the next gather or look-ahead read, so a
-/// steady stream of them neither allocates nor zeroes.
-pub(crate) struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    /// Bytes usable (`len <= cap`).
-    len: usize,
-    /// Bytes allocated; 0 for a buffer that owns nothing.
-    cap: usize,
-}
-
-// SAFETY: the buffer owns its allocation outright (no other pointer to it
-// survives outside a borrow of the buffer), like a `Vec<u8>`.
-unsafe impl Send for AlignedBuf {}
-// SAFETY: shared access only reads, as for a `Vec<u8>`.
-unsafe impl Sync for AlignedBuf {}
-
-/// Most bytes of released buffers the pool keeps.
-pub(crate) const POOL_BYTES: usize = 128 << 20;
-
-/// Released buffers, and their bytes.
-static POOL: std::sync::Mutex<(Vec<AlignedBuf>, usize)> = std::sync::Mutex::new((Vec::new(), 0));
-
-impl AlignedBuf {
-    /// Alignment of every buffer: a page (the strictest `O_DIRECT`
-    /// alignment of memory in practice).
-    pub(crate) const ALIGN: usize = 4096;
-
-    /// A buffer of `len` bytes (initialised: zeroed when made, or holding
-    /// an earlier use's bytes): the smallest large enough in the pool, else
-    /// a new one. `None` when memory cannot be had.
-    pub(crate) fn take(len: usize) -> Option<AlignedBuf> {
-        {
-            let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-            let best = pool
-                .0
-                .iter()
-                .enumerate()
-                .filter(|(_, b)| b.cap >= len && b.cap <= len.saturating_mul(4).max(1 << 20))
-                .min_by_key(|(_, b)| b.cap)
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                let mut b = pool.0.swap_remove(i);
-                pool.1 -= b.cap;
-                b.len = len;
-                return Some(b);
-            }
-        }
-        let cap = len.max(1).checked_next_multiple_of(Self::ALIGN)?;
-        let layout = std::alloc::Layout::from_size_align(cap, Self::ALIGN).ok()?;
-        // SAFETY: `layout` has a non-zero size.
-        let ptr = std::ptr::NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })?;
-        Some(AlignedBuf { ptr, len, cap })
-    }
-
-    /// The buffer's bytes.
-    pub(crate) fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` owns `cap >= len` bytes, all initialised (zeroed
-        // when allocated, written only through `&mut self` or reads the
-        // buffer's owner waited for since).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The buffer's bytes, to read into.
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as `as_slice`, borrowed uniquely through `&mut self`.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// Frees the allocation (never pooled).
-    fn free(self) {
-        let me = std::mem::ManuallyDrop::new(self);
-        if me.cap == 0 {
-            return;
-        }
-        if let Ok(layout) = std::alloc::Layout::from_size_align(me.cap, Self::ALIGN) {
-            // SAFETY: `ptr` was allocated in `take` with this very layout
-            // (`cap` and `ALIGN` are unchanged since) and is freed once:
-            // the buffer is forgotten here, and a dropped buffer hands its
-            // allocation on (its `cap` set to 0) before anything frees it.
-            unsafe { std::alloc::dealloc(me.ptr.as_ptr(), layout) };
-        }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        if self.cap == 0 {
-            return;
-        }
-        // The allocation moves to `mine`; `self` owns nothing from here.
-        let mine = AlignedBuf {
-            ptr: self.ptr,
-            len: 0,
-            cap: self.cap,
-        };
-        self.cap = 0;
-        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-        if pool.1 + mine.cap <= POOL_BYTES {
-            pool.1 += mine.cap;
-            pool.0.push(mine);
-            return;
-        }
-        drop(pool);
-        mine.free();
-    }
 }
 
 /// Opens `path` for `O_DIRECT` reads when its file system allows them:
@@ -1224,21 +1116,6 @@ mod tests {
                     assert_eq!(read, want, "group {g}");
                 }
             }
-        }
-    }
-
-    #[test]
-    fn aligned_buffers_are_aligned_and_reused() {
-        let mut a = AlignedBuf::take(10_000).unwrap();
-        assert_eq!(a.as_slice().as_ptr() as usize % AlignedBuf::ALIGN, 0);
-        a.as_mut_slice().fill(7);
-        let p = a.as_slice().as_ptr();
-        drop(a);
-        // The pool hands a released buffer out again (holding its bytes).
-        let b = AlignedBuf::take(9_000).unwrap();
-        assert_eq!(b.as_slice().len(), 9_000);
-        if b.as_slice().as_ptr() == p {
-            assert!(b.as_slice().iter().all(|&x| x == 7));
         }
     }
 

@@ -80,6 +80,7 @@ pub(crate) mod io;
 pub(crate) mod layout;
 pub(crate) mod parts;
 pub(crate) mod reader;
+pub(crate) mod scratch;
 pub(crate) mod source;
 pub(crate) mod varlen;
 pub(crate) mod writer;
