@@ -16,7 +16,9 @@
 //!   kernel a third of the drive's bandwidth in allocation and reclaim):
 //!   each record's bytes are widened to the alignment `statx` reports
 //!   (512 bytes on most drives), records whose widened bytes meet are read
-//!   together, into one aligned scratch from a process-wide pool; raw
+//!   together (in pieces of at most 1 MiB), into one aligned scratch of
+//!   huge pages ([`super::scratch`]: one segment per read for the disk,
+//!   not one per 4 KiB page); raw
 //!   records are copied into their destinations, compressed ones decoded
 //!   from it as a remote store's fetched bytes are ([`StagedBytes`]);
 //! - else through the page cache with read-ahead disabled on the files
