@@ -57,8 +57,9 @@
 //! Where `O_DIRECT` cannot be had, the look-ahead's reads are hints
 //! instead: `POSIX_FADV_WILLNEED` on runs of bytes, in pieces of
 //! [`io::WILL_NEED_CHUNK`] (the kernel drops what one advice asks beyond
-//! its read-ahead limit). The windowed order's look-ahead always advises
-//! whole blocks into the page cache ([`StoreReader::prefetch_ranges`]),
+//! its read-ahead limit). The windowed order's look-ahead advises whole
+//! blocks into the page cache ([`StoreReader::prefetch_ranges`]; over
+//! records of half a megabyte or more it reads records as other orders do),
 //! which the drive reads at its sequential speed; its gathers then read
 //! through the page cache, to find them there.
 //!

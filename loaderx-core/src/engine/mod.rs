@@ -47,8 +47,10 @@
 //!   fetched is claimed, and waited for by any other gather that needs
 //!   it). For a windowed order the look-ahead asks for whole blocks
 //!   instead ([`Engine::prefetch_ranges`]), once each, into the page
-//!   cache, so the drive reads them at its sequential speed. All `unsafe`
-//!   of this path is in [`io`].
+//!   cache, so the drive reads them at its sequential speed (unless the
+//!   records are large enough to be long reads each). All `unsafe` of
+//!   this path is in [`io`] and [`scratch`] (the huge-page buffers reads
+//!   land in).
 //! - [`files`] holds file naming, locking and memory mapping; [`durable`]
 //!   the syncs and the no-replace rename that make creation and publication
 //!   crash-safe.

@@ -13,8 +13,8 @@
 //!   own, aligned to 2 MiB and advised `MADV_HUGEPAGE`; released, it is
 //!   kept in a pool (up to [`POOL_BYTES`]) for the next read that fits.
 //! - A smaller one is carved, in order, out of a 2 MiB chunk mapped the
-//!   same way; a chunk goes back to the pool of chunks when the last
-//!   buffer carved from it is released. Reads' buffers are released
+//!   same way; a chunk goes back to the pool of chunks (up to
+//!   [`CHUNK_POOL_BYTES`]) when the last buffer carved from it is released. Reads' buffers are released
 //!   roughly in the order they were taken (steps are consumed in order),
 //!   so chunks are freed whole and reused.
 //!
@@ -46,8 +46,12 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: shared access only reads, as for a `Vec<u8>`.
 unsafe impl Sync for AlignedBuf {}
 
-/// Most bytes of released buffers and chunks the pools keep.
+/// Most bytes of released buffers of [`AlignedBuf::HUGE`] bytes or more
+/// the pool keeps.
 pub(crate) const POOL_BYTES: usize = 128 << 20;
+
+/// Most bytes of released chunks kept for carving again.
+const CHUNK_POOL_BYTES: usize = 64 << 20;
 
 /// Released buffers of [`AlignedBuf::HUGE`] bytes or more, and their bytes.
 static POOL: Mutex<(Vec<AlignedBuf>, usize)> = Mutex::new((Vec::new(), 0));
@@ -69,7 +73,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// A chunk of [`AlignedBuf::HUGE`] bytes small buffers are carved from;
 /// its memory goes back to [`CHUNKS`] (or is unmapped) when the last
 /// reference (the carver's, and each carved buffer's) is dropped.
-pub(crate) struct Chunk {
+struct Chunk {
     ptr: NonNull<u8>,
 }
 
@@ -82,7 +86,7 @@ unsafe impl Sync for Chunk {}
 impl Drop for Chunk {
     fn drop(&mut self) {
         let mut chunks = lock(&CHUNKS);
-        if (chunks.len() + 1) * AlignedBuf::HUGE <= POOL_BYTES / 2 {
+        if (chunks.len() + 1) * AlignedBuf::HUGE <= CHUNK_POOL_BYTES {
             chunks.push(self.ptr.as_ptr() as usize);
             return;
         }
