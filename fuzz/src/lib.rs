@@ -9,7 +9,9 @@
 //! sampler's parameters ([`targets::sampler`]) and weighted mixtures with
 //! their shards, resume positions and placement views
 //! ([`targets::mixture`]); [`convert`] holds the
-//! converters' targets (IDX headers, images, audio). A target returns quietly
+//! converters' targets (IDX headers, images, audio), and [`formats`] those
+//! of the users' files (JSON lines, `.npy`/`.npz`, WebDataset shards) and
+//! of crop-first JPEG decoding. A target returns quietly
 //! when the library reports an error; it panics only when the library panics
 //! or breaks one of its own promises (a decoded schema that does not encode
 //! back to itself, a sampled index out of range, ...), which is what the
@@ -37,6 +39,7 @@
 //! ```
 
 pub mod convert;
+pub mod formats;
 pub mod hf;
 pub mod input;
 pub mod seeds;

@@ -179,3 +179,40 @@ fn converter_seeds_decode() {
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
 }
+
+#[test]
+fn jsonl_corpus() {
+    replay("jsonl", loaderx_fuzz::formats::jsonl);
+}
+
+#[test]
+fn npy_corpus() {
+    replay("npy", loaderx_fuzz::formats::npy);
+}
+
+#[test]
+fn webdataset_corpus() {
+    replay("webdataset", loaderx_fuzz::formats::webdataset);
+}
+
+#[test]
+fn jpeg_crop_corpus() {
+    replay("jpeg_crop", loaderx_fuzz::formats::jpeg_crop);
+}
+
+#[test]
+fn format_seeds_convert() {
+    // The committed seeds of the users'-files targets must convert, not
+    // just fail cleanly: the fuzzer starts from files real producers wrote.
+    use loaderx_fuzz::formats;
+    let targets: [(&str, fn(&[u8]) -> Result<(), String>); 3] = [
+        ("jsonl", formats::jsonl_converts),
+        ("npy", formats::npy_converts),
+        ("webdataset", formats::webdataset_converts),
+    ];
+    for (target, run) in targets {
+        for (path, bytes) in seeds(target) {
+            run(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        }
+    }
+}
