@@ -381,3 +381,233 @@ fn hostile_files_fail_naming_file_and_line_and_leave_nothing() {
         StoreKind::Dense
     );
 }
+
+#[test]
+fn integers_out_of_range_fail_naming_file_line_and_field() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Inferred float64 before, which rounded 9007199254740993 to ...992.
+    let f = write(
+        d,
+        "ids.jsonl",
+        "{\"id\": 1}\n{\"id\": 9007199254740993}\n{\"id\": 100000000000000000000}\n{\"id\": 3}\n",
+    );
+    let e = convert_fails(&f, &[]);
+    assert!(
+        e.contains(
+            "ids.jsonl: line 3: the field \"id\" holds the integer 100000000000000000000, \
+             beyond int64 and uint64"
+        ),
+        "{e}"
+    );
+    // Given float64, an integer it cannot hold exactly is refused too.
+    let schema = write(d, "schema.json", r#"{"id": "float64"}"#);
+    let e = convert_fails(&f, &["--schema", schema.to_str().unwrap()]);
+    assert!(e.contains("ids.jsonl: line 2:"), "{e}");
+    assert!(
+        e.contains("9007199254740993 is not exactly a Float64"),
+        "{e}"
+    );
+}
+
+/// A split of two files; `b.jsonl` holds `bad` on line 5 (after a blank
+/// line), its fourth row, the split's eighth (row 7).
+fn split_with(d: &Path, bad: &str) -> (PathBuf, PathBuf) {
+    let a = write(d, "a.jsonl", &good_lines(4));
+    let b = write(
+        d,
+        "b.jsonl",
+        &format!(
+            "{}\n{}{bad}\n{}",
+            good_lines(1),
+            good_lines(2),
+            good_lines(2)
+        ),
+    );
+    (a, b)
+}
+
+#[test]
+fn rows_the_stores_cannot_hold_are_named_by_file_and_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let out = d.join("out");
+    for (bad, column, why) in [
+        (r#"{"a": null, "t": "r", "v": [1, 1]}"#, "a", "holds a null"),
+        (r#"{"t": "r", "v": [1, 1]}"#, "a", "holds a null"),
+        (r#"{"a": 1, "t": "r", "v": [1, null]}"#, "v", "holds a null"),
+        (
+            r#"{"a": 1, "t": "", "v": [1, 1]}"#,
+            "t",
+            "is an empty string",
+        ),
+    ] {
+        let (a, b) = split_with(d, bad);
+        for extra in [&[][..], &["--parts", "2", "--part", "1"][..]] {
+            let mut args = vec![
+                "convert",
+                "jsonl",
+                a.to_str().unwrap(),
+                b.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--text",
+                "bytes",
+            ];
+            args.extend(extra);
+            let e = fails(&args);
+            let want = format!("b.jsonl: line 5: column {column:?}: {why}");
+            assert!(e.contains(&want), "{bad} {extra:?}: {e}");
+            assert!(!e.contains("row 7"), "{e}");
+        }
+        assert!(!out.join("train").exists());
+        std::fs::remove_dir_all(&out).ok();
+    }
+    // A Ragged list of lists that is not rectangular.
+    let ragged = |k: usize| format!("{{\"g\": [[{k}], [1]]}}\n{{\"g\": [[1, 2], [3, 4]]}}\n");
+    let a = write(d, "a.jsonl", &ragged(1));
+    let b = write(
+        d,
+        "b.jsonl",
+        &format!("{}\n{}", ragged(2), "{\"g\": [[1, 2], [3]]}\n"),
+    );
+    let e = fails(&[
+        "convert",
+        "jsonl",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        e.contains("b.jsonl: line 4: column \"g\": not rectangular"),
+        "{e}"
+    );
+    // Dropped when asked: every other row converts.
+    let (a, b) = split_with(d, r#"{"a": null, "t": "r", "v": [1, 1]}"#);
+    let text = ok(
+        &[
+            "convert",
+            "jsonl",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--text",
+            "bytes",
+            "--drop-null-rows",
+        ],
+        &[],
+    );
+    assert!(text.contains("train: 9 records (of 10 rows"), "{text}");
+}
+
+#[test]
+fn bad_utf8_past_the_sample_is_named_by_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bytes = good_lines(4).into_bytes();
+    bytes.extend_from_slice(b"{\"a\": 4, \"t\": \"\xff\xfe\", \"v\": [1, 1]}\n");
+    let f = tmp.path().join("utf8.jsonl");
+    std::fs::write(&f, bytes).unwrap();
+    for extra in [&[][..], &["--infer-rows", "2"][..]] {
+        let e = convert_fails(&f, extra);
+        assert!(e.contains("utf8.jsonl: line 5:"), "{extra:?}: {e}");
+    }
+}
+
+/// The hidden entries beside `out` in `dir` (staging and lock files).
+fn staging_of(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with(".out."))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_killed_conversion_leaves_staging_that_the_next_one_removes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    // Large enough to be killed midway.
+    let mut text = String::new();
+    for k in 0..300_000 {
+        text.push_str(&format!(
+            "{{\"a\": {k}, \"v\": [{k}, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]}}\n"
+        ));
+    }
+    let f = write(d, "big.jsonl", &text);
+    let out = d.join("out");
+    let args = [
+        "convert",
+        "jsonl",
+        f.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--codec",
+        "raw",
+    ];
+    let mut child = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(args)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed (SIGKILL: no cleanup runs) once its staging holds a store.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let staged = staging_of(d)
+            .iter()
+            .any(|n| !n.ends_with(".lock") && d.join(n).join("train/v").exists());
+        if staged {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the conversion ended before it could be killed"
+        );
+        assert!(std::time::Instant::now() < deadline, "no staging appeared");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let left = staging_of(d);
+    assert!(!left.is_empty() && !out.exists(), "{left:?}");
+    // The rerun converts, and removes what the killed run left.
+    let text = ok(&args, &[]);
+    assert!(text.contains("train: 300000 records"), "{text}");
+    assert!(staging_of(d).is_empty(), "left behind: {:?}", staging_of(d));
+    // A live writer's staging (a run still converting) is kept by another
+    // writer of the root that starts meanwhile.
+    std::fs::remove_dir_all(&out).unwrap();
+    let mut live = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(args)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let staged = loop {
+        let staged: Vec<String> = staging_of(d)
+            .into_iter()
+            .filter(|n| !n.ends_with(".lock") && d.join(n).join("train/v").exists())
+            .collect();
+        if !staged.is_empty() {
+            break staged;
+        }
+        assert!(live.try_wait().unwrap().is_none(), "the run ended early");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let other = loaderx_convert::output::StagedRoot::new(&out).unwrap();
+    assert!(
+        live.try_wait().unwrap().is_none(),
+        "the run ended too early to test"
+    );
+    assert!(staged.iter().all(|n| d.join(n).exists()), "{staged:?}");
+    drop(other);
+    assert!(live.wait().unwrap().success());
+    assert!(staging_of(d).is_empty(), "{:?}", staging_of(d));
+    assert_eq!(Store::open(out.join("train/v")).unwrap().len(), 300_000);
+}

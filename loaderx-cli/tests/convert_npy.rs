@@ -353,3 +353,64 @@ fn parts_cut_by_rows_merge_to_the_single_conversion() {
         assert!(digests.lines().any(|l| l == line), "{stream}: {digests}");
     }
 }
+
+/// `np.savez` stores its members uncompressed (mapped in place, so only
+/// their CRC-32 tells a damaged byte), `np.savez_compressed` deflates them:
+/// one bit flipped in member `x.npy`'s bytes is an error naming the archive
+/// and the member, never other records; the undamaged archives convert.
+#[test]
+fn a_damaged_npz_member_is_an_error_naming_it() {
+    let Some(mut python) = python_2_8_19() else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path();
+    let script = r#"
+import sys, zipfile
+import numpy as np
+d = sys.argv[1]
+x = (np.arange(4096, dtype='<i4') % 251).reshape(1024, 4)
+y = np.arange(1024, dtype='<f8')
+np.savez(d + '/stored.npz', x=x, y=y)
+np.savez_compressed(d + '/compressed.npz', x=x, y=y)
+for name in ['stored', 'compressed']:
+    raw = bytearray(open(f'{d}/{name}.npz', 'rb').read())
+    info = zipfile.ZipFile(f'{d}/{name}.npz').getinfo('x.npy')
+    o = info.header_offset
+    start = o + 30 + int.from_bytes(raw[o + 26:o + 28], 'little') + int.from_bytes(raw[o + 28:o + 30], 'little')
+    # The last element's data, or the middle of the deflated stream.
+    at = start + info.file_size - 2 if name == 'stored' else start + info.compress_size // 2
+    raw[at] ^= 0x10
+    open(f'{d}/{name}-bad.npz', 'wb').write(raw)
+"#;
+    let run = python.arg("-c").arg(script).arg(d).output().unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    for name in ["stored", "compressed"] {
+        let out = d.join(format!("{name}-out"));
+        let text = ok(loaderx(&[
+            "convert",
+            "npy",
+            s(&d.join(format!("{name}.npz"))),
+            "-o",
+            s(&out),
+        ]));
+        assert!(text.contains("1024 records"), "{text}");
+        let bad = d.join(format!("{name}-bad.npz"));
+        let out = d.join(format!("{name}-bad-out"));
+        let run = loaderx(&["convert", "npy", s(&bad), "-o", s(&out)]);
+        assert!(!run.status.success(), "{name}: converted a damaged archive");
+        let e = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            e.contains(&format!("{name}-bad.npz")) && e.contains("member \"x.npy\""),
+            "{e}"
+        );
+        if name == "stored" {
+            assert!(e.contains("damaged"), "{e}");
+        }
+        assert!(!out.exists());
+    }
+}

@@ -46,7 +46,19 @@
 //! only strings. A missing field or `null` is a null, which the table layer
 //! refuses unless rows with nulls are dropped
 //! ([`TableOptions::drop_null_rows`](crate::table::TableOptions::drop_null_rows));
-//! the row numbers of its messages count the split's non-empty lines from 0.
+//! its messages about a row (a null, an empty string, a list of lists that
+//! is not rectangular) name the row's file and line, as every other
+//! message does.
+//!
+//! **Integers are never rounded**: an integer literal (no fraction, no
+//! exponent) that its column's type cannot hold is an error naming the
+//! file, the line and the field. Inference never makes a `float64` column
+//! of an integer beyond `int64` (serde_json reads one beyond `uint64` as a
+//! float: the literal is read again from arrow-json's tape); an integer
+//! column refuses one out of its range; a float column takes an integer
+//! literal only when its type holds it exactly (`9007199254740993` is not
+//! a `float64`), while a number with a fraction or an exponent is rounded
+//! to the nearest value of the type.
 //!
 //! **Hostile input**: a line longer than [`JsonlOptions::max_line_bytes`]
 //! (default [`DEFAULT_MAX_LINE_BYTES`]) is an error naming the file and the
@@ -78,14 +90,14 @@ use std::fmt;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow_array::builder::PrimitiveBuilder;
 use arrow_array::types::{
     Float16Type, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type,
     UInt16Type, UInt32Type, UInt64Type,
 };
-use arrow_array::{ArrayRef, ArrowPrimitiveType, RecordBatch};
+use arrow_array::{ArrayRef, ArrowPrimitiveType, NullArray, RecordBatch};
 use arrow_json::reader::{ArrayDecoder, Decoder, DecoderContext, DecoderFactory, ReaderBuilder};
 use arrow_json::{Tape, TapeElement};
 use arrow_schema::{ArrowError, DataType, Field, FieldRef, Schema, SchemaRef};
@@ -103,6 +115,8 @@ pub const DEFAULT_MAX_LINE_BYTES: u64 = 64 << 20;
 const INDEX_STRIDE: u64 = 4096;
 /// Read buffer of a file.
 const READ_BUFFER: usize = 1 << 20;
+/// The UTF-8 byte order mark.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// The largest schema file read.
 const MAX_SCHEMA_BYTES: u64 = 16 << 20;
 
@@ -350,6 +364,19 @@ fn line_err(label: &str, line: u64, detail: impl fmt::Display) -> Error {
     }
 }
 
+/// A hint for a line that is not JSON and holds `NaN` or `Infinity`,
+/// which Python's `json.dumps` writes for such floats (unless
+/// `allow_nan=False`) but JSON has no literal for.
+fn not_json_hint(line: &[u8]) -> &'static str {
+    let has = |word: &[u8]| line.windows(word.len()).any(|w| w == word);
+    if has(b"NaN") || has(b"Infinity") {
+        " (NaN and Infinity are not JSON, though Python's json.dumps writes them: write \
+         null for a missing value, or the number as a quoted string)"
+    } else {
+        ""
+    }
+}
+
 fn is_blank(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\r' | b'\n')
 }
@@ -378,6 +405,20 @@ impl<'a> LineReader<'a> {
         })
     }
 
+    /// Skips a UTF-8 byte order mark at the start of the file (Windows
+    /// tools write one; it is not JSON).
+    fn skip_bom(&mut self) -> Result<(), Error> {
+        let buf = self.reader.fill_buf().map_err(|e| Error::Source {
+            file: self.label.to_owned(),
+            detail: format!("cannot be read: {e}"),
+        })?;
+        if buf.starts_with(UTF8_BOM) {
+            self.reader.consume(UTF8_BOM.len());
+            self.offset = UTF8_BOM.len() as u64;
+        }
+        Ok(())
+    }
+
     /// Moves to byte `offset`, the start of line `line`.
     fn seek(&mut self, offset: u64, line: u64, path: &Path) -> Result<(), Error> {
         self.reader
@@ -395,6 +436,9 @@ impl<'a> LineReader<'a> {
         let mut len = 0u64;
         let mut nonblank = false;
         let mut any = false;
+        if self.offset == 0 {
+            self.skip_bom()?;
+        }
         loop {
             let buf = match self.reader.fill_buf() {
                 Ok(b) => b,
@@ -534,7 +578,12 @@ where
                         )));
                     }
                     let v = s.parse::<P::Native>().map_err(|_| {
-                        json_err(format!("{s} does not fit the column's {}", P::DATA_TYPE))
+                        json_err(format!(
+                            "the integer {s} does not fit the column's {}; give the field a type \
+                             that holds it with --schema, or quote such values in the file (a \
+                             string column)",
+                            P::DATA_TYPE
+                        ))
                     })?;
                     b.append_value(v);
                 }
@@ -556,25 +605,54 @@ trait ParseFloat: ArrowPrimitiveType {
     /// The value, `None` when it is out of range (a finite literal that
     /// would be infinite).
     fn parse(s: &str) -> Option<Self::Native>;
+    /// The value as an `f64` (exactly).
+    fn wide(v: Self::Native) -> f64;
+    /// Every integer of at most this many digits is exactly a value of
+    /// the type (below 2^11, 2^24, 2^53).
+    const EXACT_DIGITS: usize;
 }
 
 impl ParseFloat for Float64Type {
+    const EXACT_DIGITS: usize = 15;
     fn parse(s: &str) -> Option<f64> {
         s.parse::<f64>().ok().filter(|v| v.is_finite())
+    }
+    fn wide(v: f64) -> f64 {
+        v
     }
 }
 
 impl ParseFloat for Float32Type {
+    const EXACT_DIGITS: usize = 7;
     fn parse(s: &str) -> Option<f32> {
         s.parse::<f32>().ok().filter(|v| v.is_finite())
+    }
+    fn wide(v: f32) -> f64 {
+        f64::from(v)
     }
 }
 
 impl ParseFloat for Float16Type {
+    const EXACT_DIGITS: usize = 3;
     fn parse(s: &str) -> Option<half::f16> {
         let v = half::f16::from_f64(s.parse::<f64>().ok()?);
         v.is_finite().then_some(v)
     }
+    fn wide(v: half::f16) -> f64 {
+        v.to_f64()
+    }
+}
+
+/// True for a JSON number written as an integer (no fraction, no exponent).
+fn is_integer_literal(s: &str) -> bool {
+    !s.contains(['.', 'e', 'E'])
+}
+
+/// True when float `v`, read from integer literal `s`, is exactly that
+/// integer. JSON integers have no leading zeros or `+`, so the literal is
+/// the integer's decimal form, which `{v:.0}` writes exactly.
+fn exact_integer<P: ParseFloat>(s: &str, v: f64) -> bool {
+    s.trim_start_matches('-').len() <= P::EXACT_DIGITS || format!("{v:.0}") == s
 }
 
 struct FloatDecoder<P>(std::marker::PhantomData<fn(P) -> P>);
@@ -596,6 +674,18 @@ impl<P: ParseFloat> ArrayDecoder for FloatDecoder<P> {
                     let v = P::parse(s).ok_or_else(|| {
                         json_err(format!("{s} is out of the column's {} range", P::DATA_TYPE))
                     })?;
+                    // An integer is kept exactly or refused: never rounded
+                    // without a word (a fraction or exponent asks for the
+                    // nearest float).
+                    if is_integer_literal(s) && !exact_integer::<P>(s, P::wide(v)) {
+                        return Err(json_err(format!(
+                            "the integer {s} is not exactly a {} (it would become {:.0}); give \
+                             the field an integer type with --schema, quote such values in the \
+                             file (a string column), or write {s}.0 to take the nearest float",
+                            P::DATA_TYPE,
+                            P::wide(v)
+                        )));
+                    }
                     b.append_value(v);
                 }
                 _ => {
@@ -719,18 +809,98 @@ fn fix_lengths(dt: &DataType, lengths: &[Length]) -> DataType {
     }
 }
 
-/// Infers a split's schema from the first `options.infer_rows` rows of its
-/// files.
-/// An integer in `value` (at any depth of its lists) that `int64` cannot
-/// hold, if any.
-fn beyond_i64(value: &Value) -> Option<u64> {
+/// True when `value` (or a number in its lists) may have been written as
+/// an integer that `int64` cannot hold: serde_json reads one up to
+/// `u64::MAX` as a `u64`, and one beyond that or below `i64::MIN` as the
+/// nearest `f64`, which only the literal tells apart from `1e20`.
+fn maybe_beyond_i64(value: &Value) -> bool {
     match value {
-        Value::Number(n) if n.is_u64() && !n.is_i64() => n.as_u64(),
-        Value::Array(items) => items.iter().find_map(beyond_i64),
-        _ => None,
+        Value::Number(n) if n.is_i64() => false,
+        Value::Number(n) => {
+            n.is_u64()
+                || n.as_f64()
+                    .is_some_and(|v| v.fract() == 0.0 && v.abs() >= 9.0e18)
+        }
+        Value::Array(items) => items.iter().any(maybe_beyond_i64),
+        _ => false,
     }
 }
 
+/// Finds, in the values it is handed, the first integer literal that
+/// `int64` cannot hold (at any depth of lists), as written: a decoder for
+/// the `null`-typed probe fields of [`integer_beyond_i64`].
+#[derive(Debug)]
+struct Probe(Arc<OnceLock<String>>);
+
+impl DecoderFactory for Probe {
+    fn make_default_decoder(
+        &self,
+        _ctx: &DecoderContext,
+        field: &FieldRef,
+        _is_nullable: bool,
+    ) -> Result<Option<Box<dyn ArrayDecoder>>, ArrowError> {
+        Ok((*field.data_type() == DataType::Null)
+            .then(|| Box::new(Probe(self.0.clone())) as Box<dyn ArrayDecoder>))
+    }
+}
+
+impl ArrayDecoder for Probe {
+    fn decode(&mut self, tape: &Tape<'_>, pos: &[u32]) -> Result<ArrayRef, ArrowError> {
+        for &p in pos {
+            // A list's (or object's) elements are the tape between its ends.
+            let end = match tape.get(p) {
+                TapeElement::StartList(end) | TapeElement::StartObject(end) => end,
+                _ => p,
+            };
+            for q in p..=end {
+                if let TapeElement::Number(i) = tape.get(q) {
+                    let s = tape.get_string(i);
+                    if is_integer_literal(s) && s.parse::<i64>().is_err() {
+                        let _ = self.0.set(s.to_owned());
+                        return Ok(Arc::new(NullArray::new(pos.len())));
+                    }
+                }
+            }
+        }
+        Ok(Arc::new(NullArray::new(pos.len())))
+    }
+}
+
+/// The first integer literal that `int64` cannot hold in the field `name`
+/// of `line` (one JSON object), read from arrow-json's tape, which keeps
+/// numbers as written (serde_json's do not).
+fn integer_beyond_i64(line: &[u8], name: &str) -> Option<String> {
+    let found = Arc::new(OnceLock::new());
+    let schema = Schema::new(vec![Field::new(name, DataType::Null, true)]);
+    let mut decoder = ReaderBuilder::new(Arc::new(schema))
+        .with_batch_size(1)
+        .with_decoder_factory(Arc::new(Probe(found.clone())))
+        .build_decoder()
+        .ok()?;
+    decoder.decode(line).ok()?;
+    decoder.flush().ok()?;
+    found.get().cloned()
+}
+
+/// The refusal of integer literal `big` in field `name`: inference never
+/// makes such a column `float64` (it would round the integers).
+fn beyond_i64_message(name: &str, big: &str) -> String {
+    if big.parse::<u64>().is_ok() {
+        format!(
+            "the field {name:?} holds the integer {big}, beyond int64; give its type (uint64) \
+             with --schema, or quote such values in the file (a string column)"
+        )
+    } else {
+        format!(
+            "the field {name:?} holds the integer {big}, beyond int64 and uint64: it would be \
+             rounded to a float64; quote such values in the file (a string column), or give the \
+             field's type with --schema (float64 takes only the integers it holds exactly)"
+        )
+    }
+}
+
+/// Infers a split's schema from the first `options.infer_rows` rows of its
+/// files.
 fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<SplitSchema, Error> {
     let mut order: Vec<String> = Vec::new();
     // The kind of JSON value each field first held, and where.
@@ -756,13 +926,29 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
                     Ok(Some(false)) => continue,
                     Ok(Some(true)) => {
                         return Some(match serde_json::from_slice::<Ordered>(&line) {
-                            Ok(Ordered(entries)) => Ok((entries, label.as_str(), r.line)),
+                            Ok(Ordered(entries)) => {
+                                let big = entries.iter().find_map(|(k, v)| {
+                                    maybe_beyond_i64(v)
+                                        .then(|| integer_beyond_i64(&line, k).map(|b| (k, b)))
+                                        .flatten()
+                                });
+                                match big {
+                                    Some((k, big)) => {
+                                        Err(line_err(label, r.line, beyond_i64_message(k, &big)))
+                                    }
+                                    None => Ok((entries, label.as_str(), r.line)),
+                                }
+                            }
                             Err(e) if e.is_data() => Err(line_err(
                                 label,
                                 r.line,
                                 "not a JSON object (each line of a JSON Lines file is one object)",
                             )),
-                            Err(e) => Err(line_err(label, r.line, format!("not JSON: {e}"))),
+                            Err(e) => Err(line_err(
+                                label,
+                                r.line,
+                                format!("not JSON: {e}{}", not_json_hint(&line)),
+                            )),
                         });
                     }
                     Err(e) => return Some(Err(e)),
@@ -780,19 +966,6 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
             Ok((entries, label, line)) => {
                 sampled += 1;
                 for (k, field) in &entries {
-                    // Inference would make a column of integers beyond
-                    // int64 float64, rounding them: refused, with the way out.
-                    if let Some(big) = beyond_i64(field) {
-                        error = Some(line_err(
-                            label,
-                            line,
-                            format!(
-                                "the field {k:?} holds the integer {big}, beyond int64; give \
-                                 its type (uint64) with --schema"
-                            ),
-                        ));
-                        return None;
-                    }
                     if let Some(kind) = json_kind(field) {
                         match kinds.get(k) {
                             None => {
@@ -999,10 +1172,10 @@ impl JsonlScan<'_> {
                     let rows = self.ends.len();
                     self.ends.push((self.text.len(), line));
                     let fed = self.text.len() - start;
-                    let used = self
-                        .decoder
-                        .decode(&self.text[start..])
-                        .map_err(|e| self.fail(line, arrow_message(&e)))?;
+                    let used = self.decoder.decode(&self.text[start..]).map_err(|e| {
+                        let hint = not_json_hint(&self.text[start..]);
+                        self.fail(line, format!("{}{hint}", arrow_message(&e)))
+                    })?;
                     if self.decoder.has_partial_record() {
                         return Err(self.fail(
                             line,
@@ -1148,6 +1321,9 @@ pub fn convert_jsonl(
     let splits = local_splits(source, Kind::Jsonl)?;
     let names: Vec<String> = splits.iter().map(|(name, _)| name.clone()).collect();
     let all_files: Vec<PathBuf> = splits.iter().flat_map(|(_, f)| f.iter().cloned()).collect();
+    // Each split's files with their rows, to name the file and line of a
+    // row the table layer refuses.
+    let mut opened_files: Vec<(String, Vec<FileRows>)> = Vec::new();
     let open = || {
         let mut tables = Vec::with_capacity(splits.len());
         for (name, files) in &splits {
@@ -1163,14 +1339,19 @@ pub fn convert_jsonl(
                 None => infer_schema(&labelled, jsonl)?,
             };
             let mut opened: Vec<Box<dyn TableSource>> = Vec::with_capacity(files.len());
+            let mut rows = Vec::with_capacity(files.len());
             for (path, label) in &labelled {
-                opened.push(Box::new(JsonlTable::open(
-                    path,
-                    label,
-                    schema.clone(),
-                    jsonl.max_line_bytes,
-                )?));
+                let table = JsonlTable::open(path, label, schema.clone(), jsonl.max_line_bytes)?;
+                rows.push(FileRows {
+                    path: path.clone(),
+                    label: label.clone(),
+                    rows: table.rows,
+                    marks: table.marks.clone(),
+                    max_line_bytes: jsonl.max_line_bytes,
+                });
+                opened.push(Box::new(table));
             }
+            opened_files.push((name.clone(), rows));
             tables.push(SplitTables {
                 name: name.clone(),
                 partial: false,
@@ -1184,9 +1365,84 @@ pub fn convert_jsonl(
         open,
         out.as_ref(),
         source.table_options(),
-        "jsonl",
+        CONTEXT,
         all_files,
     )
+    .map_err(|e| name_line(e, &opened_files))
+}
+
+/// The context of the table layer's messages (`jsonl split "train"`).
+const CONTEXT: &str = "jsonl";
+
+/// One opened file of a split: where its rows are.
+struct FileRows {
+    path: PathBuf,
+    label: String,
+    rows: u64,
+    marks: Vec<Mark>,
+    max_line_bytes: u64,
+}
+
+impl FileRows {
+    /// The line (from 1, counting every line) of row `row` (from 0).
+    fn line_of(&self, row: u64) -> Result<u64, Error> {
+        let mark = self
+            .marks
+            .iter()
+            .rev()
+            .find(|m| m.row <= row)
+            .copied()
+            .unwrap_or(Mark {
+                offset: 0,
+                row: 0,
+                line: 1,
+            });
+        let mut reader = LineReader::open(&self.path, &self.label, self.max_line_bytes)?;
+        reader.seek(mark.offset, mark.line, &self.path)?;
+        let mut at = mark.row;
+        loop {
+            match reader.next_line(None)? {
+                None => return Err(source_err(&self.path, "changed while it was read")),
+                Some(false) => {}
+                Some(true) if at == row => return Ok(reader.line),
+                Some(true) => at += 1,
+            }
+        }
+    }
+}
+
+/// A table-layer error about one split row (a null, an empty string, a
+/// ragged list that is not rectangular, a string the tokenizer refuses),
+/// which counts the rows of all of the split's files, made an error naming
+/// the file and line that holds the row, as every other JSONL error does.
+/// Any other error is returned as it is.
+fn name_line(e: Error, splits: &[(String, Vec<FileRows>)]) -> Error {
+    let Error::Column {
+        context,
+        column,
+        row: Some(row),
+        detail,
+    } = &e
+    else {
+        return e;
+    };
+    let Some((_, files)) = splits
+        .iter()
+        .find(|(name, _)| *context == format!("{CONTEXT} split {name:?}"))
+    else {
+        return e;
+    };
+    let mut first = 0u64;
+    for file in files {
+        if *row < first.saturating_add(file.rows) {
+            return match file.line_of(row - first) {
+                Ok(line) => line_err(&file.label, line, format!("column {column:?}: {detail}")),
+                Err(_) => e,
+            };
+        }
+        first = first.saturating_add(file.rows);
+    }
+    e
 }
 
 #[cfg(test)]
@@ -1382,6 +1638,164 @@ mod tests {
         let e = scan_error(&format!("{lists}{{\"a\": [1]}}\n"), &small);
         assert!(e.contains("line 11"), "{e}");
         assert!(e.contains("--infer-rows"), "{e}");
+    }
+
+    /// The values of column 0 of `text` (one file), as `f64`, or the error.
+    fn floats(text: &str, options: &JsonlOptions) -> Result<Vec<f64>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "n.jsonl", text);
+        let t = table(&p, options).map_err(|e| e.to_string())?;
+        let batches = scan_all(&t, None, 3).map_err(|e| e.to_string())?;
+        let mut out = Vec::new();
+        for b in &batches {
+            let mut c = b.column(0).clone();
+            if let DataType::List(_) = c.data_type() {
+                c = c.as_list::<i32>().values().clone();
+            }
+            match c.data_type() {
+                DataType::Float64 => out.extend(c.as_primitive::<Float64Type>().values()),
+                DataType::Float32 => out.extend(
+                    c.as_primitive::<Float32Type>()
+                        .values()
+                        .iter()
+                        .map(|&v| f64::from(v)),
+                ),
+                DataType::Float16 => out.extend(
+                    c.as_primitive::<Float16Type>()
+                        .values()
+                        .iter()
+                        .map(|v| v.to_f64()),
+                ),
+                other => panic!("{other}"),
+            }
+        }
+        Ok(out)
+    }
+
+    #[test]
+    fn integers_beyond_the_column_type_are_refused_never_rounded() {
+        // Beyond uint64 (serde_json reads it as a float): never a float64
+        // column, in the sample, also in a list, also below int64.
+        for (text, big) in [
+            (
+                "{\"id\": 1}\n{\"id\": 9007199254740993}\n{\"id\": 100000000000000000000}\n",
+                "100000000000000000000",
+            ),
+            (
+                "{\"id\": 1}\n{\"id\": 2}\n{\"id\": -9223372036854775809}\n",
+                "-9223372036854775809",
+            ),
+            (
+                "{\"id\": [1]}\n{\"id\": [3]}\n{\"id\": [2, 100000000000000000000]}\n",
+                "100000000000000000000",
+            ),
+        ] {
+            let e = scan_error(text, &JsonlOptions::new());
+            assert!(
+                e.contains(&format!(
+                    "bad.jsonl: line 3: the field \"id\" holds the integer {big}, beyond int64 and uint64"
+                )),
+                "{e}"
+            );
+            assert!(e.contains("quote such values"), "{e}");
+        }
+        // Written as floats, the same magnitudes are a float64 column.
+        assert_eq!(
+            floats(
+                "{\"x\": 1e20}\n{\"x\": 100000000000000000000.0}\n",
+                &JsonlOptions::new()
+            )
+            .unwrap(),
+            [1e20, 1e20]
+        );
+        // Past the sample, in an int64 column: refused by its line.
+        let e = scan_error(
+            "{\"id\": 1}\n{\"id\": 100000000000000000000}\n",
+            &JsonlOptions::new().infer_rows(1),
+        );
+        assert!(e.contains("line 2: "), "{e}");
+        assert!(
+            e.contains("the integer 100000000000000000000 does not fit"),
+            "{e}"
+        );
+        assert!(e.contains("'id'"), "{e}");
+        // A float column keeps an integer only when it is exact; a
+        // fraction asks for the nearest float.
+        let e = floats(
+            "{\"x\": 0.5}\n{\"x\": 9007199254740993}\n",
+            &JsonlOptions::new(),
+        )
+        .unwrap_err();
+        assert!(e.contains("line 2: "), "{e}");
+        assert!(
+            e.contains("the integer 9007199254740993 is not exactly a Float64 (it would become 9007199254740992)"),
+            "{e}"
+        );
+        assert_eq!(
+            floats(
+                "{\"x\": 0.5}\n{\"x\": 9007199254740992}\n{\"x\": 9007199254740993.0}\n",
+                &JsonlOptions::new()
+            )
+            .unwrap(),
+            [0.5, 9007199254740992.0, 9007199254740992.0]
+        );
+        // Given float64, an integer beyond uint64 that it holds exactly.
+        let float64 = JsonlOptions::new().schema(parse_schema(r#"{"x": "float64"}"#).unwrap());
+        assert_eq!(
+            floats("{\"x\": -100000000000000000000}\n", &float64).unwrap(),
+            [-1e20]
+        );
+        for (ty, fits, rounds) in [
+            ("float64", "9007199254740992", "9007199254740993"),
+            ("float32", "16777216", "16777217"),
+            ("float16", "2048", "2049"),
+            ("list<float32>", "[16777216]", "[1, 16777217]"),
+        ] {
+            let schema =
+                JsonlOptions::new().schema(parse_schema(&format!("{{\"x\": \"{ty}\"}}")).unwrap());
+            floats(&format!("{{\"x\": {fits}}}\n"), &schema)
+                .unwrap_or_else(|e| panic!("{ty}: {e}"));
+            let e = floats(
+                &format!("{{\"x\": {fits}}}\n{{\"x\": {rounds}}}\n"),
+                &schema,
+            )
+            .unwrap_err();
+            assert!(
+                e.contains("line 2: ") && e.contains("is not exactly a"),
+                "{ty}: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn what_real_producers_write_reads() {
+        // A byte order mark (Windows tools), CRLF line ends, a blank CRLF
+        // line, a surrogate pair, a last line without a newline.
+        let text = "\u{feff}{\"a\": 1, \"s\": \"\\ud83d\\ude00\"}\r\n\r\n{\"a\": 2, \"s\": \"x\"}\r\n\
+                    {\"a\": 3, \"s\": \"y\"}";
+        let dir = tempfile::tempdir().unwrap();
+        let p = write(dir.path(), "bom.jsonl", text);
+        let t = table(&p, &JsonlOptions::new()).unwrap();
+        assert_eq!(t.rows(), 3);
+        for (first, count) in [(0, 3), (0, 1), (2, 1)] {
+            let b = &scan_all(&t, Some((first, count)), 10).unwrap()[0];
+            let want: Vec<i64> = (first as i64 + 1..=(first + count) as i64).collect();
+            assert_eq!(b.column(0).as_primitive::<Int64Type>().values(), &want[..]);
+            if first == 0 {
+                assert_eq!(b.column(1).as_string::<i32>().value(0), "\u{1f600}");
+            }
+        }
+        // NaN and Infinity, which Python's json writes: refused by line,
+        // with the reason, in the sample and past it.
+        let e = scan_error("{\"a\": 1.5}\n{\"a\": NaN}\n", &JsonlOptions::new());
+        assert!(e.contains("line 2: not JSON"), "{e}");
+        assert!(e.contains("NaN and Infinity are not JSON"), "{e}");
+        let e = scan_error(
+            "{\"a\": 1.5}\n{\"a\": 2.5}\n{\"a\": -Infinity}\n",
+            &JsonlOptions::new().infer_rows(1),
+        );
+        assert!(e.contains("line 3: "), "{e}");
+        assert!(e.contains("NaN and Infinity are not JSON"), "{e}");
     }
 
     #[test]

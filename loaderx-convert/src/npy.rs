@@ -18,10 +18,12 @@
 //! - Memory: files are memory-mapped and written in chunks of
 //!   [`NpyOptions::chunk_bytes`] (64 MiB), so a 50 GB array converts in
 //!   memory of a few chunks. Stored (uncompressed) members of an `.npz`
-//!   (`np.savez`) are mapped in place; deflated ones (`np.savez_compressed`)
-//!   are inflated as a stream, except a Fortran-order one or one written
-//!   with the `zstd_dict` codec, which is inflated into an unnamed
-//!   temporary file beside the output first (both need random access).
+//!   (`np.savez`) are mapped in place, their CRC-32 checked first (one
+//!   pass over the member); deflated ones (`np.savez_compressed`) are
+//!   inflated as a stream, read to their end so that zip checks their
+//!   CRC-32, except a Fortran-order one or one written with the
+//!   `zstd_dict` codec, which is inflated into an unnamed temporary file
+//!   beside the output first (both need random access).
 //! - Headers are read by [`ndarray_npy`]'s parser (versions 1.0 to 3.0),
 //!   and at most [`MAX_HEADER_BYTES`] of them, as NumPy's `np.load` limits
 //!   them; a header whose shape needs more bytes than the file holds, or
@@ -444,6 +446,19 @@ fn arrays_of<'a>(path: &Path, bytes: &'a [u8], out: &mut Vec<Array<'a>>) -> Resu
                             "stored member of {size} bytes lies outside the archive (truncated?)"
                         ))
                     })?;
+                // Mapped in place, never read through zip: its CRC-32 is
+                // checked here, once (zip checks a deflated member's as it
+                // is inflated to its end).
+                let mut crc = flate2::Crc::new();
+                crc.update(data);
+                if crc.sum() != member.crc32() {
+                    return Err(origin.error(format!(
+                        "damaged: the member's bytes have the CRC-32 {:08x}, the archive \
+                         records {:08x}",
+                        crc.sum(),
+                        member.crc32()
+                    )));
+                }
                 let header = read_header(data, &origin)?;
                 let data = data.get(header.1 as usize..).unwrap_or_default();
                 out.push(describe(
@@ -1106,6 +1121,52 @@ mod tests {
                     out.display()
                 )
             );
+        }
+    }
+
+    #[test]
+    fn damaged_npz_members_are_errors_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let values: Vec<i32> = (0..4096).map(|v| v % 251).collect();
+        let x = npy("<i4", false, &[1024, 4], &le(&values, i32::to_le_bytes));
+        let options = NpyOptions::new(Codec::Raw, 1);
+        for deflated in [false, true] {
+            let good = npz(&[("x.npy", &x, deflated)]);
+            let p = dir.path().join(format!("good-{deflated}.npz"));
+            std::fs::write(&p, &good).unwrap();
+            let out = dir.path().join(format!("out-{deflated}"));
+            convert_npy(&[&p], &out, &options).unwrap();
+            assert_eq!(read(&out.join("train/x")).2, x[128..]);
+            // One bit flipped: of a stored member's data (a record's value),
+            // of a deflated member's stream.
+            let (start, size) = {
+                let mut a = ZipArchive::new(Cursor::new(&good[..])).unwrap();
+                let m = a.by_index(0).unwrap();
+                (
+                    m.data_start().unwrap() as usize,
+                    m.compressed_size() as usize,
+                )
+            };
+            let mut bad = good.clone();
+            let at = if deflated {
+                start + size / 2
+            } else {
+                start + 128 + 4001
+            };
+            bad[at] ^= 0x10;
+            let p = dir.path().join(format!("bad-{deflated}.npz"));
+            std::fs::write(&p, &bad).unwrap();
+            let out = dir.path().join(format!("bad-{deflated}"));
+            let e = convert_npy(&[&p], &out, &options).unwrap_err().to_string();
+            assert!(e.contains("bad-") && e.contains("member \"x.npy\""), "{e}");
+            if !deflated {
+                assert!(e.contains("damaged"), "{e}");
+            }
+            assert!(!out.exists());
+            // A part writer checks the whole member too.
+            let e = convert_npy_part(&[&p], &out, &options, 0, 4).unwrap_err();
+            assert!(e.to_string().contains("x.npy"), "{e}");
+            assert!(!out.join("train/part-00000").exists());
         }
     }
 

@@ -8,6 +8,19 @@
 //! without it) after a check that the target is absent. The parent
 //! directory is synced after the rename, so a published root survives a
 //! crash.
+//!
+//! Its writer holds an advisory lock on the file `.{name}.tmp-{pid}-{n}.lock`
+//! beside it for as long as the directory exists (made before it, removed
+//! after it; the system lets go of the lock when the process dies). A
+//! conversion to `name` first removes what dead writers of `name` left
+//! (a process killed with `SIGKILL` runs no cleanup): every staging
+//! directory (`.{name}.tmp-…`, and `.{name}.spool-…` of
+//! [`convert_record_batches`](crate::table::convert_record_batches)) whose
+//! lock file it can lock, and one without a lock file (an earlier version's)
+//! whose process no longer runs on this machine. A live writer's staging,
+//! whose lock is held, is never touched, also across machines sharing the
+//! directory where the file system's locks are shared (NFSv4, CephFS,
+//! Lustre).
 
 use std::fs;
 use std::io;
@@ -23,7 +36,174 @@ use crate::error::Error;
 pub struct StagedRoot {
     temp: PathBuf,
     target: PathBuf,
-    published: bool,
+    _staging: Staging,
+}
+
+/// The kinds of staging directory a writer of a root makes beside it:
+/// `.{name}.{kind}-{pid}-…`.
+const STAGING_KINDS: [&str; 2] = ["tmp", "spool"];
+
+/// A hidden working directory beside an output root,
+/// `.{name}.{kind}-{pid}-{n}`, held by its writer through an advisory lock
+/// on the file beside it with `.lock` appended (see the [module
+/// documentation](self)); removed, with its lock file, when dropped.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    dir: PathBuf,
+    lock: PathBuf,
+    _file: fs::File,
+}
+
+impl Staging {
+    /// Removes the staging that dead writers of `target` left beside it,
+    /// then makes a fresh `.{name}.{kind}-{pid}-{n}` and its lock.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidOption`] when `target` has no final name;
+    /// [`Error::Io`] when the parent, the lock or the directory cannot be
+    /// made.
+    pub(crate) fn create(target: &Path, kind: &str) -> Result<Staging, Error> {
+        let name = target
+            .file_name()
+            .ok_or_else(|| Error::invalid(format!("{} has no final name", target.display())))?
+            .to_string_lossy()
+            .into_owned();
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        remove_dead_staging(parent, &name);
+        // A fresh name per directory (`n` counts those this process made):
+        // a name taken (a writer with the same pid on another machine, a
+        // dead one's leftovers) is skipped, never reused.
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir = parent.join(format!(".{name}.{kind}-{}-{n}", std::process::id()));
+            let lock = lock_path(&dir);
+            let file = match fs::OpenOptions::new()
+                .create_new(true)
+                .write(true)
+                .open(&lock)
+            {
+                Ok(f) => f,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io(&lock, e)),
+            };
+            // Locked before the directory exists; a cleaner that locked the
+            // new file first (and unlinked it) leaves a lock on no file.
+            match file.try_lock() {
+                Ok(()) if same_file(&file, &lock) => {}
+                Ok(()) | Err(fs::TryLockError::WouldBlock) => continue,
+                Err(fs::TryLockError::Error(e)) => {
+                    let _ = fs::remove_file(&lock);
+                    return Err(Error::io(&lock, e));
+                }
+            }
+            match fs::create_dir(&dir) {
+                Ok(()) => {
+                    return Ok(Staging {
+                        dir,
+                        lock,
+                        _file: file,
+                    });
+                }
+                Err(e) => {
+                    let _ = fs::remove_file(&lock);
+                    if e.kind() != io::ErrorKind::AlreadyExists {
+                        return Err(Error::io(&dir, e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // Gone already when it was renamed into place. The lock file goes
+        // last, while still held.
+        let _ = fs::remove_dir_all(&self.dir);
+        let _ = fs::remove_file(&self.lock);
+    }
+}
+
+/// The lock file of staging directory `dir`.
+fn lock_path(dir: &Path) -> PathBuf {
+    let mut name = dir.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// True when process `pid` runs on this machine (`/proc/<pid>` exists on
+/// Linux; elsewhere every process is taken to run, so nothing is removed).
+fn process_runs(pid: u32) -> bool {
+    if cfg!(target_os = "linux") {
+        Path::new("/proc").join(pid.to_string()).exists()
+    } else {
+        true
+    }
+}
+
+/// Removes, in `parent`, the staging of dead writers of the root `name`
+/// (see the [module documentation](self)); best effort: what cannot be
+/// removed stays, as it did before.
+fn remove_dead_staging(parent: &Path, name: &str) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    let prefixes: Vec<String> = STAGING_KINDS
+        .iter()
+        .map(|kind| format!(".{name}.{kind}-"))
+        .collect();
+    for entry in entries.flatten() {
+        let file_name = entry.file_name().to_string_lossy().into_owned();
+        let Some(rest) = prefixes
+            .iter()
+            .find_map(|p| file_name.strip_prefix(p.as_str()))
+        else {
+            continue;
+        };
+        let path = entry.path();
+        if let Some(dir) = file_name.strip_suffix(".lock") {
+            let dir = parent.join(dir);
+            let Ok(file) = fs::OpenOptions::new().write(true).open(&path) else {
+                continue;
+            };
+            // Held: a live writer. Else its writer died: the directory,
+            // then (still locked) its lock file.
+            if file.try_lock().is_ok() && same_file(&file, &path) {
+                let removed = match fs::remove_dir_all(&dir) {
+                    Ok(()) => true,
+                    Err(e) => e.kind() == io::ErrorKind::NotFound,
+                };
+                if removed {
+                    let _ = fs::remove_file(&path);
+                }
+            }
+        } else if !lock_path(&path).exists() {
+            // No lock file: an earlier version's, or one whose writer died
+            // between making its lock and its directory (a live writer's
+            // directory always has its lock file).
+            // `{pid}-{n}` (a spool's: `{pid}-{hex}-{k}`), not another
+            // root's staging whose name begins like this one's.
+            let ours = rest.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+            let pid = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+            if ours
+                && pid.is_some_and(|pid| !process_runs(pid))
+                && entry.file_type().is_ok_and(|t| t.is_dir())
+            {
+                let _ = fs::remove_dir_all(&path);
+            }
+        }
+    }
 }
 
 /// Checks that a name taken from source data (split, config, column) is one
@@ -67,33 +247,11 @@ impl StagedRoot {
         if fs::symlink_metadata(&target).is_ok() {
             return Err(Error::AlreadyExists { path: target });
         }
-        let name = target
-            .file_name()
-            .ok_or_else(|| Error::invalid(format!("{} has no final name", target.display())))?
-            .to_string_lossy()
-            .into_owned();
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        // A fresh name per root: an existing directory (another root of
-        // this process can never have the name; a dead process with the
-        // same pid may have left it) is skipped, never removed.
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let temp = loop {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let temp = parent.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
-            match fs::create_dir(&temp) {
-                Ok(()) => break temp,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io(&temp, e)),
-            }
-        };
+        let staging = Staging::create(&target, "tmp")?;
         Ok(StagedRoot {
-            temp,
+            temp: staging.path().to_path_buf(),
             target,
-            published: false,
+            _staging: staging,
         })
     }
 
@@ -159,10 +317,9 @@ impl StagedRoot {
     /// # Errors
     ///
     /// [`Error::AlreadyExists`] as above; [`Error::Io`] when syncing or renaming fails.
-    pub fn publish(mut self) -> Result<PathBuf, Error> {
+    pub fn publish(self) -> Result<PathBuf, Error> {
         sync_tree(&self.temp)?;
         rename_noreplace(&self.temp, &self.target)?;
-        self.published = true;
         let parent = self
             .target
             .parent()
@@ -363,7 +520,13 @@ impl PartLock {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 if is_part_staging(&name, &self.part, in_root) {
                     let path = entry.path();
-                    fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+                    let is_dir = entry.file_type().map_err(|e| Error::io(&path, e))?.is_dir();
+                    if is_dir {
+                        fs::remove_dir_all(&path).map_err(|e| Error::io(&path, e))?;
+                    } else {
+                        // A staging directory's lock file.
+                        fs::remove_file(&path).map_err(|e| Error::io(&path, e))?;
+                    }
                 }
             }
         }
@@ -568,14 +731,6 @@ fn dataset_dirs(root: &Path, set: &[(PathBuf, String)]) -> Result<Vec<String>, E
     Ok(dirs)
 }
 
-impl Drop for StagedRoot {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = fs::remove_dir_all(&self.temp);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -703,6 +858,67 @@ mod tests {
             .collect();
         v.sort();
         v
+    }
+
+    #[test]
+    fn dead_writers_staging_is_removed_and_live_writers_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let target = d.join("out");
+        // No process has a pid above the kernel's largest (4194304).
+        let dead = 4_194_305u32;
+        let me = std::process::id();
+        // A live writer of the same root: its lock is held.
+        let live = StagedRoot::new(&target).unwrap();
+        fs::write(live.temp_path().join("records"), b"live").unwrap();
+        // What writers killed with SIGKILL leave: a directory beside its
+        // lock file, which nobody holds (of a root, of a spool), a lock
+        // file alone (killed after removing its directory), a directory
+        // without a lock file (an earlier version's) of a dead process.
+        for (name, is_dir) in [
+            (format!(".out.tmp-{me}-900"), true),
+            (format!(".out.tmp-{me}-900.lock"), false),
+            (format!(".out.spool-{dead}-1-0"), true),
+            (format!(".out.spool-{dead}-1-0.lock"), false),
+            (format!(".out.tmp-{dead}-3.lock"), false),
+            (format!(".out.tmp-{dead}-4"), true),
+        ] {
+            let p = d.join(name);
+            if is_dir {
+                fs::create_dir_all(p.join("train/x")).unwrap();
+                fs::write(p.join("train/x/shard"), vec![0u8; 4096]).unwrap();
+            } else {
+                fs::write(p, b"").unwrap();
+            }
+        }
+        // Kept: a lockless directory of a running process (this one), and
+        // the staging of another root.
+        let kept = [
+            format!(".out.tmp-{me}-901"),
+            format!(".other.tmp-{dead}-0"),
+            format!(".other.tmp-{dead}-0.lock"),
+        ];
+        fs::create_dir(d.join(&kept[0])).unwrap();
+        fs::create_dir(d.join(&kept[1])).unwrap();
+        fs::write(d.join(&kept[2]), b"").unwrap();
+
+        let next = StagedRoot::new(&target).unwrap();
+        let mut want: Vec<String> = kept.to_vec();
+        for root in [&live, &next] {
+            let name = root.temp_path().file_name().unwrap().to_string_lossy();
+            want.push(name.to_string());
+            want.push(format!("{name}.lock"));
+        }
+        want.sort();
+        assert_eq!(names(d), want);
+        assert_eq!(fs::read(live.temp_path().join("records")).unwrap(), b"live");
+        // Each goes with its lock file, published or not.
+        drop(next);
+        assert_eq!(live.publish().unwrap(), target);
+        let mut want = kept.to_vec();
+        want.push("out".to_owned());
+        want.sort();
+        assert_eq!(names(d), want);
     }
 
     #[test]

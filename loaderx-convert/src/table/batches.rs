@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow_array::RecordBatchReader;
 use arrow_ipc::writer::FileWriter;
@@ -11,44 +11,14 @@ use arrow_ipc::writer::FileWriter;
 use super::{SplitTables, TableOptions, TableSource, TableSummary, convert_tables};
 use crate::error::Error;
 use crate::ipc::IpcTable;
+use crate::output::Staging;
 
-/// A directory removed when dropped.
-struct Spool(PathBuf);
-
-impl Drop for Spool {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The spool directory beside `out`.
-fn spool_dir(out: &Path) -> Result<Spool, Error> {
-    let name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "out".to_owned());
-    let parent = match out.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    // A name no other writer uses (pods of one Job share a PID, threads
-    // share a process): never removed unless this writer created it.
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    loop {
-        let k = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = parent.join(format!(
-            ".{name}.spool-{}-{nanos:08x}-{k}",
-            std::process::id()
-        ));
-        match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(Spool(dir)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(Error::io(&dir, e)),
-        }
-    }
+/// The spool directory beside `out`, `.<out>.spool-<pid>-<n>`: removed
+/// when dropped, and held by its writer like a staged root (see
+/// [`crate::output`]), so a later conversion to `out` removes it when its
+/// writer was killed.
+fn spool_dir(out: &Path) -> Result<Staging, Error> {
+    Staging::create(out, "spool")
 }
 
 /// Writes `reader`'s batches to the Arrow IPC file `path`.
@@ -125,7 +95,8 @@ fn spool_batches<R: RecordBatchReader>(reader: R, split: &str, path: &Path) -> R
 /// come from the schema's `huggingface` metadata, as in files `datasets`
 /// writes. Each stream is read once, into an Arrow IPC file beside `out`
 /// (`.<out>.spool-<pid>-…`, removed afterwards, also when the conversion
-/// fails; a killed process leaves it behind): the layer
+/// fails; what a killed process leaves is removed by the next conversion
+/// to `out`): the layer
 /// needs a split's row count and a first pass over its images' headers
 /// before it writes, and a stream can be read only once. Memory stays at
 /// about one batch of the stream and one write batch of decoded records.
@@ -171,7 +142,7 @@ pub fn convert_record_batches<R: RecordBatchReader>(
         let spool = spool_dir(out)?;
         let mut tables = Vec::with_capacity(splits.len());
         for (k, (name, reader)) in splits.into_iter().enumerate() {
-            let path = spool.0.join(format!("{k}.arrow"));
+            let path = spool.path().join(format!("{k}.arrow"));
             let label = format!("split {name:?} (record batch stream)");
             let result =
                 spool_batches(reader, name, &path).and_then(|()| IpcTable::open(&path, &label));
