@@ -270,6 +270,9 @@ fn a_brace_range_converts_like_its_shards_listed() {
     assert_eq!(digests(&split), digests(&listed));
 }
 
+/// Needs the image layer's WebP support (`folder::check_image_bytes`,
+/// `table::images`, branch r5-images): without it the member reaches the
+/// image layer (as this converter routes it) and is refused there.
 #[test]
 fn webp_members_are_stored_encoded_as_written() {
     let Some(fx) = fixtures() else { return };

@@ -626,10 +626,11 @@ impl Shard {
         let (last_member, has_end) = if gzip {
             drop(file);
             let mut stream = Gunzipped::open(path)?;
-            let mut archive = tar::Archive::new(&mut stream);
-            let entries = archive.entries().map_err(|e| shard.unreadable(e))?;
-            let (end, last_member) = shard.walk(entries, None)?;
-            drop(archive);
+            let (end, last_member) = {
+                let mut archive = tar::Archive::new(&mut stream);
+                let entries = archive.entries().map_err(|e| shard.unreadable(e))?;
+                shard.walk(entries, None)?
+            };
             // The walk stops at a zero block or where the bytes end; the
             // stream passed the block only in the first case.
             let has_end = stream.pos >= end.saturating_add(BLOCK);
