@@ -16,8 +16,9 @@
 //! - `loaderx convert images ROOT -o OUT`: an image folder
 //!   (`ROOT/<class>/<file>.png`, or `ROOT/<split>/<class>/...`) to image
 //!   and label stores;
-//! - `loaderx convert webdataset SHARD... -o OUT`: WebDataset tar shards to
-//!   one store per member extension;
+//! - `loaderx convert webdataset SHARD... -o OUT`: WebDataset tar shards
+//!   (plain or gzipped, globs and brace ranges) to one store per member
+//!   extension;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
 //!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
 //! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
@@ -375,23 +376,28 @@ enum Convert {
         #[command(flatten)]
         table: TableArgs,
     },
-    /// WebDataset tar shards (files, directories of .tar files, or globs):
-    /// members grouped into samples by key (the path up to the first "."
-    /// of the file name), one store per extension: .jpg/.jpeg/.png images
-    /// (as `convert images`; --encoded keeps the bytes), .cls/.cls2/.index
-    /// integers (i64), .txt/.json text (with --text bytes or --tokenizer),
-    /// .npy arrays; other extensions are refused unless dropped (--drop).
-    /// Every sample must hold the same extensions. Shards are streamed,
-    /// never unpacked.
+    /// WebDataset tar shards (.tar, or gzipped .tar.gz/.tgz: files,
+    /// directories of them, globs, brace ranges such as
+    /// 'train-{000000..000099}.tar'): members grouped into samples by key
+    /// (the path up to the first "." of the file name), one store per
+    /// extension: .jpg/.jpeg/.png/.webp images (as `convert images`;
+    /// --encoded keeps the bytes), .cls/.cls2/.index integers (i64),
+    /// .txt/.json text (with --text bytes or --tokenizer), .npy arrays;
+    /// other extensions are refused unless dropped (--drop). Every sample
+    /// must hold the same extensions. Shards are streamed, never unpacked
+    /// (a gzipped one is decompressed on the fly, never to disk).
     Webdataset {
-        /// Tar shards, directories of .tar files, or glob patterns (split
-        /// --split-name).
+        /// Tar shards (.tar, .tar.gz, .tgz), directories of them, glob
+        /// patterns or brace patterns (quote them; braces expand first,
+        /// and every path a brace expands to without a glob character must
+        /// exist) (split --split-name).
         #[arg(required_unless_present = "split_globs", value_name = "SHARD")]
         inputs: Vec<PathBuf>,
         /// Output root (must not exist), or a URL to push the stores to.
         #[arg(short, long)]
         out: PathBuf,
-        /// Split NAME holds the .tar files GLOB matches (repeatable).
+        /// Split NAME holds the shards GLOB names (braces expand first, as
+        /// for SHARD) (repeatable).
         #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
         split_globs: Vec<(String, String)>,
         /// The split of the SHARD arguments (default train).

@@ -110,7 +110,8 @@ pub(crate) enum Kind {
     Arrow,
     /// JSON Lines (`crate::jsonl`).
     Jsonl,
-    /// WebDataset tar shards (`crate::webdataset`): `.tar`, exactly.
+    /// WebDataset tar shards (`crate::webdataset`): `.tar`, `.tar.gz` and
+    /// `.tgz`, exactly.
     Tar,
 }
 
@@ -124,7 +125,12 @@ impl Kind {
             Kind::Parquet => ext.as_deref() == Some("parquet"),
             Kind::Arrow => matches!(ext.as_deref(), Some("arrow" | "arrows" | "feather" | "ipc")),
             Kind::Jsonl => matches!(ext.as_deref(), Some("jsonl" | "ndjson" | "json")),
-            Kind::Tar => path.extension().is_some_and(|e| e == "tar"),
+            Kind::Tar => path.file_name().is_some_and(|n| {
+                let n = n.as_encoded_bytes();
+                [".tar", ".tar.gz", ".tgz"]
+                    .iter()
+                    .any(|e| n.len() > e.len() && n.ends_with(e.as_bytes()))
+            }),
         }
     }
 }

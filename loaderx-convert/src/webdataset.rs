@@ -10,7 +10,7 @@
 //!
 //! | extension                 | column                        | store |
 //! |---------------------------|-------------------------------|-------|
-//! | `jpg`, `jpeg`, `png`      | an `Image`                    | decoded pixels, Dense when one shape across the split else Ragged (the table layer's rule, [`crate::table`]); the file's bytes with [`TableOptions::encoded_images`] |
+//! | `jpg`, `jpeg`, `png`, `webp` | an `Image`                    | decoded pixels, Dense when one shape across the split else Ragged (the table layer's rule, [`crate::table`]); the file's bytes with [`TableOptions::encoded_images`] |
 //! | `cls`, `cls2`, `index`    | `int64`, the member's text (an integer, surrounding white space allowed) | Dense `i64` scalar |
 //! | `txt`, `json`             | a string (the member's UTF-8 text; a `.json` member is stored as its text, its fields are not split into columns) | with [`TableOptions::text_bytes`] Ragged `u8`, with [`TableOptions::tokenizer`] Ragged `u32`; refused otherwise |
 //! | `npy`                     | the array (`np.save`'s file)  | Dense `[shape]` when every sample's array has one shape, else Ragged of its rank; bool, ints, `float16/32/64`, either byte order, C or Fortran order (converted to C order) |
@@ -18,21 +18,43 @@
 //!
 //! Every sample of a split must hold the same extensions: a sample missing
 //! one (or holding one more) is an error naming the shard, the key and the
-//! member. Samples are read in shard order (as given, a directory's or a
-//! glob's `.tar` files sorted by path), members in archive order.
+//! member. Samples are read in shard order (as given; a directory's or a
+//! glob's shards sorted by path; a brace pattern's in the order it expands
+//! to), members in archive order.
 //!
-//! Shards are streamed, never unpacked: opening one reads its tar headers
-//! only (member data is skipped by seeking; an `.npy` member's header is
-//! read), counting its samples and noting where each starts; a scan reads
-//! just the samples of its rows, in bounded batches, so a part writer
-//! ([`TableOptions::part`]) reads only its rows' members.
+//! Shards are `.tar` files, or gzipped ones (`.tar.gz`, `.tgz`: a file
+//! starting with the gzip magic bytes is read as one, whatever its name).
+//! A shard argument may be a file, a directory (its shards), a glob, or a
+//! brace pattern as WebDataset writes shard lists
+//! (`train-{000000..000099}.tar`, `{a,b}`, several or nested braces; zero
+//! padding kept): braces expand first (at most 1 000 000 paths per
+//! pattern), then each path holding a glob character is globbed and each
+//! other path must exist (an error naming it and the pattern).
+//!
+//! Shards are streamed, never unpacked: opening a plain one reads its tar
+//! headers only (member data is skipped by seeking; an `.npy` member's
+//! header is read), counting its samples and noting where each starts; a
+//! scan reads just the samples of its rows, in bounded batches, so a part
+//! writer ([`TableOptions::part`]) reads only its rows' members. A gzipped
+//! shard has no random access: opening it streams it once through the
+//! decompressor (then up to 16 MiB after the end-of-archive block, to
+//! check the gzip trailer), and each scan streams it again from the start,
+//! skipping (decompressing) the samples before its rows; nothing is written
+//! to disk.
+//!
+//! A hard-link member holds its target's data (an earlier regular member
+//! of the shard), as tar extracts it. GNU long names, pax headers (long or
+//! non-ASCII paths, global headers), `./` prefixes and upper-case
+//! extensions are read as tar and WebDataset read them.
 //!
 //! Refused, with an error naming the shard (and member): a member whose
 //! path is absolute or holds `..` (never written anywhere, but refused), a
-//! member that is not a regular file (a link, a device; directories are
-//! skipped), a member without an extension, a member larger than a record
-//! may hold, a truncated archive (a member's data running past the end of
-//! the file, or no end-of-archive block), and a damaged header.
+//! member that is neither a regular file nor a hard link to one (a
+//! symbolic link, a device; directories are skipped), a member without an
+//! extension, a member larger than a record may hold, a truncated archive
+//! (a member's data running past the end of the file or the gzip stream,
+//! or no end-of-archive block), a damaged header, and a damaged or cut
+//! gzip stream.
 //!
 //! Splits: [`WebDataset::new`]'s shards form the split
 //! [`WebDataset::split_name`] (default `train`); [`WebDataset::split_glob`]
@@ -42,15 +64,15 @@
 //! use loaderx_convert::table::TableOptions;
 //! use loaderx_convert::webdataset::{WebDataset, convert_webdataset};
 //!
-//! let source = WebDataset::new(["shards/train-000000.tar", "shards/train-000001.tar"])
-//!     .split_glob("test", "shards/test-*.tar")
+//! let source = WebDataset::new(["shards/train-{000000..000009}.tar"])
+//!     .split_glob("test", "shards/test-*.tar.gz")
 //!     .options(TableOptions::new().text_bytes());
 //! let summary = convert_webdataset(&source, "stores")?;
 //! println!("{summary}");
 //! # Ok::<(), loaderx_convert::Error>(())
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufReader, Cursor, Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -68,6 +90,7 @@ use arrow_array::{
     PrimitiveArray, RecordBatch, RecordBatchOptions, StructArray, UInt32Array,
 };
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
+use flate2::read::MultiGzDecoder;
 use serde_json::{Map, Value, json};
 
 use crate::error::Error;
@@ -77,6 +100,12 @@ use crate::table::{Scan, Sizing, SplitTables, TableOptions, TableSource, TableSu
 
 /// The size of a tar block.
 const BLOCK: u64 = 512;
+
+/// The most bytes of a gzipped shard read after its end-of-archive block
+/// (tar padding, then the gzip trailer whose checksum is checked): beyond
+/// this the rest is not read (a plain shard's trailing bytes are ignored
+/// too).
+const GZIP_TAIL_MAX: u64 = 16 << 20;
 
 /// The most bytes of an `.npy` member read for its header.
 const NPY_HEADER_MAX: u64 = 1 << 20;
@@ -92,8 +121,9 @@ pub struct WebDataset {
 }
 
 impl WebDataset {
-    /// Converts `shards` (tar files, directories of `.tar` files, or glob
-    /// patterns such as `data/train-*.tar`) as the split
+    /// Converts `shards` (tar files, plain or gzipped, directories of
+    /// them, glob patterns such as `data/train-*.tar`, or brace patterns
+    /// such as `data/train-{000000..000099}.tar`) as the split
     /// [`WebDataset::split_name`], with the default [`TableOptions`].
     pub fn new<I, P>(shards: I) -> WebDataset
     where
@@ -108,9 +138,10 @@ impl WebDataset {
         }
     }
 
-    /// The split `name` holds the `.tar` files `glob` matches (sorted; `*`
-    /// stays within one directory, `**` crosses them); repeatable, and a
-    /// name given twice concatenates.
+    /// The split `name` holds the shards (`.tar`, `.tar.gz`, `.tgz`) `glob`
+    /// names: braces expanded first, as for [`WebDataset::new`], then each
+    /// glob's matches sorted (`*` stays within one directory, `**` crosses
+    /// them); repeatable, and a name given twice concatenates.
     pub fn split_glob(mut self, name: impl Into<String>, glob: impl Into<String>) -> WebDataset {
         self.globs.push((name.into(), glob.into()));
         self
@@ -143,7 +174,7 @@ enum Kind {
 impl Kind {
     fn of(ext: &str) -> Kind {
         match ext.rsplit('.').next().unwrap_or(ext) {
-            "jpg" | "jpeg" | "png" => Kind::Image,
+            "jpg" | "jpeg" | "png" | "webp" => Kind::Image,
             "cls" | "cls2" | "index" => Kind::Int,
             "txt" | "json" => Kind::Text,
             "npy" => Kind::Npy,
@@ -394,6 +425,12 @@ fn check_member_path(name: &str) -> Result<(), String> {
 struct Shard {
     path: PathBuf,
     label: String,
+    /// Whether the file is gzipped (its tar bytes are read as a stream:
+    /// sample offsets are offsets in the decompressed bytes).
+    gzip: bool,
+    /// The targets of its hard-link members, by name: where their data
+    /// starts in the tar bytes, and its size.
+    links: HashMap<String, (u64, u64)>,
     samples: Vec<Sample>,
     /// The first sample's key.
     first_key: String,
@@ -408,6 +445,48 @@ struct Shard {
 /// checks could run.
 const MAX_EXTENSION_BYTES: u64 = 1 << 20;
 
+/// Where the header block `header` (at offset `at` of the tar bytes) says
+/// the next header starts, or `None` for a zero block (the end of the
+/// archive); an extension header (a GNU long name or link, a pax header)
+/// larger than [`MAX_EXTENSION_BYTES`] is refused, naming its offset.
+fn next_header(header: &[u8; BLOCK as usize], at: u64) -> Result<Option<u64>, String> {
+    if header.iter().all(|&b| b == 0) {
+        return Ok(None);
+    }
+    let field = &header[124..136];
+    let size = if field[0] & 0x80 != 0 {
+        // Base-256: the low 8 bytes are enough for any real size.
+        field[4..].iter().fold(0u64, |n, &b| {
+            n.saturating_mul(256).saturating_add(u64::from(b))
+        })
+    } else {
+        field
+            .iter()
+            .filter(|b| b.is_ascii_digit())
+            .fold(0u64, |n, &b| {
+                n.saturating_mul(8).saturating_add(u64::from(b - b'0'))
+            })
+    };
+    let kind = match header[156] {
+        b'L' => Some("GNU long-name"),
+        b'K' => Some("GNU long-link"),
+        b'x' => Some("pax"),
+        b'g' => Some("pax global"),
+        _ => None,
+    };
+    if let Some(kind) = kind
+        && size > MAX_EXTENSION_BYTES
+    {
+        return Err(format!(
+            "the {kind} extension header at offset {at} declares {size} bytes (at most \
+             {MAX_EXTENSION_BYTES}); not a WebDataset shard"
+        ));
+    }
+    Ok(Some(at.saturating_add(BLOCK).saturating_add(
+        size.div_ceil(BLOCK).saturating_mul(BLOCK),
+    )))
+}
+
 /// Walks the 512-byte headers of the tar file `file` (`len` bytes) and
 /// refuses an extension header larger than [`MAX_EXTENSION_BYTES`], naming
 /// its offset; everything else is left to the `tar` crate.
@@ -418,46 +497,96 @@ fn check_extension_headers(file: &File, len: u64, label: &str) -> Result<(), Err
     while at.saturating_add(BLOCK) <= len {
         file.read_exact_at(&mut header, at)
             .map_err(|e| shard_error(label, format!("cannot read a header at offset {at}: {e}")))?;
-        if header.iter().all(|&b| b == 0) {
-            break;
+        match next_header(&header, at).map_err(|d| shard_error(label, d))? {
+            Some(next) => at = next,
+            None => break,
         }
-        let field = &header[124..136];
-        let size = if field[0] & 0x80 != 0 {
-            // Base-256: the low 8 bytes are enough for any real size.
-            field[4..].iter().fold(0u64, |n, &b| {
-                n.saturating_mul(256).saturating_add(u64::from(b))
-            })
-        } else {
-            field
-                .iter()
-                .filter(|b| b.is_ascii_digit())
-                .fold(0u64, |n, &b| {
-                    n.saturating_mul(8).saturating_add(u64::from(b - b'0'))
-                })
-        };
-        let kind = match header[156] {
-            b'L' => Some("GNU long-name"),
-            b'K' => Some("GNU long-link"),
-            b'x' => Some("pax"),
-            b'g' => Some("pax global"),
-            _ => None,
-        };
-        if let Some(kind) = kind
-            && size > MAX_EXTENSION_BYTES
-        {
-            return Err(shard_error(
-                label,
-                format!(
-                    "the {kind} extension header at offset {at} declares {size} bytes (at most \
-                     {MAX_EXTENSION_BYTES}); not a WebDataset shard"
-                ),
-            ));
-        }
-        at = at
-            .saturating_add(BLOCK)
-            .saturating_add(size.div_ceil(BLOCK).saturating_mul(BLOCK));
     }
     Ok(())
+}
+
+/// The decompressed tar bytes of a gzipped shard.
+type Gunzipped = TarStream<BufReader<MultiGzDecoder<File>>>;
+
+/// A forward-only reader of a gzipped shard's tar bytes (which have no
+/// random access): counts its position, and checks each header block as it
+/// passes, refusing an extension header larger than [`MAX_EXTENSION_BYTES`]
+/// before the `tar` crate reads the extension (what
+/// [`check_extension_headers`] does for a plain shard).
+struct TarStream<R> {
+    inner: R,
+    /// The bytes read so far.
+    pos: u64,
+    /// Where the next header block starts; `None` past the end of the
+    /// archive.
+    next_header: Option<u64>,
+    header: [u8; BLOCK as usize],
+    /// The bytes of `header` read so far.
+    filled: usize,
+}
+
+impl Gunzipped {
+    /// Opens the gzipped shard `path` at the start of its tar bytes.
+    fn open(path: &Path) -> Result<Gunzipped, Error> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(TarStream {
+            inner: BufReader::with_capacity(1 << 16, MultiGzDecoder::new(file)),
+            pos: 0,
+            next_header: Some(0),
+            header: [0; BLOCK as usize],
+            filled: 0,
+        })
+    }
+}
+
+impl<R: Read> TarStream<R> {
+    /// Reads on to offset `to` of the tar bytes (at or after the position);
+    /// false when they end before it.
+    fn skip_to(&mut self, to: u64) -> std::io::Result<bool> {
+        let want = to.saturating_sub(self.pos);
+        let skipped = std::io::copy(&mut self.by_ref().take(want), &mut std::io::sink())?;
+        Ok(skipped == want)
+    }
+}
+
+impl<R: Read> Read for TarStream<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let end = self.pos + n as u64;
+        // Headers lie at or after the position: every byte is seen once.
+        while let Some(at) = self.next_header {
+            let need = at + self.filled as u64;
+            if need >= end {
+                break;
+            }
+            let from = (need - self.pos) as usize;
+            let take = (BLOCK as usize - self.filled).min(n - from);
+            self.header[self.filled..self.filled + take].copy_from_slice(&buf[from..from + take]);
+            self.filled += take;
+            if self.filled == BLOCK as usize {
+                self.filled = 0;
+                self.next_header = next_header(&self.header, at)
+                    .map_err(|d| std::io::Error::new(std::io::ErrorKind::InvalidData, d))?;
+            }
+        }
+        self.pos = end;
+        Ok(n)
+    }
+}
+
+/// Whether `file` starts with the gzip magic bytes (a `.tar.gz` shard,
+/// whatever its name).
+fn is_gzip(file: &File) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut magic = [0u8; 2];
+    let mut got = 0;
+    while got < magic.len() {
+        match file.read_at(&mut magic[got..], got as u64)? {
+            0 => return Ok(false),
+            k => got += k,
+        }
+    }
+    Ok(magic == [0x1f, 0x8b])
 }
 
 fn shard_error(label: &str, detail: impl Into<String>) -> Error {
@@ -476,34 +605,115 @@ struct Pending {
 }
 
 impl Shard {
-    /// Reads the headers of shard `path`.
+    /// Reads the headers of shard `path`: a tar file, or a gzipped one
+    /// (whatever its name) streamed through the decompressor once.
     fn open(path: &Path) -> Result<Shard, Error> {
         let label = path.display().to_string();
         let file = File::open(path).map_err(|e| Error::io(path, e))?;
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-        check_extension_headers(&file, len, &label)?;
-        let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 16, file));
+        let gzip = is_gzip(&file).map_err(|e| Error::io(path, e))?;
         let mut shard = Shard {
             path: path.to_path_buf(),
-            label: label.clone(),
+            label,
+            gzip,
+            links: HashMap::new(),
             samples: Vec::new(),
             first_key: String::new(),
             exts: Vec::new(),
             npy: BTreeMap::new(),
         };
-        let bad = |e: std::io::Error| {
-            shard_error(
-                &label,
-                format!("not a readable tar archive (truncated or damaged): {e}"),
-            )
+        // The last member, and whether the end-of-archive block follows it.
+        let (last_member, has_end) = if gzip {
+            drop(file);
+            let mut stream = Gunzipped::open(path)?;
+            let (end, last_member) = {
+                let mut archive = tar::Archive::new(&mut stream);
+                let entries = archive.entries().map_err(|e| shard.unreadable(e))?;
+                shard.walk(entries, None)?
+            };
+            // The walk stops at a zero block or where the bytes end; the
+            // stream passed the block only in the first case.
+            let has_end = stream.pos >= end.saturating_add(BLOCK);
+            if has_end {
+                // Read the tar padding and the gzip trailer, whose checksum
+                // and length the decoder checks (a damaged or cut stream
+                // fails here), up to a bound.
+                std::io::copy(
+                    &mut stream.by_ref().take(GZIP_TAIL_MAX),
+                    &mut std::io::sink(),
+                )
+                .map_err(|e| shard.unreadable(e))?;
+            }
+            (last_member, has_end)
+        } else {
+            check_extension_headers(&file, len, &shard.label)?;
+            let mut archive = tar::Archive::new(BufReader::with_capacity(1 << 16, file));
+            let entries = archive
+                .entries_with_seek()
+                .map_err(|e| shard.unreadable(e))?;
+            let (end, last_member) = shard.walk(entries, Some(len))?;
+            // The end-of-archive block (tar writers write two zero blocks):
+            // a file cut at a member boundary has none.
+            let mut tail = [0u8; BLOCK as usize];
+            let has_end = end.saturating_add(BLOCK) <= len && {
+                let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+                f.seek(SeekFrom::Start(end))
+                    .and_then(|_| f.read_exact(&mut tail))
+                    .map_err(|e| Error::io(path, e))?;
+                tail.iter().all(|&b| b == 0)
+            };
+            (last_member, has_end)
         };
+        if shard.samples.is_empty() {
+            return Err(shard_error(&shard.label, "holds no samples"));
+        }
+        if !has_end {
+            return Err(shard_error(
+                &shard.label,
+                format!(
+                    "is truncated: no end-of-archive block after its last member {last_member:?}"
+                ),
+            ));
+        }
+        Ok(shard)
+    }
+
+    /// The error for tar (or gzip) bytes the reader cannot read.
+    fn unreadable(&self, e: std::io::Error) -> Error {
+        let what = if self.gzip {
+            "not a readable gzipped tar archive (truncated or damaged)"
+        } else {
+            "not a readable tar archive (truncated or damaged)"
+        };
+        shard_error(&self.label, format!("{what}: {e}"))
+    }
+
+    /// Reads the members `entries` lists (the whole archive), noting its
+    /// samples; `len` is the file's length when the archive is not
+    /// compressed (a member's data must lie within it). Returns where the
+    /// last member's data blocks end and that member's name.
+    fn walk<R: Read>(
+        &mut self,
+        entries: tar::Entries<'_, R>,
+        len: Option<u64>,
+    ) -> Result<(u64, String), Error> {
+        let label = self.label.clone();
         let mut pending: Option<Pending> = None;
+        // The regular members so far: where their data is, its size, and an
+        // `.npy` member's header (a hard link's target is one of them).
+        let mut files: HashMap<String, (u64, u64, Option<NpyHeader>)> = HashMap::new();
         // The end of the last member's data blocks: where the next
         // member's first header block is.
         let mut end = 0u64;
         let mut last_member = String::new();
-        for entry in archive.entries_with_seek().map_err(bad)? {
-            let mut entry = entry.map_err(bad)?;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| match last_member.as_str() {
+                "" => self.unreadable(e),
+                last => self.unreadable(std::io::Error::new(
+                    e.kind(),
+                    format!("{e} (after member {last:?})"),
+                )),
+            })?;
             let start = end;
             let size = entry.size();
             let data_at = entry.raw_file_position();
@@ -521,7 +731,9 @@ impl Shard {
             })?;
             let member = |detail: String| shard_error(&label, format!("member {name:?} {detail}"));
             check_member_path(&name).map_err(member)?;
-            if data_at.saturating_add(size) > len {
+            if let Some(len) = len
+                && data_at.saturating_add(size) > len
+            {
                 return Err(shard_error(
                     &label,
                     format!(
@@ -534,12 +746,31 @@ impl Shard {
             if ty.is_dir() || ty.is_pax_global_extensions() {
                 continue;
             }
-            if !(ty.is_file() || ty == tar::EntryType::Continuous) {
+            // A hard link holds its target's data, as tar extracts it: an
+            // earlier regular member of the shard.
+            let link = if ty == tar::EntryType::Link {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                let Some(found) = files.get(&target) else {
+                    return Err(member(format!(
+                        "is a hard link to {target:?}, which is not an earlier regular member \
+                         of the shard"
+                    )));
+                };
+                self.links.insert(target.clone(), (found.0, found.1));
+                Some(found.clone())
+            } else if ty.is_file() || ty == tar::EntryType::Continuous {
+                None
+            } else {
                 return Err(member(format!(
-                    "is not a regular file (tar type {:?}); WebDataset members are files",
+                    "is not a regular file or a hard link (tar type {:?}); WebDataset members \
+                     are files",
                     ty
                 )));
-            }
+            };
+            let size = link.as_ref().map_or(size, |l| l.1);
             if size > loaderx_core::MAX_RECORD_LEN {
                 return Err(member(format!(
                     "is {size} bytes, more than a record may hold ({} bytes)",
@@ -551,14 +782,26 @@ impl Shard {
                     "has no extension; WebDataset members are named KEY.EXTENSION".to_owned(),
                 ));
             };
+            let npy = match &link {
+                Some((_, _, npy)) => npy.clone(),
+                None if Kind::of(&ext) == Kind::Npy => {
+                    let mut head = Vec::new();
+                    (&mut entry)
+                        .take(size.min(NPY_HEADER_MAX))
+                        .read_to_end(&mut head)
+                        .map_err(|e| member(format!("cannot be read: {e}")))?;
+                    Some(npy_header(&head, size).map_err(member)?)
+                }
+                None => None,
+            };
+            if link.is_none() {
+                files.insert(name.clone(), (data_at, size, npy.clone()));
+            }
             if Kind::of(&ext) == Kind::Npy {
-                let mut head = Vec::new();
-                (&mut entry)
-                    .take(size.min(NPY_HEADER_MAX))
-                    .read_to_end(&mut head)
-                    .map_err(|e| member(format!("cannot be read: {e}")))?;
-                let h = npy_header(&head, size).map_err(member)?;
-                shard.npy.entry(ext.clone()).or_default().push(h);
+                let h = npy.ok_or_else(|| {
+                    member("is an .npy member linked to a member of another kind".to_owned())
+                })?;
+                self.npy.entry(ext.clone()).or_default().push(h);
             }
             match &mut pending {
                 Some(p) if p.key == key => {
@@ -572,7 +815,7 @@ impl Shard {
                 }
                 _ => {
                     if let Some(done) = pending.take() {
-                        shard.finish(done)?;
+                        self.finish(done)?;
                     }
                     pending = Some(Pending {
                         key: key.to_owned(),
@@ -585,30 +828,9 @@ impl Shard {
             last_member = name;
         }
         if let Some(done) = pending.take() {
-            shard.finish(done)?;
+            self.finish(done)?;
         }
-        if shard.samples.is_empty() {
-            return Err(shard_error(&label, "holds no samples"));
-        }
-        // The end-of-archive block (tar writers write two zero blocks): a
-        // file cut at a member boundary has none.
-        let mut tail = [0u8; BLOCK as usize];
-        let has_end = end.saturating_add(BLOCK) <= len && {
-            let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
-            f.seek(SeekFrom::Start(end))
-                .and_then(|_| f.read_exact(&mut tail))
-                .map_err(|e| Error::io(path, e))?;
-            tail.iter().all(|&b| b == 0)
-        };
-        if !has_end {
-            return Err(shard_error(
-                &label,
-                format!(
-                    "is truncated: no end-of-archive block after its last member {last_member:?}"
-                ),
-            ));
-        }
-        Ok(shard)
+        Ok((end, last_member))
     }
 
     /// Adds the finished sample `p`, checking its extensions against the
@@ -763,80 +985,50 @@ struct ShardTable {
 }
 
 impl ShardTable {
-    /// Reads samples `from..to` with the columns `wanted` (schema indices).
-    fn read(&self, wanted: &[usize], from: usize, to: usize) -> Result<RecordBatch, Error> {
+    /// Reads samples `from..to` with the columns `wanted` (schema indices);
+    /// `stream` is the scan's position in a gzipped shard (opened on first
+    /// use, read on forward: a plain shard seeks instead).
+    fn read(
+        &self,
+        wanted: &[usize],
+        from: usize,
+        to: usize,
+        stream: &mut Option<Gunzipped>,
+    ) -> Result<RecordBatch, Error> {
         let n = to - from;
         let label = &self.shard.label;
-        let changed = |what: String| {
-            shard_error(label, format!("{what}; did it change since it was opened?"))
-        };
+        let path = &self.shard.path;
         // members[c][i]: sample i's member of column wanted[c], and its name.
         let mut members: Vec<Vec<Option<Member>>> = vec![vec![None; n]; wanted.len()];
         if !wanted.is_empty() && n > 0 {
-            let file = File::open(&self.shard.path).map_err(|e| Error::io(&self.shard.path, e))?;
-            let from_sample = Window::new(file, self.shard.samples[from].offset)
-                .map_err(|e| Error::io(&self.shard.path, e))?;
-            let mut archive = tar::Archive::new(from_sample);
-            let bad = |e: std::io::Error| {
-                shard_error(
-                    label,
-                    format!("not a readable tar archive (truncated or damaged): {e}"),
-                )
-            };
-            let mut sample: Option<(usize, String)> = None;
-            let per_sample = self.shard.exts.len();
-            let mut seen = 0usize;
-            for entry in archive.entries_with_seek().map_err(bad)? {
-                let mut entry = entry.map_err(bad)?;
-                let ty = entry.header().entry_type();
-                if ty.is_dir() || ty.is_pax_global_extensions() {
-                    continue;
-                }
-                let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-                let (key, ext) = key_ext(&name)
-                    .ok_or_else(|| changed(format!("member {name:?} has no extension")))?;
-                let index = match &sample {
-                    Some((i, k)) if k == key => *i,
-                    Some((i, _)) => i + 1,
-                    None => 0,
+            let offset = self.shard.samples[from].offset;
+            if self.shard.gzip {
+                // A scan reads forward; one that went past the sample (a
+                // shard that changed) starts the stream again.
+                let s = match stream {
+                    Some(s) if s.pos <= offset => s,
+                    _ => stream.insert(Gunzipped::open(path)?),
                 };
-                if index >= n {
-                    break;
-                }
-                if sample.as_ref().is_none_or(|(i, _)| *i != index) {
-                    sample = Some((index, key.to_owned()));
-                }
-                seen += 1;
-                let Some(c) = wanted
-                    .iter()
-                    .position(|&w| self.columns.get(w).is_some_and(|col| col.ext == ext))
-                else {
-                    continue;
-                };
-                let size = entry.size();
-                let mut data = Vec::new();
-                data.try_reserve_exact(size as usize).map_err(|e| {
-                    shard_error(
-                        label,
-                        format!("member {name:?}: cannot allocate {size} bytes: {e}"),
-                    )
-                })?;
-                entry.read_to_end(&mut data).map_err(|e| {
-                    shard_error(label, format!("member {name:?} cannot be read: {e}"))
-                })?;
-                if data.len() as u64 != size {
+                if !s.skip_to(offset).map_err(|e| self.shard.unreadable(e))? {
                     return Err(shard_error(
                         label,
                         format!(
-                            "is truncated: member {name:?} holds {} of its {size} bytes",
-                            data.len()
+                            "ends before sample {from} (offset {offset}); did it change since \
+                             it was opened?"
                         ),
                     ));
                 }
-                members[c][index] = Some((name, data));
-                if seen == n * per_sample {
-                    break;
-                }
+                let mut archive = tar::Archive::new(s);
+                let entries = archive.entries().map_err(|e| self.shard.unreadable(e))?;
+                self.members(entries, wanted, &mut members)?;
+            } else {
+                let file = File::open(path).map_err(|e| Error::io(path, e))?;
+                let from_sample = Window::new(file, offset).map_err(|e| Error::io(path, e))?;
+                let mut archive = tar::Archive::new(from_sample);
+                let entries = archive
+                    .entries_with_seek()
+                    .map_err(|e| self.shard.unreadable(e))?;
+                self.members(entries, wanted, &mut members)?;
             }
         }
         let schema = Arc::new(
@@ -844,6 +1036,9 @@ impl ShardTable {
                 .project(wanted)
                 .map_err(|e| Error::invalid(format!("{label}: {e}")))?,
         );
+        let changed = |what: String| {
+            shard_error(label, format!("{what}; did it change since it was opened?"))
+        };
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(wanted.len());
         for (c, &w) in wanted.iter().enumerate() {
             let column = &self.columns[w];
@@ -867,6 +1062,128 @@ impl ShardTable {
         .map_err(|e| Error::invalid(format!("{label}: {e}")))
     }
 
+    /// Reads the members of the columns `wanted` of the `members[0].len()`
+    /// samples `entries` lists first into `members` (`members[c][i]`:
+    /// sample i's member of column `wanted[c]`).
+    fn members<R: Read>(
+        &self,
+        entries: tar::Entries<'_, R>,
+        wanted: &[usize],
+        members: &mut [Vec<Option<Member>>],
+    ) -> Result<(), Error> {
+        let label = &self.shard.label;
+        let n = members.first().map_or(0, Vec::len);
+        let changed = |what: String| {
+            shard_error(label, format!("{what}; did it change since it was opened?"))
+        };
+        let mut sample: Option<(usize, String)> = None;
+        let per_sample = self.shard.exts.len();
+        let mut seen = 0usize;
+        for entry in entries {
+            let mut entry = entry.map_err(|e| self.shard.unreadable(e))?;
+            let ty = entry.header().entry_type();
+            if ty.is_dir() || ty.is_pax_global_extensions() {
+                continue;
+            }
+            let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+            let (key, ext) = key_ext(&name)
+                .ok_or_else(|| changed(format!("member {name:?} has no extension")))?;
+            let index = match &sample {
+                Some((i, k)) if k == key => *i,
+                Some((i, _)) => i + 1,
+                None => 0,
+            };
+            if index >= n {
+                break;
+            }
+            if sample.as_ref().is_none_or(|(i, _)| *i != index) {
+                sample = Some((index, key.to_owned()));
+            }
+            seen += 1;
+            let Some(c) = wanted
+                .iter()
+                .position(|&w| self.columns.get(w).is_some_and(|col| col.ext == ext))
+            else {
+                continue;
+            };
+            if ty == tar::EntryType::Link {
+                let target = entry
+                    .link_name_bytes()
+                    .map(|t| String::from_utf8_lossy(&t).into_owned())
+                    .unwrap_or_default();
+                let data = self.link_data(&target).map_err(|e| {
+                    shard_error(
+                        label,
+                        format!("member {name:?}, a hard link to {target:?}: {e}"),
+                    )
+                })?;
+                members[c][index] = Some((name, data));
+            } else {
+                members[c][index] = Some((name.clone(), read_member(&mut entry, label, &name)?));
+            }
+            if seen == n * per_sample {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// The data of the hard-link target `target` (read again: from the
+    /// file, or by a second pass over a gzipped shard's stream).
+    fn link_data(&self, target: &str) -> Result<Vec<u8>, String> {
+        let &(at, size) = self
+            .shard
+            .links
+            .get(target)
+            .ok_or("its target is not a member any more; did the shard change?")?;
+        let mut data = vec![0u8; usize::try_from(size).map_err(|e| e.to_string())?];
+        if self.shard.gzip {
+            let mut stream = Gunzipped::open(&self.shard.path).map_err(|e| e.to_string())?;
+            if !stream.skip_to(at).map_err(|e| e.to_string())? {
+                return Err("the shard ends before the target; did it change?".to_owned());
+            }
+            stream.read_exact(&mut data).map_err(|e| e.to_string())?;
+        } else {
+            use std::os::unix::fs::FileExt;
+            File::open(&self.shard.path)
+                .and_then(|f| f.read_exact_at(&mut data, at))
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(data)
+    }
+}
+
+/// The data of the member `entry` (`name`, of shard `label`), checked to
+/// be whole.
+fn read_member<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    label: &str,
+    name: &str,
+) -> Result<Vec<u8>, Error> {
+    let size = entry.size();
+    let mut data = Vec::new();
+    data.try_reserve_exact(size as usize).map_err(|e| {
+        shard_error(
+            label,
+            format!("member {name:?}: cannot allocate {size} bytes: {e}"),
+        )
+    })?;
+    entry
+        .read_to_end(&mut data)
+        .map_err(|e| shard_error(label, format!("member {name:?} cannot be read: {e}")))?;
+    if data.len() as u64 != size {
+        return Err(shard_error(
+            label,
+            format!(
+                "is truncated: member {name:?} holds {} of its {size} bytes",
+                data.len()
+            ),
+        ));
+    }
+    Ok(data)
+}
+
+impl ShardTable {
     /// The Arrow array of `column` from its members' `(name, bytes)`.
     fn array(&self, column: &Column, values: Vec<(String, Vec<u8>)>) -> Result<ArrayRef, Error> {
         let label = &self.shard.label;
@@ -1086,46 +1403,99 @@ impl TableSource for ShardTable {
         let end = first.saturating_add(count).min(total);
         let weights: Vec<u64> = self.shard.samples[..end].iter().map(|s| s.bytes).collect();
         let mut at = first.min(end);
+        let mut stream = None;
         Box::new(std::iter::from_fn(move || {
             if at >= end {
                 return None;
             }
             let to = batch_end(&weights, at, end, sizing);
-            let batch = self.read(columns, at, to);
+            let batch = self.read(columns, at, to, &mut stream);
             at = if batch.is_ok() { to } else { end };
             Some(batch)
         }))
     }
 }
 
-/// The shard files of input `input`: a file, a directory's `.tar` files,
-/// or a glob's.
-fn shard_files(input: &Path) -> Result<Vec<PathBuf>, Error> {
-    match std::fs::metadata(input) {
-        Ok(m) if m.is_dir() => {
-            let mut out = Vec::new();
-            local::walk(input, local::Kind::Tar, &mut out)?;
-            if out.is_empty() {
+/// The most paths the braces of one shard pattern may expand to.
+const MAX_BRACE_EXPANSION: usize = 1_000_000;
+
+/// The paths shard pattern `pattern` names after brace expansion, as
+/// WebDataset's `braceexpand` does it: ranges `{000000..000099}` (zero
+/// padding kept, `{3..1}` counts down, `{0..10..5}` steps), lists
+/// `{a,b}`, several and nested braces, in the order they expand to; a
+/// pattern without braces is itself.
+fn expand_braces(pattern: &str) -> Result<Vec<String>, Error> {
+    if !pattern.contains('{') {
+        return Ok(vec![pattern.to_owned()]);
+    }
+    let all = brace_expansion::expand_with_max(pattern, MAX_BRACE_EXPANSION + 1);
+    if all.len() > MAX_BRACE_EXPANSION {
+        return Err(Error::invalid(format!(
+            "shard pattern {pattern:?} expands to more than {MAX_BRACE_EXPANSION} paths (the \
+             most one pattern may name); split it into several"
+        )));
+    }
+    Ok(all)
+}
+
+/// The shard files of a file or directory that exists: itself, or the
+/// directory's shards, sorted.
+fn existing_shards(path: &Path, meta: &std::fs::Metadata) -> Result<Vec<PathBuf>, Error> {
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut out = Vec::new();
+    local::walk(path, local::Kind::Tar, &mut out)?;
+    if out.is_empty() {
+        return Err(shard_error(
+            &path.display().to_string(),
+            "holds no .tar, .tar.gz or .tgz files",
+        ));
+    }
+    Ok(out)
+}
+
+/// The shard files of pattern `pattern`: its braces expanded first
+/// ([`expand_braces`]), then each path that holds a glob character (`*`,
+/// `?`, `[`) globbed (its shards sorted), each other path a file or
+/// directory that must exist (an error naming it and the pattern).
+fn pattern_shards(pattern: &str) -> Result<Vec<PathBuf>, Error> {
+    let expanded = expand_braces(pattern)?;
+    let braced = expanded.len() != 1 || expanded[0] != pattern;
+    let mut out = Vec::new();
+    for path in expanded {
+        if path.contains(['*', '?', '[', '{']) {
+            out.extend(expand_glob(&path, local::Kind::Tar)?);
+            continue;
+        }
+        match std::fs::metadata(&path) {
+            Ok(meta) => out.extend(existing_shards(Path::new(&path), &meta)?),
+            Err(e) if braced => {
                 return Err(shard_error(
-                    &input.display().to_string(),
-                    "holds no .tar files",
+                    &path,
+                    format!("cannot be read (named by the shard pattern {pattern:?}): {e}"),
                 ));
             }
-            Ok(out)
+            Err(e) => return Err(Error::io(Path::new(&path), e)),
         }
-        Ok(_) => Ok(vec![input.to_path_buf()]),
-        Err(e) => {
-            let text = input.to_string_lossy();
-            if text.contains(['*', '?', '[', '{']) {
-                let files = expand_glob(&text, local::Kind::Tar)?;
-                if files.is_empty() {
-                    return Err(Error::invalid(format!("no .tar file matches {text:?}")));
-                }
-                Ok(files)
-            } else {
-                Err(Error::io(input, e))
-            }
-        }
+    }
+    if out.is_empty() {
+        return Err(Error::invalid(format!(
+            "no .tar, .tar.gz or .tgz file matches {pattern:?}"
+        )));
+    }
+    Ok(out)
+}
+
+/// The shard files of input `input`: a file, a directory's shards, or a
+/// pattern's ([`pattern_shards`]).
+fn shard_files(input: &Path) -> Result<Vec<PathBuf>, Error> {
+    match std::fs::metadata(input) {
+        Ok(meta) => existing_shards(input, &meta),
+        Err(e) => match input.to_str() {
+            Some(text) if text.contains(['*', '?', '[', '{']) => pattern_shards(text),
+            _ => Err(Error::io(input, e)),
+        },
     }
 }
 
@@ -1256,12 +1626,12 @@ pub fn convert_webdataset(
         add(&source.split, files);
     }
     for (name, pattern) in &source.globs {
-        let files = expand_glob(pattern, local::Kind::Tar)?;
-        if files.is_empty() {
-            return Err(Error::invalid(format!(
-                "--split {name}={pattern}: no .tar file matches"
-            )));
-        }
+        let files = pattern_shards(pattern).map_err(|e| match e {
+            Error::InvalidOption { message } => {
+                Error::invalid(format!("--split {name}={pattern}: {message}"))
+            }
+            e => e,
+        })?;
         add(name, files);
     }
     if inputs.is_empty() {
@@ -1480,5 +1850,213 @@ mod tests {
         assert!(e.contains("cut2.tar") && e.contains("truncated"), "{e}");
         let e = open("noext.tar", &tar(&[("000", b"1")]));
         assert!(e.contains("has no extension"), "{e}");
+    }
+
+    /// `bytes` gzipped, as `gzip` writes them.
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        e.write_all(bytes).unwrap();
+        e.finish().unwrap()
+    }
+
+    /// The canonical digest of every store of `split` under `out`.
+    fn digests(out: &Path, split: &str) -> Vec<(String, String)> {
+        let mut names: Vec<String> = std::fs::read_dir(out.join(split))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+            .into_iter()
+            .map(|n| {
+                let store = loaderx_core::Store::open(out.join(split).join(&n)).unwrap();
+                let d = loaderx_core::digest(&store).unwrap().sha256;
+                (n, d)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gzipped_shards_convert_like_plain_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let a0 = npy("<f4", false, &[2], &[0, 0, 128, 63, 0, 0, 0, 64]);
+        let a1 = npy("<f4", false, &[1], &[0, 0, 64, 64]);
+        let mut members: Vec<(String, Vec<u8>)> = Vec::new();
+        for i in 0..7 {
+            members.push((format!("s/{i:03}.cls"), i.to_string().into_bytes()));
+            members.push((format!("s/{i:03}.txt"), vec![b'a' + i as u8; 700 * i + 1]));
+            members.push((
+                format!("s/{i:03}.npy"),
+                if i % 2 == 0 { a0.clone() } else { a1.clone() },
+            ));
+        }
+        let list: Vec<(&str, &[u8])> = members
+            .iter()
+            .map(|(n, d)| (n.as_str(), d.as_slice()))
+            .collect();
+        let plain = tar(&list);
+        std::fs::create_dir(dir.path().join("p")).unwrap();
+        std::fs::create_dir(dir.path().join("g")).unwrap();
+        std::fs::write(dir.path().join("p/a.tar"), &plain).unwrap();
+        std::fs::write(dir.path().join("g/a.tar.gz"), gzip(&plain)).unwrap();
+        std::fs::write(dir.path().join("g/b.tgz"), gzip(&plain)).unwrap();
+        std::fs::write(dir.path().join("p/b.tar"), &plain).unwrap();
+        // Small batches: a scan reads the stream on from batch to batch.
+        let options = || TableOptions::new().text_bytes().batch_limits(2, 1 << 20);
+        let convert = |input: PathBuf, out: &str| {
+            let out = dir.path().join(out);
+            let summary =
+                convert_webdataset(&WebDataset::new([input]).options(options()), &out).unwrap();
+            assert_eq!(summary.splits[0].records, 14);
+            digests(&out, "train")
+        };
+        let from_plain = convert(dir.path().join("p"), "plain");
+        assert_eq!(from_plain.len(), 3);
+        assert_eq!(convert(dir.path().join("g"), "gz"), from_plain);
+        assert_eq!(convert(dir.path().join("g/*"), "glob"), from_plain);
+
+        // Parts read from the middle of a gzipped stream.
+        let parts = dir.path().join("parts");
+        for i in 0..3 {
+            let source = WebDataset::new([dir.path().join("g")]).options(options().part(i, 3));
+            convert_webdataset(&source, &parts).unwrap();
+        }
+        let merged = loaderx_core::Dataset::merge(parts.join("train"), Some(3)).unwrap();
+        for (name, store) in merged.streams() {
+            let d = loaderx_core::digest(store).unwrap().sha256;
+            assert!(from_plain.contains(&(name.to_string(), d)), "{name}");
+        }
+    }
+
+    #[test]
+    fn cut_or_damaged_gzipped_shards_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = tar(&[
+            ("000.cls", b"1"),
+            ("000.txt", &[b'a'; 3000]),
+            ("001.cls", b"2"),
+            ("001.txt", &[b'b'; 3000]),
+        ]);
+        let gz = gzip(&plain);
+        let open = |name: &str, bytes: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, bytes).unwrap();
+            Shard::open(&path).map(|_| ()).unwrap_err().to_string()
+        };
+        // Cut in the middle, in the tar padding, in the gzip trailer.
+        for (name, cut) in [("half.tar.gz", gz.len() / 2), ("tail.tar.gz", gz.len() - 4)] {
+            let e = open(name, &gz[..cut]);
+            assert!(e.contains(name) && e.contains("gzip"), "{e}");
+        }
+        let mut damaged = gz.clone();
+        let at = damaged.len() / 2;
+        damaged[at] ^= 0x55;
+        damaged[at + 1] ^= 0xaa;
+        let e = open("damaged.tar.gz", &damaged);
+        assert!(e.contains("damaged.tar.gz"), "{e}");
+        // A member cut short by a gzip stream that ends cleanly.
+        let e = open("short.tar.gz", &gzip(&plain[..1536]));
+        assert!(e.contains("short.tar.gz") && e.contains("000.txt"), "{e}");
+        let e = open("noend.tar.gz", &gzip(&plain[..plain.len() - 1024]));
+        assert!(e.contains("noend.tar.gz") && e.contains("truncated"), "{e}");
+        // A huge extension header is refused before the tar crate reads it.
+        let mut header = [0u8; 512];
+        header[..9].copy_from_slice(b"PaxHeader");
+        header[124..136].copy_from_slice(b"00100000000000"[..12].as_ref());
+        header[156] = b'x';
+        let mut bytes = header.to_vec();
+        bytes.extend_from_slice(&[0u8; 1024]);
+        let e = open("huge.tar.gz", &gzip(&bytes));
+        assert!(e.contains("pax") && e.contains("offset 0"), "{e}");
+    }
+
+    #[test]
+    fn braces_expand_like_braceexpand() {
+        let x = |p: &str| expand_braces(p).unwrap();
+        assert_eq!(
+            x("s/train-{000000..000002}.tar"),
+            [
+                "s/train-000000.tar",
+                "s/train-000001.tar",
+                "s/train-000002.tar"
+            ]
+        );
+        assert_eq!(x("{8..11}"), ["8", "9", "10", "11"]);
+        assert_eq!(x("{08..11}"), ["08", "09", "10", "11"]);
+        assert_eq!(x("{3..1}.tar"), ["3.tar", "2.tar", "1.tar"]);
+        assert_eq!(x("{0..10..5}"), ["0", "5", "10"]);
+        assert_eq!(
+            x("{a,b}/{0..1}.tar"),
+            ["a/0.tar", "a/1.tar", "b/0.tar", "b/1.tar"]
+        );
+        assert_eq!(x("x{a,b{1..2}}"), ["xa", "xb1", "xb2"]);
+        assert_eq!(x("plain/a*.tar"), ["plain/a*.tar"]);
+        assert_eq!(x("a{b}c"), ["a{b}c"]);
+        let e = expand_braces("{0..999}{0..999}{0..9}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 1000000 paths"), "{e}");
+        assert!(expand_braces("{0..999}{0..999}").is_ok());
+    }
+
+    #[test]
+    fn a_brace_range_names_every_shard_it_expands_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = tar(&[("000.cls", b"1")]);
+        for i in [0, 1, 3] {
+            std::fs::write(dir.path().join(format!("t-{i:06}.tar")), &shard).unwrap();
+        }
+        let base = dir.path().display();
+        let files = pattern_shards(&format!("{base}/t-{{000000..000001}}.tar")).unwrap();
+        assert_eq!(
+            files,
+            [
+                dir.path().join("t-000000.tar"),
+                dir.path().join("t-000001.tar")
+            ]
+        );
+        let files = shard_files(Path::new(&format!("{base}/t-{{000003,000000}}.t*"))).unwrap();
+        assert_eq!(
+            files,
+            [
+                dir.path().join("t-000003.tar"),
+                dir.path().join("t-000000.tar")
+            ]
+        );
+        let pattern = format!("{base}/t-{{000000..000003}}.tar");
+        let e = shard_files(Path::new(&pattern)).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("{base}/t-000002.tar")) && e.contains(&pattern),
+            "{e}"
+        );
+        // The same through split_glob.
+        let source = WebDataset::new(Vec::<PathBuf>::new())
+            .split_glob("test", &pattern)
+            .options(TableOptions::new());
+        let e = convert_webdataset(&source, dir.path().join("out"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("t-000002.tar"), "{e}");
+    }
+
+    #[test]
+    fn webp_members_are_images() {
+        assert_eq!(Kind::of("webp"), Kind::Image);
+        assert_eq!(Kind::of("thumb.webp"), Kind::Image);
+        assert_eq!(Kind::of("jpeg"), Kind::Image);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.tar");
+        std::fs::write(&path, tar(&[("000.WEBP", b"RIFF"), ("000.cls", b"1")])).unwrap();
+        let tables = split_tables(vec![Shard::open(&path).unwrap()]).unwrap();
+        let schema = tables[0].schema();
+        assert_eq!(
+            schema.field_with_name("webp").unwrap().data_type(),
+            &DataType::Struct(image_fields())
+        );
+        assert_eq!(
+            tables[0].features().unwrap().unwrap(),
+            json!({"webp": {"_type": "Image"}})
+        );
     }
 }
