@@ -95,7 +95,9 @@ enum Command {
     /// Upload a published local store to object storage: payload shards
     /// first (multipart when big), meta.zr last, so a half-finished upload
     /// never opens. A directory of stores (a dataset's part, a converted
-    /// root) is pushed as one publication, each store at URL/<its path>.
+    /// root) is pushed as one publication, each store at URL/<its path>,
+    /// with the files converters write beside them (.source_columns.json,
+    /// classes.json); a path with '?', '#' or '%' is refused.
     Push {
         /// Local store directory, or a directory holding stores.
         store: PathBuf,

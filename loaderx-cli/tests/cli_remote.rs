@@ -277,3 +277,156 @@ fn a_merged_dataset_directory_pushes_with_its_manifest_and_without_staging() {
     let ds = loaderx_core::Dataset::open_url("s3://bkt/whole", &server.options()).unwrap();
     assert_eq!(ds.len(), 61);
 }
+
+/// The bytes of object `bucket/key`, read with an unsigned GET (the
+/// test buckets are public-read).
+fn get_object(server: &S3Server, bucket: &str, key: &str) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let host = server.endpoint().trim_start_matches("http://").to_string();
+    let mut s = std::net::TcpStream::connect(&host).unwrap();
+    write!(
+        s,
+        "GET /{bucket}/{key} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).unwrap();
+    let at = raw.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&raw[..at]);
+    assert!(head.starts_with("HTTP/1.1 200"), "GET {key}: {head}");
+    assert!(!head.to_ascii_lowercase().contains("chunked"), "{head}");
+    raw[at + 4..].to_vec()
+}
+
+/// A converted root's files beside its stores (`.source_columns.json`,
+/// the mapping of store names to source column names; `classes.json`, an
+/// image folder's class names) are published with the stores, by `push`
+/// of the root and by `convert … URL`, with the local bytes.
+#[test]
+fn a_converted_root_is_pushed_with_the_files_beside_its_stores() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    // Column names that are not stream names: a mapping is written.
+    let data = dir.path().join("data.jsonl");
+    let lines: String = (0..20)
+        .map(|i| format!("{{\"my col\": {i}, \"é\": [{i}, 1]}}\n"))
+        .collect();
+    std::fs::write(&data, lines).unwrap();
+    let images = dir.path().join("images");
+    for (class, n) in [("cat", 3u8), ("dog", 2)] {
+        let d = images.join(class);
+        std::fs::create_dir_all(&d).unwrap();
+        for i in 0..n {
+            let png = loaderx_tests::solid_png(4, 3, [i, 7, 9]);
+            std::fs::write(d.join(format!("{i}.png")), png).unwrap();
+        }
+    }
+    let (tables, folder) = (dir.path().join("tables"), dir.path().join("folder"));
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    stdout(&loaderx(
+        &server,
+        &["convert", "jsonl", &path(&data), "-o", &path(&tables)],
+        &[],
+    ));
+    stdout(&loaderx(
+        &server,
+        &["convert", "images", &path(&images), "-o", &path(&folder)],
+        &[],
+    ));
+    let mapping = std::fs::read(tables.join("train/.source_columns.json")).unwrap();
+    assert!(String::from_utf8_lossy(&mapping).contains("my col"));
+    let classes = std::fs::read(folder.join("train/classes.json")).unwrap();
+    for (root, url) in [
+        (&tables, "s3://bkt/pushed/t"),
+        (&folder, "s3://bkt/pushed/f/"),
+    ] {
+        let out = stdout(&loaderx(&server, &["push", &path(root), url], &[]));
+        assert!(out.contains("pushed 2 stores"), "{out}");
+    }
+    let key = "pushed/t/train/.source_columns.json";
+    assert_eq!(get_object(&server, "bkt", key), mapping);
+    assert_eq!(
+        get_object(&server, "bkt", "pushed/f/train/classes.json"),
+        classes
+    );
+    // Converted straight to a URL: staged locally, pushed the same way.
+    let staging = dir.path().join("staging");
+    std::fs::create_dir(&staging).unwrap();
+    stdout(&loaderx(
+        &server,
+        &["convert", "jsonl", &path(&data), "-o", "s3://bkt/direct"],
+        &[("LOADERX_STAGING_DIR", staging.as_path())],
+    ));
+    let key = "direct/train/.source_columns.json";
+    assert_eq!(get_object(&server, "bkt", key), mapping);
+    // The stores it names read back from the URL as locally.
+    let local = stdout(&loaderx(
+        &server,
+        &["digest", &path(&tables.join("train/my_col"))],
+        &[],
+    ));
+    let remote = stdout(&loaderx(
+        &server,
+        &["digest", "s3://bkt/direct/train/my_col"],
+        &[],
+    ));
+    assert_eq!(local, remote);
+}
+
+/// `push` of a directory of stores: a path with spaces and non-ASCII
+/// letters is pushed under that key and reads back; one with `#` (a URL
+/// fragment, which would drop the rest of the path and write the store
+/// under another key) is refused before anything is uploaded.
+#[test]
+fn pushed_paths_keep_their_keys_or_are_refused_before_any_upload() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    let dir = tempfile::tempdir().unwrap();
+    let store = |p: &Path| {
+        let mut w = RaggedWriter::<i32>::create(p, 1, Codec::Zstd).unwrap();
+        w.append([vec![1, 2, 3], vec![4]]).unwrap();
+        w.close().unwrap();
+    };
+    let good = dir.path().join("good");
+    store(&good.join("my split é/tokens"));
+    let out = stdout(&loaderx(
+        &server,
+        &["push", good.to_str().unwrap(), "s3://bkt/good"],
+        &[],
+    ));
+    assert!(out.contains("pushed 1 stores"), "{out}");
+    assert_eq!(
+        stdout(&loaderx(
+            &server,
+            &["digest", "s3://bkt/good/my split é/tokens"],
+            &[]
+        )),
+        stdout(&loaderx(
+            &server,
+            &["digest", good.join("my split é/tokens").to_str().unwrap()],
+            &[]
+        ))
+    );
+    let bad = dir.path().join("bad");
+    store(&bad.join("a/tokens"));
+    store(&bad.join("x#1/tokens"));
+    let o = loaderx(
+        &server,
+        &["push", bad.to_str().unwrap(), "s3://bkt/bad"],
+        &[],
+    );
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("x#1/tokens: a path with '?', '#' or '%'"),
+        "{err}"
+    );
+    for key in ["bad/x/meta.zr", "bad/x/data_0.zr", "bad/a/data_0.zr"] {
+        assert!(!server.exists("bkt", key), "{key} was uploaded");
+    }
+}

@@ -675,8 +675,11 @@ pub fn stores_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
 /// says what remains). A multi-part dataset among them (a directory with a
 /// `dataset.json` above its `part-*` directories) then gets its manifest at
 /// its URL, written by [`loaderx_core::Dataset::merge_url`] over the parts
-/// just pushed (so it is checked there as a local merge checks). Returns
-/// how many stores were pushed.
+/// just pushed (so it is checked there as a local merge checks). The
+/// sidecar files a converter writes beside the stores ([`SIDECAR_FILES`]:
+/// `.source_columns.json`, `classes.json`) are published with them, each
+/// at `url/<its path>`, before any `meta.zr`. Returns how many stores
+/// were pushed.
 ///
 /// # Errors
 ///
@@ -690,20 +693,86 @@ pub fn push_root(
     let base = url.trim_end_matches('/');
     let set: Vec<(PathBuf, String)> = stores_under(root)?
         .into_iter()
-        .map(|(path, rel)| (path, format!("{base}/{rel}")))
-        .collect();
-    loaderx_core::push_stores(&set, options)?;
+        .map(|(path, rel)| Ok((path, url_under(base, &rel)?)))
+        .collect::<Result<_, Error>>()?;
+    let files: Vec<(PathBuf, String)> = sidecars_under(root)?
+        .into_iter()
+        .map(|(path, rel)| Ok((path, url_under(base, &rel)?)))
+        .collect::<Result<_, Error>>()?;
+    loaderx_core::push_stores_with_files(&set, &files, options)?;
     for rel in dataset_dirs(root, &set)? {
         let local = root.join(&rel);
         let parts = loaderx_core::Dataset::open(&local)?.parts().len() as u64;
-        let at = if rel.is_empty() {
-            base.to_owned()
-        } else {
-            format!("{base}/{rel}")
-        };
-        loaderx_core::Dataset::merge_url(&at, Some(parts), options)?;
+        loaderx_core::Dataset::merge_url(&url_under(base, &rel)?, Some(parts), options)?;
     }
     Ok(set.len())
+}
+
+/// The URL of `rel` (a `/` path under a pushed root; empty: the root) under
+/// `base`. A path with `?`, `#` or `%` is refused: in a URL they start a
+/// query, a fragment or an escape, so the object would be written under
+/// another key than its path (`a#1/image` as `a`).
+#[cfg(feature = "remote")]
+fn url_under(base: &str, rel: &str) -> Result<String, Error> {
+    if rel.contains(['?', '#', '%']) {
+        return Err(Error::invalid(format!(
+            "{rel}: a path with '?', '#' or '%' cannot be pushed (in a URL it names another \
+             object); rename it"
+        )));
+    }
+    Ok(if rel.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}/{rel}")
+    })
+}
+
+/// The files a converter writes beside the stores of a split (or a
+/// part), which a reader of the root needs: the mapping of store names to
+/// source column names and the class names of an image folder.
+/// [`push_root`] publishes them with the stores. (A multi-part dataset's
+/// `dataset.json` is not among them: [`push_root`] writes it by a merge.)
+/// (The names of `table::convert::SOURCE_COLUMNS_FILE` and
+/// `folder::CLASSES_FILE`, modules of the feature `arrow`; a test checks
+/// that they agree.)
+pub const SIDECAR_FILES: [&str; 2] = [".source_columns.json", "classes.json"];
+
+/// Every [`SIDECAR_FILES`] file under `root` that is not inside a store,
+/// with its path relative to `root` in `/` form, sorted; as
+/// [`stores_under`], hidden directories (a writer's staging) are not
+/// searched.
+///
+/// # Errors
+///
+/// [`Error::Io`] when a directory cannot be read; [`Error::InvalidOption`]
+/// for a path that is not UTF-8.
+#[cfg(feature = "remote")]
+fn sidecars_under(root: &Path) -> Result<Vec<(PathBuf, String)>, Error> {
+    let mut files = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        if loaderx_core::Store::is_store_dir(&d) {
+            continue;
+        }
+        for e in fs::read_dir(&d).map_err(|e| Error::io(&d, e))? {
+            let e = e.map_err(|e| Error::io(&d, e))?;
+            let kind = e.file_type().map_err(|err| Error::io(e.path(), err))?;
+            let name = e.file_name();
+            if kind.is_file() && SIDECAR_FILES.iter().any(|f| name == *f) {
+                let path = e.path();
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                let rel = rel
+                    .to_str()
+                    .ok_or_else(|| Error::invalid(format!("{}: not UTF-8", rel.display())))?
+                    .to_string();
+                files.push((path, rel));
+            } else if kind.is_dir() && !name.to_string_lossy().starts_with('.') {
+                dirs.push(e.path());
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// The directories (relative to `root`, `/` form) of the multi-part
@@ -729,6 +798,92 @@ fn dataset_dirs(root: &Path, set: &[(PathBuf, String)]) -> Result<Vec<String>, E
         }
     }
     Ok(dirs)
+}
+
+#[cfg(all(test, feature = "remote"))]
+mod push_tests {
+    use super::*;
+
+    #[cfg(feature = "arrow")]
+    #[test]
+    fn the_sidecar_files_are_those_the_converters_write() {
+        assert_eq!(
+            SIDECAR_FILES,
+            [
+                crate::table::convert::SOURCE_COLUMNS_FILE,
+                crate::folder::CLASSES_FILE
+            ]
+        );
+    }
+
+    #[test]
+    fn paths_a_url_cannot_address_are_refused() {
+        assert_eq!(url_under("s3://b/x", "").unwrap(), "s3://b/x");
+        let spaced = url_under("s3://b/x", "my split/é").unwrap();
+        assert_eq!(spaced, "s3://b/x/my split/é");
+        for bad in ["a#1/image", "what?/image", "100%/image", "a%41/x"] {
+            let e = url_under("s3://b/x", bad).unwrap_err();
+            assert!(matches!(e, Error::InvalidOption { .. }), "{e}");
+            assert!(e.to_string().starts_with(bad), "{e}");
+        }
+    }
+
+    #[test]
+    fn sidecar_files_are_found_beside_stores_never_in_them_or_in_staging() {
+        use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter};
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for rel in ["train/image", "parts/train/part-00001/label"] {
+            let mut w = DynDenseWriter::create(
+                root.join(rel),
+                DType::U8,
+                &[2],
+                &CreateOptions::new(Codec::Raw),
+            )
+            .unwrap();
+            w.append_bytes(&[1, 2], 1).unwrap();
+            w.close().unwrap();
+        }
+        for rel in [
+            "classes.json",
+            "train/.source_columns.json",
+            "train/classes.json",
+            "parts/train/part-00001/.source_columns.json",
+            // Not found: inside a store, in a writer's staging, other names.
+            "train/image/classes.json",
+            ".part-00003.staged/train/classes.json",
+            "train/notes.txt",
+            "parts/train/dataset.json",
+        ] {
+            fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+            fs::write(root.join(rel), rel).unwrap();
+        }
+        let found: Vec<String> = sidecars_under(root)
+            .unwrap()
+            .into_iter()
+            .map(|(p, rel)| {
+                assert_eq!(p, root.join(&rel));
+                rel
+            })
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "classes.json",
+                "parts/train/part-00001/.source_columns.json",
+                "train/.source_columns.json",
+                "train/classes.json"
+            ]
+        );
+    }
+}
+
+impl Drop for StagedRoot {
+    fn drop(&mut self) {
+        if !self.published {
+            let _ = fs::remove_dir_all(&self.temp);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -134,7 +134,10 @@ pub use ragged::{
     RaggedLayout, RaggedRecord, RaggedWriter,
 };
 #[cfg(feature = "remote")]
-pub use remote::{CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores};
+pub use remote::{
+    CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores,
+    push_stores_with_files,
+};
 pub use remote_url::{is_url, redact_url};
 pub use sampler::{
     FeistelPermutation, Mixture, MixtureStop, OrderStats, RecordPosition, Sampler, SamplerBuilder,

@@ -18,6 +18,14 @@
 //!   table in parallel ranged reads) and the sizes of the other objects, and
 //!   validates them exactly as for a local store: same typed errors, same
 //!   limits, nothing sized by an untrusted field.
+//! - **One version per open**: every read of an object (`meta.zr`'s page
+//!   and table, `dict.zr`, the shards) is pinned to what its HEAD saw
+//!   (`If-Match` on a strong ETag, the version id), each response's
+//!   validators are compared with the HEAD's, and `meta.zr`'s are checked
+//!   again after every other HEAD of the open, so a store replaced while it
+//!   is opened or read is an [`ErrorKind::Remote`] naming the object ("the
+//!   store changed while it was being read; reopen it"), never a store of
+//!   two versions.
 //! - **Gathers** turn their records into byte ranges, coalesce neighbours
 //!   (a gap of at most [`RemoteOptions::gap_bytes`] is bridged while the
 //!   bridged bytes stay below the wanted ones, so no request fetches more than
@@ -72,7 +80,8 @@
 //!   secret-bearing configuration values.
 //!
 //! [`push`] uploads a published local store, [`push_stores`] a set of them
-//! as one publication: every target is checked first, then `dict.zr` (a
+//! as one publication ([`push_stores_with_files`] with small files beside
+//! them, such as a converted root's column-name mapping): every target is checked first, then `dict.zr` (a
 //! stale one of an earlier aborted push is removed from a store without
 //! one), the payload shards (multipart above [`RemoteOptions::part_bytes`],
 //! a failed multipart upload aborted) and the store id of every store, and
@@ -128,7 +137,7 @@ pub use self::cache::CACHE_SUBDIR;
 pub(crate) use self::dir::RemoteDir;
 pub(crate) use self::open::open;
 pub use self::options::{RemoteOptions, STORE_ID_FILE};
-pub use self::push::{PushReport, push, push_stores};
+pub use self::push::{PushReport, push, push_stores, push_stores_with_files};
 // The sibling modules see each other's items through these.
 #[allow(clippy::wildcard_imports, unused_imports)]
 use self::{cache::*, client::*, dir::*, open::*, options::*, push::*, shards::*};

@@ -25,11 +25,7 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
             Err(e) => return Err(t.err(META_FILE, None, e)),
         };
         check_meta_len(&path, head.size)?;
-        let raw = t
-            .store
-            .get_range(&meta_obj, 0..STATIC_PAGE_LEN as u64)
-            .await
-            .map_err(|e| t.err(META_FILE, None, e))?;
+        let raw = get_pinned(&t, META_FILE, &head, 0..STATIC_PAGE_LEN as u64).await?;
         Ok::<_, Error>((head, raw))
     })??;
     let meta_len = meta_head.size;
@@ -79,15 +75,10 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
         });
         let table = futures::stream::iter(chunks)
             .map(|r| {
-                let meta_obj = &meta_obj;
-                let t = &t;
+                let (t, meta_head) = (&t, &meta_head);
                 async move {
                     let want = r.end - r.start;
-                    let b = t
-                        .store
-                        .get_range(meta_obj, r)
-                        .await
-                        .map_err(|e| t.err(META_FILE, None, e))?;
+                    let b = get_pinned(t, META_FILE, meta_head, r).await?;
                     if b.len() as u64 != want {
                         return Err(Error::corrupt(
                             t.url_of(META_FILE),
@@ -122,11 +113,30 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
     })??;
     let dict_len = dict_head.as_ref().map(|h| h.size);
     check_dict_len(&path, checked.codec, dict_len)?;
-    let dict = match dict_len {
-        None => None,
-        Some(len) => {
-            let d = block_on(t.store.get_range(&t.object(DICT_FILE), 0..len))?
-                .map_err(|e| t.err(DICT_FILE, None, e))?;
+    // The dictionary, read at the version its head saw, and `meta.zr`'s
+    // validators once more: every head of this open came after the first
+    // look at `meta.zr` and before this one, so a store replaced meanwhile
+    // (a re-publication deletes and re-creates `meta.zr`) is refused here
+    // rather than read as one store of two.
+    let (dict, ()) = block_on(async {
+        let dict = async {
+            match &dict_head {
+                None => Ok(None),
+                Some(h) => get_pinned(&t, DICT_FILE, h, 0..h.size).await.map(Some),
+            }
+        };
+        let again = async {
+            let now = t
+                .store
+                .head(&meta_obj)
+                .await
+                .map_err(|e| read_error(&t, META_FILE, None, e))?;
+            same_object(&t, META_FILE, None, &meta_head, &now)
+        };
+        futures::try_join!(dict, again)
+    })??;
+    let dict = match (dict, dict_len) {
+        (Some(d), Some(len)) => {
             if d.len() as u64 != len {
                 return Err(Error::corrupt(
                     path.join(DICT_FILE),
@@ -135,6 +145,7 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
             }
             Some(d.to_vec())
         }
+        _ => None,
     };
     let codec = codec_state(&path, checked.codec, dict.as_deref())?;
     let mut shards = Vec::with_capacity(shard_count);
@@ -210,6 +221,110 @@ pub(super) fn open_target(t: Target, o: &RemoteOptions) -> Result<StoreReader, E
         StoreReader::assemble(&path, None, table, checked, shards, codec, dict)
             .with_source(Box::new(remote)),
     )
+}
+
+/// The options of a read pinned to the content of the object that `head`
+/// describes: its version, and its ETag when that is strong (`If-Match`
+/// compares strongly, so a weak ETag would fail every read; a response's
+/// validators are compared by [`same_object`] in any case).
+pub(super) fn pinned(e_tag: Option<&String>, version: Option<&String>) -> GetOptions {
+    GetOptions {
+        if_match: e_tag
+            .filter(|e| !e.is_empty() && !e.starts_with("W/"))
+            .cloned(),
+        version: version.cloned(),
+        ..GetOptions::default()
+    }
+}
+
+/// The error of a read that found object `name` other than the store
+/// was opened with.
+pub(super) fn changed(t: &Target, name: &str, record: Option<u64>, what: &str) -> Error {
+    t.err(
+        name,
+        record,
+        format!(
+            "re-written since the store was opened ({what}): the store changed while it was \
+             being read; reopen it"
+        ),
+    )
+}
+
+/// The error of a pinned read of object `name`: a failed precondition or
+/// a vanished object is the store changing under the read ([`changed`]).
+pub(super) fn read_error(
+    t: &Target,
+    name: &str,
+    record: Option<u64>,
+    e: object_store::Error,
+) -> Error {
+    match e {
+        object_store::Error::Precondition { .. } => {
+            changed(t, name, record, "its ETag no longer matches")
+        }
+        object_store::Error::NotFound { .. } => changed(t, name, record, "it was deleted"),
+        e => t.err(name, record, e),
+    }
+}
+
+/// Fails ([`changed`]) when `now`, the validators of a response for
+/// object `name`, differ from `was`, those `open` saw: its ETag, version,
+/// size or last-modified time (one a response lacks is not compared).
+pub(super) fn same_object(
+    t: &Target,
+    name: &str,
+    record: Option<u64>,
+    was: &ObjectMeta,
+    now: &ObjectMeta,
+) -> Result<(), Error> {
+    let time = |m: &ObjectMeta| Some(m.last_modified.to_rfc3339());
+    for (what, was, now) in [
+        ("ETag", was.e_tag.clone(), now.e_tag.clone()),
+        ("version", was.version.clone(), now.version.clone()),
+        (
+            "size",
+            Some(was.size.to_string()),
+            Some(now.size.to_string()),
+        ),
+        ("last modified", time(was), time(now)),
+    ] {
+        if let (Some(was), Some(now)) = (was, now)
+            && was != now
+        {
+            return Err(changed(
+                t,
+                name,
+                record,
+                &format!("{what} {now}, was {was}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The bytes `range` of object `name`, read at the content `head`
+/// describes ([`pinned`], [`same_object`]). An empty range (of an empty
+/// object) is read without a request, which would be invalid.
+pub(super) async fn get_pinned(
+    t: &Target,
+    name: &str,
+    head: &ObjectMeta,
+    range: std::ops::Range<u64>,
+) -> Result<Bytes, Error> {
+    if range.is_empty() {
+        return Ok(Bytes::new());
+    }
+    let options = GetOptions {
+        range: Some(range.into()),
+        ..pinned(head.e_tag.as_ref(), head.version.as_ref())
+    };
+    let got = t
+        .store
+        .get_opts(&t.object(name), options)
+        .await
+        .map_err(|e| read_error(t, name, None, e))?;
+    same_object(t, name, None, head, &got.meta)?;
+    got.bytes().await.map_err(|e| read_error(t, name, None, e))
 }
 
 /// True when `m` names one content of its object: a version id, or an ETag

@@ -8,9 +8,11 @@ use super::*;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PushReport {
-    /// Objects written (`meta.zr`, shards, dictionary, store id).
+    /// Objects written (`meta.zr`, shards, dictionary, store id, sidecar
+    /// files).
     pub objects: usize,
-    /// Bytes of the store files written (the store id not counted).
+    /// Bytes of the store files and sidecar files written (the store id
+    /// not counted).
     pub bytes: u64,
 }
 
@@ -57,6 +59,46 @@ pub fn push_stores<P: AsRef<Path>, U: AsRef<str>>(
     stores: &[(P, U)],
     o: &RemoteOptions,
 ) -> Result<PushReport, Error> {
+    push_stores_with_files::<P, U, &Path, &str>(stores, &[], o)
+}
+
+/// [`push_stores`] of `stores` with the small local files `files`,
+/// `(file, object URL)`, published with them: a converted root's sidecar
+/// files (the column-name mapping, the class names) beside its stores.
+/// They are uploaded after every target was checked and every store's
+/// payload uploaded, before any `meta.zr`; like the payload, one of an
+/// earlier failed push is overwritten, and a failed push names those it
+/// wrote among what remains.
+///
+/// # Errors
+/// As [`push_stores`]; [`ErrorKind::Io`] for a file that cannot be read,
+/// found before anything was uploaded; [`ErrorKind::InvalidArgument`] for
+/// an object URL without a file name.
+pub fn push_stores_with_files<P: AsRef<Path>, U: AsRef<str>, F: AsRef<Path>, V: AsRef<str>>(
+    stores: &[(P, U)],
+    files: &[(F, V)],
+    o: &RemoteOptions,
+) -> Result<PushReport, Error> {
+    let mut extra = Vec::with_capacity(files.len());
+    for (file, url) in files {
+        let (file, url) = (file.as_ref(), url.as_ref());
+        let Some((dir, name)) = url.trim_end_matches('/').rsplit_once('/') else {
+            return Err(Error::invalid(format!(
+                "{}: not an object URL",
+                crate::redact_url(url)
+            )));
+        };
+        // Read now: a missing file is found before anything is uploaded.
+        let len = std::fs::metadata(file)
+            .map_err(|e| Error::io(file, e))?
+            .len();
+        let body = read_file(file, len)?;
+        extra.push(Sidecar {
+            body,
+            target: target(dir, o)?,
+            name: name.to_string(),
+        });
+    }
     let mut pending = Vec::with_capacity(stores.len());
     for (store, url) in stores {
         let store = store.as_ref();
@@ -82,12 +124,21 @@ pub fn push_stores<P: AsRef<Path>, U: AsRef<str>>(
             uploaded: Vec::new(),
         });
     }
-    push_pending(pending, o)
+    push_pending(pending, extra, o)
 }
 
-/// [`push_stores`] of checked local stores.
+/// A small file published beside a set of stores: its bytes, read before
+/// the push, and the object it becomes.
+pub(super) struct Sidecar {
+    pub(super) body: Vec<u8>,
+    pub(super) target: Target,
+    pub(super) name: String,
+}
+
+/// [`push_stores_with_files`] of checked local stores and read files.
 pub(super) fn push_pending(
     mut pending: Vec<Pending>,
+    files: Vec<Sidecar>,
     o: &RemoteOptions,
 ) -> Result<PushReport, Error> {
     let mut urls: Vec<&str> = pending.iter().map(|p| p.target.url.as_str()).collect();
@@ -115,8 +166,23 @@ pub(super) fn push_pending(
     for k in 0..pending.len() {
         if let Err(e) = push_payload(&mut pending[k], o, &mut report) {
             let url = PathBuf::from(&pending[k].target.url);
-            return Err(push_failed(url, e, &pending, &[], &[]));
+            return Err(push_failed(url, e, &pending, &[], &[], &[]));
         }
+    }
+    // The sidecar files, still before any meta.zr.
+    let mut sidecars: Vec<String> = Vec::new();
+    for f in files {
+        let t = &f.target;
+        let len = f.body.len() as u64;
+        let put = block_on(t.store.put(&t.object(&f.name), PutPayload::from(f.body)))
+            .and_then(|r| r.map_err(|e| t.err(&f.name, None, e)));
+        if let Err(e) = put {
+            let url = t.url_of(&f.name);
+            return Err(push_failed(url, e, &pending, &sidecars, &[], &[]));
+        }
+        sidecars.push(t.url_of(&f.name).display().to_string());
+        report.objects += 1;
+        report.bytes += len;
     }
     // Then every meta.zr; on failure, delete the ones written here.
     let mut published: Vec<usize> = Vec::new();
@@ -142,7 +208,7 @@ pub(super) fn push_pending(
                         _ => kept.push(j),
                     }
                 }
-                return Err(push_failed(url, e, &pending, &undone, &kept));
+                return Err(push_failed(url, e, &pending, &sidecars, &undone, &kept));
             }
         }
     }
@@ -151,18 +217,23 @@ pub(super) fn push_pending(
 }
 
 /// The error of a push that failed after uploading began: `error`, and
-/// what remains (`undone`: stores whose `meta.zr` was deleted again;
-/// `kept`: stores whose `meta.zr` could not be).
+/// what remains (`sidecars`: the URLs of the sidecar files written;
+/// `undone`: stores whose `meta.zr` was deleted again; `kept`: stores
+/// whose `meta.zr` could not be).
 pub(super) fn push_failed(
     path: PathBuf,
     error: Error,
     pending: &[Pending],
+    sidecars: &[String],
     undone: &[usize],
     kept: &[usize],
 ) -> Error {
     let mut parts: Vec<String> = Vec::new();
     for p in pending.iter().filter(|p| !p.uploaded.is_empty()) {
         parts.push(format!("{}: {}", p.target.url, p.uploaded.join(", ")));
+    }
+    if !sidecars.is_empty() {
+        parts.push(format!("sidecar files {}", sidecars.join(", ")));
     }
     let mut remains = if parts.is_empty() {
         "nothing was uploaded".to_string()

@@ -246,12 +246,18 @@ impl RemoteShards {
                 let name = format::data_file(s);
                 let want = r.end - r.start;
                 let start = r.start;
+                let (e_tag, version) = &inner.validators[s];
+                // At the version `open` saw (a server that ignores the
+                // pin is caught by the comparison below).
+                let options = GetOptions {
+                    range: Some(r.into()),
+                    ..pinned(e_tag.as_ref(), version.as_ref())
+                };
                 let got = t
                     .store
-                    .get_opts(&t.object(&name), GetOptions::new().with_range(Some(r)))
+                    .get_opts(&t.object(&name), options)
                     .await
-                    .map_err(|e| t.err(&name, Some(record), e))?;
-                let (e_tag, version) = &inner.validators[s];
+                    .map_err(|e| read_error(t, &name, Some(record), e))?;
                 for (what, was, now) in [
                     ("ETag", e_tag, &got.meta.e_tag),
                     ("version", version, &got.meta.version),
@@ -259,19 +265,14 @@ impl RemoteShards {
                     if let (Some(was), Some(now)) = (was, now)
                         && was != now
                     {
-                        return Err(t.err(
-                            &name,
-                            Some(record),
-                            format!(
-                                "re-written since the store was opened ({what} {now}, was {was})"
-                            ),
-                        ));
+                        let what = format!("{what} {now}, was {was}");
+                        return Err(changed(t, &name, Some(record), &what));
                     }
                 }
                 let b = got
                     .bytes()
                     .await
-                    .map_err(|e| t.err(&name, Some(record), e))?;
+                    .map_err(|e| read_error(t, &name, Some(record), e))?;
                 inner.stats.requests.fetch_add(1, Ordering::Relaxed);
                 inner
                     .stats

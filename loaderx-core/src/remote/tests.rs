@@ -130,7 +130,7 @@ fn push_to(path: &Path, target: Target) -> Result<PushReport, Error> {
         target,
         uploaded: Vec::new(),
     };
-    push_pending(vec![p], &RemoteOptions::default())
+    push_pending(vec![p], Vec::new(), &RemoteOptions::default())
 }
 
 /// Gathers the same batches twice, remotely and locally: the bytes
@@ -543,7 +543,7 @@ fn a_set_push_checks_every_target_before_uploading_anything() {
             uploaded: Vec::new(),
         })
         .collect();
-    let e = push_pending(set, &RemoteOptions::default()).unwrap_err();
+    let e = push_pending(set, Vec::new(), &RemoteOptions::default()).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::AlreadyExists { .. }), "{e}");
     assert!(list("stores/a").is_empty(), "nothing of a was uploaded");
     assert_eq!(list("stores/b"), before);
@@ -1515,4 +1515,273 @@ fn prefetched_blocks_are_fetched_before_their_gather_and_never_twice() {
     let stats = remote.remote_stats().unwrap();
     assert_eq!(stats.misses, blocks, "{stats:?}");
     assert_eq!(stats.bytes_fetched, tails.iter().sum::<u64>(), "{stats:?}");
+}
+
+/// What [`Swapping`] replaces before a request: called with the object's
+/// path, whether the request is a HEAD, and how many requests of that kind
+/// for that object came before; returns the objects to write first.
+type SwapHook = dyn Fn(&str, bool, usize) -> Vec<(String, Bytes)> + Send + Sync;
+
+/// An in-memory object store whose objects are replaced between the
+/// requests of one open, as a re-publication racing it would.
+struct Swapping {
+    inner: object_store::memory::InMemory,
+    seen: Mutex<HashMap<(String, bool), usize>>,
+    hook: Box<SwapHook>,
+}
+
+impl std::fmt::Debug for Swapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Swapping({:?})", self.inner)
+    }
+}
+
+impl std::fmt::Display for Swapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Swapping({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Swapping {
+    async fn put_opts(
+        &self,
+        location: &ObjPath,
+        payload: PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjPath,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &ObjPath,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        let key = (location.to_string(), options.head);
+        let n = {
+            let mut seen = self.seen.lock().unwrap();
+            let n = seen.entry(key).or_default();
+            *n += 1;
+            *n - 1
+        };
+        for (path, bytes) in (self.hook)(location.as_ref(), options.head, n) {
+            self.inner
+                .put(&ObjPath::from(path), PutPayload::from(bytes))
+                .await?;
+        }
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<'static, object_store::Result<ObjPath>>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<ObjPath>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(
+        &self,
+        prefix: Option<&ObjPath>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&ObjPath>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &ObjPath,
+        to: &ObjPath,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// The files of the local store at `path`, as objects under `prefix`.
+fn store_objects(path: &Path, prefix: &str) -> Vec<(String, Bytes)> {
+    let mut out: Vec<(String, Bytes)> = std::fs::read_dir(path)
+        .unwrap()
+        .flatten()
+        .map(|f| f.file_name().into_string().unwrap())
+        .filter(|name| name.ends_with(".zr"))
+        .map(|name| {
+            let bytes = Bytes::from(std::fs::read(path.join(&name)).unwrap());
+            (format!("{prefix}/{name}"), bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A `zstd_dict` Dense store of 300 records of 64 bytes from `seed`, in 2
+/// shards: two seeds give two stores of one shape and other bytes.
+fn dict_store(path: &Path, seed: u64) {
+    use crate::{CreateOptions, DType, DynDenseWriter};
+    let data = bytes(seed, 300 * 64);
+    let records: Vec<Vec<u8>> = data.chunks(64).map(<[u8]>::to_vec).collect();
+    let opts = CreateOptions::new(Codec::ZstdDict)
+        .data_shards(2)
+        .dict_bytes(crate::train_dict(&records).unwrap());
+    let mut w = DynDenseWriter::create(path, DType::U8, &[64], &opts).unwrap();
+    w.append_bytes(&data, 300).unwrap();
+    w.close().unwrap();
+}
+
+/// Every object one open reads is read at the version it first saw: a
+/// store replaced between the open's requests (its `meta.zr` between the
+/// HEAD and the static page, or between the page and the location table;
+/// its `dict.zr` between its HEAD and its read; the whole store once
+/// `meta.zr` was read) is a typed error naming the object, never a store
+/// of one version's metadata and another's dictionary or shards.
+#[test]
+fn a_store_replaced_while_it_is_being_opened_is_refused_naming_the_object() {
+    use crate::DynDense;
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    dict_store(&a, 1);
+    dict_store(&b, 2);
+    assert!(a.join(DICT_FILE).exists());
+    let all: Vec<u64> = (0..300).collect();
+    let want = DynDense::open(&a).unwrap().gather_bytes(&all).unwrap();
+    let prefix = "stores/s";
+    let b_objects = store_objects(&b, prefix);
+    let b_object = |name: &str| -> Vec<(String, Bytes)> {
+        b_objects
+            .iter()
+            .filter(|(p, _)| p.ends_with(&format!("/{name}")))
+            .cloned()
+            .collect()
+    };
+    type Case = (&'static str, &'static str, Box<SwapHook>);
+    let cases: Vec<Case> = vec![
+        ("unchanged", "", Box::new(|_: &str, _, _| Vec::new())),
+        (
+            "meta.zr between its HEAD and its static page",
+            META_FILE,
+            Box::new({
+                let meta = b_object(META_FILE);
+                move |p: &str, head, n| {
+                    if p.ends_with(META_FILE) && !head && n == 0 {
+                        meta.clone()
+                    } else {
+                        Vec::new()
+                    }
+                }
+            }),
+        ),
+        (
+            "meta.zr between its static page and its location table",
+            META_FILE,
+            Box::new({
+                let meta = b_object(META_FILE);
+                move |p: &str, head, n| {
+                    if p.ends_with(META_FILE) && !head && n == 1 {
+                        meta.clone()
+                    } else {
+                        Vec::new()
+                    }
+                }
+            }),
+        ),
+        (
+            "dict.zr between its HEAD and its read",
+            DICT_FILE,
+            Box::new({
+                let dict = b_object(DICT_FILE);
+                move |p: &str, head, n| {
+                    if p.ends_with(DICT_FILE) && !head && n == 0 {
+                        dict.clone()
+                    } else {
+                        Vec::new()
+                    }
+                }
+            }),
+        ),
+        (
+            "the whole store once meta.zr was read",
+            META_FILE,
+            Box::new({
+                let all = b_objects.clone();
+                move |p: &str, head, n| {
+                    if p.ends_with(DICT_FILE) && head && n == 0 {
+                        all.clone()
+                    } else {
+                        Vec::new()
+                    }
+                }
+            }),
+        ),
+    ];
+    for (case, object, hook) in cases {
+        let inner = object_store::memory::InMemory::new();
+        for (p, bytes) in store_objects(&a, prefix) {
+            block_on(inner.put(&ObjPath::from(p), PutPayload::from(bytes)))
+                .unwrap()
+                .unwrap();
+        }
+        let mem: Arc<dyn ObjectStore> = Arc::new(Swapping {
+            inner,
+            seen: Mutex::new(HashMap::new()),
+            hook,
+        });
+        let o = RemoteOptions::default().no_cache();
+        let opened = open_target(in_memory(&mem, "s"), &o);
+        if object.is_empty() {
+            let remote = DynDense::from_engine(opened.unwrap()).unwrap();
+            assert_eq!(remote.gather_bytes(&all).unwrap(), want, "{case}");
+            continue;
+        }
+        let e = match opened {
+            Ok(r) => {
+                let got = DynDense::from_engine(r).unwrap().gather_bytes(&all);
+                panic!("{case}: opened (gather: {:?})", got.map(|g| g == want));
+            }
+            Err(e) => e,
+        };
+        assert!(matches!(e.kind(), ErrorKind::Remote { .. }), "{case}: {e}");
+        assert_eq!(
+            e.path().unwrap(),
+            Path::new(&format!("memory://bkt/stores/s/{object}")),
+            "{case}: {e}"
+        );
+        assert!(
+            e.to_string().contains("changed while it was being read"),
+            "{case}: {e}"
+        );
+    }
+}
+
+/// A zero-length `dict.zr` is the local open's typed error ("dict.zr is
+/// empty"), not a failed request for its zero bytes.
+#[test]
+fn an_empty_dictionary_is_the_local_corrupt_error_remotely_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    dict_store(&path, 1);
+    std::fs::write(path.join(DICT_FILE), b"").unwrap();
+    let local = StoreReader::open(&path).map(|_| ()).unwrap_err();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    for (p, bytes) in store_objects(&path, "stores/s") {
+        block_on(mem.put(&ObjPath::from(p), PutPayload::from(bytes)))
+            .unwrap()
+            .unwrap();
+    }
+    let o = RemoteOptions::default().no_cache();
+    let e = open_target(in_memory(&mem, "s"), &o)
+        .map(|_| ())
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Corrupt { .. }), "{e}");
+    assert_eq!(
+        e.to_string().replace("memory://bkt/stores/s", "S"),
+        local.to_string().replace(path.to_str().unwrap(), "S")
+    );
 }
