@@ -878,14 +878,6 @@ mod push_tests {
     }
 }
 
-impl Drop for StagedRoot {
-    fn drop(&mut self) {
-        if !self.published {
-            let _ = fs::remove_dir_all(&self.temp);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
