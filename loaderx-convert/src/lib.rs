@@ -81,6 +81,8 @@ pub mod jsonl;
 pub mod local;
 #[cfg(feature = "npy")]
 pub mod npy;
+#[cfg(any(feature = "npy", feature = "webdataset"))]
+mod npy_header;
 pub mod output;
 #[cfg(feature = "arrow")]
 mod parquet_file;

@@ -298,6 +298,8 @@ fn read_header(reader: impl Read, origin: &Origin) -> Result<(Header, u64), Erro
         .take(MAX_HEADER_BYTES)
         .read_to_end(&mut head)
         .map_err(|e| origin.error(format!("cannot read the .npy header: {e}")))?;
+    crate::npy_header::check_nesting(&head)
+        .map_err(|e| origin.error(format!("not a readable .npy header: {e}")))?;
     let parsed = std::thread::scope(|scope| {
         std::thread::Builder::new()
             .name("npy-header".into())

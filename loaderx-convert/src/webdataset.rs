@@ -290,19 +290,8 @@ fn npy_header(head: &[u8], size: u64) -> Result<NpyHeader, String> {
             "not a readable .npy file: its header declares more than {MAX_HEADER} bytes"
         ));
     }
-    let mut depth = 0usize;
-    for &b in head.iter().take(MAX_HEADER + 12) {
-        match b {
-            b'(' | b'[' | b'{' => {
-                depth += 1;
-                if depth > 32 {
-                    return Err("not a readable .npy file: its header nests too deep".to_owned());
-                }
-            }
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
+    crate::npy_header::check_nesting(head)
+        .map_err(|e| format!("not a readable .npy file: {e}"))?;
     let mut cursor = Cursor::new(head);
     let header =
         Header::from_reader(&mut cursor).map_err(|e| format!("not a readable .npy file: {e}"))?;
