@@ -455,8 +455,8 @@ struct TableArgs {
     /// RGB). Without it images keep the mode PIL opens them as (P, 1, L,
     /// LA, RGB, RGBA, I;16: 16-bit gray as u16, 16-bit colour as PIL's
     /// 8-bit high bytes), and images of two modes are an error. A CMYK
-    /// JPEG is always stored as RGB (PIL's np.asarray gives its 4 CMYK
-    /// channels).
+    /// JPEG is always stored as RGB, PIL's convert("RGB") (PIL's np.asarray
+    /// gives its 4 CMYK channels).
     #[arg(long, value_name = "L|RGB|RGBA", conflicts_with = "encoded")]
     image_mode: Option<String>,
     /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG

@@ -376,9 +376,9 @@ pub(crate) fn check_image_bytes(bytes: &[u8]) -> Result<(), String> {
         Ok(f) => Err(format!(
             "is a {f:?} image; only PNG, JPEG and WebP images convert"
         )),
-        Err(_) => Err(
-            "is not a PNG, JPEG or WebP image (its first bytes are none of theirs)".to_owned(),
-        ),
+        Err(_) => {
+            Err("is not a PNG, JPEG or WebP image (its first bytes are none of theirs)".to_owned())
+        }
     }
 }
 

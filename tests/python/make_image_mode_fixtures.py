@@ -1,7 +1,8 @@
 """Fixtures for loaderx-cli/tests/convert_images_modes.rs: image folders of
 PNG files Pillow wrote in every mode a PNG opens as (P with and without
 transparency, 4-bit P, 1, L of 2 and 4 bits, RGB with a tRNS colour key, LA,
-RGBA, I;16), WebP files (lossless RGB and RGBA, lossy RGB), a folder mixing
+RGBA, I;16), WebP files (lossless RGB and RGBA, lossy RGB and RGBA), a CMYK
+JPEG, a folder mixing
 palette PNGs with RGB JPEGs, and a Parquet file of a Hugging Face `Image`
 column holding palette PNG and WebP bytes, with what the stores must hold.
 
@@ -16,8 +17,7 @@ Writes under DIR:
   little-endian, bool as bytes 0/1), and `expected/<case>-<k>.RGB.bin`:
   `np.asarray(Image.open(f).convert("RGB"))`;
 - `expected.json`: per case its mode, the files in record order and
-  each one's shape (as opened and converted to RGB), whether it must match
-  exactly (lossy WebP: within a tolerance).
+  each one's shape (as opened and converted to RGB).
 """
 
 import io
@@ -61,55 +61,60 @@ def gradient(mode, w, h, seed):
 
 
 def cases():
-    """(case, extension, [(image, save options)], exact)."""
+    """(case, extension, [(image, save options)])."""
     out = {}
-    out["p"] = ("png", [(palette_image(5, 4, s), {}) for s in range(2)], True)
+    out["p"] = ("png", [(palette_image(5, 4, s), {}) for s in range(2)])
     out["p_trns"] = (
         "png",
         [(palette_image(5, 4, 0), {"transparency": 1}),
          (palette_image(5, 4, 1), {"transparency": bytes([255, 0, 128, 255, 7])})],
-        True,
     )
-    out["p4"] = ("png", [(palette_image(6, 3, s, void=False), {"bits": 4}) for s in range(2)], True)
+    out["p4"] = ("png", [(palette_image(6, 3, s, void=False), {"bits": 4}) for s in range(2)])
     out["bilevel"] = (
         "png",
         [(gradient("L", 9, 3, s).point(lambda v: 255 * (v > 127)).convert("1"), {})
          for s in range(2)],
-        True,
     )
     l2 = Image.new("L", (5, 2))
     l2.putdata([v % 4 for v in range(10)])
     l4 = Image.new("L", (5, 2))
     l4.putdata([v % 16 for v in range(10)])
-    out["l2"] = ("png", [(l2, {"bits": 2})], True)
-    out["l4"] = ("png", [(l4, {"bits": 4})], True)
+    out["l2"] = ("png", [(l2, {"bits": 2})])
+    out["l4"] = ("png", [(l4, {"bits": 4})])
     key = gradient("RGB", 4, 3, 0)
     out["rgb_key"] = (
         "png",
         [(key, {"transparency": tuple(int(v) for v in np.asarray(key)[1, 2])})],
-        True,
     )
-    out["la"] = ("png", [(gradient("LA", 4, 3, s), {}) for s in range(2)], True)
-    out["rgba"] = ("png", [(gradient("RGBA", 4, 3, s), {}) for s in range(2)], True)
+    out["la"] = ("png", [(gradient("LA", 4, 3, s), {}) for s in range(2)])
+    out["rgba"] = ("png", [(gradient("RGBA", 4, 3, s), {}) for s in range(2)])
     i16 = Image.fromarray(
         (np.arange(12, dtype=np.uint16).reshape(3, 4) * 5000).astype(np.uint16)
     )
     assert i16.mode == "I;16", i16.mode
-    out["i16"] = ("png", [(i16, {})], True)
+    out["i16"] = ("png", [(i16, {})])
     out["webp_rgb"] = (
-        "webp", [(gradient("RGB", 7, 5, s), {"lossless": True}) for s in range(2)], True
+        "webp", [(gradient("RGB", 7, 5, s), {"lossless": True}) for s in range(2)]
     )
     out["webp_rgba"] = (
-        "webp", [(gradient("RGBA", 7, 5, s), {"lossless": True}) for s in range(2)], True
+        "webp", [(gradient("RGBA", 7, 5, s), {"lossless": True}) for s in range(2)]
     )
-    smooth = Image.fromarray(
-        np.stack(
-            [np.add.outer(np.arange(24) * 4, np.arange(32) * 3 + 20 * c) % 256
-             for c in range(3)],
-            axis=-1,
-        ).astype(np.uint8)
-    )
-    out["webp_lossy"] = ("webp", [(smooth, {"quality": 90})], False)
+    # Lossy WebP: noise, odd sizes, low and high quality, with alpha.
+    rng = np.random.default_rng(5)
+    for case, sizes in [
+        ("webp_lossy", [(48, 64, 90, 3), (37, 53, 50, 3), (33, 17, 10, 3)]),
+        ("webp_lossy_rgba", [(20, 30, 60, 4), (9, 41, 30, 4)]),
+    ]:
+        lossy = []
+        for h, w, q, bands in sizes:
+            arr = rng.integers(0, 256, (h, w, bands), dtype=np.uint8)
+            arr[h // 2 :] = arr[h // 2 :] // 4 + 100
+            lossy.append((Image.fromarray(arr), {"quality": q}))
+        out[case] = ("webp", lossy)
+    # A CMYK JPEG: stored as RGB (PIL's np.asarray is its 4 CMYK channels).
+    y, x = np.mgrid[0:16, 0:24]
+    cmyk = np.stack([(x * 10) % 256, (y * 15) % 256, (x + y) * 5 % 256, x * 3], axis=-1)
+    out["cmyk"] = ("jpg", [(Image.fromarray(cmyk.astype(np.uint8), "CMYK"), {"quality": 95})])
     return out
 
 
@@ -122,12 +127,12 @@ def encoded(im, fmt, opts):
 def main(root):
     os.makedirs(os.path.join(root, "expected"), exist_ok=True)
     expected = {}
-    for case, (ext, images, exact) in cases().items():
+    for case, (ext, images) in cases().items():
         d = os.path.join(root, "cases", case, "c")
         os.makedirs(d, exist_ok=True)
         files = []
         for k, (im, opts) in enumerate(images):
-            data = encoded(im, "PNG" if ext == "png" else "WEBP", opts)
+            data = encoded(im, {"png": "PNG", "webp": "WEBP", "jpg": "JPEG"}[ext], opts)
             name = f"{k}.{ext}"
             with open(os.path.join(d, name), "wb") as f:
                 f.write(data)
@@ -144,7 +149,7 @@ def main(root):
                 with open(os.path.join(root, entry["rgb_pixels"]), "wb") as f:
                     f.write(little(rgb).tobytes())
             files.append(entry)
-        expected[case] = {"exact": exact, "files": files}
+        expected[case] = {"files": files}
     # A palette PNG beside an RGB JPEG: two modes.
     mixed = os.path.join(root, "mixed", "c")
     os.makedirs(mixed, exist_ok=True)

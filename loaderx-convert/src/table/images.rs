@@ -6,7 +6,8 @@
 //! the file holds, in the mode PIL opens it as (see [`png_format`]): a
 //! palette image (`P`) its indices, a 1-bit image (`1`) 0 and 1, a colour
 //! key (`tRNS`) stays out of the pixels. A CMYK JPEG is the exception: it
-//! is stored as RGB (PIL gives its 4 CMYK channels). With a target mode
+//! is stored as RGB, as PIL's `convert("RGB")` gives it (`np.asarray`
+//! gives its 4 CMYK channels). With a target mode
 //! (`--image-mode`) images convert as PIL's `Image.convert` does.
 //!
 //! A first pass reads only the headers ([`ImageSurvey`]) to decide the
@@ -872,10 +873,7 @@ pub(crate) mod tests {
             &[vec![0, 1, 2, 3], vec![3, 2, 1, 0]],
         );
         // PIL: mode P, np.asarray is the indices (transparency in info).
-        assert_eq!(
-            as_pil(&p8),
-            ("P", vec![2, 4], vec![0, 1, 2, 3, 3, 2, 1, 0])
-        );
+        assert_eq!(as_pil(&p8), ("P", vec![2, 4], vec![0, 1, 2, 3, 3, 2, 1, 0]));
         // Image.convert("RGB"): the palette's colours; "RGBA" adds tRNS.
         assert_eq!(
             &converted(&p8, "RGB")[..12],
@@ -932,7 +930,10 @@ pub(crate) mod tests {
         assert_eq!(as_pil(&la16), ("RGBA", vec![1, 1, 4], vec![9, 9, 9, 7]));
         assert_eq!(converted(&la16, "L"), [9]);
         let i16 = raw_png(1, 1, 16, 0, &[], &[vec![1, 2]]);
-        assert_eq!(as_pil(&i16), ("I;16", vec![1, 1], 0x0102u16.to_le_bytes().to_vec()));
+        assert_eq!(
+            as_pil(&i16),
+            ("I;16", vec![1, 1], 0x0102u16.to_le_bytes().to_vec())
+        );
     }
 
     #[test]
