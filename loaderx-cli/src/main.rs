@@ -355,12 +355,13 @@ enum Convert {
         #[command(flatten)]
         table: TableArgs,
     },
-    /// An image folder: ROOT/<class>/<file>.{jpg,jpeg,png} (classes at any
-    /// depth below their directory), or ROOT/<split>/<class>/... when ROOT
+    /// An image folder: ROOT/<class>/<file>.{jpg,jpeg,png,webp} (classes at
+    /// any depth below their directory), or ROOT/<split>/<class>/... when ROOT
     /// and each of its directories hold only directories and one of them is
     /// named train, val, valid, validation, dev or test. Writes
-    /// OUT/SPLIT/image (decoded pixels: Dense when one shape, else Ragged;
-    /// --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
+    /// OUT/SPLIT/image (decoded pixels, PIL's np.asarray(Image.open(f)): a
+    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape, else
+    /// Ragged; --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
     /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json
     /// (the names, in label order). Records are the files sorted by path. A
     /// symbolic link or a file that is not an image is an error naming it;
@@ -456,11 +457,18 @@ struct TableArgs {
     /// Leave out rows holding a null (in every column of their split).
     #[arg(long)]
     drop_null_rows: bool,
-    /// Convert every image to this mode, as PIL's Image.convert does (L, RGB or RGBA).
+    /// Convert every image to this mode, as PIL's Image.convert does (L, RGB
+    /// or RGBA): a palette (P) expanded, 1-bit pixels 0/255, a tRNS colour
+    /// key or palette transparency made alpha (RGBA), alpha dropped (L,
+    /// RGB). Without it images keep the mode PIL opens them as (P, 1, L,
+    /// LA, RGB, RGBA, I;16: 16-bit gray as u16, 16-bit colour as PIL's
+    /// 8-bit high bytes), and images of two modes are an error. A CMYK
+    /// JPEG is always stored as RGB, PIL's convert("RGB") (PIL's np.asarray
+    /// gives its 4 CMYK channels).
     #[arg(long, value_name = "L|RGB|RGBA", conflicts_with = "encoded")]
     image_mode: Option<String>,
-    /// Store images as their files' bytes (Ragged u8 records of PNG or
-    /// JPEG files), not decoded pixels: a JPEG corpus stays its size.
+    /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG
+    /// or WebP files), not decoded pixels: a JPEG corpus stays its size.
     #[arg(long)]
     encoded: bool,
     /// Write only this writer's share, as part PART of a multi-part

@@ -337,7 +337,7 @@ fn image_folder_refuses_links_and_non_images_by_name() {
         out.as_os_str()
     ]));
     assert!(
-        e.contains(&fake.display().to_string()) && e.contains("not a PNG or JPEG"),
+        e.contains(&fake.display().to_string()) && e.contains("not a PNG, JPEG or WebP"),
         "{e}"
     );
     // A PNG cut short fails in the decoder: the error names the file too.

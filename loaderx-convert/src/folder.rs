@@ -27,7 +27,8 @@
 //!   [`ImageFolder::split_name`] (default `train`), and its directories
 //!   are classes. A file directly in ROOT is then an error.
 //!
-//! A class directory holds image files (`.jpg`, `.jpeg`, `.png`, any case)
+//! A class directory holds image files (`.jpg`, `.jpeg`, `.png`, `.webp`,
+//! any case)
 //! at any depth; any other file is an error naming it (nothing is skipped
 //! silently). A symbolic link anywhere under ROOT is an error naming it:
 //! links are never followed, and never skipped.
@@ -50,7 +51,7 @@
 //!
 //! # Errors
 //!
-//! A file that is not a PNG or JPEG image, or cannot be decoded, is an
+//! A file that is not a PNG, JPEG or WebP image, or cannot be decoded, is an
 //! error naming the file (and its row); the conversion leaves nothing
 //! behind.
 //!
@@ -90,7 +91,7 @@ pub const IMAGE_COLUMN: &str = "image";
 pub const LABEL_COLUMN: &str = "label";
 
 /// The file extensions of images, lowercase.
-const IMAGE_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+const IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
 
 /// An image folder to convert and the table options; a builder.
 #[derive(Debug, Clone)]
@@ -211,7 +212,7 @@ fn class_files(dir: &Path, out: &mut Vec<(PathBuf, u64)>) -> Result<(), Error> {
         } else {
             return Err(source_error(
                 &path,
-                "is not an image file (.jpg, .jpeg or .png); an image folder's class \
+                "is not an image file (.jpg, .jpeg, .png or .webp); an image folder's class \
                  directories hold only images (names starting with `.` are ignored)",
             ));
         }
@@ -308,7 +309,7 @@ fn discover(root: &Path, default_split: &str) -> Result<Layout, Error> {
         if files.is_empty() {
             return Err(source_error(
                 root,
-                format!("split {name:?} holds no image files (.jpg, .jpeg, .png)"),
+                format!("split {name:?} holds no image files (.jpg, .jpeg, .png, .webp)"),
             ));
         }
         // Component by component, as the directories were walked.
@@ -338,7 +339,7 @@ fn image_fields() -> Fields {
 }
 
 /// Reads image file `path` (a symbolic link is refused), checking that it
-/// holds a PNG or JPEG image; errors name the file (`shown`).
+/// holds a PNG, JPEG or WebP image; errors name the file (`shown`).
 pub(crate) fn read_image_file(path: &Path, shown: &str) -> Result<Vec<u8>, Error> {
     let meta = std::fs::symlink_metadata(path).map_err(|e| Error::io(path, e))?;
     if meta.file_type().is_symlink() {
@@ -365,17 +366,19 @@ pub(crate) fn read_image_file(path: &Path, shown: &str) -> Result<Vec<u8>, Error
     Ok(bytes)
 }
 
-/// Checks that `bytes` start like a PNG or JPEG image.
+/// Checks that `bytes` start like a PNG, JPEG or WebP image.
 pub(crate) fn check_image_bytes(bytes: &[u8]) -> Result<(), String> {
     if bytes.is_empty() {
-        return Err("is empty, not a PNG or JPEG image".to_owned());
+        return Err("is empty, not a PNG, JPEG or WebP image".to_owned());
     }
     match image::guess_format(bytes) {
-        Ok(image::ImageFormat::Png | image::ImageFormat::Jpeg) => Ok(()),
+        Ok(image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::WebP) => Ok(()),
         Ok(f) => Err(format!(
-            "is a {f:?} image; only PNG and JPEG images convert"
+            "is a {f:?} image; only PNG, JPEG and WebP images convert"
         )),
-        Err(_) => Err("is not a PNG or JPEG image (its first bytes are neither's)".to_owned()),
+        Err(_) => {
+            Err("is not a PNG, JPEG or WebP image (its first bytes are none of theirs)".to_owned())
+        }
     }
 }
 
@@ -706,7 +709,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("c/b.jpg") && e.contains("not a PNG or JPEG"),
+            e.contains("c/b.jpg") && e.contains("not a PNG, JPEG or WebP"),
             "{e}"
         );
         assert!(!dir.path().join("out").exists());

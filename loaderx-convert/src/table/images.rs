@@ -1,11 +1,21 @@
-//! The Hugging Face `Image` feature: PNG or JPEG bytes in a `{bytes, path}`
-//! struct, decoded to `[H, W]` (one channel) or `[H, W, C]` pixels.
+//! The Hugging Face `Image` feature: PNG, JPEG or WebP bytes in a
+//! `{bytes, path}` struct, decoded to `[H, W]` (one channel) or `[H, W, C]`
+//! pixels.
+//!
+//! Pixels are what PIL's `np.asarray(Image.open(f))` gives: a PNG keeps what
+//! the file holds, in the mode PIL opens it as (see [`png_format`]): a
+//! palette image (`P`) its indices, a 1-bit image (`1`) 0 and 1, a colour
+//! key (`tRNS`) stays out of the pixels. A CMYK JPEG is the exception: it
+//! is stored as RGB, as PIL's `convert("RGB")` gives it (`np.asarray`
+//! gives its 4 CMYK channels). With a target mode
+//! (`--image-mode`) images convert as PIL's `Image.convert` does.
 //!
 //! A first pass reads only the headers ([`ImageSurvey`]) to decide the
 //! store: Dense when every image has one shape, Ragged otherwise. Images of
-//! different modes (e.g. `L` and `RGB`) in one column are an error, since
-//! converting them would change pixel values.
+//! different modes (e.g. `L` and `RGB`, or `P` and `RGB`) in one column are
+//! an error, since converting them would change pixel values.
 
+use std::borrow::Cow;
 use std::io::Cursor;
 
 use arrow_array::cast::AsArray;
@@ -30,6 +40,21 @@ pub(crate) struct PixelFormat {
 }
 
 impl PixelFormat {
+    /// PIL's mode `P`: one palette index per pixel.
+    pub(crate) const PALETTE: PixelFormat = PixelFormat {
+        dtype: DType::U8,
+        channels: 1,
+        mode: "P",
+    };
+
+    /// PIL's mode `1`: one bit per pixel, stored as a byte 0 or 1 (the
+    /// bytes of `np.asarray`'s bool array).
+    pub(crate) const BILEVEL: PixelFormat = PixelFormat {
+        dtype: DType::U8,
+        channels: 1,
+        mode: "1",
+    };
+
     /// The layout of decoded `color`.
     pub(crate) fn of(color: ColorType) -> Option<PixelFormat> {
         let (dtype, channels, mode) = match color {
@@ -293,12 +318,138 @@ fn reader(bytes: &[u8]) -> Result<ImageReader<Cursor<&[u8]>>, String> {
         .map_err(|e| format!("cannot read the image: {e}"))?;
     r.limits(limits());
     match r.format() {
-        Some(image::ImageFormat::Png | image::ImageFormat::Jpeg) => Ok(r),
+        Some(image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::WebP) => {
+            Ok(r)
+        }
         Some(f) => Err(format!(
-            "{f:?} images are not supported (only PNG and JPEG)"
+            "{f:?} images are not supported (only PNG, JPEG and WebP)"
         )),
-        None => Err("not a PNG or JPEG image (unknown format)".to_owned()),
+        None => Err("not a PNG, JPEG or WebP image (unknown format)".to_owned()),
     }
+}
+
+/// The first bytes of every PNG file.
+const PNG_SIGNATURE: &[u8] = b"\x89PNG\r\n\x1a\n";
+
+/// A PNG's bit depth and colour type, from its `IHDR` chunk (always the
+/// first); `None` when `bytes` is not a PNG.
+fn png_ihdr(bytes: &[u8]) -> Option<(u8, u8)> {
+    if bytes.starts_with(PNG_SIGNATURE) && bytes.get(12..16) == Some(b"IHDR".as_slice()) {
+        Some((*bytes.get(24)?, *bytes.get(25)?))
+    } else {
+        None
+    }
+}
+
+/// The mode PIL's `Image.open` reads a PNG of bit depth `depth` and colour
+/// type `color` as (`PngImagePlugin._MODES`): `1` for 1-bit gray, `L` for
+/// 2-, 4- and 8-bit gray (2 and 4 bits scaled to 0..255), `I;16` for 16-bit
+/// gray, `P` for a palette (the indices), `LA`, and 8-bit `RGB` and `RGBA`
+/// for 8- and 16-bit colour (the high byte of each 16-bit sample; 16-bit
+/// gray with alpha is read as `RGBA`). A colour key (`tRNS`) never changes
+/// the mode.
+fn png_format(depth: u8, color: u8) -> Result<PixelFormat, String> {
+    let color_type = match (depth, color) {
+        (1, 0) => return Ok(PixelFormat::BILEVEL),
+        (1 | 2 | 4 | 8, 3) => return Ok(PixelFormat::PALETTE),
+        (2 | 4 | 8, 0) => ColorType::L8,
+        (16, 0) => ColorType::L16,
+        (8 | 16, 2) => ColorType::Rgb8,
+        (8, 4) => ColorType::La8,
+        (16, 4) | (8 | 16, 6) => ColorType::Rgba8,
+        _ => {
+            return Err(format!(
+                "a PNG of bit depth {depth} and colour type {color}, which the PNG \
+                 standard does not define"
+            ));
+        }
+    };
+    PixelFormat::of(color_type).ok_or_else(|| format!("unsupported color type {color_type:?}"))
+}
+
+/// `png` (colour type `color`) as the `image` crate's decoder must see it
+/// to give PIL's pixels, since that decoder expands palettes and colour
+/// keys: without its `tRNS` chunk (PIL keeps a colour key in `info`, not in
+/// the pixels) and, for a palette image, with the palette replaced by
+/// entry `i` = `(i, 0, 0)`, so that the red channel of the expanded pixels
+/// is the index. Unchanged (borrowed) when there is nothing to change; a
+/// damaged chunk list is copied as it is, for the decoder to report.
+fn png_as_pil(png: &[u8], depth: u8, color: u8) -> Cow<'_, [u8]> {
+    let palette = color == 3;
+    let mut out: Option<Vec<u8>> = None;
+    let mut at = PNG_SIGNATURE.len();
+    while let Some(header) = png.get(at..at + 8) {
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let kind = &header[4..8];
+        let Some(end) = at.checked_add(12).and_then(|e| e.checked_add(len)) else {
+            break;
+        };
+        let replace = kind == b"tRNS" || (palette && kind == b"PLTE");
+        if replace {
+            let out = out.get_or_insert_with(|| png[..at].to_vec());
+            if kind == b"PLTE" {
+                let entries = 1usize << depth.min(8);
+                let data: Vec<u8> = (0..entries).flat_map(|i| [i as u8, 0, 0]).collect();
+                let mut crc = flate2::Crc::new();
+                crc.update(b"PLTE");
+                crc.update(&data);
+                out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+                out.extend_from_slice(b"PLTE");
+                out.extend_from_slice(&data);
+                out.extend_from_slice(&crc.sum().to_be_bytes());
+            }
+        } else if let Some(out) = &mut out {
+            out.extend_from_slice(&png[at..end.min(png.len())]);
+        }
+        if end >= png.len() || kind == b"IEND" {
+            at = end;
+            break;
+        }
+        at = end;
+    }
+    match out {
+        Some(mut out) => {
+            if at < png.len() {
+                out.extend_from_slice(&png[at..]);
+            }
+            Cow::Owned(out)
+        }
+        None => Cow::Borrowed(png),
+    }
+}
+
+/// The high byte of each native-endian 16-bit sample, as PIL reads 16-bit
+/// colour PNGs (`RGB;16B`, `RGBA;16B`, `LA;16B`).
+fn high_bytes(pixels: &[u8]) -> Vec<u8> {
+    pixels
+        .chunks_exact(2)
+        .map(|c| (u16::from_ne_bytes([c[0], c[1]]) >> 8) as u8)
+        .collect()
+}
+
+/// `pixels` as the `image` crate decoded them (`raw`) turned into PIL's
+/// `found` (see [`png_format`]): palette indices from the red channel of
+/// [`png_as_pil`]'s palette, 1-bit pixels to 0 and 1, 16-bit colour to its
+/// high bytes.
+fn pil_pixels(pixels: Vec<u8>, raw: PixelFormat, found: PixelFormat) -> Result<Vec<u8>, String> {
+    Ok(match found {
+        PixelFormat::PALETTE if raw.dtype == DType::U8 && raw.channels >= 3 => {
+            pixels.iter().step_by(raw.channels).copied().collect()
+        }
+        PixelFormat::BILEVEL if raw.dtype == DType::U8 && raw.channels == 1 => {
+            pixels.iter().map(|&p| u8::from(p != 0)).collect()
+        }
+        _ if raw == found => pixels,
+        _ if raw.dtype == DType::U16 && found.dtype == DType::U8 => {
+            convert_pixels(&high_bytes(&pixels), raw.channels, found.channels)
+        }
+        _ => {
+            return Err(format!(
+                "the decoder gave {} pixels for a {} image",
+                raw.mode, found.mode
+            ));
+        }
+    })
 }
 
 /// The bytes of a `width` x `height` image decoded to `format`; an error
@@ -357,33 +508,42 @@ fn check_expansion(bytes: &[u8], decoded: usize) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads an image's header: its pixel layout and shape.
+/// Reads an image's header: its pixel layout (PIL's mode, see
+/// [`png_format`]) and shape.
 pub(crate) fn probe(bytes: &[u8]) -> Result<(PixelFormat, Vec<usize>), String> {
     let decoder = reader(bytes)?
         .into_decoder()
         .map_err(|e| format!("cannot decode the image header: {e}"))?;
     let color = decoder.color_type();
-    let format =
-        PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
+    let raw = PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
+    let format = match png_ihdr(bytes) {
+        Some((depth, color)) => png_format(depth, color)?,
+        None => raw,
+    };
     let (w, h) = decoder.dimensions();
-    check_expansion(bytes, decoded_bytes(format, w, h)?)?;
+    // The decoder's buffer (a palette expanded) may be the larger.
+    let most = decoded_bytes(raw, w, h)?.max(decoded_bytes(format, w, h)?);
+    check_expansion(bytes, most)?;
     Ok((format, format.shape(w, h)))
 }
 
-/// Checks one file for an encoded store: a PNG or JPEG whose header the
-/// decoder accepts.
+/// Checks one file for an encoded store: a PNG, JPEG or WebP image whose
+/// header the decoder accepts.
 pub(crate) fn encoded_check(bytes: &[u8]) -> Result<(), String> {
     let format = image::guess_format(bytes).map_err(|e| format!("not an image file: {e}"))?;
-    if !matches!(format, image::ImageFormat::Png | image::ImageFormat::Jpeg) {
+    if !matches!(
+        format,
+        image::ImageFormat::Png | image::ImageFormat::Jpeg | image::ImageFormat::WebP
+    ) {
         return Err(format!(
-            "a {format:?} image; encoded stores hold PNG or JPEG files"
+            "a {format:?} image; encoded stores hold PNG, JPEG or WebP files"
         ));
     }
     probe(bytes).map(|_| ())
 }
 
 /// Appends image files unchanged (`[len]` records of their bytes) to `out`,
-/// each checked to be a PNG or JPEG image whose header the decoder accepts
+/// each checked to be a PNG, JPEG or WebP image whose header the decoder accepts
 /// (rows from `first_row` on, in parallel).
 pub(crate) fn encoded_into(
     files: &[&[u8]],
@@ -403,29 +563,37 @@ pub(crate) fn encoded_into(
 pub(crate) type Pixels = (Vec<usize>, Vec<u8>);
 
 /// Decodes one image to C-order little-endian pixels, checking that it has
-/// `format` (and `shape`, when given). With `convert`, any 8-bit image is
-/// converted to `format` instead.
+/// `format` (and `shape`, when given): PIL's `np.asarray(Image.open(f))`
+/// (see [`png_format`]). With `convert`, any 8-bit image is converted to
+/// `format` instead, as PIL's `Image.convert` does (a palette expanded, a
+/// colour key or a palette's `tRNS` made alpha, 1-bit pixels 0 and 255).
 pub(crate) fn decode(
     bytes: &[u8],
     format: PixelFormat,
     shape: Option<&[usize]>,
     convert: bool,
 ) -> Result<Pixels, String> {
-    let decoder = reader(bytes)?
+    let png = png_ihdr(bytes);
+    let view = match png {
+        Some((depth, color)) if !convert => png_as_pil(bytes, depth, color),
+        _ => Cow::Borrowed(bytes),
+    };
+    let decoder = reader(&view)?
         .into_decoder()
         .map_err(|e| format!("cannot decode the image: {e}"))?;
-    let found = PixelFormat::of(decoder.color_type());
-    let source = match found {
-        Some(f) if convert && f.dtype == DType::U8 => f,
-        Some(f) if f == format => f,
-        _ => {
-            return Err(format!(
-                "image mode {} differs from the column's {}",
-                found.map_or("unknown", |f| f.mode),
-                format.mode
-            ));
-        }
+    let color = decoder.color_type();
+    let raw = PixelFormat::of(color).ok_or_else(|| format!("unsupported color type {color:?}"))?;
+    // The image as PIL opens it.
+    let found = match png {
+        Some((depth, color)) => png_format(depth, color)?,
+        None => raw,
     };
+    if !(found == format || convert && found.dtype == DType::U8) {
+        return Err(format!(
+            "image mode {} differs from the column's {}",
+            found.mode, format.mode
+        ));
+    }
     let (w, h) = decoder.dimensions();
     let got = format.shape(w, h);
     if let Some(want) = shape
@@ -437,13 +605,13 @@ pub(crate) fn decode(
     }
     // Both the decoder's buffer and the record (converted) must fit in a
     // record before either is allocated.
-    let total = decoded_bytes(source, w, h)?;
+    let total = decoded_bytes(raw, w, h)?;
     check_expansion(bytes, total.max(decoded_bytes(format, w, h)?))?;
     if decoder.total_bytes() != total as u64 {
         return Err(format!(
             "the decoder needs {} bytes for {w} x {h} {} pixels, {total} expected",
             decoder.total_bytes(),
-            source.mode
+            raw.mode
         ));
     }
     let mut pixels = Vec::new();
@@ -454,8 +622,15 @@ pub(crate) fn decode(
     decoder
         .read_image(&mut pixels)
         .map_err(|e| format!("cannot decode the image: {e}"))?;
-    if source != format {
-        pixels = convert_pixels(&pixels, source.channels, format.channels);
+    if convert {
+        // PIL reads 16-bit colour as 8-bit (its high bytes) before
+        // converting.
+        if raw.dtype == DType::U16 {
+            pixels = high_bytes(&pixels);
+        }
+        pixels = convert_pixels(&pixels, raw.channels, format.channels);
+    } else {
+        pixels = pil_pixels(pixels, raw, found)?;
     }
     let width = format.dtype.size();
     if cfg!(target_endian = "big") && width > 1 {
@@ -630,6 +805,152 @@ pub(crate) mod tests {
         check_expansion(&png, 9_000_000).unwrap();
         let e = check_expansion(&png, png.len() * 33_025 + (64 << 20)).unwrap_err();
         assert!(e.contains("refusing to decode it"), "{e}");
+    }
+
+    /// A PNG of `w` x `h` pixels of bit depth `depth` and colour type
+    /// `color`, with `chunks` (`PLTE`, `tRNS`...) before its one `IDAT` of
+    /// `rows` (unfiltered scanlines, packed as the file holds them).
+    fn raw_png(
+        w: u32,
+        h: u32,
+        depth: u8,
+        color: u8,
+        chunks: &[(&[u8; 4], Vec<u8>)],
+        rows: &[Vec<u8>],
+    ) -> Vec<u8> {
+        use std::io::Write;
+        let mut out = PNG_SIGNATURE.to_vec();
+        let mut chunk = |kind: &[u8], data: &[u8]| {
+            out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+            let mut body = kind.to_vec();
+            body.extend_from_slice(data);
+            out.extend_from_slice(&body);
+            out.extend_from_slice(&crc32(&body).to_be_bytes());
+        };
+        let mut ihdr = w.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&h.to_be_bytes());
+        ihdr.extend_from_slice(&[depth, color, 0, 0, 0]);
+        chunk(b"IHDR", &ihdr);
+        for (kind, data) in chunks {
+            chunk(kind.as_slice(), data);
+        }
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        for row in rows {
+            z.write_all(&[0]).unwrap();
+            z.write_all(row).unwrap();
+        }
+        chunk(b"IDAT", &z.finish().unwrap());
+        chunk(b"IEND", &[]);
+        out
+    }
+
+    /// Probes and decodes `bytes` in its own mode: (mode, shape, pixels).
+    fn as_pil(bytes: &[u8]) -> (&'static str, Vec<usize>, Vec<u8>) {
+        let (f, shape) = probe(bytes).unwrap();
+        let (s, p) = decode(bytes, f, Some(&shape), false).unwrap();
+        assert_eq!(s, shape);
+        (f.mode, s, p)
+    }
+
+    /// Decodes `bytes` converted to `mode`, as `Image.convert(mode)`.
+    fn converted(bytes: &[u8], mode: &str) -> Vec<u8> {
+        let (f, _) = probe(bytes).unwrap();
+        let to = f.converted(PixelFormat::target(mode)).unwrap();
+        decode(bytes, to, None, true).unwrap().1
+    }
+
+    #[test]
+    fn palette_images_keep_their_indices_as_pil_does() {
+        // Entries 1 and 2 have one colour: only the indices tell them apart
+        // (a segmentation mask's classes). Entry 1 is transparent.
+        let plte = vec![0, 0, 0, 10, 20, 30, 10, 20, 30, 200, 100, 50];
+        let p8 = raw_png(
+            4,
+            2,
+            8,
+            3,
+            &[(b"PLTE", plte.clone()), (b"tRNS", vec![255, 0])],
+            &[vec![0, 1, 2, 3], vec![3, 2, 1, 0]],
+        );
+        // PIL: mode P, np.asarray is the indices (transparency in info).
+        assert_eq!(as_pil(&p8), ("P", vec![2, 4], vec![0, 1, 2, 3, 3, 2, 1, 0]));
+        // Image.convert("RGB"): the palette's colours; "RGBA" adds tRNS.
+        assert_eq!(
+            &converted(&p8, "RGB")[..12],
+            &[0, 0, 0, 10, 20, 30, 10, 20, 30, 200, 100, 50]
+        );
+        assert_eq!(
+            &converted(&p8, "RGBA")[..12],
+            &[0, 0, 0, 255, 10, 20, 30, 0, 10, 20, 30, 255]
+        );
+        assert_eq!(&converted(&p8, "L")[..4], &[0, 18, 18, 124]);
+        // 2-bit indices, packed four to a byte.
+        let p2 = raw_png(4, 1, 2, 3, &[(b"PLTE", plte)], &[vec![0b00_01_10_11]]);
+        assert_eq!(as_pil(&p2), ("P", vec![1, 4], vec![0, 1, 2, 3]));
+        // A palette image is a mode of its own: never mixed with RGB.
+        let mut s = ImageSurvey::default();
+        s.add(0, PixelFormat::PALETTE, vec![2, 4]).unwrap();
+        let rgb = PixelFormat::of(ColorType::Rgb8).unwrap();
+        let e = s.add(1, rgb, vec![2, 4, 3]).unwrap_err();
+        assert!(e.contains("row 0 is P but row 1 is RGB"), "{e}");
+        let e = decode(&p8, rgb, None, false).unwrap_err();
+        assert!(e.contains("image mode P differs"), "{e}");
+    }
+
+    #[test]
+    fn bilevel_gray_and_colour_keys_are_read_as_pil_reads_them() {
+        // 1-bit gray: PIL's mode 1, 0 and 1 (np.asarray's bools).
+        let b1 = raw_png(3, 2, 1, 0, &[], &[vec![0b0100_0000], vec![0b1100_0000]]);
+        assert_eq!(as_pil(&b1), ("1", vec![2, 3], vec![0, 1, 0, 1, 1, 0]));
+        assert_eq!(converted(&b1, "L"), [0, 255, 0, 255, 255, 0]);
+        // 2- and 4-bit gray: L, scaled to 0..255 as PIL's L;2 and L;4 are.
+        let l2 = raw_png(4, 1, 2, 0, &[], &[vec![0b00_01_10_11]]);
+        assert_eq!(as_pil(&l2), ("L", vec![1, 4], vec![0, 85, 170, 255]));
+        let l4 = raw_png(2, 1, 4, 0, &[], &[vec![0x1f]]);
+        assert_eq!(as_pil(&l4), ("L", vec![1, 2], vec![17, 255]));
+        // A colour key stays out of the pixels (PIL: mode RGB, the key in
+        // info); Image.convert("RGBA") makes it alpha.
+        let key = raw_png(
+            2,
+            1,
+            8,
+            2,
+            &[(b"tRNS", vec![0, 1, 0, 2, 0, 3])],
+            &[vec![1, 2, 3, 4, 5, 6]],
+        );
+        assert_eq!(as_pil(&key), ("RGB", vec![1, 2, 3], vec![1, 2, 3, 4, 5, 6]));
+        assert_eq!(converted(&key, "RGBA"), [1, 2, 3, 0, 4, 5, 6, 255]);
+        let gray_key = raw_png(2, 1, 8, 0, &[(b"tRNS", vec![0, 7])], &[vec![7, 8]]);
+        assert_eq!(as_pil(&gray_key), ("L", vec![1, 2], vec![7, 8]));
+        // 16-bit colour: PIL's 8-bit RGB / RGBA (the high bytes); 16-bit
+        // gray with alpha is RGBA; 16-bit gray stays I;16.
+        let rgb16 = raw_png(1, 1, 16, 2, &[], &[vec![1, 2, 3, 4, 5, 6]]);
+        assert_eq!(as_pil(&rgb16), ("RGB", vec![1, 1, 3], vec![1, 3, 5]));
+        let la16 = raw_png(1, 1, 16, 4, &[], &[vec![9, 8, 7, 6]]);
+        assert_eq!(as_pil(&la16), ("RGBA", vec![1, 1, 4], vec![9, 9, 9, 7]));
+        assert_eq!(converted(&la16, "L"), [9]);
+        let i16 = raw_png(1, 1, 16, 0, &[], &[vec![1, 2]]);
+        assert_eq!(
+            as_pil(&i16),
+            ("I;16", vec![1, 1], 0x0102u16.to_le_bytes().to_vec())
+        );
+    }
+
+    #[test]
+    fn webp_images_probe_decode_and_pass_the_encoded_check() {
+        use image::ImageEncoder;
+        let pixels: Vec<u8> = (0..4 * 3 * 4).map(|i| (i * 5) as u8).collect();
+        let mut webp = Vec::new();
+        image::codecs::webp::WebPEncoder::new_lossless(&mut webp)
+            .write_image(&pixels, 4, 3, image::ExtendedColorType::Rgba8)
+            .unwrap();
+        assert_eq!(as_pil(&webp), ("RGBA", vec![3, 4, 4], pixels));
+        encoded_check(&webp).unwrap();
+        assert!(
+            encoded_check(b"GIF89a....")
+                .unwrap_err()
+                .contains("PNG, JPEG or WebP")
+        );
     }
 
     #[test]
