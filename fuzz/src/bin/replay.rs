@@ -20,6 +20,10 @@ fn main() -> ExitCode {
         "audio" => loaderx_fuzz::convert::audio,
         "card" => loaderx_fuzz::hf::card,
         "parquet" => loaderx_fuzz::hf::parquet,
+        "jsonl" => loaderx_fuzz::formats::jsonl,
+        "npy" => loaderx_fuzz::formats::npy,
+        "webdataset" => loaderx_fuzz::formats::webdataset,
+        "jpeg_crop" => loaderx_fuzz::formats::jpeg_crop,
         _ => {
             eprintln!(
                 "usage: replay store|ragged_record|schema|sampler|mixture|manifest|idx|image|audio|card|parquet FILE..."
