@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         "jpeg_crop" => loaderx_fuzz::formats::jpeg_crop,
         _ => {
             eprintln!(
-                "usage: replay store|ragged_record|schema|sampler|mixture|manifest|idx|image|audio|card|parquet FILE..."
+                "usage: replay store|ragged_record|schema|sampler|mixture|manifest|idx|image|audio|card|parquet|jsonl|npy|webdataset|jpeg_crop FILE..."
             );
             return ExitCode::from(2);
         }
