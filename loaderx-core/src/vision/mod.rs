@@ -104,6 +104,7 @@
 
 mod crop;
 mod decode;
+mod jpeg;
 mod loader;
 mod ops;
 mod pipeline;
