@@ -622,4 +622,21 @@ mod tests {
             assert!(part.x <= 30 && part.y <= 20, "{name}");
         }
     }
+
+    /// A JPEG whose Huffman table is bogus, decoded on a thread, does not
+    /// spoil the next image's decode there (libjpeg keeps a stream's
+    /// tables in its instance; a failed decode drops the instance).
+    #[test]
+    fn a_failed_decode_leaves_nothing_behind_for_the_next() {
+        let good = jpegs().remove(0).1;
+        let dht = good.windows(2).position(|w| w == [0xFF, 0xC4]).unwrap();
+        let mut bad = good.clone();
+        bad[dht + 5..dht + 21].fill(0);
+        let whole = open(&good, u64::MAX).unwrap().decode(3, 1).unwrap();
+        for _ in 0..3 {
+            assert!(open(&bad, u64::MAX).unwrap().decode(3, 1).is_err());
+            let again = open(&good, u64::MAX).unwrap().decode(3, 1).unwrap();
+            assert_eq!(again, whole);
+        }
+    }
 }
