@@ -306,7 +306,7 @@ pub enum ErrorKind {
         message: String,
     },
     /// An encoded image (feature `vision`) could not be decoded or
-    /// augmented: not a JPEG or PNG, corrupt, truncated, over the pixel
+    /// augmented: not a JPEG, PNG or WebP, corrupt, truncated, over the pixel
     /// limit, or of a mode that is not decoded.
     #[error("{}{}{detail}", stream.as_ref().map(|s| format!("stream {s:?}: ")).unwrap_or_default(), record.map(|i| format!("record {i}: ")).unwrap_or_default())]
     Image {

@@ -61,7 +61,7 @@
 //!   fixed-length rows.
 //! - `loader`: the ordered, multi-threaded [`DataLoader`] (endless, or finite
 //!   passes) and its [`Batch`]es.
-//! - `vision` (feature `vision`): decoding and augmenting encoded JPEG/PNG
+//! - `vision` (feature `vision`): decoding and augmenting encoded JPEG/PNG/WebP
 //!   records on the loader's workers (`DataLoaderBuilder::augment`).
 //! - [`adapter`]: the adapter author's guide and everything it needs:
 //!   staging, converters, aligned buffers, padding, the widening table,

@@ -252,8 +252,8 @@ fn hostile_images_are_errors_never_panics() {
     let good = jpeg(64, 48, &px);
     apply(&p, &good, 0).unwrap();
 
-    assert!(image_detail(apply(&p, b"GIF89a not at all", 0)).contains("not a JPEG or PNG"));
-    assert!(image_detail(apply(&p, &[], 0)).contains("not a JPEG or PNG"));
+    assert!(image_detail(apply(&p, b"GIF89a not at all", 0)).contains("not a JPEG, PNG or WebP"));
+    assert!(image_detail(apply(&p, &[], 0)).contains("not a JPEG, PNG or WebP"));
     // Truncated, at many places: header, tables, scan.
     // Only the end-of-image marker missing: a complete image, whichever
     // decoder (full or reduced) the crop takes.
@@ -826,4 +826,168 @@ fn crop_first_refuses_truncated_and_corrupt_jpegs() {
             image_detail(apply(&p, &bad, 0));
         }
     }
+}
+
+const SAMPLING: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/vision/sampling"
+);
+
+/// The committed fixtures named `*.{ext}` (sampling/make.py), sorted:
+/// name, bytes, and PIL's decode of them (`*.pil.png`).
+fn sampling_fixtures(ext: &str) -> Vec<(String, Vec<u8>, image::DynamicImage)> {
+    let mut names: Vec<String> = std::fs::read_dir(SAMPLING)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|n| n.strip_suffix(&format!(".{ext}")).map(str::to_string))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4, "{ext} fixtures: {names:?}");
+    names
+        .into_iter()
+        .map(|n| {
+            let bytes = std::fs::read(format!("{SAMPLING}/{n}.{ext}")).unwrap();
+            let pil = std::fs::read(format!("{SAMPLING}/{n}.pil.png")).unwrap();
+            (n, bytes, image::load_from_memory(&pil).unwrap())
+        })
+        .collect()
+}
+
+/// JPEGs of every sampling libjpeg writes (4:4:4 to 4:1:1, gray, luma 2x2
+/// with chroma 2x1, every component 2x1 or 1x2, a 2x2 third component,
+/// factors of 3 and 4x2), 61 x 45: the full decode is PIL's, and crop-first
+/// decodes (every left edge a centre crop can have, and random resized
+/// crops at every reduced scale) are the full decode's pixels.
+#[test]
+fn jpegs_of_every_sampling_decode_as_pil_does_crop_first_or_not() {
+    let (w, h) = (61u32, 45u32);
+    for (name, src, pil) in sampling_fixtures("jpg") {
+        let info = ImageInfo::read(&src).unwrap();
+        assert_eq!((info.width, info.height), (w, h), "{name}");
+        let whole = Pipeline::new()
+            .center_crop((h, w))
+            .layout(Layout::Hwc)
+            .reduced_decode(false);
+        let full = apply(&whole, &src, 0).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let (mean, max) = differences(&full, pil.to_rgb8().as_raw());
+        assert!(
+            max == 0 && mean == 0.0,
+            "{name}: full decode vs PIL, mean {mean} max {max}"
+        );
+        // Centre crops at every left (and top) offset up to 30: the crop
+        // itself, as the full decode has it.
+        for k in 0..30 {
+            let size = (h - (k % 20), w - 2 * k);
+            let p = Pipeline::new().center_crop(size).layout(Layout::Hwc);
+            let crop_first = apply(&p, &src, 0).unwrap_or_else(|e| panic!("{name} {size:?}: {e}"));
+            let full = apply(&p.clone().reduced_decode(false), &src, 0).unwrap();
+            assert!(crop_first == full, "{name}: center_crop{size:?} differs");
+        }
+        // Random boxes, shrunk up to 7x: reduced-IDCT (1/2, 1/4) crop-first
+        // decodes, an 8 x 8 block's average against the bilinear filter's
+        // on a noisy picture (measured: worst mean 17.2, 4:4:1).
+        for (what, p, bound) in [
+            ("imagenet_train(40)", Pipeline::imagenet_train(40), 0.01),
+            (
+                "random_resized_crop(8)",
+                Pipeline::new().random_resized_crop(8, (0.3, 1.0), (0.75, 4.0 / 3.0)),
+                20.0,
+            ),
+        ] {
+            let mut worst = 0.0f64;
+            for k in 0..40 {
+                let crop_first =
+                    apply(&p, &src, k).unwrap_or_else(|e| panic!("{name} {what} key {k}: {e}"));
+                let full = apply(&p.clone().reduced_decode(false), &src, k).unwrap();
+                let (mean, _) = differences(&crop_first, &full);
+                worst = worst.max(mean);
+                assert!(mean <= bound, "{name} {what} key {k}: mean {mean}");
+            }
+            eprintln!("{name} {what}: worst mean {worst:.4}");
+        }
+    }
+}
+
+/// WebP records written by Pillow, lossless and lossy, with and without
+/// alpha, through the pipeline: lossless ones are PIL's pixels exactly,
+/// lossy ones within a few levels of PIL's (libwebp's) decode.
+#[test]
+fn webp_records_decode_as_pil_does() {
+    for (name, src, pil) in sampling_fixtures("webp") {
+        let alpha = name.ends_with("rgba");
+        let info = ImageInfo::read(&src).unwrap();
+        assert_eq!(
+            (info.format, info.width, info.height, info.channels),
+            (ImageFormat::WebP, 61, 45, if alpha { 4 } else { 3 }),
+            "{name}"
+        );
+        let p = Pipeline::new().center_crop((45, 61)).layout(Layout::Hwc);
+        for (mode, want) in [
+            (ColorMode::Rgba, pil.to_rgba8().into_raw()),
+            (ColorMode::Rgb, pil.to_rgb8().into_raw()),
+            // PIL's `L`: ITU-R 601-2 luma of its RGB.
+            (
+                ColorMode::Gray,
+                pil.to_rgb8()
+                    .pixels()
+                    .map(|p| {
+                        let [r, g, b] = p.0.map(u32::from);
+                        ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16) as u8
+                    })
+                    .collect(),
+            ),
+        ] {
+            let ours = apply(&p.clone().mode(mode), &src, 0)
+                .unwrap_or_else(|e| panic!("{name} {mode:?}: {e}"));
+            let (mean, max) = differences(&ours, &want);
+            eprintln!("{name} {mode:?}: mean {mean:.4} max {max}");
+            if name.starts_with("lossless") {
+                assert_eq!(max, 0, "{name} {mode:?}");
+            } else {
+                // (Measured: PIL's pixels exactly, with Pillow 13's libwebp.)
+                assert!(
+                    mean < 0.05 && max <= 1,
+                    "{name} {mode:?}: mean {mean} max {max}"
+                );
+            }
+        }
+        // Through a loader, among JPEGs and PNGs.
+        let dir = tempfile::tempdir().unwrap();
+        let mut records = photos();
+        records[5] = src.clone();
+        stores(dir.path(), records);
+        let l = loader(dir.path(), Pipeline::imagenet_eval(16))
+            .mode(loaderx_core::SamplerMode::Sequential)
+            .workers(2);
+        assert_eq!(run(l, 0, 5).len(), 5);
+        // Truncated anywhere, or with a byte of its image data flipped:
+        // an error naming the format, never a panic.
+        for cut in [12, 20, 30, src.len() / 2, src.len() - 1] {
+            let text = image_detail(apply(&p, &src[..cut], 0));
+            assert!(text.contains("WebP"), "{name} cut at {cut}: {text}");
+        }
+        // The image chunk's signature (VP8L's 0x2F, VP8's start code)
+        // zeroed: refused.
+        let at = src
+            .windows(4)
+            .position(|w| w == b"VP8L" || w == b"VP8 ")
+            .unwrap();
+        let mut bad = src.clone();
+        bad[at + 8..at + 14].fill(0);
+        let text = image_detail(apply(&p, &bad, 0));
+        assert!(text.contains("WebP"), "{name}: {text}");
+        // Image data flipped: an error naming the format, or pixels.
+        let mut flipped = src.clone();
+        for b in &mut flipped[at + 20..at + 60] {
+            *b = !*b;
+        }
+        if let Err(e) = apply(&p, &flipped, 0) {
+            assert!(e.to_string().contains("WebP"), "{name}: {e}");
+        }
+    }
+    assert_eq!(
+        ImageFormat::sniff(b"RIFF\x10\0\0\0WEBPVP8L"),
+        Some(ImageFormat::WebP)
+    );
+    assert_eq!(ImageFormat::sniff(b"RIFF\x10\0\0\0WAVEfmt "), None);
 }

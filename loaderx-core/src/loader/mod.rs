@@ -564,7 +564,7 @@ impl<S: Staging> DataLoaderBuilder<S> {
     }
 
     /// Decodes and augments stream `stream` (Ragged `u8` records holding
-    /// encoded JPEG or PNG files) with `pipeline` on the workers, before
+    /// encoded JPEG, PNG or WebP files) with `pipeline` on the workers, before
     /// packing and any transform: the batch's column becomes a Dense one of
     /// `(B, *pipeline.record_shape())` in the pipeline's output type,
     /// gathered into this builder's staging. Random draws are keyed by the

@@ -1,7 +1,7 @@
 //! Decoding and augmenting encoded images on the loader's workers (feature
 //! `vision`).
 //!
-//! An image stream stored encoded (a Ragged `u8` store of JPEG or PNG
+//! An image stream stored encoded (a Ragged `u8` store of JPEG, PNG or WebP
 //! files' bytes, as `loaderx convert ... --encoded` writes it) is decoded
 //! and augmented by a [`Pipeline`] inside the loader's per-batch work,
 //! before any transform or adapter sees the batch:
@@ -58,7 +58,9 @@
 //!
 //! JPEGs are decoded by libjpeg-turbo 3 (the `turbojpeg` crate, built from
 //! vendored source; zune-jpeg for the CMYK and 12-bit ones it does not
-//! decode to RGB), PNGs by the `png` crate. Decoding is crop-first
+//! decode to RGB; the headers by our own frame-header reader, which takes
+//! every legal sampling factor), PNGs by the `png` crate, WebPs (lossy or
+//! lossless, with or without alpha) by `image-webp`. Decoding is crop-first
 //! ([`Pipeline::reduced_decode`]): when the first step reads only a box of
 //! a JPEG, only that box's rows and iMCU columns are decoded, at 1/2, 1/4
 //! or 1/8 scale (a reduced IDCT) when it is shrunk 2x or more, and the box
@@ -90,7 +92,7 @@
 //!
 //! # Hostile images
 //!
-//! Bytes that are not a JPEG or PNG, a truncated or corrupt file, a header
+//! Bytes that are not a JPEG, PNG or WebP, a truncated or corrupt file, a header
 //! announcing more than [`Pipeline::max_pixels`] pixels or more than its
 //! bytes can encode (both checked before any pixel is decoded), a 16-bit
 //! PNG, and a decoder that panics are each an
@@ -104,6 +106,7 @@
 
 mod crop;
 mod decode;
+mod jpeg;
 mod loader;
 mod ops;
 mod pipeline;

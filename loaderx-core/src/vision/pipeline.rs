@@ -383,7 +383,7 @@ impl Pipeline {
     /// # Errors
     ///
     /// [`ErrorKind::Image`](crate::ErrorKind::Image) for bytes that are not
-    /// a JPEG or PNG, a corrupt, truncated or 16-bit image, one over
+    /// a JPEG, PNG or WebP, a corrupt, truncated or 16-bit image, one over
     /// [`max_pixels`](Self::max_pixels); as
     /// [`record_shape`](Self::record_shape) for a bad pipeline or an `out`
     /// of the wrong size.

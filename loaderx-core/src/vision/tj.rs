@@ -17,6 +17,7 @@ use std::ffi::CStr;
 use turbojpeg::raw;
 
 use super::decode::{Image, alloc};
+use super::jpeg::Frame;
 
 /// A rectangle of the (scaled) image: left, top, width, height.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,7 +120,9 @@ impl Handle {
         rows: usize,
         format: raw::TJPF,
     ) -> Result<(), String> {
-        if pitch.checked_mul(rows) != Some(out.len()) || i32::try_from(pitch).is_err() {
+        // (A pitch of 0 would tell TurboJPEG to compute its own.)
+        if pitch == 0 || pitch.checked_mul(rows) != Some(out.len()) || i32::try_from(pitch).is_err()
+        {
             return Err(format!(
                 "JPEG output of {} bytes for {rows} rows of {pitch}",
                 out.len()
@@ -184,13 +187,45 @@ fn mcu_width(subsamp: libc::c_int) -> u32 {
     }
 }
 
-/// Decodes `bytes` at `1 / scale` (1, 2, 4, 8), to luma for a gray JPEG
-/// and RGB otherwise, only the part `want` of the scaled image when given
-/// (its left edge moved down to the scaled iMCU boundary). `Ok(None)` for
+/// What a crop's left edge is a multiple of, in pixels of the image at
+/// `1 / scale`. Two libraries must agree on it: `tj3SetCroppingRegion`
+/// wants a multiple of the scaled iMCU width of the frame's subsampling
+/// class (`TJSCALED(tjMCUWidth[subsamp])`), while libjpeg's
+/// `jpeg_crop_scanline` moves the edge down to the frame's own iMCU
+/// column (`min_DCT_scaled_size * max_h_samp_factor`, or the scaled DCT
+/// size alone for a one-component frame) and `tj3Decompress8` refuses a
+/// crop it moved. They differ for sampling factors filed under another
+/// class: every component 2x1 is "4:4:4" (8 wide, iMCU 16), luma 2x2
+/// with chroma 2x1 "4:4:0" (8, iMCU 16). Their least common multiple
+/// satisfies both.
+fn crop_align(subsamp: libc::c_int, scale: u32, frame: &Frame) -> u32 {
+    // libjpeg's min_DCT_scaled_size at 1/1, 1/2, 1/4, 1/8.
+    let dct = (8 / scale.max(1)).max(1);
+    let imcu = if frame.components == 1 {
+        dct
+    } else {
+        dct * frame.max_h
+    };
+    lcm(scaled(mcu_width(subsamp), scale).max(1), imcu)
+}
+
+fn lcm(a: u32, b: u32) -> u32 {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    a / x * b
+}
+
+/// Decodes `bytes` (whose frame header is `frame`) at `1 / scale` (1, 2,
+/// 4, 8), to luma for a gray JPEG and RGB otherwise, only the part `want`
+/// of the scaled image when given (its left edge moved down to the scaled
+/// iMCU boundary, [`crop_align`]). `Ok(None)` for
 /// a JPEG libjpeg-turbo does not decode to RGB (CMYK, YCCK, 12-bit,
 /// lossless): for zune-jpeg.
 pub(crate) fn decode(
     bytes: &[u8],
+    frame: &Frame,
     scale: u32,
     want: Option<Rect>,
 ) -> Result<Option<Decoded>, String> {
@@ -216,76 +251,98 @@ pub(crate) fn decode(
             Some(tj) => tj,
             None => slot.insert(Handle::new()?),
         };
-        tj.header(bytes).map_err(|e| format!("bad JPEG: {e}"))?;
-        let colorspace = tj.get(raw::TJPARAM_TJPARAM_COLORSPACE);
-        if tj.get(raw::TJPARAM_TJPARAM_PRECISION) != 8
-            || tj.get(raw::TJPARAM_TJPARAM_LOSSLESS) != 0
-            || colorspace == raw::TJCS_TJCS_CMYK as libc::c_int
-            || colorspace == raw::TJCS_TJCS_YCCK as libc::c_int
-        {
-            return Ok(None);
+        let decoded = decode_with(tj, bytes, frame, scale, want);
+        if decoded.is_err() {
+            // A failed decode may leave state behind in the instance: the
+            // Huffman and quantisation tables of a bad stream, which
+            // libjpeg keeps for a next (abbreviated) one. A fresh instance
+            // for the next image.
+            *slot = None;
         }
-        let (w, h) = (
-            tj.get(raw::TJPARAM_TJPARAM_JPEGWIDTH),
-            tj.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT),
-        );
-        let (Ok(w), Ok(h)) = (u32::try_from(w), u32::try_from(h)) else {
-            return Err(format!("JPEG of {w} x {h} pixels"));
-        };
-        tj.set_scale(scale)
-            .map_err(|e| format!("JPEG scaling: {e}"))?;
-        let (sw, sh) = (scaled(w, scale), scaled(h, scale));
-        let subsamp = tj.get(raw::TJPARAM_TJPARAM_SUBSAMP);
-        // The part decoded: `want` widened left to the scaled iMCU
-        // boundary, or everything (also when the subsampling is one
-        // libjpeg-turbo cannot crop).
-        let region = match want {
-            Some(r) if subsamp != raw::TJSAMP_TJSAMP_UNKNOWN => {
-                let mcu = scaled(mcu_width(subsamp), scale).max(1);
-                let x1 = (r.x + r.w).min(sw);
-                let y1 = (r.y + r.h).min(sh);
-                let x = (r.x - r.x % mcu).min(x1.saturating_sub(1));
-                let x = x - x % mcu;
-                let y = r.y.min(y1.saturating_sub(1));
-                Rect {
-                    x,
-                    y,
-                    w: x1 - x,
-                    h: y1 - y,
-                }
-            }
-            _ => Rect {
-                x: 0,
-                y: 0,
-                w: sw,
-                h: sh,
-            },
-        };
-        let whole = (region.w, region.h) == (sw, sh);
-        tj.set_crop((!whole).then_some(region))
-            .map_err(|e| format!("JPEG crop {region:?} of {sw} x {sh}: {e}"))?;
-        let (channels, format) = if colorspace == raw::TJCS_TJCS_GRAY as libc::c_int {
-            (1, raw::TJPF_TJPF_GRAY)
-        } else {
-            (3, raw::TJPF_TJPF_RGB)
-        };
-        let (rw, rh) = (region.w as usize, region.h as usize);
-        let pitch = rw * channels;
-        let len = pitch
-            .checked_mul(rh)
-            .ok_or_else(|| format!("{rw} x {rh} pixels do not fit in memory"))?;
-        let mut pixels = alloc(len)?;
-        tj.decompress(bytes, &mut pixels, pitch, rh, format)
-            .map_err(|e| format!("bad JPEG: {e}"))?;
-        Ok(Some(Decoded {
-            image: Image {
-                width: region.w,
-                height: region.h,
-                channels,
-                pixels,
-            },
-            x: region.x,
-            y: region.y,
-        }))
+        decoded
     })
+}
+
+/// [`decode`] with the thread's instance `tj`.
+fn decode_with(
+    tj: &mut Handle,
+    bytes: &[u8],
+    frame: &Frame,
+    scale: u32,
+    want: Option<Rect>,
+) -> Result<Option<Decoded>, String> {
+    tj.header(bytes).map_err(|e| format!("bad JPEG: {e}"))?;
+    let colorspace = tj.get(raw::TJPARAM_TJPARAM_COLORSPACE);
+    if tj.get(raw::TJPARAM_TJPARAM_PRECISION) != 8
+        || tj.get(raw::TJPARAM_TJPARAM_LOSSLESS) != 0
+        || colorspace == raw::TJCS_TJCS_CMYK as libc::c_int
+        || colorspace == raw::TJCS_TJCS_YCCK as libc::c_int
+    {
+        return Ok(None);
+    }
+    let (w, h) = (
+        tj.get(raw::TJPARAM_TJPARAM_JPEGWIDTH),
+        tj.get(raw::TJPARAM_TJPARAM_JPEGHEIGHT),
+    );
+    let (Ok(w @ 1..), Ok(h @ 1..)) = (u32::try_from(w), u32::try_from(h)) else {
+        return Err(format!("JPEG of {w} x {h} pixels"));
+    };
+    tj.set_scale(scale)
+        .map_err(|e| format!("JPEG scaling: {e}"))?;
+    let (sw, sh) = (scaled(w, scale), scaled(h, scale));
+    let subsamp = tj.get(raw::TJPARAM_TJPARAM_SUBSAMP);
+    // The part decoded: `want` widened left to the scaled iMCU
+    // boundary, or everything (also when the subsampling is one
+    // libjpeg-turbo cannot crop).
+    let region = match want {
+        Some(r) if subsamp != raw::TJSAMP_TJSAMP_UNKNOWN => {
+            let align = crop_align(subsamp, scale, frame);
+            // At least a pixel, inside the image: an empty region
+            // would mean "the whole width" to TurboJPEG.
+            let x1 = r.x.saturating_add(r.w).clamp(1, sw);
+            let y1 = r.y.saturating_add(r.h).clamp(1, sh);
+            let x = r.x.min(x1 - 1);
+            let x = x - x % align;
+            // Rows need no alignment: libjpeg skips to any row.
+            let y = r.y.min(y1 - 1);
+            Rect {
+                x,
+                y,
+                w: x1 - x,
+                h: y1 - y,
+            }
+        }
+        _ => Rect {
+            x: 0,
+            y: 0,
+            w: sw,
+            h: sh,
+        },
+    };
+    let whole = (region.w, region.h) == (sw, sh);
+    tj.set_crop((!whole).then_some(region))
+        .map_err(|e| format!("JPEG crop {region:?} of {sw} x {sh}: {e}"))?;
+    let (channels, format) = if colorspace == raw::TJCS_TJCS_GRAY as libc::c_int {
+        (1, raw::TJPF_TJPF_GRAY)
+    } else {
+        (3, raw::TJPF_TJPF_RGB)
+    };
+    let (rw, rh) = (region.w as usize, region.h as usize);
+    let pitch = rw * channels;
+    let len = pitch
+        .checked_mul(rh)
+        .ok_or_else(|| format!("{rw} x {rh} pixels do not fit in memory"))?;
+    let mut pixels = alloc(len)?;
+    tj.decompress(bytes, &mut pixels, pitch, rh, format)
+        .map_err(|e| format!("bad JPEG: {e}"))?;
+    Ok(Some(Decoded {
+        image: Image {
+            width: region.w,
+            height: region.h,
+            channels,
+            pixels,
+        },
+        x: region.x,
+        y: region.y,
+    }))
 }
