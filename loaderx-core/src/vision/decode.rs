@@ -623,6 +623,41 @@ mod tests {
         }
     }
 
+    /// `bytes` without its DHT segments: an abbreviated stream, as a
+    /// Motion-JPEG frame is, which libjpeg decodes with the standard
+    /// Huffman tables (which cjpeg's baseline files use).
+    fn without_huffman_tables(bytes: &[u8]) -> Vec<u8> {
+        let mut out = bytes[..2].to_vec();
+        let mut at = 2;
+        while bytes[at + 1] != 0xDA {
+            let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+            if bytes[at + 1] != 0xC4 {
+                out.extend_from_slice(&bytes[at..at + 2 + len]);
+            }
+            at += 2 + len;
+        }
+        out.extend_from_slice(&bytes[at..]);
+        out
+    }
+
+    /// A stream that does not define its own Huffman tables is decoded
+    /// with the standard ones, never with those of the image the thread
+    /// decoded before it (libjpeg keeps them in a reused instance).
+    #[test]
+    fn abbreviated_streams_never_borrow_the_last_images_tables() {
+        let all = jpegs();
+        let find = |n: &str| all.iter().find(|(name, _)| name == n).unwrap().1.clone();
+        let (plain, other) = (find("s444"), find("s21_21_21_progressive"));
+        let abbreviated = without_huffman_tables(&plain);
+        assert!(abbreviated.len() < plain.len());
+        let whole = open(&plain, u64::MAX).unwrap().decode(3, 1).unwrap();
+        for _ in 0..3 {
+            open(&other, u64::MAX).unwrap().decode(3, 1).unwrap();
+            let again = open(&abbreviated, u64::MAX).unwrap().decode(3, 1).unwrap();
+            assert_eq!(again, whole);
+        }
+    }
+
     /// A JPEG whose Huffman table is bogus, decoded on a thread, does not
     /// spoil the next image's decode there (libjpeg keeps a stream's
     /// tables in its instance; a failed decode drops the instance).

@@ -60,6 +60,42 @@ pub(crate) fn frame(bytes: &[u8]) -> Result<Frame, String> {
     }
 }
 
+/// Whether the JPEG `bytes` defines its own quantisation (DQT) and Huffman
+/// (DHT) tables before its first scan. An abbreviated stream (a
+/// Motion-JPEG frame relies on the standard Huffman tables) does not: a
+/// libjpeg instance reused from an earlier image would decode it with that
+/// image's tables, so it gets a fresh one. A stream this walk cannot
+/// follow counts as not defining them (a fresh instance, which then
+/// reports what is wrong).
+pub(crate) fn defines_its_tables(bytes: &[u8]) -> bool {
+    let (mut dqt, mut dht) = (false, false);
+    let mut at = 2;
+    loop {
+        if bytes.get(at) != Some(&0xFF) {
+            return false;
+        }
+        while bytes.get(at) == Some(&0xFF) {
+            at += 1;
+        }
+        let Some(&code) = bytes.get(at) else {
+            return false;
+        };
+        at += 1;
+        match code {
+            0x01 | 0xD0..=0xD7 => continue,
+            0xDA => return dqt && dht,
+            0xD8 | 0xD9 | 0x00 => return false,
+            0xDB => dqt = true,
+            0xC4 => dht = true,
+            _ => {}
+        }
+        let Some(&[hi, lo]) = bytes.get(at..at + 2) else {
+            return false;
+        };
+        at += usize::from(u16::from_be_bytes([hi, lo]));
+    }
+}
+
 /// A frame header's fields: precision, height, width, the component
 /// count, then id, sampling factors (`h << 4 | v`) and table per component.
 fn parse_sof(s: &[u8]) -> Result<Frame, String> {
@@ -103,6 +139,17 @@ mod tests {
         b.extend_from_slice(&[1, 0x31, 0, 2, 0x12, 1, 3, 0x11, 1]);
         b.extend_from_slice(&[0xFF, 0xDA]);
         b
+    }
+
+    #[test]
+    fn streams_without_their_own_tables_are_told_apart() {
+        // The sample has neither table before its scan.
+        assert!(!defines_its_tables(&sample()));
+        let mut b = vec![0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x03, 0x00];
+        assert!(!defines_its_tables(&[b.clone(), vec![0xFF, 0xDA]].concat()));
+        b.extend_from_slice(&[0xFF, 0xC4, 0x00, 0x03, 0x00, 0xFF, 0xDA]);
+        assert!(defines_its_tables(&b));
+        assert!(!defines_its_tables(&b[..9]));
     }
 
     #[test]

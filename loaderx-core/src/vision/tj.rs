@@ -247,6 +247,10 @@ pub(crate) fn decode(
         (&owned[..], None)
     };
     HANDLE.with_borrow_mut(|slot| {
+        if !super::jpeg::defines_its_tables(bytes) {
+            // Tables a stream does not define would be the last image's.
+            *slot = None;
+        }
         let tj = match slot {
             Some(tj) => tj,
             None => slot.insert(Handle::new()?),
