@@ -32,7 +32,7 @@ pub fn idx(data: &[u8]) {
     );
 }
 
-/// Probes `data` as a PNG or JPEG image, decodes it in its own mode, and
+/// Probes `data` as a PNG, JPEG or WebP image, decodes it in its own mode, and
 /// converts 8-bit images to one of `L`, `RGB`, `RGBA` (chosen by the input's
 /// length); every decoded image has the probed shape and exactly its bytes.
 pub fn image(data: &[u8]) {

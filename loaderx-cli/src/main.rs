@@ -1169,11 +1169,15 @@ fn encoded_images(store: &Store) -> Option<String> {
         .map(|i| ImageInfo::read(batch.bytes(i)).ok())
         .collect();
     let count = |f: ImageFormat| infos.iter().flatten().filter(|i| i.format == f).count();
-    let (jpeg, png) = (count(ImageFormat::Jpeg), count(ImageFormat::Png));
-    if jpeg + png == 0 {
+    let counts = [
+        ("JPEG", count(ImageFormat::Jpeg)),
+        ("PNG", count(ImageFormat::Png)),
+        ("WebP", count(ImageFormat::WebP)),
+    ];
+    if counts.iter().all(|(_, c)| *c == 0) {
         return None;
     }
-    let formats: Vec<String> = [("JPEG", jpeg), ("PNG", png)]
+    let formats: Vec<String> = counts
         .iter()
         .filter(|(_, c)| *c > 0)
         .map(|(f, c)| format!("{f} {c}"))

@@ -1,5 +1,5 @@
 //! Encoded image stores from your own files: a Ragged `u8` store whose
-//! records are PNG or JPEG files' bytes, unchanged, as `--encoded`
+//! records are PNG, JPEG or WebP files' bytes, unchanged, as `--encoded`
 //! conversions write them (loaderx-core's `vision` feature decodes and
 //! augments them on the loader's workers).
 //!
@@ -14,7 +14,7 @@
 //! # };
 //! let dir = tempfile::tempdir()?;
 //! let mut w = EncodedImageWriter::create(dir.path().join("image"), Codec::Raw)?;
-//! w.append(&png)?; // any PNG or JPEG file's bytes
+//! w.append(&png)?; // any PNG, JPEG or WebP file's bytes
 //! assert!(w.append(b"not an image").is_err()); // refused, nothing written
 //! assert_eq!(w.close()?, 1);
 //! let store = loaderx_core::Ragged::<u8>::open(dir.path().join("image"))?;
@@ -38,7 +38,7 @@ pub struct EncodedImageWriter {
 
 impl EncodedImageWriter {
     /// Creates the store at `path` (which must not exist). `Codec::Raw`
-    /// suits JPEG and PNG files, which are compressed already.
+    /// suits JPEG, PNG and WebP files, which are compressed already.
     ///
     /// # Errors
     ///
@@ -71,7 +71,7 @@ impl EncodedImageWriter {
     /// # Errors
     ///
     /// [`Error::Io`] when the file cannot be read; [`Error::Source`] naming
-    /// the file when it is not a PNG or JPEG image.
+    /// the file when it is not a PNG, JPEG or WebP image.
     pub fn append_file(&mut self, file: impl AsRef<Path>) -> Result<u64> {
         let file = file.as_ref();
         let bytes = std::fs::read(file).map_err(|error| Error::Io {
@@ -109,9 +109,9 @@ impl EncodedImageWriter {
     }
 }
 
-/// Writes `files` (paths of PNG or JPEG files, in record order) as one
+/// Writes `files` (paths of PNG, JPEG or WebP files, in record order) as one
 /// encoded image store at `out`; returns the number of records. A file
-/// that is not a PNG or JPEG image fails the whole store, which is then
+/// that is not a PNG, JPEG or WebP image fails the whole store, which is then
 /// not published.
 ///
 /// # Errors

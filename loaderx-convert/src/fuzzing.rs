@@ -34,7 +34,7 @@ pub struct ImageHeader {
 /// # Errors
 ///
 /// A sentence (as the converter puts in its error) when the bytes are not a
-/// supported PNG or JPEG image, or decode to more than a record may hold.
+/// supported PNG, JPEG or WebP image, or decode to more than a record may hold.
 #[cfg(feature = "hf")]
 pub fn probe_image(bytes: &[u8]) -> Result<ImageHeader, String> {
     let (format, shape) = crate::table::images::probe(bytes)?;

@@ -9,7 +9,7 @@
 //! - fixed-size lists and fixed-shape arrays (`Array2D`..`Array5D`,
 //!   `List(length=n)`) become Dense stores of that shape, variable-length
 //!   lists Ragged stores with one dimension per nesting level;
-//! - `Image` columns (PNG or JPEG) become Dense `u8 [H, W]` / `[H, W, C]`
+//! - `Image` columns (PNG, JPEG or WebP) become Dense `u8 [H, W]` / `[H, W, C]`
 //!   stores when every image has one shape, Ragged ones otherwise
 //!   ([`HfSource::image_mode`] converts mixed modes to one);
 //! - string columns become Ragged `u8` UTF-8 bytes
@@ -184,7 +184,7 @@ impl HfSource {
     }
 
     /// Stores image columns as their files' bytes (Ragged `u8` records of
-    /// PNG or JPEG files, each checked) instead of decoded pixels: a JPEG
+    /// PNG, JPEG or WebP files, each checked) instead of decoded pixels: a JPEG
     /// corpus stays its size, and loaderx-core's `vision` feature decodes
     /// and augments it on the loader's workers. The CLI's `--encoded`.
     pub fn encoded_images(mut self, yes: bool) -> HfSource {

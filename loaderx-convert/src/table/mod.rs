@@ -219,7 +219,7 @@ impl TableOptions {
     /// Stores every `Image` column as its files' bytes, unchanged (default
     /// off: decoded pixels): a Ragged `u8` rank-1 record per image, so a
     /// JPEG corpus stays its size and is decoded on the loader's workers.
-    /// Each file's header is still read, so a file that is not a PNG or JPEG
+    /// Each file's header is still read, so a file that is not a PNG, JPEG or WebP
     /// image is an error naming its row. [`TableOptions::image_mode`] does
     /// not apply.
     pub fn encoded_images(mut self, encoded: bool) -> TableOptions {
