@@ -116,7 +116,10 @@ pub fn jsonl_converts(data: &[u8]) -> Result<(), String> {
     let source = LocalSource::new([file]).options(table_options(false));
     let options = JsonlOptions::new().infer_rows(64).max_line_bytes(1 << 20);
     let result = convert_jsonl(&source, &options, &out);
-    table_outcome(&out, result.map(|s| s.splits.first().map_or(0, |s| s.records)))
+    table_outcome(
+        &out,
+        result.map(|s| s.splits.first().map_or(0, |s| s.records)),
+    )
 }
 
 /// Checks a table conversion's outcome: its output when it succeeded,
@@ -171,7 +174,10 @@ pub fn webdataset_converts(data: &[u8]) -> Result<(), String> {
     let out = dir.join("out");
     let source = WebDataset::new([file]).options(table_options(encoded));
     let result = convert_webdataset(&source, &out);
-    table_outcome(&out, result.map(|s| s.splits.first().map_or(0, |s| s.records)))
+    table_outcome(
+        &out,
+        result.map(|s| s.splits.first().map_or(0, |s| s.records)),
+    )
 }
 
 /// Bytes of [`jpeg_crop`]'s input before the image: the pipeline, its
@@ -210,7 +216,10 @@ pub fn jpeg_crop(data: &[u8]) {
         panic!("a valid pipeline has no record size");
     };
     let mut out = vec![0u8; bytes];
-    let full = base.clone().reduced_decode(false).apply(image, key, &mut out);
+    let full = base
+        .clone()
+        .reduced_decode(false)
+        .apply(image, key, &mut out);
     let crop = base.reduced_decode(true).apply(image, key, &mut out);
     if let (Ok(()), Err(e)) = (&full, &crop) {
         panic!("the full decode reads the image, the crop-first decode refuses it: {e}");

@@ -26,7 +26,11 @@ pub(crate) const MAX_NESTING: usize = 5;
 /// A sentence when some bracket opens deeper than [`MAX_NESTING`].
 pub(crate) fn check_nesting(file: &[u8]) -> Result<(), String> {
     let (start, len): (usize, _) = match file.get(6) {
-        Some(1) => (10, file.get(8..10).map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])))),
+        Some(1) => (
+            10,
+            file.get(8..10)
+                .map(|b| usize::from(u16::from_le_bytes([b[0], b[1]]))),
+        ),
         Some(2 | 3) => (
             12,
             file.get(8..12)

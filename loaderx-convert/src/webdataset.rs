@@ -290,8 +290,7 @@ fn npy_header(head: &[u8], size: u64) -> Result<NpyHeader, String> {
             "not a readable .npy file: its header declares more than {MAX_HEADER} bytes"
         ));
     }
-    crate::npy_header::check_nesting(head)
-        .map_err(|e| format!("not a readable .npy file: {e}"))?;
+    crate::npy_header::check_nesting(head).map_err(|e| format!("not a readable .npy file: {e}"))?;
     let mut cursor = Cursor::new(head);
     let header =
         Header::from_reader(&mut cursor).map_err(|e| format!("not a readable .npy file: {e}"))?;
