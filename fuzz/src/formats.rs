@@ -80,7 +80,7 @@ fn check_output(out: &Path, records: u64) {
         let store = Store::open(&path)
             .unwrap_or_else(|e| panic!("{}: a converted store does not open: {e}", path.display()));
         assert_eq!(
-            store.len() as u64,
+            store.len(),
             records,
             "{}: the store holds another record count than the conversion reported",
             path.display()
