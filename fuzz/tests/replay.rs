@@ -205,7 +205,8 @@ fn format_seeds_convert() {
     // The committed seeds of the users'-files targets must convert, not
     // just fail cleanly: the fuzzer starts from files real producers wrote.
     use loaderx_fuzz::formats;
-    let targets: [(&str, fn(&[u8]) -> Result<(), String>); 3] = [
+    type Converts = fn(&[u8]) -> Result<(), String>;
+    let targets: [(&str, Converts); 3] = [
         ("jsonl", formats::jsonl_converts),
         ("npy", formats::npy_converts),
         ("webdataset", formats::webdataset_converts),
