@@ -15,9 +15,12 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
+use support::{failed, loaderx, ok};
 
 use loaderx_convert::folder::{CLASSES_FILE, ImageFolder, convert_image_folder};
 use loaderx_convert::table::TableOptions;
@@ -30,100 +33,18 @@ struct Fixtures {
     expected: Value,
 }
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The python to write fixtures with, or `None` to skip (never under CI).
-fn python() -> Option<PathBuf> {
-    if std::env::var_os("LOADERX_SKIP_PYTHON").is_some() {
-        eprintln!("SKIPPED: LOADERX_SKIP_PYTHON is set");
-        return None;
-    }
-    let py = std::env::var_os("LOADERX_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/loaderx/venv/bin/python"))
-        })
-        .filter(|p| {
-            Command::new(p)
-                .args(["-c", "import PIL, numpy, webdataset"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if py.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but no python with pillow, numpy and webdataset was found: set \
-             LOADERX_PYTHON (./scripts/test installs one)"
-        );
-        eprintln!("SKIPPED: no python with pillow, numpy and webdataset (set LOADERX_PYTHON)");
-    }
-    py
-}
-
 /// Generates the fixtures once per test process.
 fn fixtures() -> Option<&'static Fixtures> {
     static FIXTURES: OnceLock<Option<Fixtures>> = OnceLock::new();
     FIXTURES
         .get_or_init(|| {
-            let py = python()?;
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("folder-fixtures");
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).unwrap();
-            }
-            let out = Command::new(&py)
-                .arg(repo_root().join("tests/python/make_folder_fixtures.py"))
-                .arg(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "make_folder_fixtures.py failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            let py = support::python(&["PIL", "numpy", "webdataset"])?;
+            let dir = support::write_fixtures(&py, "make_folder_fixtures.py", "folder-fixtures");
             let expected =
                 serde_json::from_slice(&std::fs::read(dir.join("expected.json")).unwrap()).unwrap();
             Some(Fixtures { dir, expected })
         })
         .as_ref()
-}
-
-fn loaderx(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loaderx"))
-        .args(args)
-        .env_remove("JOB_COMPLETION_INDEX")
-        .output()
-        .unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "loaderx failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn failed(out: &Output) -> String {
-    assert!(
-        !out.status.success(),
-        "loaderx succeeded:\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr.clone()).unwrap()
-}
-
-macro_rules! args {
-    ($($a:expr),* $(,)?) => {
-        &[$(std::ffi::OsStr::new($a)),*]
-    };
 }
 
 /// Every record of `store`: its shape and bytes.

@@ -14,99 +14,29 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::OnceLock;
+use support::{failed, loaderx, ok};
 
 use loaderx_core::{Store, digest};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The python to write fixtures with, or `None` to skip (never under CI).
-fn python() -> Option<PathBuf> {
-    if std::env::var_os("LOADERX_SKIP_PYTHON").is_some() {
-        eprintln!("SKIPPED: LOADERX_SKIP_PYTHON is set");
-        return None;
-    }
-    let py = std::env::var_os("LOADERX_PYTHON")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/loaderx/venv/bin/python"))
-        })
-        .filter(|p| {
-            Command::new(p)
-                .args(["-c", "import PIL, numpy, webdataset"])
-                .output()
-                .is_ok_and(|o| o.status.success())
-        });
-    if py.is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but no python with pillow, numpy and webdataset was found: set \
-             LOADERX_PYTHON (./scripts/test installs one)"
-        );
-        eprintln!("SKIPPED: no python with pillow, numpy and webdataset (set LOADERX_PYTHON)");
-    }
-    py
-}
 
 /// The fixtures' directory, written once per test process.
 fn fixtures() -> Option<&'static Path> {
     static FIXTURES: OnceLock<Option<PathBuf>> = OnceLock::new();
     FIXTURES
         .get_or_init(|| {
-            let py = python()?;
-            let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("webdataset-fixtures");
-            if dir.exists() {
-                std::fs::remove_dir_all(&dir).unwrap();
-            }
-            let out = Command::new(&py)
-                .arg(repo_root().join("tests/python/make_webdataset_fixtures.py"))
-                .arg(&dir)
-                .output()
-                .unwrap();
-            assert!(
-                out.status.success(),
-                "make_webdataset_fixtures.py failed:\n{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            Some(dir)
+            let py = support::python(&["PIL", "numpy", "webdataset"])?;
+            Some(support::write_fixtures(
+                &py,
+                "make_webdataset_fixtures.py",
+                "webdataset-fixtures",
+            ))
         })
         .as_deref()
-}
-
-fn loaderx(args: &[&OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loaderx"))
-        .args(args)
-        .env_remove("JOB_COMPLETION_INDEX")
-        .output()
-        .unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "loaderx failed:\n{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
-
-fn failed(out: &Output) -> String {
-    assert!(
-        !out.status.success(),
-        "loaderx succeeded:\n{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    String::from_utf8(out.stderr.clone()).unwrap()
 }
 
 /// Converts `inputs` (and `extra` arguments) to `out`, with `--text bytes`.
