@@ -728,7 +728,14 @@ pub(crate) mod tests {
     /// A small PNG whose header claims `width` x `height` 8-bit gray
     /// pixels, with one tiny IDAT chunk: a decompression bomb.
     fn png_claiming(width: u32, height: u32) -> Vec<u8> {
-        let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+        let idat = vec![0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01];
+        png_with(width, height, 8, 0, &[(b"IDAT", idat)])
+    }
+
+    /// A PNG of `w` x `h` pixels of bit depth `depth` and colour type
+    /// `color` holding `chunks`, in order, between its `IHDR` and `IEND`.
+    fn png_with(w: u32, h: u32, depth: u8, color: u8, chunks: &[(&[u8; 4], Vec<u8>)]) -> Vec<u8> {
+        let mut out = PNG_SIGNATURE.to_vec();
         let mut chunk = |kind: &[u8], data: &[u8]| {
             out.extend_from_slice(&(data.len() as u32).to_be_bytes());
             let mut body = kind.to_vec();
@@ -736,14 +743,13 @@ pub(crate) mod tests {
             out.extend_from_slice(&body);
             out.extend_from_slice(&crc32(&body).to_be_bytes());
         };
-        let mut ihdr = width.to_be_bytes().to_vec();
-        ihdr.extend_from_slice(&height.to_be_bytes());
-        ihdr.extend_from_slice(&[8, 0, 0, 0, 0]);
+        let mut ihdr = w.to_be_bytes().to_vec();
+        ihdr.extend_from_slice(&h.to_be_bytes());
+        ihdr.extend_from_slice(&[depth, color, 0, 0, 0]);
         chunk(b"IHDR", &ihdr);
-        chunk(
-            b"IDAT",
-            &[0x78, 0x9c, 0x63, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01],
-        );
+        for (kind, data) in chunks {
+            chunk(kind.as_slice(), data);
+        }
         chunk(b"IEND", &[]);
         out
     }
@@ -819,29 +825,14 @@ pub(crate) mod tests {
         rows: &[Vec<u8>],
     ) -> Vec<u8> {
         use std::io::Write;
-        let mut out = PNG_SIGNATURE.to_vec();
-        let mut chunk = |kind: &[u8], data: &[u8]| {
-            out.extend_from_slice(&(data.len() as u32).to_be_bytes());
-            let mut body = kind.to_vec();
-            body.extend_from_slice(data);
-            out.extend_from_slice(&body);
-            out.extend_from_slice(&crc32(&body).to_be_bytes());
-        };
-        let mut ihdr = w.to_be_bytes().to_vec();
-        ihdr.extend_from_slice(&h.to_be_bytes());
-        ihdr.extend_from_slice(&[depth, color, 0, 0, 0]);
-        chunk(b"IHDR", &ihdr);
-        for (kind, data) in chunks {
-            chunk(kind.as_slice(), data);
-        }
         let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
         for row in rows {
             z.write_all(&[0]).unwrap();
             z.write_all(row).unwrap();
         }
-        chunk(b"IDAT", &z.finish().unwrap());
-        chunk(b"IEND", &[]);
-        out
+        let mut all = chunks.to_vec();
+        all.push((b"IDAT", z.finish().unwrap()));
+        png_with(w, h, depth, color, &all)
     }
 
     /// Probes and decodes `bytes` in its own mode: (mode, shape, pixels).
