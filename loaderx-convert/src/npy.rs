@@ -287,12 +287,11 @@ fn element_type(descr: &str) -> Result<(DType, bool), String> {
 /// bytes it took. At most [`MAX_HEADER_BYTES`] are read (for a stream,
 /// some of its data too: skip the header's length to reach the data).
 ///
-/// The header text is a Python literal, parsed recursively: a hostile one
-/// nesting thousands of brackets would overflow a small stack, so it is
-/// parsed on a thread of its own with room for the deepest the size limit
-/// allows.
+/// The header text is a Python literal, parsed recursively and with
+/// backtracking: its bracket nesting is checked first
+/// ([`check_nesting`](crate::npy_header::check_nesting)), so the parser
+/// neither runs deep on the stack nor for long.
 fn read_header(reader: impl Read, origin: &Origin) -> Result<(Header, u64), Error> {
-    const PARSER_STACK: usize = 256 << 20;
     let mut head = Vec::new();
     reader
         .take(MAX_HEADER_BYTES)
@@ -300,24 +299,13 @@ fn read_header(reader: impl Read, origin: &Origin) -> Result<(Header, u64), Erro
         .map_err(|e| origin.error(format!("cannot read the .npy header: {e}")))?;
     crate::npy_header::check_nesting(&head)
         .map_err(|e| origin.error(format!("not a readable .npy header: {e}")))?;
-    let parsed = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("npy-header".into())
-            .stack_size(PARSER_STACK)
-            .spawn_scoped(scope, || {
-                let mut cursor = Cursor::new(&head[..]);
-                Header::from_reader(&mut cursor).map(|h| (h, cursor.position()))
-            })
-            .map(|thread| thread.join())
-    });
-    match parsed {
-        Ok(Ok(Ok(parsed))) => Ok(parsed),
-        Ok(Ok(Err(e))) => Err(origin.error(format!(
+    let mut cursor = Cursor::new(&head[..]);
+    let header = Header::from_reader(&mut cursor).map_err(|e| {
+        origin.error(format!(
             "not a readable .npy header (of at most {MAX_HEADER_BYTES} bytes): {e}"
-        ))),
-        Ok(Err(_)) => Err(origin.error("not a readable .npy header (its parser failed)")),
-        Err(e) => Err(origin.error(format!("cannot start the .npy header parser: {e}"))),
-    }
+        ))
+    })?;
+    Ok((header, cursor.position()))
 }
 
 /// Interprets a parsed header: the array's type, shape and size, checked.

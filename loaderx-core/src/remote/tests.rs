@@ -1661,64 +1661,39 @@ fn a_store_replaced_while_it_is_being_opened_is_refused_naming_the_object() {
             .cloned()
             .collect()
     };
+    // A hook that puts `objects` in place at the `n`-th request (a HEAD
+    // when `head`) for `file`.
+    let swap_at = |file: &'static str, head: bool, n: usize, objects: Vec<(String, Bytes)>| {
+        Box::new(move |p: &str, h: bool, k: usize| {
+            if p.ends_with(file) && h == head && k == n {
+                objects.clone()
+            } else {
+                Vec::new()
+            }
+        }) as Box<SwapHook>
+    };
     type Case = (&'static str, &'static str, Box<SwapHook>);
     let cases: Vec<Case> = vec![
         ("unchanged", "", Box::new(|_: &str, _, _| Vec::new())),
         (
             "meta.zr between its HEAD and its static page",
             META_FILE,
-            Box::new({
-                let meta = b_object(META_FILE);
-                move |p: &str, head, n| {
-                    if p.ends_with(META_FILE) && !head && n == 0 {
-                        meta.clone()
-                    } else {
-                        Vec::new()
-                    }
-                }
-            }),
+            swap_at(META_FILE, false, 0, b_object(META_FILE)),
         ),
         (
             "meta.zr between its static page and its location table",
             META_FILE,
-            Box::new({
-                let meta = b_object(META_FILE);
-                move |p: &str, head, n| {
-                    if p.ends_with(META_FILE) && !head && n == 1 {
-                        meta.clone()
-                    } else {
-                        Vec::new()
-                    }
-                }
-            }),
+            swap_at(META_FILE, false, 1, b_object(META_FILE)),
         ),
         (
             "dict.zr between its HEAD and its read",
             DICT_FILE,
-            Box::new({
-                let dict = b_object(DICT_FILE);
-                move |p: &str, head, n| {
-                    if p.ends_with(DICT_FILE) && !head && n == 0 {
-                        dict.clone()
-                    } else {
-                        Vec::new()
-                    }
-                }
-            }),
+            swap_at(DICT_FILE, false, 0, b_object(DICT_FILE)),
         ),
         (
             "the whole store once meta.zr was read",
             META_FILE,
-            Box::new({
-                let all = b_objects.clone();
-                move |p: &str, head, n| {
-                    if p.ends_with(DICT_FILE) && head && n == 0 {
-                        all.clone()
-                    } else {
-                        Vec::new()
-                    }
-                }
-            }),
+            swap_at(DICT_FILE, true, 0, b_objects.clone()),
         ),
     ];
     for (case, object, hook) in cases {
