@@ -22,10 +22,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::Digest as _;
 
+use crate::Generation;
 use crate::dense::DynDense;
 use crate::dtype::DType;
 use crate::error::{Error, ErrorKind};
-use crate::format::{Generation, META_FILE};
+use crate::format::META_FILE;
 use crate::part_index::PartIndex;
 use crate::ragged::DynRagged;
 use crate::store::Store;

@@ -2,7 +2,8 @@
 //!
 //! Zrecord: immutable, typed, ordered on-disk record stores with per-record
 //! zstd compression and parallel random gather straight into caller memory,
-//! byte-compatible with the Python loaderx 2.4.6 format.
+//! byte-compatible with every Python loaderx format generation (2.4.6 to
+//! 2.8.19).
 //!
 //! ```
 //! use loaderx_core::{Codec, CreateOptions, Dense, DenseWriter, Ragged, RaggedWriter};
@@ -120,7 +121,11 @@ pub use dtype::{
 pub use engine::cold::ReadMode;
 pub use engine::source::RemoteStats;
 pub use error::{Error, ErrorKind, Result, StoreKind};
-pub use format::{Generation, MAX_RECORD_LEN};
+pub use format::generation::Generation;
+
+/// Largest logical record (2 GiB), as in Python loaderx: a longer record is
+/// refused by the writers and by the readers' checks.
+pub const MAX_RECORD_LEN: u64 = 1 << 31;
 pub use loader::{
     Batch, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES, DEFAULT_WINDOWED_PREFETCH_BYTES,
     DataLoader, DataLoaderBuilder, LoaderStats, MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams,

@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
+use crate::Generation;
 use crate::engine::StoreWriter;
 use crate::error::Error;
-use crate::format::{Generation, Schema};
+use crate::format::Schema;
 use crate::options::CreateOptions;
 use crate::ragged::{DynRagged, DynRaggedWriter};
 use crate::store::Store;

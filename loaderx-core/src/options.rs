@@ -1,6 +1,7 @@
+use crate::Generation;
 use crate::codec::Codec;
 use crate::error::Error;
-use crate::format::{DEFAULT_DATA_SHARDS, Generation, MAX_DATA_SHARDS};
+use crate::format::{DEFAULT_DATA_SHARDS, MAX_DATA_SHARDS};
 
 /// How to create a store: codec, payload shard count, dictionary and format
 /// generation. Options shared by Dense and Ragged creation.

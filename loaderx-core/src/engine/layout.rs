@@ -40,7 +40,8 @@
 
 use rayon::prelude::*;
 
-use crate::format::{MAX_RECORD_LEN, RECORD_LOC_LEN, RecordLoc};
+use crate::MAX_RECORD_LEN;
+use crate::format::{RECORD_LOC_LEN, RecordLoc};
 
 /// Records per task of the detection passes.
 const CHUNK_RECORDS: usize = 1 << 16;

@@ -94,9 +94,10 @@ pub(crate) use writer::{RecordSource, StoreWriter};
 use std::path::Path;
 
 use self::source::ShardSource;
+use crate::Generation;
 use crate::codec::{Codec, Sink};
 use crate::error::Error;
-use crate::format::{Generation, RecordLoc};
+use crate::format::RecordLoc;
 
 /// What a Dense or Ragged reader reads: one store, or stores of one schema
 /// end to end.

@@ -16,9 +16,10 @@ use crate::engine::layout::{Layout, Uniform};
 use crate::engine::source::{ShardSource, StagedBytes};
 use crate::error::{Error, ErrorKind};
 use crate::format::{
-    self, DICT_FILE, Generation, MAX_DATA_SHARDS, MAX_RECORD_LEN, MAX_SCHEMA_LEN, META_FILE,
-    RECORD_LOC_LEN, RecordLoc, STATIC_PAGE_LEN, Schema, StaticPage,
+    self, DICT_FILE, MAX_DATA_SHARDS, MAX_SCHEMA_LEN, META_FILE, RECORD_LOC_LEN, RecordLoc,
+    STATIC_PAGE_LEN, Schema, StaticPage,
 };
+use crate::{Generation, MAX_RECORD_LEN};
 
 /// How many records ahead a raw copy loop prefetches (its record's cache
 /// line; for a block table beyond [`BIG_TABLE_BYTES`], its entry twice as

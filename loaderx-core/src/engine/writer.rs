@@ -8,13 +8,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rayon::prelude::*;
 
+use crate::MAX_RECORD_LEN;
 use crate::codec::{Codec, CodecState};
 use crate::engine::durable::{self, Point};
 use crate::engine::files;
 use crate::error::{Error, ErrorKind};
 use crate::format::{
-    self, DICT_FILE, MAX_DATA_SHARDS, MAX_RECORD_LEN, META_FILE, RECORD_LOC_LEN, RecordLoc,
-    STATIC_PAGE_LEN, Schema, StaticPage,
+    self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN, RecordLoc, STATIC_PAGE_LEN,
+    Schema, StaticPage,
 };
 use crate::options::CreateOptions;
 

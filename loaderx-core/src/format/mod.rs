@@ -37,12 +37,11 @@
 //! fails to open with [`ErrorKind::NotPublished`](crate::ErrorKind::NotPublished).
 //! Python loaderx also refuses such a store (its `schema_length` is zero).
 
-mod generation;
+pub(crate) mod generation;
 mod header;
 mod record_loc;
 mod schema;
 
-pub use generation::Generation;
 pub use header::{Header, StaticPage};
 pub use record_loc::RecordLoc;
 pub use schema::Schema;
@@ -61,8 +60,6 @@ pub const SCHEMA_OFFSET: usize = TAILS_OFFSET + 8 * MAX_DATA_SHARDS;
 pub const MAX_SCHEMA_LEN: usize = STATIC_PAGE_LEN - SCHEMA_OFFSET;
 /// Size of one `RecordLoc`.
 pub const RECORD_LOC_LEN: usize = 16;
-/// Largest logical record (2 GiB), as in Python loaderx.
-pub const MAX_RECORD_LEN: u64 = 1 << 31;
 /// Highest rank NumPy (and so a schema) allows.
 pub const MAX_NDIM: usize = 64;
 /// Default number of payload shards.

@@ -14,9 +14,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Generation, MAX_NDIM, MAX_RECORD_LEN, MAX_SCHEMA_LEN};
+use super::{MAX_NDIM, MAX_SCHEMA_LEN};
 use crate::dtype::DType;
 use crate::error::{Error, StoreKind};
+use crate::{Generation, MAX_RECORD_LEN};
 
 /// A store's record schema.
 #[derive(Debug, Clone, PartialEq, Eq)]

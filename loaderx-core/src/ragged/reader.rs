@@ -6,11 +6,12 @@ use std::path::Path;
 use ndarray::ArrayD;
 
 use super::{DynRaggedBatch, RaggedBatch};
+use crate::Generation;
 use crate::codec::{DICT_SAMPLE_BYTES, strided_sample, train_from_samples};
 use crate::dtype::{DType, Element};
 use crate::engine::{Engine, StoreReader};
 use crate::error::{Error, ErrorKind, StoreKind};
-use crate::format::{Generation, Schema};
+use crate::format::Schema;
 
 /// An open Ragged store, element type known at run time.
 pub struct DynRagged {

@@ -6,11 +6,12 @@ use std::path::Path;
 
 use ndarray::{ArrayBase, Data, Dimension};
 
+use crate::MAX_RECORD_LEN;
 use crate::codec::Codec;
 use crate::dtype::{DType, Element};
 use crate::engine::{RecordSource, StoreWriter};
 use crate::error::{Error, ErrorKind};
-use crate::format::{MAX_RECORD_LEN, Schema};
+use crate::format::Schema;
 use crate::options::CreateOptions;
 
 /// One record a [`RaggedWriter`] can append.
