@@ -1,0 +1,158 @@
+//! Every `rust` code block of README.md and docs/*.md, compiled by the test
+//! build (tests/build.rs turns each into a module) and run here, in a
+//! directory holding what the docs' snippets open: stores laid out and
+//! typed exactly as the converters write them.
+//!
+//! - `stores/{train,test}/{data,label}`: `loaderx convert npy data.npy
+//!   label.npy` of `uint8 (N, 28, 28)` images and `int64` labels;
+//! - `images/train/{image,label}` + `classes.json`: `loaderx convert images`
+//!   of JPEGs of different sizes (encoded records, `i64` labels);
+//! - `data.npy` and `label.npy`, the quick start's arrays.
+//!
+//! The converters' side of that contract (names, dtypes, encodings) is
+//! checked by loaderx-cli's `readme_commands` test, which runs the
+//! README's commands.
+
+#![allow(clippy::unwrap_used)]
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+
+use loaderx_core::ndarray::{Array1, Array3};
+use loaderx_core::{Codec, DenseWriter, RaggedWriter};
+
+/// One snippet: where it is and its entry point.
+pub(crate) struct Snippet {
+    file: &'static str,
+    line: usize,
+    /// `false` for `rust,no_run` blocks: compiled, never called.
+    run: bool,
+    main: fn() -> Result<(), Box<dyn std::error::Error>>,
+}
+
+/// What a snippet's `main` may return.
+pub(crate) trait IntoResult {
+    fn into_result(self) -> Result<(), Box<dyn std::error::Error>>;
+}
+
+impl IntoResult for () {
+    fn into_result(self) -> Result<(), Box<dyn std::error::Error>> {
+        Ok(())
+    }
+}
+
+impl<E: Into<Box<dyn std::error::Error>>> IntoResult for Result<(), E> {
+    fn into_result(self) -> Result<(), Box<dyn std::error::Error>> {
+        self.map_err(Into::into)
+    }
+}
+
+pub(crate) fn into_result(r: impl IntoResult) -> Result<(), Box<dyn std::error::Error>> {
+    r.into_result()
+}
+
+include!(concat!(env!("OUT_DIR"), "/snippets.rs"));
+
+/// `loaderx convert npy` of `data.npy` (`uint8 (n, 28, 28)`) and
+/// `label.npy` (`int64 (n,)`) into `root/<split>/{data,label}`.
+fn write_arrays(root: &Path, split: &str, n: usize) {
+    let data =
+        Array3::<u8>::from_shape_fn((n, 28, 28), |(i, y, x)| ((i * 7 + y * 3 + x) % 251) as u8);
+    let mut w =
+        DenseWriter::<u8>::create(root.join(split).join("data"), &[28, 28], Codec::Zstd).unwrap();
+    w.append(&data).unwrap();
+    w.close().unwrap();
+    let label = Array1::<i64>::from_shape_fn(n, |i| (i % 10) as i64);
+    let mut w =
+        DenseWriter::<i64>::create(root.join(split).join("label"), &[], Codec::Raw).unwrap();
+    w.append(&label).unwrap();
+    w.close().unwrap();
+}
+
+/// `loaderx convert images photos/` of JPEGs of two sizes in two classes:
+/// encoded records, `i64` labels, the class names.
+fn write_images(root: &Path) {
+    let split = root.join("train");
+    let mut images = RaggedWriter::<u8>::create(split.join("image"), 1, Codec::Raw).unwrap();
+    let mut labels = Vec::new();
+    for i in 0..256u32 {
+        let (w, h) = if i % 2 == 0 { (64, 48) } else { (40, 52) };
+        let img = image::RgbImage::from_fn(w, h, |x, y| {
+            image::Rgb([(x % 256) as u8, (y % 256) as u8, (i * 20) as u8])
+        });
+        let mut jpeg = Vec::new();
+        image::DynamicImage::ImageRgb8(img)
+            .write_to(
+                &mut std::io::Cursor::new(&mut jpeg),
+                image::ImageFormat::Jpeg,
+            )
+            .unwrap();
+        images.append([jpeg]).unwrap();
+        labels.push(i64::from(i % 2));
+    }
+    images.close().unwrap();
+    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
+    w.append(&Array1::from(labels)).unwrap();
+    w.close().unwrap();
+    std::fs::write(split.join("classes.json"), r#"{"label": ["cat", "dog"]}"#).unwrap();
+}
+
+/// A `.npy` file (format 1.0) of a C-order little-endian array.
+fn write_npy(path: &Path, descr: &str, shape: &[usize], bytes: &[u8]) {
+    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
+    let shape = if dims.len() == 1 {
+        format!("({},)", dims[0])
+    } else {
+        format!("({})", dims.join(", "))
+    };
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut file = b"\x93NUMPY\x01\x00".to_vec();
+    file.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
+    file.extend_from_slice(header.as_bytes());
+    file.extend_from_slice(bytes);
+    std::fs::write(path, file).unwrap();
+}
+
+#[test]
+fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    write_arrays(&dir.path().join("stores"), "train", 512);
+    write_arrays(&dir.path().join("stores"), "test", 100);
+    write_images(&dir.path().join("images"));
+    // The inputs of docs/npy.md's conversion.
+    write_npy(
+        &dir.path().join("data.npy"),
+        "|u1",
+        &[64, 28, 28],
+        &vec![7u8; 64 * 28 * 28],
+    );
+    let labels: Vec<u8> = (0..64i64).flat_map(|i| (i % 10).to_le_bytes()).collect();
+    write_npy(&dir.path().join("label.npy"), "<i8", &[64], &labels);
+    // The snippets open paths relative to the working directory, as a
+    // user's program does; this test binary holds no other test.
+    std::env::set_current_dir(dir.path()).unwrap();
+    let mut failures = Vec::new();
+    let mut ran = 0;
+    for s in SNIPPETS.iter().filter(|s| s.run) {
+        eprintln!("running {}:{}", s.file, s.line);
+        match std::panic::catch_unwind(AssertUnwindSafe(s.main)) {
+            Ok(Ok(())) => ran += 1,
+            Ok(Err(e)) => failures.push(format!("{}:{}: {e}", s.file, s.line)),
+            Err(_) => failures.push(format!("{}:{}: panicked", s.file, s.line)),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "snippets that failed:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        ran >= 4,
+        "only {ran} snippets ran: is the README's quick start still there?"
+    );
+    assert!(SNIPPETS.iter().any(|s| s.file == "README.md"));
+}
