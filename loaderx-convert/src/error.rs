@@ -29,7 +29,7 @@ pub enum Error {
     /// The output root, or the part a part writer writes, already exists;
     /// converters always write a new one and never replace one.
     #[error(
-        "{}: path already exists; a conversion always writes a new output root or part (a part is written once: remove it to write it again)",
+        "{}: path already exists; a conversion writes a new output root and never replaces or adds to one: remove it, or give another `-o OUT` (a part is written once: remove it to write it again)",
         path.display()
     )]
     AlreadyExists {

@@ -1,0 +1,97 @@
+//! The README's `loaderx` commands, run as a newcomer runs them: every
+//! `loaderx …` line of README.md's `sh` blocks, in a directory holding the
+//! files the quick start names (`tests/python/make_readme_fixtures.py`),
+//! each one must succeed with no other flag. Then what they wrote is what
+//! the README's Rust programs open (tests/docs_snippets.rs runs those):
+//! `stores/train/{data,label}` Dense `u8 (28, 28)` and `i64`, the parquet
+//! text column as UTF-8 bytes, the photographs of several sizes encoded
+//! with their class names.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use loaderx_core::{Dense, Ragged};
+
+/// Every `loaderx …` command line of the README's `sh` blocks (comments
+/// cut), split on whitespace.
+fn readme_commands() -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(support::repo_root().join("README.md")).unwrap();
+    let mut commands = Vec::new();
+    let mut in_sh = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if let Some(info) = t.strip_prefix("```") {
+            in_sh = !in_sh && info.trim() == "sh";
+            continue;
+        }
+        if in_sh && t.starts_with("loaderx ") {
+            let command = t.split(" #").next().unwrap();
+            commands.push(command.split_whitespace().skip(1).map(str::to_owned).collect());
+        }
+    }
+    commands
+}
+
+fn run_in(dir: &Path, args: &[String]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        .args(args)
+        .current_dir(dir)
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "`loaderx {}` failed:\n{}\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn the_readme_commands_run_on_a_newcomers_files_and_write_what_its_programs_open() {
+    let Some(py) = support::python(&["numpy", "datasets", "PIL"]) else {
+        return;
+    };
+    let dir = support::write_fixtures(&py, "make_readme_fixtures.py", "readme");
+    let commands = readme_commands();
+    assert!(
+        commands.iter().any(|c| c[0] == "convert") && commands.iter().any(|c| c[0] == "info"),
+        "the README's quick start lost its commands: {commands:?}"
+    );
+    for command in &commands {
+        run_in(&dir, command);
+    }
+
+    // The arrays: the stream names and dtypes the README's programs use.
+    let data = Dense::<u8>::open(dir.join("stores/train/data")).unwrap();
+    assert_eq!((data.len(), data.item_shape()), (300, &[28usize, 28][..]));
+    assert_eq!(Dense::<i64>::open(dir.join("stores/train/label")).unwrap().len(), 300);
+
+    // The parquet text column, as UTF-8 bytes, without a flag.
+    let text = Ragged::<u8>::open(dir.join("text/train/text")).unwrap();
+    let third = text.gather(&[3]).unwrap();
+    assert_eq!(third.data(0), "review 3: good good good and fine".as_bytes());
+
+    // The CSV: one store per column, the string column as UTF-8 bytes.
+    for column in ["id", "score", "name", "ok"] {
+        assert!(dir.join("table/train").join(column).join("meta.zr").is_file(), "{column}");
+    }
+
+    // The photographs of several sizes: encoded by default, with classes.
+    let images = Ragged::<u8>::open(dir.join("images/train/image")).unwrap();
+    assert_eq!(images.len(), 40);
+    let first = images.gather(&[0]).unwrap();
+    assert_eq!(&first.data(0)[..3], &[0xff, 0xd8, 0xff], "not the JPEG's bytes");
+    assert_eq!(
+        first.data(0),
+        std::fs::read(dir.join("photos/cat/000.jpg")).unwrap().as_slice()
+    );
+    let classes = std::fs::read_to_string(dir.join("images/train/classes.json")).unwrap();
+    assert!(classes.contains("cat") && classes.contains("dog"), "{classes}");
+}
