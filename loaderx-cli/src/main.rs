@@ -178,9 +178,10 @@ enum Convert {
         dir: PathBuf,
         /// Output root (must not exist), or a URL to push the stores to.
         out: PathBuf,
-        /// raw, zstd or zstd_dict.
-        #[arg(long, default_value = "zstd")]
-        codec: Codec,
+        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
+        /// space, raw where per-record framing would make it larger).
+        #[arg(long)]
+        codec: Option<Codec>,
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
@@ -218,9 +219,10 @@ enum Convert {
         /// The split the streams are written to.
         #[arg(long, default_value = "train")]
         split: String,
-        /// raw, zstd or zstd_dict.
-        #[arg(long, default_value = "zstd")]
-        codec: Codec,
+        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
+        /// space, raw where per-record framing would make it larger).
+        #[arg(long)]
+        codec: Option<Codec>,
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
@@ -415,9 +417,10 @@ enum Convert {
 /// The options every Arrow-backed converter shares.
 #[derive(Debug, clap::Args)]
 struct TableArgs {
-    /// raw or zstd.
-    #[arg(long, default_value = "zstd")]
-    codec: Codec,
+    /// raw or zstd (default: per store, zstd where it saves space, raw
+    /// where per-record framing would make it larger).
+    #[arg(long)]
+    codec: Option<Codec>,
     /// Payload shards per store (1..=255).
     #[arg(long, default_value_t = 4)]
     shards: usize,
@@ -431,7 +434,8 @@ struct TableArgs {
     /// Leave these columns out (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
     drop: Vec<String>,
-    /// Store string columns as Ragged u8 records of their UTF-8 bytes.
+    /// Store string columns as Ragged u8 records of their UTF-8 bytes (the
+    /// default without --tokenizer).
     #[arg(long, value_enum, conflicts_with = "tokenizer")]
     text: Option<TextArg>,
     /// Tokenize string columns into Ragged u32 token ids with this
@@ -469,8 +473,13 @@ struct TableArgs {
     image_mode: Option<String>,
     /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG
     /// or WebP files), not decoded pixels: a JPEG corpus stays its size.
+    /// The default for a column whose images have more than one shape.
     #[arg(long)]
     encoded: bool,
+    /// Store images as decoded pixels even when they have more than one
+    /// shape (padded Ragged records of each image's own shape).
+    #[arg(long, conflicts_with = "encoded")]
+    decoded: bool,
     /// Write only this writer's share, as part PART of a multi-part
     /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
     /// the split's rows cut into PARTS contiguous shares (whatever its
@@ -514,6 +523,9 @@ impl TableArgs {
             .drop_null_rows(self.drop_null_rows)
             .encoded_images(self.encoded)
             .progress(true);
+        if self.decoded {
+            o = o.decoded_images(true);
+        }
         if let Some(m) = &self.image_mode {
             o = o.image_mode(m.as_str());
         }
@@ -913,16 +925,7 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 }
                 None => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
             };
-            let splits: Vec<String> = summary
-                .splits
-                .iter()
-                .map(|s| format!("{}: {} records of {:?}", s.name, s.records, s.image_shape))
-                .collect();
-            Ok(format!(
-                "wrote {} ({})",
-                summary.root.display(),
-                splits.join(", ")
-            ))
+            Ok(summary.to_string())
         }
         Convert::Npy {
             files,
