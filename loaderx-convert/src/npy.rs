@@ -1183,13 +1183,63 @@ mod tests {
                 (DType::Bool, vec![2], vec![1, 1, 0, 1, 0, 0, 1, 0])
             );
             assert_eq!(read(&out.join("all/h")).0, DType::F16);
+            let text = s.to_string();
+            let mut lines = text.lines();
             assert_eq!(
-                s.to_string(),
+                lines.next().unwrap(),
                 format!(
                     "wrote {} (all: 4 records; x: f32 [2, 3]; xf: f32 [2, 3]; xb: f32 [2, 3]; xfb: f32 [2, 3]; z: c64 []; b: bool [2]; h: f16 [])",
                     out.display()
                 )
             );
+            // A line per stream with its codec, forced here.
+            let codecs: Vec<&str> = lines.collect();
+            assert_eq!(codecs.len(), 7, "{text}");
+            assert_eq!(codecs[0], "  x: zstd (asked for)");
+        }
+    }
+
+    /// Without a forced codec each stream gets its own: 8-byte labels raw
+    /// (a zstd frame each would be larger), repetitive rows zstd; from a
+    /// mapped `.npy` and from a deflated `.npz` member (decided on its
+    /// first chunk), and for a part writer.
+    #[test]
+    fn an_automatic_codec_is_chosen_per_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let labels: Vec<i64> = (0..3000).map(|v| v % 10).collect();
+        let label = npy("<i8", false, &[3000], &le(&labels, i64::to_le_bytes));
+        let rows: Vec<f32> = (0..3000 * 64).map(|v| (v % 64) as f32).collect();
+        let x = npy("<f4", false, &[3000, 64], &le(&rows, f32::to_le_bytes));
+        let (lp, xp) = (dir.path().join("label.npy"), dir.path().join("x.npy"));
+        std::fs::write(&lp, &label).unwrap();
+        std::fs::write(&xp, &x).unwrap();
+        let zp = dir.path().join("both.npz");
+        std::fs::write(
+            &zp,
+            npz(&[("label.npy", &label, true), ("x.npy", &x, true)]),
+        )
+        .unwrap();
+        let options = NpyOptions::new(None, 2).chunk_bytes(1000);
+        for (name, files) in [("npy", vec![&lp, &xp]), ("npz", vec![&zp])] {
+            let out = dir.path().join(name);
+            let summary = convert_npy(&files, &out, &options).unwrap();
+            let codecs: Vec<Codec> = summary.streams.iter().map(|s| s.codec.codec).collect();
+            assert_eq!(codecs, [Codec::Raw, Codec::Zstd], "{name}");
+            let text = summary.to_string();
+            assert!(
+                text.contains("\n  label: raw (zstd would store ")
+                    && text.contains("\n  x: zstd (0."),
+                "{text}"
+            );
+            assert_eq!(Store::open(out.join("train/label")).unwrap().codec(), Codec::Raw);
+            assert_eq!(Store::open(out.join("train/x")).unwrap().codec(), Codec::Zstd);
+            assert_eq!(read(&out.join("train/label")).2, label[128..]);
+            assert_eq!(read(&out.join("train/x")).2, x[128..]);
+            // A part writer decides on its own records.
+            let parts = dir.path().join(format!("{name}-parts"));
+            let part = convert_npy_part(&files, &parts, &options, 1, 2).unwrap();
+            assert_eq!(part.streams[0].codec.codec, Codec::Raw);
+            assert_eq!(part.streams[1].codec.codec, Codec::Zstd);
         }
     }
 
