@@ -473,11 +473,11 @@ struct TableArgs {
     image_mode: Option<String>,
     /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG
     /// or WebP files), not decoded pixels: a JPEG corpus stays its size.
-    /// The default for a column whose images have more than one shape.
+    /// The default for a column whose images have more than one size.
     #[arg(long)]
     encoded: bool,
     /// Store images as decoded pixels even when they have more than one
-    /// shape (padded Ragged records of each image's own shape).
+    /// size (Ragged records of each image's own shape).
     #[arg(long, conflicts_with = "encoded")]
     decoded: bool,
     /// Write only this writer's share, as part PART of a multi-part

@@ -182,7 +182,7 @@ fn images_of_several_sizes_are_stored_encoded_unless_decoded_is_asked() {
     ]));
     assert!(
         text.contains("image: ragged u8 (rank 1)")
-            && text.contains("the images have more than one shape: stored as the files' bytes")
+            && text.contains("the images have more than one size: stored as the files' bytes")
             && text.contains("--decoded stores decoded pixels"),
         "{text}"
     );

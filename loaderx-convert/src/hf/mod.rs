@@ -187,7 +187,7 @@ impl HfSource {
     /// PNG, JPEG or WebP files, each checked) instead of decoded pixels: a JPEG
     /// corpus stays its size, and loaderx-core's `vision` feature decodes
     /// and augments it on the loader's workers. The CLI's `--encoded`.
-    /// Without it, a column whose images have more than one shape is
+    /// Without it, a column whose images have more than one size is
     /// stored so anyway ([`TableOptions::encoded_images`]).
     pub fn encoded_images(mut self, yes: bool) -> HfSource {
         self.table = self.table.encoded_images(yes);
@@ -195,7 +195,7 @@ impl HfSource {
     }
 
     /// Stores image columns as decoded pixels even when their images have
-    /// more than one shape (padded Ragged records). The CLI's `--decoded`.
+    /// more than one size (Ragged records). The CLI's `--decoded`.
     pub fn decoded_images(mut self, yes: bool) -> HfSource {
         self.table = self.table.decoded_images(yes);
         self

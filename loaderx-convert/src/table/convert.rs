@@ -643,7 +643,7 @@ fn plan_stores(
         ColumnKind::Image { .. }
             if settings.images == ImageStorage::Auto
                 && settings.image_mode.is_none()
-                && matches!(&survey, Some(Survey::Image(s)) if s.varying) =>
+                && matches!(&survey, Some(Survey::Image(s)) if s.varying_size) =>
         {
             let mut summary = describe(
                 StoreKind::Ragged,
@@ -653,7 +653,7 @@ fn plan_stores(
                 ColumnSource::EncodedImage,
             );
             summary.note = Some(
-                "the images have more than one shape: stored as the files' bytes, decoded by \
+                "the images have more than one size: stored as the files' bytes, decoded by \
                  the loader (--decoded stores decoded pixels, padded Ragged records)"
                     .to_owned(),
             );

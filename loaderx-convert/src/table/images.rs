@@ -189,6 +189,9 @@ pub(crate) struct ImageSurvey {
     pub(crate) first_shape: Option<Vec<usize>>,
     /// True once two images had different shapes.
     pub(crate) varying: bool,
+    /// True once two images had different sizes (height and width; a
+    /// second mode alone changes the shape, not the size).
+    pub(crate) varying_size: bool,
     /// Images seen.
     pub(crate) count: u64,
 }
@@ -220,7 +223,10 @@ impl ImageSurvey {
         }
         match &self.first_shape {
             None => self.first_shape = Some(shape),
-            Some(s) if *s != shape => self.varying = true,
+            Some(s) if *s != shape => {
+                self.varying = true;
+                self.varying_size |= s.get(..2) != shape.get(..2);
+            }
             Some(_) => {}
         }
         self.count += 1;
@@ -1030,9 +1036,11 @@ pub(crate) mod tests {
         s.add(1, Some("a/1.png"), l, vec![28, 28]);
         assert_eq!(s.dense_shape(), Some(&[28usize, 28][..]));
         assert_eq!(s.mixed_modes(), None);
-        s.add(2, Some("a/2.png"), l, vec![28, 29]);
-        assert_eq!(s.dense_shape(), None);
+        s.add(2, Some("a/2.png"), l, vec![28, 28]);
         s.add(3, Some("b/3.png"), rgb, vec![28, 28, 3]);
+        assert_eq!(s.dense_shape(), None);
+        // A second mode changes the shape, not the size.
+        assert!(s.varying && !s.varying_size);
         s.add(4, Some("b/4.png"), rgb, vec![28, 28, 3]);
         let e = s.mixed_modes().unwrap();
         assert!(
@@ -1041,6 +1049,8 @@ pub(crate) mod tests {
             ) && e.contains("--image-mode RGB converts"),
             "{e}"
         );
+        s.add(5, None, l, vec![28, 29]);
+        assert!(s.varying_size);
         assert_eq!(rgb.ndim(), 3);
         assert_eq!(l.ndim(), 2);
     }

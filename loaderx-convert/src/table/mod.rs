@@ -240,7 +240,7 @@ impl TableOptions {
     }
 
     /// `true`: stores every `Image` column as decoded pixels, padded
-    /// into Ragged records when the images have more than one shape
+    /// into Ragged records when the images have more than one size
     /// ([`ImageStorage::Decoded`]). `false`: the default,
     /// [`ImageStorage::Auto`].
     pub fn decoded_images(mut self, decoded: bool) -> TableOptions {
@@ -529,9 +529,11 @@ impl TableOptions {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ImageStorage {
-    /// Decoded pixels in a Dense store when every image of the split's
-    /// column decodes to one shape; else the files' bytes, as
-    /// [`ImageStorage::Encoded`] (the default). With
+    /// The default: the files' bytes, as [`ImageStorage::Encoded`], when
+    /// the images of the split's column have more than one size (height
+    /// and width); else decoded pixels, a Dense store when they decode to
+    /// one shape (images of one size but several modes are an error naming
+    /// the files, as [`ImageStorage::Decoded`] makes them). With
     /// [`TableOptions::image_mode`], always decoded.
     #[default]
     Auto,
