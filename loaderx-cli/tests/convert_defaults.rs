@@ -220,7 +220,7 @@ fn images_of_several_sizes_are_stored_encoded_unless_decoded_is_asked() {
         shapes,
         [
             [16, 24, 3],
-            [30, 20, 3],
+            [16, 24, 3],
             [30, 20, 3],
             [16, 24, 3],
             [30, 20, 3],
