@@ -321,7 +321,7 @@ enum Convert {
     },
     /// JSON Lines files (.jsonl, .ndjson, .json): one JSON object per
     /// line, its fields the columns (integers int64, other numbers
-    /// float64, booleans, strings with --text or --tokenizer, lists Dense
+    /// float64, booleans, strings as UTF-8 bytes or --tokenizer ids, lists Dense
     /// when every sampled row has one length, else Ragged), types inferred
     /// from the first --infer-rows rows of each split or given with
     /// --schema; splits as `convert parquet` forms them.
@@ -362,8 +362,8 @@ enum Convert {
     /// and each of its directories hold only directories and one of them is
     /// named train, val, valid, validation, dev or test. Writes
     /// OUT/SPLIT/image (decoded pixels, PIL's np.asarray(Image.open(f)): a
-    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape, else
-    /// Ragged; --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
+    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape; the
+    /// files' bytes when several sizes or --encoded; --decoded: Ragged pixels), OUT/SPLIT/label (i64, the class's
     /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json
     /// (the names, in label order). Records are the files sorted by path. A
     /// symbolic link or a file that is not an image is an error naming it;
@@ -387,7 +387,7 @@ enum Convert {
     /// (the path up to the first "." of the file name), one store per
     /// extension: .jpg/.jpeg/.png/.webp images (as `convert images`;
     /// --encoded keeps the bytes), .cls/.cls2/.index integers (i64),
-    /// .txt/.json text (with --text bytes or --tokenizer), .npy arrays;
+    /// .txt/.json text (UTF-8 bytes, or --tokenizer ids), .npy arrays;
     /// other extensions are refused unless dropped (--drop). Every sample
     /// must hold the same extensions. Shards are streamed, never unpacked
     /// (a gzipped one is decompressed on the fly, never to disk).

@@ -540,7 +540,7 @@ fn select<'a>(
 /// [`Error::UnknownConfig`], [`Error::UnknownSplit`] and [`Error::UnknownColumn`]
 /// for a dataset or selection that does not fit; [`Error::Source`] for an
 /// unreadable parquet file; [`Error::Column`] for a value that cannot be stored (a
-/// null, an empty record, mixed image modes, text without an encoding), naming the
+/// null, an empty record, decoded images of one size and mixed modes), naming the
 /// column, the row and the option that would help; [`Error::InvalidOption`] for
 /// contradictory options; [`Error::Store`] and [`Error::Io`] from writing. A failed
 /// conversion leaves nothing at `out`.
