@@ -261,7 +261,7 @@ fn augment_refuses_decoded_pixels_at_build() {
         DataLoader::builder()
             .stream(name, store)
             .augment(name, Pipeline::imagenet_eval(8))
-            .batch_size(2)
+            .batch_size(1)
             .build()
             .map(|_| ())
     };
