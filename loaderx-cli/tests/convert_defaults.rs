@@ -93,7 +93,10 @@ fn idx_labels_are_never_stored_larger_than_raw_by_default() {
             "--codec",
             codec
         ]));
-        assert!(text.contains(&format!("label: {codec} (asked for)")), "{text}");
+        assert!(
+            text.contains(&format!("label: {codec} (asked for)")),
+            "{text}"
+        );
     }
     for split in ["train", "test"] {
         let open = |root: &Path, stream: &str| Store::open(root.join(split).join(stream)).unwrap();

@@ -246,7 +246,9 @@ fn write_store(
     let records = array.dims[0];
     let width = array.data.len() / records.max(1);
     let decision = codec::decide(codec, None, records as u64, |i| {
-        let start = usize::try_from(i).unwrap_or(usize::MAX).saturating_mul(width);
+        let start = usize::try_from(i)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(width);
         (&[][..], &array.data[start..start + width])
     })
     .map_err(|e| Error::io(path, e))?;

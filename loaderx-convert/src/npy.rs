@@ -1231,8 +1231,14 @@ mod tests {
                     && text.contains("\n  x: zstd (0."),
                 "{text}"
             );
-            assert_eq!(Store::open(out.join("train/label")).unwrap().codec(), Codec::Raw);
-            assert_eq!(Store::open(out.join("train/x")).unwrap().codec(), Codec::Zstd);
+            assert_eq!(
+                Store::open(out.join("train/label")).unwrap().codec(),
+                Codec::Raw
+            );
+            assert_eq!(
+                Store::open(out.join("train/x")).unwrap().codec(),
+                Codec::Zstd
+            );
             assert_eq!(read(&out.join("train/label")).2, label[128..]);
             assert_eq!(read(&out.join("train/x")).2, x[128..]);
             // A part writer decides on its own records.

@@ -266,7 +266,10 @@ fn augment_refuses_decoded_pixels_at_build() {
             .map(|_| ())
     };
     for (name, says) in [
-        ("dense", "the stream is dense u8 (decoded pixels?), not Ragged u8"),
+        (
+            "dense",
+            "the stream is dense u8 (decoded pixels?), not Ragged u8",
+        ),
         ("wide", "the stream is ragged u16, not Ragged u8"),
         (
             "pixels",

@@ -1022,7 +1022,13 @@ fn flush(ctx: &str, columns: &mut [Column], settings: &Settings) -> Result<(), E
         let result = match &mut sink.writer {
             Some(Writer::Dense(w)) => w.append_bytes(&sink.buffer.data, sink.buffer.len()),
             Some(Writer::Ragged(w)) => w.append_bytes(sink.buffer.iter()),
-            None => return Err(column_error(ctx, &sink.summary.name, "the store has no writer")),
+            None => {
+                return Err(column_error(
+                    ctx,
+                    &sink.summary.name,
+                    "the store has no writer",
+                ));
+            }
         };
         result.map_err(|e| column_error(ctx, &sink.summary.name, e.to_string()))?;
         sink.buffer.clear();
