@@ -178,9 +178,10 @@ enum Convert {
         dir: PathBuf,
         /// Output root (must not exist), or a URL to push the stores to.
         out: PathBuf,
-        /// raw, zstd or zstd_dict.
-        #[arg(long, default_value = "zstd")]
-        codec: Codec,
+        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
+        /// space, raw where per-record framing would make it larger).
+        #[arg(long)]
+        codec: Option<Codec>,
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
@@ -218,9 +219,10 @@ enum Convert {
         /// The split the streams are written to.
         #[arg(long, default_value = "train")]
         split: String,
-        /// raw, zstd or zstd_dict.
-        #[arg(long, default_value = "zstd")]
-        codec: Codec,
+        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
+        /// space, raw where per-record framing would make it larger).
+        #[arg(long)]
+        codec: Option<Codec>,
         /// Payload shards per store (1..=255).
         #[arg(long, default_value_t = 4)]
         shards: usize,
@@ -319,7 +321,7 @@ enum Convert {
     },
     /// JSON Lines files (.jsonl, .ndjson, .json): one JSON object per
     /// line, its fields the columns (integers int64, other numbers
-    /// float64, booleans, strings with --text or --tokenizer, lists Dense
+    /// float64, booleans, strings as UTF-8 bytes or --tokenizer ids, lists Dense
     /// when every sampled row has one length, else Ragged), types inferred
     /// from the first --infer-rows rows of each split or given with
     /// --schema; splits as `convert parquet` forms them.
@@ -360,8 +362,8 @@ enum Convert {
     /// and each of its directories hold only directories and one of them is
     /// named train, val, valid, validation, dev or test. Writes
     /// OUT/SPLIT/image (decoded pixels, PIL's np.asarray(Image.open(f)): a
-    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape, else
-    /// Ragged; --encoded keeps the files' bytes), OUT/SPLIT/label (i64, the class's
+    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape; the
+    /// files' bytes when several sizes or --encoded; --decoded: Ragged pixels), OUT/SPLIT/label (i64, the class's
     /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json
     /// (the names, in label order). Records are the files sorted by path. A
     /// symbolic link or a file that is not an image is an error naming it;
@@ -385,7 +387,7 @@ enum Convert {
     /// (the path up to the first "." of the file name), one store per
     /// extension: .jpg/.jpeg/.png/.webp images (as `convert images`;
     /// --encoded keeps the bytes), .cls/.cls2/.index integers (i64),
-    /// .txt/.json text (with --text bytes or --tokenizer), .npy arrays;
+    /// .txt/.json text (UTF-8 bytes, or --tokenizer ids), .npy arrays;
     /// other extensions are refused unless dropped (--drop). Every sample
     /// must hold the same extensions. Shards are streamed, never unpacked
     /// (a gzipped one is decompressed on the fly, never to disk).
@@ -415,9 +417,10 @@ enum Convert {
 /// The options every Arrow-backed converter shares.
 #[derive(Debug, clap::Args)]
 struct TableArgs {
-    /// raw or zstd.
-    #[arg(long, default_value = "zstd")]
-    codec: Codec,
+    /// raw or zstd (default: per store, zstd where it saves space, raw
+    /// where per-record framing would make it larger).
+    #[arg(long)]
+    codec: Option<Codec>,
     /// Payload shards per store (1..=255).
     #[arg(long, default_value_t = 4)]
     shards: usize,
@@ -431,7 +434,8 @@ struct TableArgs {
     /// Leave these columns out (comma-separated).
     #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
     drop: Vec<String>,
-    /// Store string columns as Ragged u8 records of their UTF-8 bytes.
+    /// Store string columns as Ragged u8 records of their UTF-8 bytes (the
+    /// default without --tokenizer).
     #[arg(long, value_enum, conflicts_with = "tokenizer")]
     text: Option<TextArg>,
     /// Tokenize string columns into Ragged u32 token ids with this
@@ -469,8 +473,13 @@ struct TableArgs {
     image_mode: Option<String>,
     /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG
     /// or WebP files), not decoded pixels: a JPEG corpus stays its size.
+    /// The default for a column whose images have more than one size.
     #[arg(long)]
     encoded: bool,
+    /// Store images as decoded pixels even when they have more than one
+    /// size (Ragged records of each image's own shape).
+    #[arg(long, conflicts_with = "encoded")]
+    decoded: bool,
     /// Write only this writer's share, as part PART of a multi-part
     /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
     /// the split's rows cut into PARTS contiguous shares (whatever its
@@ -514,6 +523,9 @@ impl TableArgs {
             .drop_null_rows(self.drop_null_rows)
             .encoded_images(self.encoded)
             .progress(true);
+        if self.decoded {
+            o = o.decoded_images(true);
+        }
         if let Some(m) = &self.image_mode {
             o = o.image_mode(m.as_str());
         }
@@ -913,16 +925,7 @@ fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
                 }
                 None => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
             };
-            let splits: Vec<String> = summary
-                .splits
-                .iter()
-                .map(|s| format!("{}: {} records of {:?}", s.name, s.records, s.image_shape))
-                .collect();
-            Ok(format!(
-                "wrote {} ({})",
-                summary.root.display(),
-                splits.join(", ")
-            ))
+            Ok(summary.to_string())
         }
         Convert::Npy {
             files,

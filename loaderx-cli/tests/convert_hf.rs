@@ -456,13 +456,39 @@ fn numeric_lists_and_arrays_through_the_cli() {
 }
 
 #[test]
-fn images_of_different_sizes_are_ragged() {
+fn images_of_different_sizes_are_encoded_or_with_decoded_ragged() {
     let Some((fx, mock, tmp)) = setup() else {
         return;
     };
+    // By default the column of several sizes keeps its files' bytes; the
+    // column of one size is decoded.
+    let plain = convert_hf(
+        &mock.source("test/images", &tmp.path().join("c")),
+        tmp.path().join("images-encoded"),
+    )
+    .unwrap();
+    let cols = &plain.splits[0].columns;
+    assert_eq!(cols[0].source, ColumnSource::EncodedImage);
+    assert_eq!((cols[0].kind, cols[0].ndim), (StoreKind::Ragged, 1));
+    assert!(
+        cols[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("--decoded")),
+        "{:?}",
+        cols[0].note
+    );
+    assert_eq!(cols[1].item_shape.as_deref(), Some(&[16usize, 16, 3][..]));
+    // Decoded pixels when asked for: Ragged, each image its own shape.
     let case = &fx.expected["images"];
     let out = tmp.path().join("images");
-    let summary = convert_hf(&mock.source("test/images", &tmp.path().join("c")), &out).unwrap();
+    let summary = convert_hf(
+        &mock
+            .source("test/images", &tmp.path().join("c"))
+            .decoded_images(true),
+        &out,
+    )
+    .unwrap();
     check_summary(&summary, case, &["train"]);
     let cols = &summary.splits[0].columns;
     assert_eq!(cols[0].kind, StoreKind::Ragged);
@@ -479,11 +505,35 @@ fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
     let cache = tmp.path().join("cache");
     let work = tmp.path().join("work");
     std::fs::create_dir(&work).unwrap();
+    // Strings are no longer refused: their UTF-8 bytes by default.
+    let strings = convert_hf(
+        &mock.source("test/bad", &cache).config("strings"),
+        work.join("strings"),
+    )
+    .unwrap();
+    let text = &strings.splits[0].columns[1];
+    assert_eq!((text.kind, text.dtype.name()), (StoreKind::Ragged, "u8"));
+    let store = Store::open(work.join("strings/train/text")).unwrap();
+    let mut got = Vec::new();
+    store
+        .for_each_record(|_, _, b| {
+            got.push(String::from_utf8(b.to_vec()).unwrap());
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(got, ["a", "b", "c", "d", "e"]);
+    std::fs::remove_dir_all(work.join("strings")).unwrap();
     for (config, needles) in [
-        ("strings", &["\"text\"", "strings"][..]),
         ("nulls", &["\"maybe\"", "row 2: holds a null"][..]),
         ("empty", &["\"seq\"", "row 2: the record is empty"][..]),
-        ("mixed", &["\"picture\"", "row 0 is L but row 1 is RGB"][..]),
+        (
+            "mixed",
+            &[
+                "\"picture\"",
+                "row 1 is RGB but the first image, row 0, is L",
+                "--image-mode RGB",
+            ][..],
+        ),
     ] {
         let e = convert_err(
             &mock.source("test/bad", &cache).config(config),
@@ -504,13 +554,13 @@ fn lossy_columns_fail_naming_the_column_and_leave_nothing() {
             "test/bad",
             work.join("out").to_str().unwrap(),
             "--config",
-            "strings",
+            "nulls",
         ],
         &[],
     );
     assert!(!run.status.success());
     let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(stderr.contains("column \"text\""), "{stderr}");
+    assert!(stderr.contains("column \"maybe\""), "{stderr}");
     assert!(names(&work).is_empty());
 }
 
@@ -777,16 +827,13 @@ fn text_columns_selected_as_bytes_and_as_tokens() {
     let s = convert_hf(&src().drop(["text"]), out("labels2")).unwrap();
     check_summary(&s, case, &["train", "test"]);
 
-    // Refusals name the column, the row and the flag that helps.
+    // Refusals name the column, the row and the flag that helps. Strings
+    // are stored as their UTF-8 bytes without a flag (`--text bytes`
+    // changes nothing): the null of row 3 is what fails.
     for (source, needles) in [
         (
             src(),
-            &[
-                "column \"text\"",
-                "--text bytes",
-                "--tokenizer",
-                "--drop text",
-            ][..],
+            &["column \"text\": row 3", "null", "--drop-null-rows"][..],
         ),
         (
             src().columns(["label", "nope"]),
@@ -1356,9 +1403,14 @@ fn local_parquet_converts_as_the_hub_does() {
         ("images", "test/images", "images/train.parquet"),
         ("audio", "test/audio", "audio/train.parquet"),
     ] {
+        // Decoded pixels, as the expected stores hold (the images have
+        // several sizes).
         let hub = tmp.path().join(format!("hub-{name}"));
         convert_hf(
-            &mock.source(repo, &tmp.path().join("c")).config("default"),
+            &mock
+                .source(repo, &tmp.path().join("c"))
+                .config("default")
+                .decoded_images(true),
             &hub,
         )
         .unwrap();
@@ -1366,7 +1418,11 @@ fn local_parquet_converts_as_the_hub_does() {
         let glob = fx.dir.join("files").join(file);
         let source = LocalSource::new(Vec::<PathBuf>::new())
             .split_glob("train", glob.to_str().unwrap())
-            .options(TableOptions::new().batch_limits(5, 1 << 16));
+            .options(
+                TableOptions::new()
+                    .batch_limits(5, 1 << 16)
+                    .decoded_images(true),
+            );
         let summary = convert_parquet(&source, &local).unwrap();
         assert_eq!(summary.files, [glob]);
         check_stores(fx, &local, &fx.expected[name], &["train"]);

@@ -204,8 +204,10 @@ fn a_save_to_disk_dataset_dict_converts_with_its_features() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("dict");
     let saved = fx.dir.join("saved_dict");
+    // Decoded pixels (the images have several sizes); strings as UTF-8
+    // bytes without asking.
     let summary = convert_arrow(
-        &LocalSource::new([&saved]).options(TableOptions::new().text_bytes()),
+        &LocalSource::new([&saved]).options(TableOptions::new().decoded_images(true)),
         &out,
     )
     .unwrap();
@@ -228,28 +230,29 @@ fn a_save_to_disk_dataset_dict_converts_with_its_features() {
         check_split(&out, split, &fx.expected["saved_dict"][split]);
     }
 
-    // Encoded: the image files' own bytes.
-    let encoded = tmp.path().join("encoded");
-    ok(&loaderx(
-        &[
+    // Encoded: the image files' own bytes, asked for or (images of
+    // several sizes) by default.
+    for (name, flag) in [("encoded", Some("--encoded")), ("default", None)] {
+        let encoded = tmp.path().join(name);
+        let mut args = vec![
             "convert",
             "arrow",
             saved.to_str().unwrap(),
             "-o",
             encoded.to_str().unwrap(),
-            "--encoded",
             "--columns",
             "image,label",
-        ],
-        &[],
-    ));
-    for split in ["train", "test"] {
-        let want = &fx.expected["saved_dict_encoded"][split];
-        assert_eq!(
-            sha(&encoded.join(split).join("image")),
-            want["digest"].as_str().unwrap(),
-            "{split}"
-        );
+        ];
+        args.extend(flag);
+        ok(&loaderx(&args, &[]));
+        for split in ["train", "test"] {
+            let want = &fx.expected["saved_dict_encoded"][split];
+            assert_eq!(
+                sha(&encoded.join(split).join("image")),
+                want["digest"].as_str().unwrap(),
+                "{name} {split}"
+            );
+        }
     }
 
     // Three pods of a Kubernetes Indexed Job (JOB_COMPLETION_INDEX), then
@@ -265,6 +268,7 @@ fn a_save_to_disk_dataset_dict_converts_with_its_features() {
                 parts.to_str().unwrap(),
                 "--text",
                 "bytes",
+                "--decoded",
                 "--parts",
                 "3",
             ],

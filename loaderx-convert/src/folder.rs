@@ -5,10 +5,13 @@
 //! [`convert_image_folder`] writes two stores per split:
 //!
 //! - `image`: the decoded pixels, Dense `u8 [H, W(, C)]` when every image
-//!   of the split has one shape and mode, else Ragged (the table layer's
-//!   `Image` rule, [`crate::table`]; [`TableOptions::image_mode`] converts
-//!   every image to one mode), or with [`TableOptions::encoded_images`] the
-//!   files' bytes, unchanged (Ragged `u8` rank 1);
+//!   of the split has one size and mode; the files' bytes, unchanged
+//!   (Ragged `u8` rank 1), when the images have several sizes or with
+//!   [`TableOptions::encoded_images`]; decoded Ragged pixels with
+//!   [`TableOptions::decoded_images`] (the table layer's `Image` rule,
+//!   [`crate::table`]). Images of one size but several modes are an error
+//!   naming the first file of the second mode; [`TableOptions::image_mode`]
+//!   converts every image to one mode;
 //! - `label`: Dense `i64` scalars, the index of the image's class.
 //!
 //! # Layout

@@ -16,7 +16,14 @@
 //! assert_eq!(summary.splits[0].records, 60_000);
 //! # Ok::<(), loaderx_convert::Error>(())
 //! ```
+//!
+//! The codec may be forced (a [`Codec`]) or, with
+//! [`CodecChoice::Auto`](crate::CodecChoice::Auto) (or `None`), chosen per
+//! store from a sample of its records ([`crate::codec`]): one-byte labels
+//! stay raw, where a zstd frame per label would store several times their
+//! bytes.
 
+use std::fmt;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -27,6 +34,7 @@ use loaderx_core::{
     Codec, CreateOptions, DType, DynDenseWriter, Generation, train_dict, train_dict_from_array,
 };
 
+use crate::codec::{self, CodecChoice, CodecDecision};
 use crate::error::Error;
 use crate::output::{PartLock, StagedRoot};
 
@@ -144,6 +152,22 @@ pub struct IdxSplit {
     pub records: u64,
     /// Shape of one image.
     pub image_shape: Vec<usize>,
+    /// The codec of its `image` store, and why.
+    pub image_codec: CodecDecision,
+    /// The codec of its `label` store, and why.
+    pub label_codec: CodecDecision,
+}
+
+impl fmt::Display for IdxSplit {
+    /// `train: 60000 records of [28, 28]`, then a line per store with its
+    /// codec.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} records of {:?}\n  image: {}\n  label: {}",
+            self.name, self.records, self.image_shape, self.image_codec, self.label_codec
+        )
+    }
 }
 
 /// What [`convert_idx_dir`] wrote.
@@ -154,6 +178,16 @@ pub struct IdxSummary {
     pub root: PathBuf,
     /// The splits, train first.
     pub splits: Vec<IdxSplit>,
+}
+
+impl fmt::Display for IdxSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "wrote {}", self.root.display())?;
+        for s in &self.splits {
+            write!(f, "\n{s}")?;
+        }
+        Ok(())
+    }
 }
 
 const SPLITS: [(&str, &str); 2] = [("train", "train"), ("test", "t10k")];
@@ -199,18 +233,29 @@ fn find(dir: &Path, stem: &str) -> Result<PathBuf, Error> {
         .ok_or_else(|| idx_error(dir, format!("missing {stem} (or {stem}.gz)")))
 }
 
+/// Writes `array` as a Dense store of `item_shape` records at `path`;
+/// returns its codec and why.
 fn write_store(
     path: &Path,
     array: &IdxArray,
     item_shape: &[usize],
-    codec: Codec,
+    codec: CodecChoice,
     shards: usize,
     generation: Generation,
-) -> Result<(), Error> {
+) -> Result<CodecDecision, Error> {
+    let records = array.dims[0];
+    let width = array.data.len() / records.max(1);
+    let decision = codec::decide(codec, None, records as u64, |i| {
+        let start = usize::try_from(i)
+            .unwrap_or(usize::MAX)
+            .saturating_mul(width);
+        (&[][..], &array.data[start..start + width])
+    })
+    .map_err(|e| Error::io(path, e))?;
+    let codec = decision.codec;
     let mut options = CreateOptions::new(codec)
         .data_shards(shards)
         .generation(generation);
-    let records = array.dims[0];
     if codec == Codec::ZstdDict {
         let mut shape = vec![records];
         shape.extend_from_slice(item_shape);
@@ -231,12 +276,15 @@ fn write_store(
     if records > 0 {
         w.append_bytes(&array.data, records)?;
     }
-    Ok(w.close()?)
+    w.close()?;
+    Ok(decision)
 }
 
 /// Converts the standard MNIST-format files in `dir` (`train-images-idx3-ubyte`,
 /// `train-labels-idx1-ubyte`, `t10k-images-idx3-ubyte`, `t10k-labels-idx1-ubyte`,
-/// each optionally `.gz`) to `out/{train,test}/{image,label}`.
+/// each optionally `.gz`) to `out/{train,test}/{image,label}`, with codec
+/// `codec`: a [`Codec`] forces it, [`CodecChoice::Auto`] (or `None`)
+/// chooses each store's from a sample of its records.
 ///
 /// # Errors
 ///
@@ -246,7 +294,7 @@ fn write_store(
 pub fn convert_idx_dir(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,
-    codec: Codec,
+    codec: impl Into<CodecChoice>,
     shards: usize,
 ) -> Result<IdxSummary, Error> {
     convert_idx_dir_as(dir, out, codec, shards, Generation::DEFAULT)
@@ -262,16 +310,17 @@ pub fn convert_idx_dir(
 pub fn convert_idx_dir_as(
     dir: impl AsRef<Path>,
     out: impl AsRef<Path>,
-    codec: Codec,
+    codec: impl Into<CodecChoice>,
     shards: usize,
     generation: Generation,
 ) -> Result<IdxSummary, Error> {
+    let codec = codec.into();
     let dir = dir.as_ref();
     let root = StagedRoot::new(out)?;
     let mut splits = Vec::new();
     for (split, images, labels) in read_splits(dir)? {
         let image_shape = images.dims[1..].to_vec();
-        write_store(
+        let image_codec = write_store(
             &root.store_path(split, "image")?,
             &images,
             &image_shape,
@@ -279,7 +328,7 @@ pub fn convert_idx_dir_as(
             shards,
             generation,
         )?;
-        write_store(
+        let label_codec = write_store(
             &root.store_path(split, "label")?,
             &labels,
             &[],
@@ -291,6 +340,8 @@ pub fn convert_idx_dir_as(
             name: split.to_owned(),
             records: images.dims[0] as u64,
             image_shape,
+            image_codec,
+            label_codec,
         });
     }
     Ok(IdxSummary {
@@ -343,6 +394,7 @@ pub fn convert_idx_part(
         let n = images.dims[0] as u64;
         let range = loaderx_core::Dataset::part_range(n, part, parts);
         let image_shape = images.dims[1..].to_vec();
+        let mut decisions = Vec::with_capacity(2);
         for (column, array, shape) in [
             ("image", &images, &image_shape[..]),
             ("label", &labels, &[][..]),
@@ -356,19 +408,24 @@ pub fn convert_idx_part(
                 dims,
                 data: array.data[start..end].to_vec(),
             };
-            write_store(
+            decisions.push(write_store(
                 &root.store_path(split, column)?,
                 &slice,
                 shape,
                 options.codec,
                 options.shards,
                 options.generation,
-            )?;
+            )?);
         }
+        let [image_codec, label_codec] = decisions[..] else {
+            return Err(Error::invalid("an IDX split has two stores"));
+        };
         splits.push(IdxSplit {
             name: split.to_owned(),
             records: range.end - range.start,
             image_shape,
+            image_codec,
+            label_codec,
         });
     }
     root.publish_part(out, &name, &names)?;
@@ -383,8 +440,8 @@ pub fn convert_idx_part(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct IdxOptions {
-    /// The codec.
-    pub codec: Codec,
+    /// The codec: forced, or chosen per store.
+    pub codec: CodecChoice,
     /// Payload shards per store.
     pub shards: usize,
     /// The format generation.
@@ -392,10 +449,11 @@ pub struct IdxOptions {
 }
 
 impl IdxOptions {
-    /// `codec`, `shards` payload shards, the default generation.
-    pub fn new(codec: Codec, shards: usize) -> IdxOptions {
+    /// `codec` (a [`Codec`], or [`CodecChoice::Auto`] / `None` for a
+    /// choice per store), `shards` payload shards, the default generation.
+    pub fn new(codec: impl Into<CodecChoice>, shards: usize) -> IdxOptions {
         IdxOptions {
-            codec,
+            codec: codec.into(),
             shards,
             generation: Generation::DEFAULT,
         }

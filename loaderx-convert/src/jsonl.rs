@@ -9,7 +9,7 @@
 //! | integer (`3`)                      | `int64`                    | Dense `i64` scalar       |
 //! | number with a fraction or exponent | `float64`                  | Dense `f64` scalar       |
 //! | `true` / `false`                   | `bool`                     | Dense `bool` scalar      |
-//! | string                             | `string`                   | Ragged `u8` bytes (`--text bytes`) or `u32` token ids (`--tokenizer`) |
+//! | string                             | `string`                   | Ragged `u8` UTF-8 bytes, or `u32` token ids (`--tokenizer`) |
 //! | list of numbers, every sampled row the same length | `list<T, n>` | Dense `[n]`           |
 //! | list of numbers of varying length  | `list<T>`                  | Ragged rank 1            |
 //! | lists of lists                     | one level each             | Dense or Ragged, one dimension per level |
@@ -79,7 +79,7 @@
 //! use loaderx_convert::local::LocalSource;
 //! use loaderx_convert::table::TableOptions;
 //!
-//! let source = LocalSource::new(["data.jsonl"]).options(TableOptions::new().text_bytes());
+//! let source = LocalSource::new(["data.jsonl"]).options(TableOptions::new());
 //! let summary = convert_jsonl(&source, &JsonlOptions::new(), "stores")?;
 //! println!("{summary}");
 //! # Ok::<(), loaderx_convert::Error>(())

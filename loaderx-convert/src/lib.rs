@@ -60,6 +60,7 @@
 //! The `loaderx` command-line tool (crate `loaderx-cli`) is a thin layer
 //! over these functions.
 
+pub mod codec;
 #[cfg(feature = "arrow")]
 pub mod encoded;
 mod error;
@@ -91,4 +92,5 @@ pub mod table;
 #[cfg(feature = "webdataset")]
 pub mod webdataset;
 
+pub use codec::{CodecChoice, CodecDecision};
 pub use error::{Error, Result};

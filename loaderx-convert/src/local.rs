@@ -34,7 +34,7 @@
 //! use loaderx_convert::local::{LocalSource, convert_parquet};
 //! use loaderx_convert::table::TableOptions;
 //!
-//! let source = LocalSource::new(["data/"]).options(TableOptions::new().text_bytes());
+//! let source = LocalSource::new(["data/"]).options(TableOptions::new());
 //! let summary = convert_parquet(&source, "stores")?;
 //! println!("{summary}");
 //! # Ok::<(), loaderx_convert::Error>(())

@@ -57,6 +57,7 @@ use zip::{CompressionMethod, ZipArchive};
 
 use loaderx_core::{Codec, CreateOptions, DType, Dataset, DynDenseWriter, Generation, train_dict};
 
+use crate::codec::{CodecChoice, CodecDecision, Sampler, sample_indices};
 use crate::error::Error;
 use crate::output::{PartLock, StagedRoot};
 
@@ -73,8 +74,9 @@ pub const DEFAULT_CHUNK_BYTES: usize = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct NpyOptions {
-    /// The codec.
-    pub codec: Codec,
+    /// The codec: forced, or chosen per stream from a sample of its
+    /// records ([`crate::codec`]).
+    pub codec: CodecChoice,
     /// Payload shards per store.
     pub shards: usize,
     /// The format generation.
@@ -89,9 +91,12 @@ pub struct NpyOptions {
 impl NpyOptions {
     /// `codec`, `shards` payload shards, the default generation, split
     /// `train`, chunks of 64 MiB.
-    pub fn new(codec: Codec, shards: usize) -> NpyOptions {
+    ///
+    /// `codec` is a [`Codec`], or [`CodecChoice::Auto`] (or `None`) for a
+    /// choice per stream.
+    pub fn new(codec: impl Into<CodecChoice>, shards: usize) -> NpyOptions {
         NpyOptions {
-            codec,
+            codec: codec.into(),
             shards,
             generation: Generation::DEFAULT,
             split: "train".to_owned(),
@@ -136,6 +141,8 @@ pub struct NpyStream {
     pub big_endian: bool,
     /// The array was in Fortran order (it was converted to C order).
     pub fortran_order: bool,
+    /// The store's codec, and why.
+    pub codec: CodecDecision,
 }
 
 /// What [`convert_npy`] or [`convert_npy_part`] wrote.
@@ -171,7 +178,11 @@ impl fmt::Display for NpySummary {
         for s in &self.streams {
             write!(f, "; {}: {} {:?}", s.name, s.dtype, s.item_shape)?;
         }
-        write!(f, ")")
+        write!(f, ")")?;
+        for s in &self.streams {
+            write!(f, "\n  {}: {}", s.name, s.codec)?;
+        }
+        Ok(())
     }
 }
 
@@ -616,37 +627,75 @@ impl Array<'_> {
         Ok(train_dict(&records)?)
     }
 
-    /// Writes records `range` to a new store at `path`.
+    /// The codec of a store at `path` of `records` records: `choice`'s
+    /// when forced, else from a sample spread over them, `add(i, sampler)`
+    /// adding record `i`'s canonical bytes to the sampler.
+    fn choose_codec(
+        path: &Path,
+        choice: CodecChoice,
+        records: u64,
+        mut add: impl FnMut(u64, &mut Sampler) -> io::Result<()>,
+    ) -> Result<CodecDecision, Error> {
+        if let CodecChoice::Fixed(codec) = choice {
+            return Ok(CodecDecision::fixed(codec));
+        }
+        let mut sampler = Sampler::new(None).map_err(|e| Error::io(path, e))?;
+        for i in sample_indices(records) {
+            if sampler.full() {
+                break;
+            }
+            add(i, &mut sampler).map_err(|e| Error::io(path, e))?;
+        }
+        Ok(sampler.decision())
+    }
+
+    /// Writes records `range` to a new store at `path`; returns its codec
+    /// and why.
     fn write(
         &self,
         path: &Path,
         range: std::ops::Range<u64>,
         options: &NpyOptions,
         spool_dir: &Path,
-    ) -> Result<(), Error> {
+    ) -> Result<CodecDecision, Error> {
+        let dict = options.codec == CodecChoice::Fixed(Codec::ZstdDict);
         let spooled;
         let data = match self.body {
             Body::Mapped(data) => Some(data),
-            Body::Deflated { .. } if self.fortran || options.codec == Codec::ZstdDict => {
+            Body::Deflated { .. } if self.fortran || dict => {
                 spooled = self.spool(spool_dir)?;
                 Some(&spooled[..])
             }
             Body::Deflated { .. } => None,
         };
-        let mut create = CreateOptions::new(options.codec)
-            .data_shards(options.shards)
-            .generation(options.generation);
-        if options.codec == Codec::ZstdDict
-            && range.end > range.start
-            && let Some(data) = data
-        {
-            create = create.dict_bytes(self.train(data, range.clone())?);
-        }
-        let mut w = DynDenseWriter::create(path, self.dtype, &self.item_shape, &create)?;
+        let create = |decision: CodecDecision| -> Result<DynDenseWriter, Error> {
+            let mut create = CreateOptions::new(decision.codec)
+                .data_shards(options.shards)
+                .generation(options.generation);
+            if decision.codec == Codec::ZstdDict
+                && range.end > range.start
+                && let Some(data) = data
+            {
+                create = create.dict_bytes(self.train(data, range.clone())?);
+            }
+            Ok(DynDenseWriter::create(
+                path,
+                self.dtype,
+                &self.item_shape,
+                &create,
+            )?)
+        };
         let step = self.chunk_rows(options.chunk_bytes);
         let mut buf = Vec::new();
-        match (data, self.body) {
+        let rb = self.record_bytes;
+        let (w, decision) = match (data, self.body) {
             (Some(data), _) => {
+                let decision =
+                    Self::choose_codec(path, options.codec, range.end - range.start, |i, s| {
+                        let r = range.start + i;
+                        s.add(&[], self.canonical(data, r, r + 1, &mut buf))
+                    })?;
+                let mut w = create(decision)?;
                 let mut r0 = range.start;
                 while r0 < range.end {
                     let r1 = (r0 + step).min(range.end);
@@ -655,16 +704,41 @@ impl Array<'_> {
                     w.append_bytes(chunk, (r1 - r0) as usize)?;
                     r0 = r1;
                 }
+                (w, decision)
             }
             (None, Body::Deflated { archive, index }) => {
-                self.stream(archive, index, range, step, |chunk, first, rows| {
+                // The codec is chosen from the first chunk.
+                let mut opened: Option<(DynDenseWriter, CodecDecision)> = None;
+                self.stream(archive, index, range.clone(), step, |chunk, first, rows| {
                     self.check_bools(chunk, first)?;
+                    let (w, _) = match &mut opened {
+                        Some(o) => o,
+                        None => {
+                            let decision =
+                                Self::choose_codec(path, options.codec, rows as u64, |i, s| {
+                                    let at = usize::try_from(i).unwrap_or(usize::MAX) * rb;
+                                    s.add(&[], &chunk[at..at + rb])
+                                })?;
+                            opened.insert((create(decision)?, decision))
+                        }
+                    };
                     Ok(w.append_bytes(chunk, rows)?)
                 })?;
+                match opened {
+                    Some(o) => o,
+                    None => {
+                        let decision = Self::choose_codec(path, options.codec, 0, |_, _| Ok(()))?;
+                        (create(decision)?, decision)
+                    }
+                }
             }
-            (None, Body::Mapped(_)) => {}
-        }
-        Ok(w.close()?)
+            (None, Body::Mapped(_)) => {
+                let decision = Self::choose_codec(path, options.codec, 0, |_, _| Ok(()))?;
+                (create(decision)?, decision)
+            }
+        };
+        w.close()?;
+        Ok(decision)
     }
 
     /// Inflates deflated member `index` of `archive` and hands records
@@ -757,7 +831,7 @@ impl Array<'_> {
         unsafe { Mmap::map(&file) }.map_err(|e| Error::io(dir, e))
     }
 
-    fn stream_info(&self) -> NpyStream {
+    fn stream_info(&self, codec: CodecDecision) -> NpyStream {
         NpyStream {
             name: self.name.clone(),
             path: self.origin.path.clone(),
@@ -766,6 +840,7 @@ impl Array<'_> {
             item_shape: self.item_shape.clone(),
             big_endian: self.swap,
             fortran_order: self.fortran,
+            codec,
         }
     }
 }
@@ -819,13 +894,15 @@ pub fn convert_npy<P: AsRef<Path>>(
     let arrays = read_all(&maps, &options.split)?;
     let root = StagedRoot::new(out)?;
     let rows = arrays.first().map_or(0, |a| a.rows);
+    let mut streams = Vec::with_capacity(arrays.len());
     for a in &arrays {
-        a.write(
+        let codec = a.write(
             &root.store_path(&options.split, &a.name)?,
             0..rows,
             options,
             root.temp_path(),
         )?;
+        streams.push(a.stream_info(codec));
     }
     Ok(NpySummary {
         root: root.publish()?,
@@ -833,7 +910,7 @@ pub fn convert_npy<P: AsRef<Path>>(
         records: rows,
         source_records: rows,
         part: None,
-        streams: arrays.iter().map(Array::stream_info).collect(),
+        streams,
     })
 }
 
@@ -877,13 +954,15 @@ pub fn convert_npy_part<P: AsRef<Path>>(
     let root = StagedRoot::new(out.join(&name))?;
     let rows = arrays.first().map_or(0, |a| a.rows);
     let range = Dataset::part_range(rows, part, parts);
+    let mut streams = Vec::with_capacity(arrays.len());
     for a in &arrays {
-        a.write(
+        let codec = a.write(
             &root.store_path(&options.split, &a.name)?,
             range.clone(),
             options,
             root.temp_path(),
         )?;
+        streams.push(a.stream_info(codec));
     }
     root.publish_part(out, &name, &splits)?;
     drop(lock);
@@ -893,7 +972,7 @@ pub fn convert_npy_part<P: AsRef<Path>>(
         records: range.end - range.start,
         source_records: rows,
         part: Some((part, parts)),
-        streams: arrays.iter().map(Array::stream_info).collect(),
+        streams,
     })
 }
 
@@ -1104,13 +1183,69 @@ mod tests {
                 (DType::Bool, vec![2], vec![1, 1, 0, 1, 0, 0, 1, 0])
             );
             assert_eq!(read(&out.join("all/h")).0, DType::F16);
+            let text = s.to_string();
+            let mut lines = text.lines();
             assert_eq!(
-                s.to_string(),
+                lines.next().unwrap(),
                 format!(
                     "wrote {} (all: 4 records; x: f32 [2, 3]; xf: f32 [2, 3]; xb: f32 [2, 3]; xfb: f32 [2, 3]; z: c64 []; b: bool [2]; h: f16 [])",
                     out.display()
                 )
             );
+            // A line per stream with its codec, forced here.
+            let codecs: Vec<&str> = lines.collect();
+            assert_eq!(codecs.len(), 7, "{text}");
+            assert_eq!(codecs[0], "  x: zstd (asked for)");
+        }
+    }
+
+    /// Without a forced codec each stream gets its own: 8-byte labels raw
+    /// (a zstd frame each would be larger), repetitive rows zstd; from a
+    /// mapped `.npy` and from a deflated `.npz` member (decided on its
+    /// first chunk), and for a part writer.
+    #[test]
+    fn an_automatic_codec_is_chosen_per_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let labels: Vec<i64> = (0..3000).map(|v| v % 10).collect();
+        let label = npy("<i8", false, &[3000], &le(&labels, i64::to_le_bytes));
+        let rows: Vec<f32> = (0..3000 * 64).map(|v| (v % 64) as f32).collect();
+        let x = npy("<f4", false, &[3000, 64], &le(&rows, f32::to_le_bytes));
+        let (lp, xp) = (dir.path().join("label.npy"), dir.path().join("x.npy"));
+        std::fs::write(&lp, &label).unwrap();
+        std::fs::write(&xp, &x).unwrap();
+        let zp = dir.path().join("both.npz");
+        std::fs::write(
+            &zp,
+            npz(&[("label.npy", &label, true), ("x.npy", &x, true)]),
+        )
+        .unwrap();
+        let options = NpyOptions::new(None, 2).chunk_bytes(1000);
+        for (name, files) in [("npy", vec![&lp, &xp]), ("npz", vec![&zp])] {
+            let out = dir.path().join(name);
+            let summary = convert_npy(&files, &out, &options).unwrap();
+            let codecs: Vec<Codec> = summary.streams.iter().map(|s| s.codec.codec).collect();
+            assert_eq!(codecs, [Codec::Raw, Codec::Zstd], "{name}");
+            let text = summary.to_string();
+            assert!(
+                text.contains("\n  label: raw (zstd would store ")
+                    && text.contains("\n  x: zstd (0."),
+                "{text}"
+            );
+            assert_eq!(
+                Store::open(out.join("train/label")).unwrap().codec(),
+                Codec::Raw
+            );
+            assert_eq!(
+                Store::open(out.join("train/x")).unwrap().codec(),
+                Codec::Zstd
+            );
+            assert_eq!(read(&out.join("train/label")).2, label[128..]);
+            assert_eq!(read(&out.join("train/x")).2, x[128..]);
+            // A part writer decides on its own records.
+            let parts = dir.path().join(format!("{name}-parts"));
+            let part = convert_npy_part(&files, &parts, &options, 1, 2).unwrap();
+            assert_eq!(part.streams[0].codec.codec, Codec::Raw);
+            assert_eq!(part.streams[1].codec.codec, Codec::Zstd);
         }
     }
 

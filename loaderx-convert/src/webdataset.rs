@@ -10,9 +10,9 @@
 //!
 //! | extension                 | column                        | store |
 //! |---------------------------|-------------------------------|-------|
-//! | `jpg`, `jpeg`, `png`, `webp` | an `Image`                    | decoded pixels, Dense when one shape across the split else Ragged (the table layer's rule, [`crate::table`]); the file's bytes with [`TableOptions::encoded_images`] |
+//! | `jpg`, `jpeg`, `png`, `webp` | an `Image`                    | decoded pixels, Dense when one shape across the split; the files' bytes (Ragged `u8`) when the images have several sizes or with [`TableOptions::encoded_images`]; Ragged pixels with [`TableOptions::decoded_images`] (the table layer's rule, [`crate::table`]) |
 //! | `cls`, `cls2`, `index`    | `int64`, the member's text (an integer, surrounding white space allowed) | Dense `i64` scalar |
-//! | `txt`, `json`             | a string (the member's UTF-8 text; a `.json` member is stored as its text, its fields are not split into columns) | with [`TableOptions::text_bytes`] Ragged `u8`, with [`TableOptions::tokenizer`] Ragged `u32`; refused otherwise |
+//! | `txt`, `json`             | a string (the member's UTF-8 text; a `.json` member is stored as its text, its fields are not split into columns) | Ragged `u8` of its UTF-8 bytes, or with [`TableOptions::tokenizer`] Ragged `u32` token ids |
 //! | `npy`                     | the array (`np.save`'s file)  | Dense `[shape]` when every sample's array has one shape, else Ragged of its rank; bool, ints, `float16/32/64`, either byte order, C or Fortran order (converted to C order) |
 //! | anything else             | raw bytes                     | refused by the layer, naming the column: leave it out with [`TableOptions::drop`] |
 //!
@@ -66,7 +66,7 @@
 //!
 //! let source = WebDataset::new(["shards/train-{000000..000009}.tar"])
 //!     .split_glob("test", "shards/test-*.tar.gz")
-//!     .options(TableOptions::new().text_bytes());
+//!     .options(TableOptions::new());
 //! let summary = convert_webdataset(&source, "stores")?;
 //! println!("{summary}");
 //! # Ok::<(), loaderx_convert::Error>(())

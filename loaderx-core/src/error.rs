@@ -317,6 +317,21 @@ pub enum ErrorKind {
         /// What is wrong with the image.
         detail: String,
     },
+    /// [`DataLoaderBuilder::augment`](crate::DataLoaderBuilder::augment)
+    /// (feature `vision`) names a stream that does not hold encoded images:
+    /// a Dense stream, a stream of another element type than `u8`, or a
+    /// Ragged `u8` stream whose first record is not a JPEG, PNG or WebP file
+    /// (decoded pixels, say). Refused by `build()`.
+    #[error(
+        "augment({stream:?}): {detail}; augment takes encoded JPEG, PNG or WebP files: convert \
+         with --encoded (the default for images of several sizes)"
+    )]
+    NotEncodedImages {
+        /// The stream.
+        stream: String,
+        /// What the stream holds.
+        detail: String,
+    },
     /// A value does not fit the type it is converted to (see
     /// [`host::widen`](crate::adapter::widen) and
     /// [`host::check_values`](crate::adapter::check_values)): a `u64` above

@@ -214,7 +214,12 @@ fn augment_is_checked_when_the_loader_is_built() {
             .to_string()
     };
     assert!(build("nope", Pipeline::imagenet_eval(8)).contains("no stream"));
-    assert!(build("label", Pipeline::imagenet_eval(8)).contains("not Ragged u8"));
+    let label = build("label", Pipeline::imagenet_eval(8));
+    assert!(
+        label.contains("augment(\"label\"): the stream is dense i64")
+            && label.contains("convert with --encoded (the default for images of several sizes)"),
+        "{label}"
+    );
     assert!(build("image", Pipeline::imagenet_eval(8)).contains("twice"));
     let e = DataLoader::builder()
         .stream(
@@ -227,6 +232,62 @@ fn augment_is_checked_when_the_loader_is_built() {
         .map(|_| ())
         .unwrap_err();
     assert!(e.to_string().contains("not fixed"), "{e}");
+}
+
+/// Streams that hold decoded pixels, not encoded files, are refused by
+/// `build()`, not at the first batch: a Dense image stream, a Ragged one
+/// of another element type, and a Ragged `u8` stream of padded pixels
+/// (what `convert images --decoded` writes for images of several sizes).
+#[test]
+fn augment_refuses_decoded_pixels_at_build() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut w = DenseWriter::<u8>::create(d.join("dense"), &[4, 4, 3], Codec::Raw).unwrap();
+    w.append_slice(&[7u8; 96], 2).unwrap();
+    w.close().unwrap();
+    let mut w = RaggedWriter::<u16>::create(d.join("wide"), 1, Codec::Raw).unwrap();
+    w.append(vec![vec![1u16, 2, 3]]).unwrap();
+    w.close().unwrap();
+    let mut w = RaggedWriter::<u8>::create(d.join("pixels"), 3, Codec::Zstd).unwrap();
+    w.append(vec![
+        ndarray::ArrayD::from_elem(vec![5, 3, 3], 0xf0u8),
+        ndarray::ArrayD::from_elem(vec![2, 4, 3], 1u8),
+    ])
+    .unwrap();
+    w.close().unwrap();
+    // An encoded stream of the same length passes.
+    stores(d, photos()[..2].to_vec());
+    let build = |name: &str, store: loaderx_core::Store| {
+        DataLoader::builder()
+            .stream(name, store)
+            .augment(name, Pipeline::imagenet_eval(8))
+            .batch_size(1)
+            .build()
+            .map(|_| ())
+    };
+    for (name, says) in [
+        (
+            "dense",
+            "the stream is dense u8 (decoded pixels?), not Ragged u8",
+        ),
+        ("wide", "the stream is ragged u16, not Ragged u8"),
+        (
+            "pixels",
+            "record 0 is not a JPEG, PNG or WebP file (45 bytes of shape [5, 3, 3] starting f0 f0 f0 f0",
+        ),
+    ] {
+        let e = build(name, loaderx_core::Store::open(d.join(name)).unwrap()).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::NotEncodedImages { stream, .. } if stream == name),
+            "{e}"
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains(says) && text.contains("convert with --encoded (the default"),
+            "{text}"
+        );
+    }
+    build("image", loaderx_core::Store::open(d.join("image")).unwrap()).unwrap();
 }
 
 /// One record through a pipeline.

@@ -48,18 +48,18 @@ pub fn card_splits(card: &str, files: &[&str]) -> Result<Vec<CardSplit>, String>
 /// Any [`Error`] the conversion reports.
 pub fn convert_parquet_file(file: &Path, out: &Path) -> Result<u64, Error> {
     let settings = Settings {
-        codec: Codec::Raw,
+        codec: crate::codec::CodecChoice::Fixed(Codec::Raw),
         shards: 1,
         generation: loaderx_core::Generation::DEFAULT,
         max_records: 64,
         max_bytes: 1 << 20,
         columns: Vec::new(),
         drop: Vec::new(),
-        text: Some(TextEncoder::Bytes),
+        text: TextEncoder::Bytes,
         drop_null_rows: true,
         drop_empty_rows: true,
         image_mode: None,
-        encoded_images: false,
+        images: crate::table::ImageStorage::Auto,
     };
     let root = StagedRoot::new(out)?;
     let table = ParquetFile::open(file, "train.parquet")?;

@@ -66,7 +66,7 @@ pub use crate::table::{
     BATCH_BYTES, BATCH_RECORDS, ColumnSource, SAMPLING_RATE_SUFFIX, TokenizerInfo,
 };
 use crate::table::{SplitTables, TableOptions, TableSource, convert_tables};
-use loaderx_core::{Codec, Generation};
+use loaderx_core::Generation;
 
 use crate::error::Error;
 use crate::output::safe_component;
@@ -187,8 +187,17 @@ impl HfSource {
     /// PNG, JPEG or WebP files, each checked) instead of decoded pixels: a JPEG
     /// corpus stays its size, and loaderx-core's `vision` feature decodes
     /// and augments it on the loader's workers. The CLI's `--encoded`.
+    /// Without it, a column whose images have more than one size is
+    /// stored so anyway ([`TableOptions::encoded_images`]).
     pub fn encoded_images(mut self, yes: bool) -> HfSource {
         self.table = self.table.encoded_images(yes);
+        self
+    }
+
+    /// Stores image columns as decoded pixels even when their images have
+    /// more than one size (Ragged records). The CLI's `--decoded`.
+    pub fn decoded_images(mut self, yes: bool) -> HfSource {
+        self.table = self.table.decoded_images(yes);
         self
     }
 
@@ -215,7 +224,8 @@ impl HfSource {
     }
 
     /// Stores every string column as Ragged `u8` rank-1 records of the
-    /// strings' UTF-8 bytes (without it, string columns are refused).
+    /// strings' UTF-8 bytes: the default, which this restores after
+    /// [`HfSource::tokenizer`].
     pub fn text_bytes(mut self) -> HfSource {
         self.table = self.table.text_bytes();
         self
@@ -320,8 +330,10 @@ impl HfSource {
         self
     }
 
-    /// Codec of every store (default zstd). `zstd_dict` is not offered here.
-    pub fn codec(mut self, codec: Codec) -> HfSource {
+    /// Codec of every store, or (the default, [`CodecChoice::Auto`](crate::CodecChoice::Auto)
+    /// or `None`) per store from a sample of its records; see
+    /// [`TableOptions::codec`]. `zstd_dict` is not offered here.
+    pub fn codec(mut self, codec: impl Into<crate::CodecChoice>) -> HfSource {
         self.table = self.table.codec(codec);
         self
     }
@@ -528,7 +540,7 @@ fn select<'a>(
 /// [`Error::UnknownConfig`], [`Error::UnknownSplit`] and [`Error::UnknownColumn`]
 /// for a dataset or selection that does not fit; [`Error::Source`] for an
 /// unreadable parquet file; [`Error::Column`] for a value that cannot be stored (a
-/// null, an empty record, mixed image modes, text without an encoding), naming the
+/// null, an empty record, decoded images of one size and mixed modes), naming the
 /// column, the row and the option that would help; [`Error::InvalidOption`] for
 /// contradictory options; [`Error::Store`] and [`Error::Io`] from writing. A failed
 /// conversion leaves nothing at `out`.
@@ -721,6 +733,7 @@ fn read_card(hub: &Hub, repo: &str, resolved: &Resolved) -> Result<Option<CardCo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loaderx_core::Codec;
 
     /// Local splits written with arrow, converted whole and in parts as
     /// `convert_hf` does after fetching them.
@@ -830,7 +843,7 @@ mod tests {
 
         fn settings() -> Settings {
             Settings {
-                codec: Codec::Raw,
+                codec: crate::codec::CodecChoice::Fixed(Codec::Raw),
                 shards: 1,
                 generation: Generation::DEFAULT,
                 // Small batches: a part's rows start and end inside them.
@@ -838,11 +851,11 @@ mod tests {
                 max_bytes: 1 << 20,
                 columns: Vec::new(),
                 drop: Vec::new(),
-                text: Some(TextEncoder::Bytes),
+                text: TextEncoder::Bytes,
                 drop_null_rows: false,
                 drop_empty_rows: false,
                 image_mode: None,
-                encoded_images: false,
+                images: crate::table::ImageStorage::Auto,
             }
         }
 

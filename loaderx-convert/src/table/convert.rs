@@ -3,8 +3,10 @@
 //! Rows are read in bounded batches and written whenever the buffered
 //! records reach `max_records` or their bytes reach `max_bytes`, so memory
 //! stays bounded whatever the dataset size. Image and audio columns get a
-//! first pass over their headers: Dense or Ragged for images, the rank
-//! (mono or multi-channel) for audio, and the decoded size of a row.
+//! first pass over their headers: Dense, encoded or Ragged for images, the
+//! rank (mono or multi-channel) for audio, and the decoded size of a row.
+//! Each store is created at its first write, with the codec its first
+//! batch of records chooses (unless one is forced).
 //!
 //! A part writer (`SplitSource::part`) converts only its share of the
 //! split's rows, reading just those rows of the tables that hold them; its
@@ -24,6 +26,7 @@
 
 use std::any::Any;
 use std::fs::File;
+use std::path::PathBuf;
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -36,8 +39,13 @@ use super::images::{self, ImageSurvey, PixelFormat};
 use super::plan::{ColumnKind, ColumnPlan, plan_column, store_names};
 use super::rows::{empty_rows, kept_runs, null_rows};
 use super::text::{TextEncoder, decode_text};
-use super::{ColumnSource, ColumnSummary, SAMPLING_RATE_SUFFIX, Sizing, SplitSummary, TableSource};
+use super::{
+    ColumnSource, ColumnSummary, ImageStorage, SAMPLING_RATE_SUFFIX, Sizing, SplitSummary,
+    TableSource,
+};
 use loaderx_core::{Codec, CreateOptions, DType, DynDenseWriter, DynRaggedWriter, StoreKind};
+
+use crate::codec::{self, CodecChoice, CodecDecision};
 
 use crate::error::Error;
 use crate::output::StagedRoot;
@@ -45,7 +53,8 @@ use crate::output::StagedRoot;
 /// Store, batching, selection and encoding settings shared by every split.
 #[derive(Clone)]
 pub(crate) struct Settings {
-    pub(crate) codec: Codec,
+    /// Every store's codec, or per store from its first batch.
+    pub(crate) codec: CodecChoice,
     pub(crate) shards: usize,
     pub(crate) generation: loaderx_core::Generation,
     pub(crate) max_records: usize,
@@ -54,14 +63,14 @@ pub(crate) struct Settings {
     pub(crate) columns: Vec<String>,
     /// Leave these columns out.
     pub(crate) drop: Vec<String>,
-    /// How string columns are stored; `None` refuses them.
-    pub(crate) text: Option<TextEncoder>,
+    /// How string columns are stored.
+    pub(crate) text: TextEncoder,
     pub(crate) drop_null_rows: bool,
     pub(crate) drop_empty_rows: bool,
     /// Convert every image to this 8-bit format (`--image-mode`).
     pub(crate) image_mode: Option<PixelFormat>,
-    /// Store images as their files' bytes (`--encoded`).
-    pub(crate) encoded_images: bool,
+    /// Images decoded, encoded (`--encoded`), or by their shapes.
+    pub(crate) images: ImageStorage,
 }
 
 /// One split to convert: its tables, in order.
@@ -147,12 +156,56 @@ enum Decoder {
     Text(TextEncoder),
 }
 
-/// One store being written: its writer, the records decoded but not yet
-/// written, and its summary.
+/// One store being written: its writer (made at the first write, once its
+/// codec is chosen), the records decoded but not yet written, and its
+/// summary.
 struct Sink {
-    writer: Writer,
+    writer: Option<Writer>,
+    path: PathBuf,
     buffer: RecordBuffer,
     summary: ColumnSummary,
+}
+
+impl Sink {
+    /// The store's writer, created the first time with the codec the
+    /// buffered records choose (`raw` for an automatic choice without
+    /// records).
+    fn writer(&mut self, settings: &Settings) -> Result<&mut Writer, Error> {
+        let writer = match self.writer.take() {
+            Some(w) => w,
+            None => {
+                let ragged = self
+                    .summary
+                    .item_shape
+                    .is_none()
+                    .then_some(settings.generation);
+                let buffer = &self.buffer;
+                let decision = codec::decide(settings.codec, ragged, buffer.len() as u64, |i| {
+                    buffer.record(usize::try_from(i).unwrap_or(usize::MAX))
+                })
+                .map_err(|e| Error::io(&self.path, e))?;
+                let options = CreateOptions::new(decision.codec)
+                    .data_shards(settings.shards)
+                    .generation(settings.generation);
+                self.summary.codec = decision;
+                match &self.summary.item_shape {
+                    Some(shape) => Writer::Dense(DynDenseWriter::create(
+                        &self.path,
+                        self.summary.dtype,
+                        shape,
+                        &options,
+                    )?),
+                    None => Writer::Ragged(DynRaggedWriter::create(
+                        &self.path,
+                        self.summary.dtype,
+                        self.summary.ndim,
+                        &options,
+                    )?),
+                }
+            }
+        };
+        Ok(self.writer.insert(writer))
+    }
 }
 
 /// One source column and the stores it becomes: its own, and for audio its
@@ -287,17 +340,6 @@ fn plan_columns(
         let feature = features.as_ref().and_then(|f: &Value| f.get(&name));
         let kind = plan_column(field, feature)
             .map_err(|e| column_error(ctx, &name, format!("{e}{}", leave_out(&name))))?;
-        if kind == ColumnKind::Text && settings.text.is_none() {
-            return Err(column_error(
-                ctx,
-                &name,
-                format!(
-                    "strings cannot be stored in a numeric store as they are; store their UTF-8 \
-                     bytes with --text bytes or token ids with --tokenizer REF{}",
-                    leave_out(&name)
-                ),
-            ));
-        }
         plans.push(ColumnPlan {
             name,
             store,
@@ -368,7 +410,7 @@ fn survey_files(
     let surveyed: Vec<&ColumnPlan> = plans
         .iter()
         .filter(|p| match p.kind {
-            ColumnKind::Image { .. } => !settings.encoded_images,
+            ColumnKind::Image { .. } => settings.images != ImageStorage::Encoded,
             ColumnKind::Audio => true,
             _ => false,
         })
@@ -458,9 +500,12 @@ fn survey_files(
                                     .ok_or_else(|| {
                                         fail(i, format!("an image of shape {shape:?} is too large"))
                                     })?;
-                                survey
-                                    .add(first + i as u64, format, shape)
-                                    .map_err(|e| column_error(ctx, &plan.name, e))?;
+                                survey.add(
+                                    first + i as u64,
+                                    images::file_name(run.as_ref(), i),
+                                    format,
+                                    shape,
+                                );
                             }
                         }
                         Survey::Audio { multichannel } => {
@@ -506,6 +551,9 @@ fn describe(
         item_shape: shape.map(<[usize]>::to_vec),
         ndim,
         source,
+        // Both set when the store is written.
+        codec: CodecDecision::fixed(Codec::Raw),
+        note: None,
     }
 }
 
@@ -548,14 +596,18 @@ fn plan_stores(
             )],
         ),
         ColumnKind::Text => {
-            let Some(encoder) = settings.text.clone() else {
-                return Err(column_error(ctx, &plan.name, "no text encoding chosen"));
-            };
+            let encoder = settings.text.clone();
             let (dtype, source) = match &encoder {
                 TextEncoder::Bytes => (DType::U8, ColumnSource::TextBytes),
                 TextEncoder::Tokens(_) => (DType::U32, ColumnSource::Tokens),
             };
-            let summary = describe(StoreKind::Ragged, dtype, None, 1, source);
+            let mut summary = describe(StoreKind::Ragged, dtype, None, 1, source);
+            if source == ColumnSource::TextBytes {
+                summary.note = Some(
+                    "strings stored as their UTF-8 bytes (--tokenizer REF stores token ids)"
+                        .to_owned(),
+                );
+            }
             (Decoder::Text(encoder), vec![summary])
         }
         ColumnKind::Audio => {
@@ -578,7 +630,7 @@ fn plan_stores(
             rates.name = format!("{}{SAMPLING_RATE_SUFFIX}", plan.store);
             (Decoder::Audio { ndim }, vec![samples, rates])
         }
-        ColumnKind::Image { .. } if settings.encoded_images => (
+        ColumnKind::Image { .. } if settings.images == ImageStorage::Encoded => (
             Decoder::Encoded,
             vec![describe(
                 StoreKind::Ragged,
@@ -588,11 +640,33 @@ fn plan_stores(
                 ColumnSource::EncodedImage,
             )],
         ),
+        ColumnKind::Image { .. }
+            if settings.images == ImageStorage::Auto
+                && settings.image_mode.is_none()
+                && matches!(&survey, Some(Survey::Image(s)) if s.varying_size) =>
+        {
+            let mut summary = describe(
+                StoreKind::Ragged,
+                DType::U8,
+                None,
+                1,
+                ColumnSource::EncodedImage,
+            );
+            summary.note = Some(
+                "the images have more than one size: stored as the files' bytes, decoded by \
+                 the loader (--decoded stores decoded pixels, padded Ragged records)"
+                    .to_owned(),
+            );
+            (Decoder::Encoded, vec![summary])
+        }
         ColumnKind::Image { mode } => {
             let survey = match survey {
                 Some(Survey::Image(s)) => s,
                 _ => ImageSurvey::default(),
             };
+            if let Some(e) = survey.mixed_modes() {
+                return Err(column_error(ctx, &plan.name, e));
+            }
             let format = match survey.format {
                 Some((format, _)) => format,
                 // No images at all: an empty ragged u8 store.
@@ -698,9 +772,6 @@ pub(crate) fn convert_split(
     let surveys = survey_files(&ctx, files, &plans, settings)?;
     progress.set_message(split.name.clone());
 
-    let options = CreateOptions::new(settings.codec)
-        .data_shards(settings.shards)
-        .generation(settings.generation);
     let mut decoded_row_bytes = 0usize;
     let mut columns: Vec<Column> = Vec::with_capacity(plans.len());
     for plan in plans {
@@ -730,22 +801,9 @@ pub(crate) fn convert_split(
                 ));
             }
             let path = root.store_path(&split.name, &summary.name)?;
-            let writer = match &summary.item_shape {
-                Some(shape) => Writer::Dense(DynDenseWriter::create(
-                    &path,
-                    summary.dtype,
-                    shape,
-                    &options,
-                )?),
-                None => Writer::Ragged(DynRaggedWriter::create(
-                    &path,
-                    summary.dtype,
-                    summary.ndim,
-                    &options,
-                )?),
-            };
             sinks.push(Sink {
-                writer,
+                writer: None,
+                path,
                 buffer: RecordBuffer::new(summary.ndim),
                 summary,
             });
@@ -815,18 +873,23 @@ pub(crate) fn convert_split(
                     .map(|s| s.buffer.bytes())
                     .sum();
                 if buffered >= settings.max_records || bytes >= settings.max_bytes {
-                    flush(&ctx, &mut columns)?;
+                    flush(&ctx, &mut columns, settings)?;
                     buffered = 0;
                 }
             }
         }
     }
-    flush(&ctx, &mut columns)?;
+    flush(&ctx, &mut columns, settings)?;
 
     let mut summaries = Vec::with_capacity(columns.len());
-    for sink in columns.into_iter().flat_map(|c| c.sinks) {
+    for mut sink in columns.into_iter().flat_map(|c| c.sinks) {
+        // A store never written to (no rows) is created now.
+        sink.writer(settings)?;
         let name = &sink.summary.name;
-        let len = sink.writer.len();
+        let Some(writer) = sink.writer else {
+            return Err(column_error(&ctx, name, "the store has no writer"));
+        };
+        let len = writer.len();
         if len != kept || read != total || kept + dropped_null + dropped_empty != total {
             return Err(column_error(
                 &ctx,
@@ -838,7 +901,7 @@ pub(crate) fn convert_split(
                 ),
             ));
         }
-        sink.writer
+        writer
             .close()
             .map_err(|e| column_error(&ctx, name, e.to_string()))?;
         summaries.push(sink.summary);
@@ -929,7 +992,7 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
         let e = images::name_file(array.as_ref(), first_row, e);
         decode_error(ctx, &c.plan.name, e)
     })?;
-    if matches!(own.writer, Writer::Ragged(_)) {
+    if own.summary.item_shape.is_none() {
         for i in before..own.buffer.len() {
             let (shape, bytes) = own.buffer.record(i);
             if bytes.is_empty() {
@@ -948,15 +1011,24 @@ fn decode_part(ctx: &str, c: &mut Column, part: &RecordBatch, first_row: u64) ->
     Ok(())
 }
 
-/// Writes every store's buffered records.
-fn flush(ctx: &str, columns: &mut [Column]) -> Result<(), Error> {
+/// Writes every store's buffered records (creating the store at its
+/// first batch).
+fn flush(ctx: &str, columns: &mut [Column], settings: &Settings) -> Result<(), Error> {
     for sink in columns.iter_mut().flat_map(|c| &mut c.sinks) {
         if sink.buffer.len() == 0 {
             continue;
         }
+        sink.writer(settings)?;
         let result = match &mut sink.writer {
-            Writer::Dense(w) => w.append_bytes(&sink.buffer.data, sink.buffer.len()),
-            Writer::Ragged(w) => w.append_bytes(sink.buffer.iter()),
+            Some(Writer::Dense(w)) => w.append_bytes(&sink.buffer.data, sink.buffer.len()),
+            Some(Writer::Ragged(w)) => w.append_bytes(sink.buffer.iter()),
+            None => {
+                return Err(column_error(
+                    ctx,
+                    &sink.summary.name,
+                    "the store has no writer",
+                ));
+            }
         };
         result.map_err(|e| column_error(ctx, &sink.summary.name, e.to_string()))?;
         sink.buffer.clear();
@@ -1132,18 +1204,18 @@ mod tests {
 
     fn settings() -> Settings {
         Settings {
-            codec: Codec::Raw,
+            codec: CodecChoice::Fixed(Codec::Raw),
             shards: 1,
             generation: loaderx_core::Generation::DEFAULT,
             max_records: 1024,
             max_bytes: 1 << 20,
             columns: Vec::new(),
             drop: Vec::new(),
-            text: Some(TextEncoder::Bytes),
+            text: TextEncoder::Bytes,
             drop_null_rows: false,
             drop_empty_rows: false,
             image_mode: None,
-            encoded_images: false,
+            images: ImageStorage::Auto,
         }
     }
 

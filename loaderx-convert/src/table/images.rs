@@ -11,9 +11,11 @@
 //! (`--image-mode`) images convert as PIL's `Image.convert` does.
 //!
 //! A first pass reads only the headers ([`ImageSurvey`]) to decide the
-//! store: Dense when every image has one shape, Ragged otherwise. Images of
-//! different modes (e.g. `L` and `RGB`, or `P` and `RGB`) in one column are
-//! an error, since converting them would change pixel values.
+//! store: Dense when every image has one shape, else (by default) the
+//! files' bytes, or padded Ragged pixels when decoded pixels are asked for.
+//! Decoded images of different modes (e.g. `L` and `RGB`, or `P` and `RGB`)
+//! in one column are an error naming both files, since converting them
+//! would change pixel values.
 
 use std::borrow::Cow;
 use std::io::Cursor;
@@ -156,47 +158,105 @@ pub(crate) fn convert_pixels(pixels: &[u8], from: usize, to: usize) -> Vec<u8> {
     out
 }
 
+/// Where an image came from, in messages: its row, and its file when the
+/// column names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImageOrigin {
+    pub(crate) row: u64,
+    pub(crate) file: Option<String>,
+}
+
+impl std::fmt::Display for ImageOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.file {
+            Some(file) => write!(f, "file {file:?} (row {})", self.row),
+            None => write!(f, "row {}", self.row),
+        }
+    }
+}
+
 /// What the header pass learned about one image column.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct ImageSurvey {
     /// Pixel layout of the first image, and its row.
     pub(crate) format: Option<(PixelFormat, u64)>,
+    /// The first image's origin.
+    pub(crate) first: Option<ImageOrigin>,
+    /// The first image of another layout than the first image's, and
+    /// its layout.
+    pub(crate) other_mode: Option<(ImageOrigin, PixelFormat)>,
     /// Shape of the first image.
     pub(crate) first_shape: Option<Vec<usize>>,
     /// True once two images had different shapes.
     pub(crate) varying: bool,
+    /// True once two images had different sizes (height and width; a
+    /// second mode alone changes the shape, not the size).
+    pub(crate) varying_size: bool,
     /// Images seen.
     pub(crate) count: u64,
 }
 
 impl ImageSurvey {
-    /// Folds one image header in; errors on a second mode (the error names
-    /// both rows).
+    /// Folds one image header in, of row `row` and file `file` (when the
+    /// column names one): a second mode is remembered, first seen, for
+    /// [`ImageSurvey::mixed_modes`].
     pub(crate) fn add(
         &mut self,
         row: u64,
+        file: Option<&str>,
         format: PixelFormat,
         shape: Vec<usize>,
-    ) -> Result<(), String> {
+    ) {
+        let origin = || ImageOrigin {
+            row,
+            file: file.map(str::to_owned),
+        };
         match self.format {
-            None => self.format = Some((format, row)),
-            Some((first, first_row)) if first != format => {
-                return Err(format!(
-                    "images of different modes: row {first_row} is {} but row {row} is {}; \
-                     converting them would change pixel values (--image-mode L|RGB|RGBA \
-                     converts every image to one mode, as PIL does)",
-                    first.mode, format.mode
-                ));
+            None => {
+                self.format = Some((format, row));
+                self.first = Some(origin());
+            }
+            Some((first, _)) if first != format && self.other_mode.is_none() => {
+                self.other_mode = Some((origin(), format));
             }
             Some(_) => {}
         }
         match &self.first_shape {
             None => self.first_shape = Some(shape),
-            Some(s) if *s != shape => self.varying = true,
+            Some(s) if *s != shape => {
+                self.varying = true;
+                self.varying_size |= s.get(..2) != shape.get(..2);
+            }
             Some(_) => {}
         }
         self.count += 1;
-        Ok(())
+    }
+
+    /// The error decoding the column would be when its images have more
+    /// than one mode: it names the first image of another mode than the
+    /// first image's, and the first image, and the way out.
+    pub(crate) fn mixed_modes(&self) -> Option<String> {
+        let ((first, _), Some(origin), Some((other, mode))) =
+            (self.format?, &self.first, &self.other_mode)
+        else {
+            return None;
+        };
+        let to = if [first.mode, mode.mode]
+            .iter()
+            .all(|m| matches!(*m, "1" | "L" | "I;16"))
+        {
+            "L"
+        } else if [first.mode, mode.mode].iter().any(|m| m.contains('A')) {
+            "RGBA"
+        } else {
+            "RGB"
+        };
+        Some(format!(
+            "images of different modes: {other} is {} but the first image, {origin}, is {}; \
+             decoding them to one store would change pixel values (--image-mode {to} \
+             converts every image to one mode, as PIL does; --encoded keeps the files' bytes)",
+            mode.mode, first.mode
+        ))
     }
 
     /// The Dense item shape, when every image has the same shape.
@@ -283,24 +343,29 @@ pub(crate) fn name_file(column: &dyn Array, first_row: u64, mut e: DecodeError) 
     else {
         return e;
     };
-    let Some(path) = column
+    if let Some(name) = file_name(column, i)
+        && !e.detail.contains(name)
+    {
+        e.detail = format!("{} (file {name:?})", e.detail);
+    }
+    e
+}
+
+/// The file the `{bytes, path}` struct `column` names for its row `i`, if
+/// it names one.
+pub(crate) fn file_name(column: &dyn Array, i: usize) -> Option<&str> {
+    let path = column
         .as_struct_opt()
         .filter(|s| i < s.len())
         .and_then(|s| s.column_by_name("path"))
-        .filter(|p| !p.is_null(i))
-    else {
-        return e;
-    };
+        .filter(|p| !p.is_null(i))?;
     let name = match path.data_type() {
         DataType::Utf8 => path.as_string::<i32>().value(i),
         DataType::LargeUtf8 => path.as_string::<i64>().value(i),
         DataType::Utf8View => path.as_string_view().value(i),
-        _ => return e,
+        _ => return None,
     };
-    if !name.is_empty() && !e.detail.contains(name) {
-        e.detail = format!("{} (file {name:?})", e.detail);
-    }
-    e
+    (!name.is_empty()).then_some(name)
 }
 
 /// The limits every image is decoded under: no decoder may hold more than
@@ -880,10 +945,14 @@ pub(crate) mod tests {
         assert_eq!(as_pil(&p2), ("P", vec![1, 4], vec![0, 1, 2, 3]));
         // A palette image is a mode of its own: never mixed with RGB.
         let mut s = ImageSurvey::default();
-        s.add(0, PixelFormat::PALETTE, vec![2, 4]).unwrap();
+        s.add(0, None, PixelFormat::PALETTE, vec![2, 4]);
         let rgb = PixelFormat::of(ColorType::Rgb8).unwrap();
-        let e = s.add(1, rgb, vec![2, 4, 3]).unwrap_err();
-        assert!(e.contains("row 0 is P but row 1 is RGB"), "{e}");
+        s.add(1, None, rgb, vec![2, 4, 3]);
+        let e = s.mixed_modes().unwrap();
+        assert!(
+            e.contains("row 1 is RGB but the first image, row 0, is P"),
+            "{e}"
+        );
         let e = decode(&p8, rgb, None, false).unwrap_err();
         assert!(e.contains("image mode P differs"), "{e}");
     }
@@ -963,13 +1032,25 @@ pub(crate) mod tests {
         let l = PixelFormat::of(ColorType::L8).unwrap();
         let rgb = PixelFormat::of(ColorType::Rgb8).unwrap();
         let mut s = ImageSurvey::default();
-        s.add(0, l, vec![28, 28]).unwrap();
-        s.add(1, l, vec![28, 28]).unwrap();
+        s.add(0, Some("a/0.png"), l, vec![28, 28]);
+        s.add(1, Some("a/1.png"), l, vec![28, 28]);
         assert_eq!(s.dense_shape(), Some(&[28usize, 28][..]));
-        s.add(2, l, vec![28, 29]).unwrap();
+        assert_eq!(s.mixed_modes(), None);
+        s.add(2, Some("a/2.png"), l, vec![28, 28]);
+        s.add(3, Some("b/3.png"), rgb, vec![28, 28, 3]);
         assert_eq!(s.dense_shape(), None);
-        let e = s.add(3, rgb, vec![28, 28, 3]).unwrap_err();
-        assert!(e.contains("row 0 is L but row 3 is RGB"), "{e}");
+        // A second mode changes the shape, not the size.
+        assert!(s.varying && !s.varying_size);
+        s.add(4, Some("b/4.png"), rgb, vec![28, 28, 3]);
+        let e = s.mixed_modes().unwrap();
+        assert!(
+            e.contains(
+                "file \"b/3.png\" (row 3) is RGB but the first image, file \"a/0.png\" (row 0), is L"
+            ) && e.contains("--image-mode RGB converts"),
+            "{e}"
+        );
+        s.add(5, None, l, vec![28, 29]);
+        assert!(s.varying_size);
         assert_eq!(rgb.ndim(), 3);
         assert_eq!(l.ndim(), 2);
     }

@@ -13,13 +13,16 @@
 //! | fixed-size list, `List(length=n)`, `ArrayND`    | Dense `[n, ...]`             |
 //! | variable-length list (`List`, `Sequence`)       | Ragged, one rank per level   |
 //! | `struct{values: list<T>, shape: fixed_size_list<uint32, N>}` (Python loaderx 2.8.19's multi-dimensional Ragged contract) | Ragged of rank N |
-//! | `Image` (struct `{bytes, path}`)                | Dense `u8 [H, W(, C)]` when every image has one shape, else Ragged |
+//! | `Image` (struct `{bytes, path}`)                | Dense `u8 [H, W(, C)]` when every image has one shape, else the files' bytes (Ragged `u8`; [`ImageStorage`]) |
 //! | `Audio` (struct `{bytes, path}`)                | Ragged `f32` + Dense `u32` `<column>.sampling_rate` |
-//! | strings (with a text encoding chosen)           | Ragged `u8` bytes / `u32` token ids |
+//! | strings                                         | Ragged `u8` UTF-8 bytes, or `u32` token ids with [`TableOptions::tokenizer`] |
+//!
+//! Each store's codec is chosen from a sample of its first batch of records
+//! unless one is forced ([`TableOptions::codec`], [`crate::codec`]).
 //!
 //! Anything that cannot be stored losslessly (nulls, empty variable-length
-//! records, images of different modes, strings without an encoding) is an
-//! error naming the column and the row, unless asked otherwise
+//! records, decoded images of different modes) is an error naming the
+//! column and the row, unless asked otherwise
 //! ([`TableOptions::drop_null_rows`], [`TableOptions::drop_empty_rows`],
 //! [`TableOptions::image_mode`]). Every store decision (Dense or Ragged, the
 //! image shape and mode, the audio rank) is the whole split's, from a first
@@ -55,6 +58,7 @@ use self::convert::{Settings, SplitSource, convert_split};
 use self::images::PixelFormat;
 pub use self::text::TokenizerInfo;
 use self::text::{HubSettings, TextEncoder, TokenizerRequest, load_tokenizer};
+use crate::codec::{CodecChoice, CodecDecision};
 use crate::error::Error;
 use crate::output::{PartLock, StagedRoot, safe_component};
 
@@ -80,9 +84,7 @@ pub(crate) const DEFAULT_BRANCH: &str = "main";
 /// How string columns are stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum TextMode {
-    /// Refused (the default): the error names the options.
-    Refuse,
-    /// UTF-8 bytes, Ragged `u8`.
+    /// UTF-8 bytes, Ragged `u8` (the default).
     Bytes,
     /// Token ids, Ragged `u32`.
     Tokens {
@@ -102,7 +104,7 @@ enum TextMode {
 /// The Hub token is never printed: `Debug` shows only whether one is set.
 #[derive(Clone)]
 pub struct TableOptions {
-    codec: Codec,
+    codec: CodecChoice,
     shards: usize,
     generation: Generation,
     progress: bool,
@@ -114,7 +116,7 @@ pub struct TableOptions {
     drop_null_rows: bool,
     drop_empty_rows: bool,
     image_mode: Option<String>,
-    encoded_images: bool,
+    images: ImageStorage,
     part: Option<(u64, u64)>,
     hub_endpoint: Option<String>,
     hub_cache_dir: Option<PathBuf>,
@@ -142,7 +144,7 @@ impl fmt::Debug for TableOptions {
             .field("drop_null_rows", &self.drop_null_rows)
             .field("drop_empty_rows", &self.drop_empty_rows)
             .field("image_mode", &self.image_mode)
-            .field("encoded_images", &self.encoded_images)
+            .field("images", &self.images)
             .field("part", &self.part)
             .field("hub_endpoint", &self.hub_endpoint)
             .field("hub_cache_dir", &self.hub_cache_dir)
@@ -152,11 +154,14 @@ impl fmt::Debug for TableOptions {
 }
 
 impl TableOptions {
-    /// Every column, zstd stores with 4 shards in the default generation,
-    /// strings refused, no progress bar, the whole table.
+    /// Every column, each store's codec chosen from its records
+    /// ([`CodecChoice::Auto`]), 4 shards, the default generation, strings
+    /// as their UTF-8 bytes, images decoded when they have one shape and
+    /// kept encoded otherwise ([`ImageStorage::Auto`]), no progress bar, the
+    /// whole table.
     pub fn new() -> TableOptions {
         TableOptions {
-            codec: Codec::Zstd,
+            codec: CodecChoice::Auto,
             shards: 4,
             generation: Generation::DEFAULT,
             progress: false,
@@ -164,11 +169,11 @@ impl TableOptions {
             max_bytes: BATCH_BYTES,
             columns: Vec::new(),
             drop: Vec::new(),
-            text: TextMode::Refuse,
+            text: TextMode::Bytes,
             drop_null_rows: false,
             drop_empty_rows: false,
             image_mode: None,
-            encoded_images: false,
+            images: ImageStorage::Auto,
             part: None,
             hub_endpoint: None,
             hub_cache_dir: None,
@@ -210,20 +215,46 @@ impl TableOptions {
     /// Converts every image to one PIL mode, `L`, `RGB` or `RGBA`, as PIL's
     /// `Image.convert` does (luma by ITU-R 601-2, gray spread to colour, alpha
     /// 255 added or dropped), so splits of mixed modes convert. Without it,
-    /// mixed modes are an error. Only 8-bit images convert.
+    /// decoded images of mixed modes are an error. Only 8-bit images
+    /// convert. It asks for decoded pixels: with [`ImageStorage::Auto`],
+    /// images of several shapes are then stored decoded (Ragged) too.
     pub fn image_mode(mut self, mode: impl Into<String>) -> TableOptions {
         self.image_mode = Some(mode.into());
         self
     }
 
-    /// Stores every `Image` column as its files' bytes, unchanged (default
-    /// off: decoded pixels): a Ragged `u8` rank-1 record per image, so a
-    /// JPEG corpus stays its size and is decoded on the loader's workers.
-    /// Each file's header is still read, so a file that is not a PNG, JPEG or WebP
-    /// image is an error naming its row. [`TableOptions::image_mode`] does
-    /// not apply.
+    /// `true`: stores every `Image` column as its files' bytes, unchanged
+    /// ([`ImageStorage::Encoded`]): a Ragged `u8` rank-1 record per image,
+    /// so a JPEG corpus stays its size and is decoded on the loader's
+    /// workers. Each file's header is still read, so a file that is not a
+    /// PNG, JPEG or WebP image is an error naming its row.
+    /// [`TableOptions::image_mode`] does not apply. `false`: the default,
+    /// [`ImageStorage::Auto`].
     pub fn encoded_images(mut self, encoded: bool) -> TableOptions {
-        self.encoded_images = encoded;
+        self.images = if encoded {
+            ImageStorage::Encoded
+        } else {
+            ImageStorage::Auto
+        };
+        self
+    }
+
+    /// `true`: stores every `Image` column as decoded pixels, padded
+    /// into Ragged records when the images have more than one size
+    /// ([`ImageStorage::Decoded`]). `false`: the default,
+    /// [`ImageStorage::Auto`].
+    pub fn decoded_images(mut self, decoded: bool) -> TableOptions {
+        self.images = if decoded {
+            ImageStorage::Decoded
+        } else {
+            ImageStorage::Auto
+        };
+        self
+    }
+
+    /// How `Image` columns are stored (default [`ImageStorage::Auto`]).
+    pub fn image_storage(mut self, images: ImageStorage) -> TableOptions {
+        self.images = images;
         self
     }
 
@@ -250,7 +281,8 @@ impl TableOptions {
     }
 
     /// Stores every string column as Ragged `u8` rank-1 records of the
-    /// strings' UTF-8 bytes (without it, string columns are refused).
+    /// strings' UTF-8 bytes: the default, which this restores after
+    /// [`TableOptions::tokenizer`].
     pub fn text_bytes(mut self) -> TableOptions {
         self.text = TextMode::Bytes;
         self
@@ -346,9 +378,12 @@ impl TableOptions {
         self
     }
 
-    /// Codec of every store (default zstd). `zstd_dict` is not offered here.
-    pub fn codec(mut self, codec: Codec) -> TableOptions {
-        self.codec = codec;
+    /// Codec of every store: a [`Codec`] forces it (`zstd_dict` is not
+    /// offered here), [`CodecChoice::Auto`] (or `None`), the default,
+    /// chooses `raw` or `zstd` per store from a sample of its first batch
+    /// of records ([`crate::codec`]); the summary reports each choice.
+    pub fn codec(mut self, codec: impl Into<CodecChoice>) -> TableOptions {
+        self.codec = codec.into();
         self
     }
 
@@ -417,7 +452,7 @@ impl TableOptions {
                 count.saturating_sub(1)
             )));
         }
-        if self.codec == Codec::ZstdDict {
+        if self.codec == CodecChoice::Fixed(Codec::ZstdDict) {
             return Err(Error::invalid(
                 "table converters write raw or zstd stores, not zstd_dict",
             ));
@@ -445,8 +480,7 @@ impl TableOptions {
     pub(crate) fn settings(&self) -> Result<(Settings, Option<TokenizerInfo>), Error> {
         self.check()?;
         let (text, tokenizer) = match &self.text {
-            TextMode::Refuse => (None, None),
-            TextMode::Bytes => (Some(TextEncoder::Bytes), None),
+            TextMode::Bytes => (TextEncoder::Bytes, None),
             TextMode::Tokens {
                 reference,
                 revision,
@@ -470,7 +504,7 @@ impl TableOptions {
                     },
                 )?;
                 let info = tokens.info.clone();
-                (Some(TextEncoder::Tokens(Arc::new(tokens))), Some(info))
+                (TextEncoder::Tokens(Arc::new(tokens)), Some(info))
             }
         };
         let settings = Settings {
@@ -485,10 +519,29 @@ impl TableOptions {
             drop_null_rows: self.drop_null_rows,
             drop_empty_rows: self.drop_empty_rows,
             image_mode: self.pixel_format()?,
-            encoded_images: self.encoded_images,
+            images: self.images,
         };
         Ok((settings, tokenizer))
     }
+}
+
+/// How `Image` columns are stored ([`TableOptions::image_storage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ImageStorage {
+    /// The default: the files' bytes, as [`ImageStorage::Encoded`], when
+    /// the images of the split's column have more than one size (height
+    /// and width); else decoded pixels, a Dense store when they decode to
+    /// one shape (images of one size but several modes are an error naming
+    /// the files, as [`ImageStorage::Decoded`] makes them). With
+    /// [`TableOptions::image_mode`], always decoded.
+    #[default]
+    Auto,
+    /// The files' bytes, one Ragged `u8` rank-1 record per image.
+    Encoded,
+    /// Decoded pixels: Dense when every image has one shape, else Ragged
+    /// records of each image's own shape.
+    Decoded,
 }
 
 /// One converted column's store.
@@ -519,6 +572,12 @@ pub struct ColumnSummary {
     pub ndim: usize,
     /// What the source column held and how it was decoded.
     pub source: ColumnSource,
+    /// The store's codec and why.
+    pub codec: CodecDecision,
+    /// Why the store holds what it does, where a default decided it and
+    /// an option would change it (strings stored as UTF-8 bytes, images
+    /// kept encoded because they have several shapes).
+    pub note: Option<String>,
 }
 
 /// What a converted column held in the source, and how it was decoded.
@@ -567,6 +626,18 @@ impl fmt::Display for ColumnSummary {
             write!(f, " from column {:?}", self.column)?;
         }
         Ok(())
+    }
+}
+
+impl ColumnSummary {
+    /// The line the split's summary gives the store beneath its list: its
+    /// codec and why, and its note, if any (`label: raw (zstd would store
+    /// 2.13x the raw bytes)`).
+    pub fn details(&self) -> String {
+        match &self.note {
+            Some(note) => format!("{}: {}; {note}", self.name, self.codec),
+            None => format!("{}: {}", self.name, self.codec),
+        }
     }
 }
 
@@ -625,7 +696,11 @@ impl fmt::Display for SplitSummary {
                 ""
             },
             columns.join(", ")
-        )
+        )?;
+        for c in &self.columns {
+            write!(f, "\n  {}", c.details())?;
+        }
+        Ok(())
     }
 }
 

@@ -4,10 +4,11 @@
 use std::mem::MaybeUninit;
 use std::sync::Arc;
 
+use super::decode::ImageFormat;
 use super::pipeline::Pipeline;
 use super::rng::DrawKey;
 use crate::dtype::DType;
-use crate::error::{Error, StoreKind, image_error};
+use crate::error::{Error, ErrorKind, StoreKind, image_error};
 use crate::loader::{
     Batch, Column, ColumnBuffer, ColumnLayout, StageRequest, StagedBuffer, Staging, Stream,
     Transform, view_range,
@@ -48,15 +49,7 @@ pub(crate) fn augmenting<T: Send + 'static, S: Staging>(
                 "augment({name:?}): the loader has no stream of that name"
             )));
         };
-        let store = streams[index].1.store();
-        if store.kind() != StoreKind::Ragged || store.dtype() != DType::U8 {
-            return Err(Error::invalid(format!(
-                "augment({name:?}): the stream is {} {}, not Ragged u8 (encoded images; \
-                 convert with --encoded)",
-                store.kind(),
-                store.dtype()
-            )));
-        }
+        check_encoded(&name, streams[index].1.store())?;
         if list.iter().any(|a: &Augmented| a.name == name) {
             return Err(Error::invalid(format!("augment({name:?}) given twice")));
         }
@@ -90,6 +83,48 @@ pub(crate) fn augmenting<T: Send + 'static, S: Staging>(
             .collect::<Result<Vec<_>, Error>>()?;
         transform(batches)
     }))
+}
+
+/// Checks that `store`, stream `name`'s, holds encoded images: Ragged
+/// `u8`, its first record (if any) a JPEG, PNG or WebP file by its magic.
+fn check_encoded(name: &str, store: &crate::Store) -> Result<(), Error> {
+    let refuse = |detail: String| -> Error {
+        ErrorKind::NotEncodedImages {
+            stream: name.to_owned(),
+            detail,
+        }
+        .into()
+    };
+    let crate::Store::Ragged(ragged) = store else {
+        return Err(refuse(format!(
+            "the stream is {} {} (decoded pixels?), not Ragged u8",
+            store.kind(),
+            store.dtype()
+        )));
+    };
+    if store.dtype() != DType::U8 {
+        return Err(refuse(format!(
+            "the stream is {} {}, not Ragged u8",
+            store.kind(),
+            store.dtype()
+        )));
+    }
+    if store.is_empty() {
+        return Ok(());
+    }
+    let first = ragged.gather(&[0])?;
+    let bytes = first.bytes(0);
+    if ImageFormat::sniff(bytes).is_none() {
+        let head: Vec<String> = bytes.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        return Err(refuse(format!(
+            "record 0 is not a JPEG, PNG or WebP file ({} bytes of shape {:?} starting {}; \
+             decoded pixels?)",
+            bytes.len(),
+            first.shape(0),
+            head.join(" ")
+        )));
+    }
+    Ok(())
 }
 
 /// Replaces `a`'s column of `batch` with its augmented Dense column, in a
