@@ -1503,11 +1503,9 @@ mod tests {
             &[u64::MAX]
         );
         assert_eq!(b[0].column(1).as_string::<i32>().value(0), "1");
-        for (bad, why) in [(r#"{"a": "list<int8>"}"#, "not read from CSV")] {
-            let o = CsvOptions::new().schema(crate::jsonl::parse_schema(bad).unwrap());
-            let e = o.check().unwrap_err().to_string();
-            assert!(e.contains(why), "{e}");
-        }
+        let lists = crate::jsonl::parse_schema(r#"{"a": "list<int8>"}"#).unwrap();
+        let e = CsvOptions::new().schema(lists).check().unwrap_err();
+        assert!(e.to_string().contains("not read from CSV"), "{e}");
         assert!(CsvOptions::new().delimiter(b'"').check().is_err());
         assert!(CsvOptions::new().quote(b'\n').check().is_err());
     }
