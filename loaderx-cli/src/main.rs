@@ -5,14 +5,15 @@
 //! - `loaderx digest STORE`: `<sha256-hex>  <length>`, the canonical digest;
 //! - `loaderx verify STORE`: reads and decodes every record; exits non-zero
 //!   with a one-line message naming the problem and the record;
-//! - `loaderx convert idx DIR OUT`: MNIST-format IDX files to stores;
+//! - `loaderx convert idx DIR -o OUT`: MNIST-format IDX files to stores;
 //! - `loaderx convert npy FILE... -o OUT`: NumPy `.npy` files or `.npz`
 //!   archives to stores, one per array;
-//! - `loaderx convert hf REPO OUT`: a Hugging Face Hub dataset to stores,
+//! - `loaderx convert hf REPO -o OUT`: a Hugging Face Hub dataset to stores,
 //!   printing the commit sha it was read at;
 //! - `loaderx convert parquet|arrow INPUT... -o OUT`: local Parquet files,
 //!   Arrow IPC files and streams, `save_to_disk` directories to stores;
 //! - `loaderx convert jsonl INPUT... -o OUT`: JSON Lines files to stores;
+//! - `loaderx convert csv INPUT... -o OUT`: CSV and TSV files to stores;
 //! - `loaderx convert images ROOT -o OUT`: an image folder
 //!   (`ROOT/<class>/<file>.png`, or `ROOT/<split>/<class>/...`) to image
 //!   and label stores;
@@ -51,15 +52,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use loaderx_convert::folder::{ImageFolder, convert_image_folder};
-use loaderx_convert::hf::{HfSource, convert_hf};
-use loaderx_convert::idx::{IdxOptions, convert_idx_dir_as, convert_idx_part};
-use loaderx_convert::jsonl::{JsonlOptions, convert_jsonl};
-use loaderx_convert::local::{LocalSource, convert_arrow, convert_parquet};
-use loaderx_convert::npy::{NpyOptions, convert_npy, convert_npy_part};
-use loaderx_convert::table::TableOptions;
-use loaderx_convert::webdataset::{WebDataset, convert_webdataset};
-use loaderx_core::{Codec, Dataset, Generation, RemoteOptions, Store, redact_url};
+use loaderx_core::{Dataset, Generation, RemoteOptions, Store, redact_url};
+
+mod convert_args;
+use convert_args::{Convert, convert};
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -166,415 +162,20 @@ enum DatasetCommand {
     },
 }
 
-/// A `loaderx convert` source.
-#[derive(Debug, Subcommand)]
-#[allow(clippy::large_enum_variant, reason = "parsed once per process")]
-enum Convert {
-    /// MNIST-format IDX files: DIR holds train-images-idx3-ubyte,
-    /// train-labels-idx1-ubyte, t10k-images-idx3-ubyte and
-    /// t10k-labels-idx1-ubyte, each optionally gzipped.
-    Idx {
-        /// Directory with the four IDX files.
-        dir: PathBuf,
-        /// Output root (must not exist), or a URL to push the stores to.
-        out: PathBuf,
-        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
-        /// space, raw where per-record framing would make it larger).
-        #[arg(long)]
-        codec: Option<Codec>,
-        /// Payload shards per store (1..=255).
-        #[arg(long, default_value_t = 4)]
-        shards: usize,
-        /// Format generation of the stores: 2.8.19 (read by Python loaderx
-        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
-        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
-        generation: Generation,
-        /// Write only this writer's share, as part PART of a multi-part
-        /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist);
-        /// needs --parts. Merge each split with `loaderx dataset merge`.
-        /// A part is written once: a second run of a finished part fails
-        /// at once (path already exists) and changes nothing; a second
-        /// writer of a running part fails (OUT/.part-<PART>.lock is held);
-        /// a killed writer's staging is removed by the next run of its part.
-        #[arg(long, requires = "parts")]
-        part: Option<u64>,
-        /// The number of writers sharing the conversion (with --part, or
-        /// the part index from JOB_COMPLETION_INDEX).
-        #[arg(long)]
-        parts: Option<u64>,
-    },
-    /// NumPy arrays: .npy files and/or .npz archives (np.save, np.savez,
-    /// np.savez_compressed), one stream per array, named by the file's stem
-    /// or the archive member's key: OUT/<split>/<stream>. Axis 0 counts
-    /// the records (all arrays must have the same length); the other axes
-    /// are the item shape. Big-endian and Fortran-order arrays are
-    /// converted; object, string and structured arrays are refused.
-    Npy {
-        /// The .npy files and .npz archives.
-        #[arg(required = true, value_name = "FILE")]
-        files: Vec<PathBuf>,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short = 'o', long = "out", value_name = "OUT")]
-        out: PathBuf,
-        /// The split the streams are written to.
-        #[arg(long, default_value = "train")]
-        split: String,
-        /// raw, zstd or zstd_dict (default: per store, zstd where it saves
-        /// space, raw where per-record framing would make it larger).
-        #[arg(long)]
-        codec: Option<Codec>,
-        /// Payload shards per store (1..=255).
-        #[arg(long, default_value_t = 4)]
-        shards: usize,
-        /// Format generation of the stores: 2.8.19 (read by Python loaderx
-        /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
-        #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
-        generation: Generation,
-        /// Write only this writer's share of the records, as part PART of a
-        /// multi-part dataset (OUT/<split>/part-<PART>/...; OUT may exist),
-        /// as `convert idx --part` does; needs --parts. Merge with
-        /// `loaderx dataset merge OUT/<split>`.
-        #[arg(long, requires = "parts")]
-        part: Option<u64>,
-        /// The number of writers sharing the conversion. Without --part,
-        /// PART is taken from JOB_COMPLETION_INDEX (set in each pod of a
-        /// Kubernetes Indexed Job).
-        #[arg(long)]
-        parts: Option<u64>,
-    },
-    /// A Hugging Face Hub dataset (its parquet files): writes
-    /// OUT/SPLIT/COLUMN stores and prints the commit sha it was read at.
-    /// The token comes from --token, else HF_TOKEN, else the token file of
-    /// `huggingface-cli login`; HF_ENDPOINT and HF_HOME are honoured.
-    Hf {
-        /// Dataset repo id, e.g. ylecun/mnist.
-        repo: String,
-        /// Output root (must not exist), or a URL to push the stores to.
-        out: PathBuf,
-        /// Branch, tag or commit sha.
-        #[arg(long, default_value = "main")]
-        revision: String,
-        /// Dataset config (subset): default, the dataset card's default
-        /// config, else the only one; an unknown name lists the configs.
-        #[arg(long)]
-        config: Option<String>,
-        /// Splits to convert (default: all).
-        #[arg(long = "split", num_args = 1.., value_name = "SPLIT")]
-        splits: Vec<String>,
-        /// Access token for gated or private datasets (prefer HF_TOKEN: command lines are visible to other users).
-        #[arg(long)]
-        token: Option<Secret>,
-        /// Hub address (default: HF_ENDPOINT, else the public Hub, huggingface.co).
-        #[arg(long)]
-        endpoint: Option<String>,
-        /// hf-hub cache directory (default: $HF_HOME/hub, else ~/.cache/huggingface/hub).
-        #[arg(long)]
-        cache_dir: Option<PathBuf>,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-    /// Local parquet files: files, directories (a subdirectory is a split,
-    /// `train-00000-of-00002.parquet` is in split train) or --split
-    /// NAME=GLOB; writes OUT/SPLIT/COLUMN stores by the rules of `convert
-    /// hf` (the files' `huggingface` schema metadata gives Image, Audio and
-    /// ClassLabel columns their meaning).
-    Parquet {
-        /// Parquet files or directories.
-        #[arg(required_unless_present = "split_globs")]
-        inputs: Vec<PathBuf>,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short, long)]
-        out: PathBuf,
-        /// Split NAME holds the files GLOB matches (repeatable; replaces
-        /// the inputs' own layout).
-        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
-        split_globs: Vec<(String, String)>,
-        /// The split of files given by name (default train).
-        #[arg(long, default_value = "train")]
-        split_name: String,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-    /// Local Arrow IPC files and streams (.arrow, .arrows, .feather, .ipc)
-    /// and `datasets` save_to_disk directories (a DatasetDict's splits, its
-    /// dataset_info.json features); splits as `convert parquet` forms them.
-    Arrow {
-        /// Arrow files, save_to_disk directories or other directories.
-        #[arg(required_unless_present = "split_globs")]
-        inputs: Vec<PathBuf>,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short, long)]
-        out: PathBuf,
-        /// Split NAME holds the files GLOB matches (repeatable; replaces
-        /// the inputs' own layout).
-        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
-        split_globs: Vec<(String, String)>,
-        /// The split of files given by name and of a save_to_disk Dataset
-        /// (default train).
-        #[arg(long, default_value = "train")]
-        split_name: String,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-    /// JSON Lines files (.jsonl, .ndjson, .json): one JSON object per
-    /// line, its fields the columns (integers int64, other numbers
-    /// float64, booleans, strings as UTF-8 bytes or --tokenizer ids, lists Dense
-    /// when every sampled row has one length, else Ragged), types inferred
-    /// from the first --infer-rows rows of each split or given with
-    /// --schema; splits as `convert parquet` forms them.
-    Jsonl {
-        /// JSONL files or directories.
-        #[arg(required_unless_present = "split_globs")]
-        inputs: Vec<PathBuf>,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short, long)]
-        out: PathBuf,
-        /// Split NAME holds the files GLOB matches (repeatable; replaces
-        /// the inputs' own layout).
-        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
-        split_globs: Vec<(String, String)>,
-        /// The split of files given by name (default train).
-        #[arg(long, default_value = "train")]
-        split_name: String,
-        /// The columns' types, instead of inferring them: a JSON file
-        /// mapping each field, in column order, to bool, int8..int64,
-        /// uint8..uint64, float16, float32, float64, string, list<T> or
-        /// list<T, N> (fixed length N), e.g. {"label": "int64", "xy":
-        /// "list<float32, 2>"}. Fields it does not name are ignored.
-        #[arg(long, value_name = "FILE")]
-        schema: Option<PathBuf>,
-        /// Rows sampled (from the start of each split) to infer the types.
-        #[arg(long, value_name = "N", default_value_t = loaderx_convert::jsonl::DEFAULT_INFER_ROWS, conflicts_with = "schema")]
-        infer_rows: usize,
-        /// The longest line read, in bytes; a longer one is an error
-        /// naming its file and line.
-        #[arg(long, value_name = "BYTES", default_value_t = loaderx_convert::jsonl::DEFAULT_MAX_LINE_BYTES)]
-        max_line_bytes: u64,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-    /// An image folder: ROOT/<class>/<file>.{jpg,jpeg,png,webp} (classes at
-    /// any depth below their directory), or ROOT/<split>/<class>/... when ROOT
-    /// and each of its directories hold only directories and one of them is
-    /// named train, val, valid, validation, dev or test. Writes
-    /// OUT/SPLIT/image (decoded pixels, PIL's np.asarray(Image.open(f)): a
-    /// palette PNG its indices, a 1-bit PNG 0/1; Dense when one shape; the
-    /// files' bytes when several sizes or --encoded; --decoded: Ragged pixels), OUT/SPLIT/label (i64, the class's
-    /// index among all class names of ROOT, sorted) and OUT/SPLIT/classes.json
-    /// (the names, in label order). Records are the files sorted by path. A
-    /// symbolic link or a file that is not an image is an error naming it;
-    /// names starting with "." are ignored.
-    Images {
-        /// The image folder.
-        root: PathBuf,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short, long)]
-        out: PathBuf,
-        /// The split's name when ROOT's directories are classes (default train).
-        #[arg(long, default_value = "train")]
-        split_name: String,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-    /// WebDataset tar shards (.tar, or gzipped .tar.gz/.tgz: files,
-    /// directories of them, globs, brace ranges such as
-    /// 'train-{000000..000099}.tar'): members grouped into samples by key
-    /// (the path up to the first "." of the file name), one store per
-    /// extension: .jpg/.jpeg/.png/.webp images (as `convert images`;
-    /// --encoded keeps the bytes), .cls/.cls2/.index integers (i64),
-    /// .txt/.json text (UTF-8 bytes, or --tokenizer ids), .npy arrays;
-    /// other extensions are refused unless dropped (--drop). Every sample
-    /// must hold the same extensions. Shards are streamed, never unpacked
-    /// (a gzipped one is decompressed on the fly, never to disk).
-    Webdataset {
-        /// Tar shards (.tar, .tar.gz, .tgz), directories of them, glob
-        /// patterns or brace patterns (quote them; braces expand first,
-        /// and every path a brace expands to without a glob character must
-        /// exist) (split --split-name).
-        #[arg(required_unless_present = "split_globs", value_name = "SHARD")]
-        inputs: Vec<PathBuf>,
-        /// Output root (must not exist), or a URL to push the stores to.
-        #[arg(short, long)]
-        out: PathBuf,
-        /// Split NAME holds the shards GLOB names (braces expand first, as
-        /// for SHARD) (repeatable).
-        #[arg(long = "split", value_name = "NAME=GLOB", value_parser = parse_split_glob)]
-        split_globs: Vec<(String, String)>,
-        /// The split of the SHARD arguments (default train).
-        #[arg(long, default_value = "train")]
-        split_name: String,
-        /// Column, store and part options.
-        #[command(flatten)]
-        table: TableArgs,
-    },
-}
-
-/// The options every Arrow-backed converter shares.
-#[derive(Debug, clap::Args)]
-struct TableArgs {
-    /// raw or zstd (default: per store, zstd where it saves space, raw
-    /// where per-record framing would make it larger).
-    #[arg(long)]
-    codec: Option<Codec>,
-    /// Payload shards per store (1..=255).
-    #[arg(long, default_value_t = 4)]
-    shards: usize,
-    /// Format generation of the stores: 2.8.19 (read by Python loaderx
-    /// 2.8.19, the current release) or 2.4.6 (read by 2.4.6 to 2.8.12).
-    #[arg(long = "format", value_name = "GENERATION", default_value_t = Generation::DEFAULT)]
-    generation: Generation,
-    /// Convert only these columns, in this order (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
-    columns: Vec<String>,
-    /// Leave these columns out (comma-separated).
-    #[arg(long, value_delimiter = ',', value_name = "COLUMN,...")]
-    drop: Vec<String>,
-    /// Store string columns as Ragged u8 records of their UTF-8 bytes (the
-    /// default without --tokenizer).
-    #[arg(long, value_enum, conflicts_with = "tokenizer")]
-    text: Option<TextArg>,
-    /// Tokenize string columns into Ragged u32 token ids with this
-    /// tokenizer: a tokenizer.json, a directory holding one, or a Hub
-    /// model repo id (its tokenizer.json, at --tokenizer-revision).
-    #[arg(long, value_name = "REF")]
-    tokenizer: Option<String>,
-    /// Branch, tag or commit of a Hub tokenizer.
-    #[arg(long, default_value = "main", requires = "tokenizer")]
-    tokenizer_revision: String,
-    /// Add the tokenizer's special tokens (e.g. [CLS] ... [SEP]).
-    #[arg(long, requires = "tokenizer")]
-    add_special_tokens: bool,
-    /// Append the EOS token id to every record.
-    #[arg(long, requires = "tokenizer")]
-    append_eos: bool,
-    /// The EOS token (default: tokenizer_config.json's eos_token, else a usual name).
-    #[arg(long, requires = "append_eos")]
-    eos_token: Option<String>,
-    /// Leave out rows holding an empty string or list (in every column of their split).
-    #[arg(long)]
-    drop_empty_rows: bool,
-    /// Leave out rows holding a null (in every column of their split).
-    #[arg(long)]
-    drop_null_rows: bool,
-    /// Convert every image to this mode, as PIL's Image.convert does (L, RGB
-    /// or RGBA): a palette (P) expanded, 1-bit pixels 0/255, a tRNS colour
-    /// key or palette transparency made alpha (RGBA), alpha dropped (L,
-    /// RGB). Without it images keep the mode PIL opens them as (P, 1, L,
-    /// LA, RGB, RGBA, I;16: 16-bit gray as u16, 16-bit colour as PIL's
-    /// 8-bit high bytes), and images of two modes are an error. A CMYK
-    /// JPEG is always stored as RGB, PIL's convert("RGB") (PIL's np.asarray
-    /// gives its 4 CMYK channels).
-    #[arg(long, value_name = "L|RGB|RGBA", conflicts_with = "encoded")]
-    image_mode: Option<String>,
-    /// Store images as their files' bytes (Ragged u8 records of PNG, JPEG
-    /// or WebP files), not decoded pixels: a JPEG corpus stays its size.
-    /// The default for a column whose images have more than one size.
-    #[arg(long)]
-    encoded: bool,
-    /// Store images as decoded pixels even when they have more than one
-    /// size (Ragged records of each image's own shape).
-    #[arg(long, conflicts_with = "encoded")]
-    decoded: bool,
-    /// Write only this writer's share, as part PART of a multi-part
-    /// dataset per split (OUT/<split>/part-<PART>/...; OUT may exist):
-    /// the split's rows cut into PARTS contiguous shares (whatever its
-    /// files; an empty part when rows are fewer than PARTS), every
-    /// store's kind and shape decided from the whole split; needs
-    /// --parts. Default: $JOB_COMPLETION_INDEX when --parts is given (a
-    /// Kubernetes Indexed Job). Merge with `loaderx dataset merge`: the
-    /// digest is the single conversion's. A part is written once: a second
-    /// run of a finished part fails at once (path already exists) and
-    /// changes nothing; a second writer of a running part fails
-    /// (OUT/.part-<PART>.lock is held); a killed writer's staging is
-    /// removed by the next run of its part.
-    #[arg(long, requires = "parts")]
-    part: Option<u64>,
-    /// The number of writers sharing the conversion (with --part or
-    /// JOB_COMPLETION_INDEX).
-    #[arg(long)]
-    parts: Option<u64>,
-}
-
-/// Parses `NAME=GLOB`.
-fn parse_split_glob(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((name, glob)) if !name.is_empty() && !glob.is_empty() => {
-            Ok((name.to_owned(), glob.to_owned()))
-        }
-        _ => Err(format!("{s:?} is not NAME=GLOB")),
-    }
-}
-
-impl TableArgs {
-    /// The table options these flags ask for.
-    fn options(&self) -> Result<TableOptions, Error> {
-        let mut o = TableOptions::new()
-            .codec(self.codec)
-            .shards(self.shards)
-            .generation(self.generation)
-            .columns(self.columns.iter().map(String::as_str))
-            .drop(self.drop.iter().map(String::as_str))
-            .drop_empty_rows(self.drop_empty_rows)
-            .drop_null_rows(self.drop_null_rows)
-            .encoded_images(self.encoded)
-            .progress(true);
-        if self.decoded {
-            o = o.decoded_images(true);
-        }
-        if let Some(m) = &self.image_mode {
-            o = o.image_mode(m.as_str());
-        }
-        if let Some(TextArg::Bytes) = self.text {
-            o = o.text_bytes();
-        }
-        if let Some(t) = &self.tokenizer {
-            o = o
-                .tokenizer(t.as_str())
-                .tokenizer_revision(self.tokenizer_revision.as_str())
-                .add_special_tokens(self.add_special_tokens)
-                .append_eos(self.append_eos, self.eos_token.as_deref());
-        }
-        if let Some((part, parts)) = loaderx_convert::output::part_from_env(self.part, self.parts)?
-        {
-            o = o.part(part, parts);
-        }
-        Ok(o)
-    }
-}
-
-/// `--text` encodings.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum TextArg {
-    /// Each string's UTF-8 bytes.
-    Bytes,
-}
-
-/// A command-line secret (an access token): `Debug` never shows it.
-#[derive(Clone)]
-struct Secret(String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(<redacted>)")
-    }
-}
-
-impl std::str::FromStr for Secret {
-    type Err = std::convert::Infallible;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Secret(s.to_owned()))
-    }
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let urls = cli.command.urls();
+    if let Command::Convert(c) = &cli.command {
+        for note in c.notes() {
+            eprintln!("loaderx: note: {note}");
+        }
+    }
+    // A hook for the docs' tests (loaderx-cli/tests/readme_commands.rs):
+    // every command line the docs show is parsed by this grammar, and
+    // nothing more is done.
+    if std::env::var_os("LOADERX_PARSE_ONLY").is_some() {
+        return ExitCode::SUCCESS;
+    }
     match run(&cli.command) {
         Ok(text) => {
             println!("{}", scrub(&text, &urls));
@@ -604,53 +205,7 @@ impl Command {
                 | DatasetCommand::Verify { dir },
             ) => vec![dir.as_os_str()],
             Command::Migrate { src, dst, .. } => vec![src.as_os_str(), dst.as_os_str()],
-            Command::Convert(Convert::Idx { dir, out, .. }) => {
-                vec![dir.as_os_str(), out.as_os_str()]
-            }
-            Command::Convert(Convert::Npy { files, out, .. }) => {
-                let mut v: Vec<&std::ffi::OsStr> = files.iter().map(|f| f.as_os_str()).collect();
-                v.push(out.as_os_str());
-                v
-            }
-            Command::Convert(Convert::Hf {
-                out,
-                endpoint,
-                table,
-                cache_dir,
-                ..
-            }) => {
-                let mut v = vec![out.as_os_str()];
-                v.extend(endpoint.iter().map(std::ffi::OsStr::new));
-                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
-                v.extend(cache_dir.iter().map(|d| d.as_os_str()));
-                v
-            }
-            Command::Convert(
-                Convert::Parquet {
-                    inputs, out, table, ..
-                }
-                | Convert::Arrow {
-                    inputs, out, table, ..
-                }
-                | Convert::Jsonl {
-                    inputs, out, table, ..
-                }
-                | Convert::Webdataset {
-                    inputs, out, table, ..
-                },
-            ) => {
-                let mut v = vec![out.as_os_str()];
-                v.extend(inputs.iter().map(|p| p.as_os_str()));
-                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
-                v
-            }
-            Command::Convert(Convert::Images {
-                root, out, table, ..
-            }) => {
-                let mut v = vec![root.as_os_str(), out.as_os_str()];
-                v.extend(table.tokenizer.iter().map(std::ffi::OsStr::new));
-                v
-            }
+            Command::Convert(c) => c.named(),
         };
         named
             .into_iter()
@@ -831,31 +386,19 @@ fn run(command: &Command) -> Result<String, Error> {
             ))
         }
         Command::Dataset(d) => dataset(d),
-        Command::Convert(c) => {
-            let out = match c {
-                Convert::Idx { out, .. }
-                | Convert::Hf { out, .. }
-                | Convert::Npy { out, .. }
-                | Convert::Parquet { out, .. }
-                | Convert::Arrow { out, .. }
-                | Convert::Jsonl { out, .. }
-                | Convert::Images { out, .. }
-                | Convert::Webdataset { out, .. } => out,
-            };
-            match dest(out)? {
-                Dest::Local(out) => convert(c, out),
-                Dest::Url(url) => {
-                    let staging = Staging::new_in(&staging_base())?;
-                    let root = staging.root();
-                    let text = convert(c, &root)?;
-                    let pushed = push_tree(&root, url)?;
-                    Ok(format!(
-                        "{text}\npushed {pushed} stores to {}",
-                        redact_url(url)
-                    ))
-                }
+        Command::Convert(c) => match dest(c.out()?)? {
+            Dest::Local(out) => convert(c, out),
+            Dest::Url(url) => {
+                let staging = Staging::new_in(&staging_base())?;
+                let root = staging.root();
+                let text = convert(c, &root)?;
+                let pushed = push_tree(&root, url)?;
+                Ok(format!(
+                    "{text}\npushed {pushed} stores to {}",
+                    redact_url(url)
+                ))
             }
-        }
+        },
     }
 }
 
@@ -904,160 +447,6 @@ fn push_tree(root: &Path, url: &str) -> Result<usize, Error> {
         url,
         &RemoteOptions::from_env(),
     )?)
-}
-
-/// Runs a convert into the local directory `out`.
-fn convert(c: &Convert, out: &Path) -> Result<String, Error> {
-    match c {
-        Convert::Idx {
-            dir,
-            out: _,
-            codec,
-            shards,
-            generation,
-            part,
-            parts,
-        } => {
-            let summary = match loaderx_convert::output::part_from_env(*part, *parts)? {
-                Some((part, parts)) => {
-                    let options = IdxOptions::new(*codec, *shards).generation(*generation);
-                    convert_idx_part(dir, out, &options, part, parts)?
-                }
-                None => convert_idx_dir_as(dir, out, *codec, *shards, *generation)?,
-            };
-            Ok(summary.to_string())
-        }
-        Convert::Npy {
-            files,
-            out: _,
-            split,
-            codec,
-            shards,
-            generation,
-            part,
-            parts,
-        } => {
-            let options = NpyOptions::new(*codec, *shards)
-                .generation(*generation)
-                .split(split.as_str());
-            let summary = match loaderx_convert::output::part_from_env(*part, *parts)? {
-                Some((part, parts)) => convert_npy_part(files, out, &options, part, parts)?,
-                None => convert_npy(files, out, &options)?,
-            };
-            Ok(summary.to_string())
-        }
-        Convert::Hf {
-            repo,
-            out: _,
-            revision,
-            config,
-            splits,
-            token,
-            endpoint,
-            cache_dir,
-            table,
-        } => {
-            let mut source = HfSource::new(repo.as_str())
-                .revision(revision.as_str())
-                .splits(splits.iter().map(String::as_str))
-                .table_options(table.options()?)
-                .progress(true);
-            if let Some(c) = config {
-                source = source.config(c.as_str());
-            }
-            if let Some(Secret(t)) = token {
-                source = source.token(t.as_str());
-            }
-            if let Some(e) = endpoint {
-                source = source.endpoint(e.as_str());
-            }
-            if let Some(d) = cache_dir {
-                source = source.cache_dir(d);
-            }
-            Ok(convert_hf(&source, out)?.to_string())
-        }
-        Convert::Parquet {
-            inputs,
-            out: _,
-            split_globs,
-            split_name,
-            table,
-        }
-        | Convert::Arrow {
-            inputs,
-            out: _,
-            split_globs,
-            split_name,
-            table,
-        } => {
-            let mut source = LocalSource::new(inputs.iter().cloned())
-                .split_name(split_name.as_str())
-                .options(table.options()?);
-            for (name, glob) in split_globs {
-                source = source.split_glob(name.as_str(), glob.as_str());
-            }
-            let summary = if matches!(c, Convert::Parquet { .. }) {
-                convert_parquet(&source, out)?
-            } else {
-                convert_arrow(&source, out)?
-            };
-            Ok(summary.to_string())
-        }
-        Convert::Jsonl {
-            inputs,
-            out: _,
-            split_globs,
-            split_name,
-            schema,
-            infer_rows,
-            max_line_bytes,
-            table,
-        } => {
-            let mut source = LocalSource::new(inputs.iter().cloned())
-                .split_name(split_name.as_str())
-                .options(table.options()?);
-            for (name, glob) in split_globs {
-                source = source.split_glob(name.as_str(), glob.as_str());
-            }
-            let mut jsonl = JsonlOptions::new()
-                .infer_rows(*infer_rows)
-                .max_line_bytes(*max_line_bytes);
-            if let Some(path) = schema {
-                jsonl = jsonl.schema(loaderx_convert::jsonl::read_schema(path)?);
-            }
-            Ok(convert_jsonl(&source, &jsonl, out)?.to_string())
-        }
-        Convert::Images {
-            root,
-            out: _,
-            split_name,
-            table,
-        } => {
-            let source = ImageFolder::new(root)
-                .split_name(split_name.as_str())
-                .options(table.options()?);
-            let summary = convert_image_folder(&source, out)?;
-            Ok(format!(
-                "{summary}\nclass names, in label order: {} beside each split's stores",
-                loaderx_convert::folder::CLASSES_FILE
-            ))
-        }
-        Convert::Webdataset {
-            inputs,
-            out: _,
-            split_globs,
-            split_name,
-            table,
-        } => {
-            let mut source = WebDataset::new(inputs.iter().cloned())
-                .split_name(split_name.as_str())
-                .options(table.options()?);
-            for (name, glob) in split_globs {
-                source = source.split_glob(name.as_str(), glob.as_str());
-            }
-            Ok(convert_webdataset(&source, out)?.to_string())
-        }
-    }
 }
 
 /// Runs a `loaderx dataset` command.

@@ -194,7 +194,9 @@ fn url_destinations_are_pushed_or_refused_never_written_as_local_paths() {
     ] {
         for args in [
             vec!["migrate", "--format", "2.4.6", s, url],
-            vec!["convert", "idx", i, url, "--codec", "raw", "--shards", "1"],
+            vec![
+                "convert", "idx", i, "-o", url, "--codec", "raw", "--shards", "1",
+            ],
             vec!["push", url, "s3://bucket/y"],
             vec!["push", s, url],
         ] {

@@ -142,11 +142,14 @@ impl Drop for Mock {
     }
 }
 
-/// Runs `loaderx convert hf ARGS` with a clean Hub environment plus `env`.
+/// Runs `loaderx convert hf REPO -o OUT ARGS...` (`args`: REPO, OUT,
+/// ARGS...) with a clean Hub environment plus `env`.
 fn cli(mock: &Mock, home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_loaderx"));
     cmd.args(["convert", "hf"])
-        .args(args)
+        .args(&args[..1])
+        .arg("-o")
+        .args(&args[1..])
         .env("HF_ENDPOINT", &mock.url)
         .env("HF_HOME", home)
         .env_remove("HF_TOKEN")
@@ -1134,7 +1137,7 @@ fn four_writers_at_once_merge_into_the_single_conversion() {
     let children: Vec<_> = (0..4)
         .map(|i| {
             Command::new(env!("CARGO_BIN_EXE_loaderx"))
-                .args(["convert", "hf", "test/parts"])
+                .args(["convert", "hf", "test/parts", "-o"])
                 .arg(&parted)
                 .args(["--part", &i.to_string(), "--parts", "4", "--shards", "2"])
                 .env("HF_ENDPOINT", &mock.url)
@@ -1293,7 +1296,7 @@ fn four_writers_push_their_parts_to_s3_and_merge_there() {
     let children: Vec<_> = (0..4)
         .map(|i| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_loaderx"));
-            c.args(["convert", "hf", "test/parts", url])
+            c.args(["convert", "hf", "test/parts", "-o", url])
                 .args(["--part", &i.to_string(), "--parts", "4"])
                 .env("HF_ENDPOINT", &mock.url)
                 .env("HF_HOME", &home)

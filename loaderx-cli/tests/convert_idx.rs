@@ -31,6 +31,7 @@ fn cli_converts_fashion_mnist_losslessly() {
     let status = Command::new(env!("CARGO_BIN_EXE_loaderx"))
         .args(["convert", "idx"])
         .arg(src)
+        .arg("-o")
         .arg(&out)
         .args(["--codec", "zstd", "--shards", "3"])
         .status()
@@ -72,6 +73,7 @@ fn cli_converts_fashion_mnist_losslessly() {
     let again = Command::new(env!("CARGO_BIN_EXE_loaderx"))
         .args(["convert", "idx"])
         .arg(src)
+        .arg("-o")
         .arg(&out)
         .output()
         .unwrap();
@@ -98,6 +100,7 @@ fn cli_converts_fashion_mnist_losslessly() {
     let failed = Command::new(env!("CARGO_BIN_EXE_loaderx"))
         .args(["convert", "idx"])
         .arg(&bad_src)
+        .arg("-o")
         .arg(dir.path().join("bad_out"))
         .output()
         .unwrap();
@@ -121,7 +124,7 @@ fn parts_take_their_index_from_job_completion_index() {
     let (whole, parts) = (dir.path().join("whole"), dir.path().join("parts"));
     let run = |args: &[&str], index: Option<&str>| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_loaderx"));
-        cmd.args(["convert", "idx"]).arg(src).args(args);
+        cmd.args(["convert", "idx"]).arg(src).arg("-o").args(args);
         match index {
             Some(i) => cmd.env("JOB_COMPLETION_INDEX", i),
             None => cmd.env_remove("JOB_COMPLETION_INDEX"),

@@ -162,7 +162,7 @@ fn a_brace_range_converts_like_its_shards_listed() {
     let pattern = fx.join("plain/train-{000000..000002}.tar");
     ok(&convert(&[&pattern], &braced, &[]));
     assert_eq!(digests(&braced), digests(&listed));
-    // --split takes braces too; lists and several braces in one pattern.
+    // --split-glob takes braces too; lists and several braces in one pattern.
     let split = tmp.path().join("split");
     let two = format!(
         "train={}",
@@ -172,7 +172,7 @@ fn a_brace_range_converts_like_its_shards_listed() {
     let e = failed(&loaderx(&[
         OsStr::new("convert"),
         OsStr::new("webdataset"),
-        OsStr::new("--split"),
+        OsStr::new("--split-glob"),
         OsStr::new(&two),
         OsStr::new("-o"),
         split.as_os_str(),
@@ -190,7 +190,7 @@ fn a_brace_range_converts_like_its_shards_listed() {
     ok(&loaderx(&[
         OsStr::new("convert"),
         OsStr::new("webdataset"),
-        OsStr::new("--split"),
+        OsStr::new("--split-glob"),
         OsStr::new(&sum),
         OsStr::new("-o"),
         split.as_os_str(),

@@ -58,6 +58,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
         .map(|i| {
             loaderx(&["convert", "idx"])
                 .arg(&src)
+                .arg("-o")
                 .arg(&parted)
                 .args([
                     "--codec",
@@ -79,6 +80,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
     let single = dir.path().join("single");
     ok(loaderx(&["convert", "idx"])
         .arg(&src)
+        .arg("-o")
         .arg(&single)
         .args(["--codec", "raw"])
         .output()
@@ -120,6 +122,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
     // A writer run twice: its part exists, the second is refused.
     let again = loaderx(&["convert", "idx"])
         .arg(&src)
+        .arg("-o")
         .arg(&parted)
         .args(["--part", "1", "--parts", "4"])
         .output()
@@ -129,6 +132,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
     // --part without --parts, or past it: refused.
     let bad = loaderx(&["convert", "idx"])
         .arg(&src)
+        .arg("-o")
         .arg(dir.path().join("x"))
         .args(["--part", "1"])
         .output()
@@ -136,6 +140,7 @@ fn four_writers_at_once_then_merge_equal_one_conversion() {
     assert!(!bad.status.success());
     let bad = loaderx(&["convert", "idx"])
         .arg(&src)
+        .arg("-o")
         .arg(dir.path().join("x"))
         .args(["--part", "4", "--parts", "4"])
         .output()
@@ -158,6 +163,7 @@ fn merge_refuses_missing_writers_and_leaves_no_manifest() {
     for i in [0, 1, 3] {
         ok(loaderx(&["convert", "idx"])
             .arg(&src)
+            .arg("-o")
             .arg(&parted)
             .args(["--part", &i.to_string(), "--parts", "4"])
             .output()

@@ -95,3 +95,150 @@ fn the_readme_commands_run_on_a_newcomers_files_and_write_what_its_programs_open
     let classes = std::fs::read_to_string(dir.join("images/train/classes.json")).unwrap();
     assert!(classes.contains("cat") && classes.contains("dog"), "{classes}");
 }
+
+/// The `loaderx …` commands of every `sh` block of the README, docs/*.md
+/// and the crates' and examples' READMEs: `(file:line, arguments)`, with
+/// continuation lines joined, a `$ ` prompt, comments and what follows an
+/// unquoted `&`, `;`, `|` or `>` cut, quotes removed and shell variables
+/// given a value.
+fn documented_commands() -> Vec<(String, Vec<String>)> {
+    let root = support::repo_root();
+    let mut pages = vec![root.join("README.md")];
+    for dir in ["docs", "loaderx-core", "loaderx-convert", "loaderx-cli", "loaderx-burn", "loaderx-candle", "loaderx-tch"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    for entry in std::fs::read_dir(root.join("examples")).unwrap() {
+        let readme = entry.unwrap().path().join("README.md");
+        if readme.is_file() {
+            pages.push(readme);
+        }
+    }
+    pages.sort();
+    let mut found = Vec::new();
+    for page in pages {
+        let text = std::fs::read_to_string(&page).unwrap();
+        let name = page.strip_prefix(&root).unwrap().display().to_string();
+        let mut in_sh = false;
+        let mut pending: Option<(usize, String)> = None;
+        for (i, line) in text.lines().enumerate() {
+            let t = line.trim();
+            if let Some(info) = t.strip_prefix("```") {
+                in_sh = !in_sh && matches!(info.trim(), "sh" | "bash" | "console");
+                continue;
+            }
+            if !in_sh {
+                continue;
+            }
+            let (start, mut joined) = match pending.take() {
+                Some((start, so_far)) => (start, so_far + " " + t),
+                None => {
+                    let t = t.strip_prefix("$ ").unwrap_or(t);
+                    if !t.starts_with("loaderx ") {
+                        continue;
+                    }
+                    (i + 1, t.to_owned())
+                }
+            };
+            if let Some(cut) = joined.strip_suffix('\\') {
+                pending = Some((start, cut.trim_end().to_owned()));
+                continue;
+            }
+            joined = joined.trim().to_owned();
+            found.push((format!("{name}:{start}"), shell_words(&joined)));
+        }
+    }
+    found
+}
+
+/// Words of one shell command line, as sh splits them (quotes, `#`
+/// comments, and the end of the command at `&`, `;`, `|` or `>`), with
+/// `$VAR` and `${VAR}` replaced by `0`; the first word (`loaderx`) dropped.
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\'' => {
+                in_word = true;
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    word.push(q);
+                }
+            }
+            '"' => {
+                in_word = true;
+                for q in chars.by_ref() {
+                    if q == '"' {
+                        break;
+                    }
+                    word.push(q);
+                }
+            }
+            '$' if chars.peek().is_some_and(|n| n.is_ascii_alphabetic() || *n == '{' || *n == '_') => {
+                in_word = true;
+                let braced = chars.peek() == Some(&'{');
+                if braced {
+                    chars.next();
+                }
+                while let Some(&n) = chars.peek() {
+                    if braced && n == '}' {
+                        chars.next();
+                        break;
+                    }
+                    if !braced && !(n.is_ascii_alphanumeric() || n == '_') {
+                        break;
+                    }
+                    chars.next();
+                }
+                word.push('0');
+            }
+            '#' if !in_word => break,
+            '&' | ';' | '|' | '>' => break,
+            c if c.is_whitespace() => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                in_word = true;
+                word.push(c);
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words.into_iter().skip(1).collect()
+}
+
+#[test]
+fn every_loaderx_command_in_the_docs_parses() {
+    let commands = documented_commands();
+    assert!(commands.len() >= 30, "only {} documented commands found", commands.len());
+    let mut refused = Vec::new();
+    for (place, args) in &commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(args)
+            .env("LOADERX_PARSE_ONLY", "1")
+            .output()
+            .unwrap();
+        if !out.status.success() {
+            refused.push(format!(
+                "{place}: loaderx {}\n{}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+    }
+    assert!(refused.is_empty(), "documented commands the CLI refuses:\n\n{}", refused.join("\n\n"));
+}

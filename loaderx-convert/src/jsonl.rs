@@ -70,7 +70,7 @@
 //! nothing at its output.
 //!
 //! Files are sorted into splits as [`crate::local`] does (files given, a
-//! directory's subdirectories, `--split NAME=GLOB`), taking files named
+//! directory's subdirectories, `--split-glob NAME=GLOB`), taking files named
 //! `*.jsonl`, `*.ndjson` and `*.json`; parts ([`TableOptions::part`](crate::table::TableOptions::part))
 //! cut a split by rows.
 //!

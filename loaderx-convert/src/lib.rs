@@ -39,6 +39,7 @@
 //! - [`hf`] (feature `hf`): Hugging Face Hub datasets (parquet: numbers,
 //!   lists, images, text, audio; configs from the dataset card);
 //! - [`jsonl`] (feature `arrow`): JSON Lines files, one object a row;
+//! - [`csv`] (feature `csv`): CSV and TSV files, plain or gzipped;
 //! - [`encoded`] (feature `arrow`): encoded PNG/JPEG image stores from
 //!   your own files;
 //! - [`folder`] (feature `arrow`): image folders (`ROOT/<class>/<file>.png`);
@@ -61,6 +62,8 @@
 //! over these functions.
 
 pub mod codec;
+#[cfg(feature = "csv")]
+pub mod csv;
 #[cfg(feature = "arrow")]
 pub mod encoded;
 mod error;

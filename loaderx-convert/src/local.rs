@@ -6,7 +6,7 @@
 //! and `.json` files) take a [`LocalSource`]: files and directories, sorted
 //! into splits by these rules, in this order:
 //!
-//! 1. `split_glob(NAME, GLOB)` (`--split NAME=GLOB`, repeatable): the split
+//! 1. `split_glob(NAME, GLOB)` (`--split-glob NAME=GLOB`, repeatable): the split
 //!    `NAME` holds the files `GLOB` matches (sorted; `*` stays within one
 //!    directory, `**` crosses them); the paths given are then not used;
 //! 2. a file given: the split [`LocalSource::split_name`] (default `train`);
@@ -110,12 +110,60 @@ pub(crate) enum Kind {
     Arrow,
     /// JSON Lines (`crate::jsonl`).
     Jsonl,
+    /// CSV and TSV, plain or gzipped (`crate::csv`).
+    Csv,
     /// WebDataset tar shards (`crate::webdataset`): `.tar`, `.tar.gz` and
     /// `.tgz`, exactly.
     Tar,
 }
 
 impl Kind {
+    /// The `loaderx convert` command that reads files of this kind.
+    fn command(self) -> &'static str {
+        match self {
+            Kind::Parquet => "parquet",
+            Kind::Arrow => "arrow",
+            Kind::Jsonl => "jsonl",
+            Kind::Csv => "csv",
+            Kind::Tar => "webdataset",
+        }
+    }
+
+    /// A file given to a converter of `self` whose name says it is of
+    /// another kind: an error naming it and the converter that reads it.
+    pub(crate) fn refuse_other(self, path: &Path) -> Result<(), Error> {
+        if self.matches(path) {
+            return Ok(());
+        }
+        let other = [
+            Kind::Csv,
+            Kind::Jsonl,
+            Kind::Parquet,
+            Kind::Arrow,
+            Kind::Tar,
+        ]
+        .into_iter()
+        .find(|k| *k != self && k.matches(path));
+        match other {
+            Some(k) => Err(invalid(
+                path,
+                format!(
+                    "{} file, not read by `convert {}`: use \"loaderx convert {}\"",
+                    match k {
+                        Kind::Csv => "a CSV",
+                        Kind::Jsonl => "a JSON Lines",
+                        Kind::Parquet => "a Parquet",
+                        Kind::Arrow => "an Arrow IPC",
+                        Kind::Tar => "a tar",
+                    },
+                    self.command(),
+                    k.command()
+                ),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn matches(self, path: &Path) -> bool {
         let ext = path
             .extension()
@@ -125,6 +173,12 @@ impl Kind {
             Kind::Parquet => ext.as_deref() == Some("parquet"),
             Kind::Arrow => matches!(ext.as_deref(), Some("arrow" | "arrows" | "feather" | "ipc")),
             Kind::Jsonl => matches!(ext.as_deref(), Some("jsonl" | "ndjson" | "json")),
+            Kind::Csv => path.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy().to_ascii_lowercase();
+                [".csv", ".tsv", ".csv.gz", ".tsv.gz"]
+                    .iter()
+                    .any(|e| n.len() > e.len() && n.ends_with(e))
+            }),
             Kind::Tar => path.file_name().is_some_and(|n| {
                 let n = n.as_encoded_bytes();
                 [".tar", ".tar.gz", ".tgz"]
@@ -288,7 +342,7 @@ pub(crate) fn expand_glob(pattern: &str, kind: Kind) -> Result<Vec<PathBuf>, Err
             let what = if kind == Kind::Tar {
                 "shard"
             } else {
-                "--split"
+                "--split-glob"
             };
             Error::invalid(format!("{what} glob {pattern:?}: {e}"))
         })?
@@ -392,7 +446,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
             let files = expand_glob(pattern, kind)?;
             if files.is_empty() {
                 return Err(Error::invalid(format!(
-                    "--split {name}={pattern}: no file matches"
+                    "--split-glob {name}={pattern}: no file matches"
                 )));
             }
             for f in &files {
@@ -413,6 +467,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
     for path in &source.paths {
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.is_file() {
+            kind.refuse_other(path)?;
             add(&mut splits, &source.split, vec![path.clone()], None);
             continue;
         }
@@ -447,6 +502,7 @@ fn discover(source: &LocalSource, kind: Kind) -> Result<Splits, Error> {
                 Kind::Parquet => "parquet (.parquet)",
                 Kind::Arrow => "Arrow IPC (.arrow, .arrows, .feather, .ipc)",
                 Kind::Jsonl => "JSON Lines (.jsonl, .ndjson, .json)",
+                Kind::Csv => "CSV (.csv, .tsv, .csv.gz, .tsv.gz)",
                 Kind::Tar => "tar (.tar)",
             },
             source
@@ -509,6 +565,9 @@ fn convert_local(source: &LocalSource, out: &Path, kind: Kind) -> Result<TableSu
                     ),
                     Kind::Jsonl => {
                         return Err(Error::invalid("JSON Lines files convert with jsonl"));
+                    }
+                    Kind::Csv => {
+                        return Err(Error::invalid("CSV files convert with csv"));
                     }
                     Kind::Tar => {
                         return Err(Error::invalid("tar shards convert with webdataset"));

@@ -1616,7 +1616,7 @@ pub fn convert_webdataset(
     for (name, pattern) in &source.globs {
         let files = pattern_shards(pattern).map_err(|e| match e {
             Error::InvalidOption { message } => {
-                Error::invalid(format!("--split {name}={pattern}: {message}"))
+                Error::invalid(format!("--split-glob {name}={pattern}: {message}"))
             }
             e => e,
         })?;

@@ -2,7 +2,7 @@
 //! loaderx-burn.
 //!
 //! ```sh
-//! loaderx convert idx /usr/share/datasets/fashion-mnist data/fashion
+//! loaderx convert idx /usr/share/datasets/fashion-mnist -o data/fashion
 //! cargo run --release -p burn-mnist -- data/fashion --compare-loaders
 //! # resume after epoch 6 of an earlier run (its checkpoints are in --artifacts):
 //! cargo run --release -p burn-mnist -- data/fashion --epochs 10 --start-epoch 6

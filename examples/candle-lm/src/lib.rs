@@ -3,7 +3,7 @@
 //!
 //! The data is a converted root holding `ROOT/{train,validation,test}/text`,
 //! one record a document: Ragged `u8` stores of UTF-8 bytes (what
-//! `loaderx convert hf REPO ROOT --text bytes` writes) or Ragged `u32`
+//! `loaderx convert hf REPO -o ROOT --text bytes` writes) or Ragged `u32`
 //! token ids (`--tokenizer tokenizer.json`); `scripts/lm-demo` builds both
 //! from Debian's `fortunes`. Training batches are
 //!

@@ -1,7 +1,7 @@
 //! Train an MLP on Fashion-MNIST stores with candle, reading through loaderx.
 //!
 //! ```sh
-//! loaderx convert idx /usr/share/datasets/fashion-mnist data/fashion
+//! loaderx convert idx /usr/share/datasets/fashion-mnist -o data/fashion
 //! cargo run --release -p candle-mnist -- data/fashion
 //! cargo run --release -p candle-mnist --features cuda -- data/fashion --device cuda
 //! ```

@@ -1,7 +1,7 @@
 //! Train an MLP on Fashion-MNIST stores with tch, reading through loaderx.
 //!
 //! ```sh
-//! loaderx convert idx /usr/share/datasets/fashion-mnist data/fashion
+//! loaderx convert idx /usr/share/datasets/fashion-mnist -o data/fashion
 //! LIBTORCH=$(scripts/libtorch) cargo run --release -p tch-mnist -- data/fashion
 //! # with a CUDA libtorch (scripts/libtorch --cuda, or PyTorch's) and a GPU:
 //! cargo run --release -p tch-mnist -- data/fashion --device cuda
