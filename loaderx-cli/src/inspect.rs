@@ -96,9 +96,7 @@ fn split_kind(dir: &Path) -> Result<Option<Kind>, Error> {
     if Dataset::is_dataset_dir(dir) {
         return Ok(Some(Kind::Dataset));
     }
-    let stores = subdirs(dir)?
-        .iter()
-        .any(|(_, p)| Store::is_store_dir(p));
+    let stores = subdirs(dir)?.iter().any(|(_, p)| Store::is_store_dir(p));
     Ok(stores.then_some(Kind::Split))
 }
 
@@ -262,7 +260,7 @@ fn headline(path: &Path, what: Kind, splits: &[Split]) -> String {
                 })
                 .collect();
             format!(
-                "{path}: a conversion root of {} split{} ({})",
+                "{path}: a conversion root of {} split{}: {}",
                 splits.len(),
                 if splits.len() == 1 { "" } else { "s" },
                 names.join(", ")
@@ -388,8 +386,15 @@ pub(crate) fn verify(path: &Path) -> Result<String, Error> {
     let mut lines = vec![headline(path, what, &splits)];
     let (mut stores, mut records) = (0usize, 0u64);
     for split in &splits {
-        if split.parts.is_some() && !loaderx_core::is_url(&split.dir.to_string_lossy()) {
+        if let Some(parts) = split.parts
+            && !split.classes.is_empty()
+            && !loaderx_core::is_url(&split.dir.to_string_lossy())
+        {
             same_classes_in_every_part(split)?;
+            lines.push(format!(
+                "  {}: the same class names in its {parts} parts",
+                split.label(loaderx_core::CLASSES_FILE)
+            ));
         }
         for (name, store) in &split.streams {
             let names = split.classes.get(name);
@@ -501,10 +506,10 @@ fn shape(store: &Store) -> String {
             1 => match s.lengths() {
                 Ok(l) if !l.is_empty() => {
                     let min = l.lengths().iter().copied().min().unwrap_or(0) as usize;
-                    format!("{} ragged", dims([(min, l.max() as usize)]))
+                    dims([(min, l.max() as usize)])
                 }
-                Ok(_) => "rank 1 ragged".to_owned(),
-                Err(_) => "rank 1 ragged (lengths unreadable)".to_owned(),
+                Ok(_) => "rank 1".to_owned(),
+                Err(_) => "rank 1 (lengths unreadable)".to_owned(),
             },
             ndim => {
                 const SAMPLED: u64 = 16;
@@ -524,9 +529,9 @@ fn shape(store: &Store) -> String {
                         } else {
                             String::new()
                         };
-                        format!("{} ragged{sampled}", dims(range))
+                        format!("{}{sampled}", dims(range))
                     }
-                    _ => format!("rank {ndim} ragged"),
+                    _ => format!("rank {ndim}"),
                 }
             }
         },
@@ -654,7 +659,10 @@ mod tests {
             dense(&ds.join(Dataset::part_name(i)).join("label"), &[i as i64]);
         }
         let e = detect(&ds).unwrap_err().to_string();
-        assert!(e.contains("no dataset.json") && e.contains("dataset merge"), "{e}");
+        assert!(
+            e.contains("no dataset.json") && e.contains("dataset merge"),
+            "{e}"
+        );
         Dataset::merge(&ds, Some(2)).unwrap();
         assert_eq!(detect(&ds).unwrap().0, Kind::Dataset);
         let Target::Tree { splits, .. } = open(&ds).unwrap() else {
@@ -668,11 +676,19 @@ mod tests {
         assert!(e.ends_with("nope: no such file or directory"), "{e}");
         let file = dir.path().join("f");
         std::fs::write(&file, b"x").unwrap();
-        assert!(detect(&file).unwrap_err().to_string().contains("not a directory"));
+        assert!(
+            detect(&file)
+                .unwrap_err()
+                .to_string()
+                .contains("not a directory")
+        );
         let empty = dir.path().join("empty");
         std::fs::create_dir_all(empty.join("sub")).unwrap();
         let e = detect(&empty).unwrap_err().to_string();
-        assert!(e.contains("nothing loaderx reads") && e.contains("meta.zr"), "{e}");
+        assert!(
+            e.contains("nothing loaderx reads") && e.contains("meta.zr"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -682,10 +698,16 @@ mod tests {
         dense(&split.join("label"), &[0, 1, -1]);
         std::fs::write(split.join("classes.json"), r#"{"label": ["a", "b"]}"#).unwrap();
         let out = verify(&split).unwrap();
-        assert!(out.contains("3 labels checked against 2 class names"), "{out}");
+        assert!(
+            out.contains("3 labels checked against 2 class names"),
+            "{out}"
+        );
         std::fs::write(split.join("classes.json"), r#"{"label": ["a"]}"#).unwrap();
         let e = verify(&split).unwrap_err().to_string();
-        assert!(e.contains("record 1") && e.contains("label 1 has no class name"), "{e}");
+        assert!(
+            e.contains("record 1") && e.contains("label 1 has no class name"),
+            "{e}"
+        );
         std::fs::write(split.join("classes.json"), "{").unwrap();
         let e = verify(&split).unwrap_err().to_string();
         assert!(e.contains("classes.json:1:"), "{e}");

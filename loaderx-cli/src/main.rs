@@ -578,8 +578,16 @@ fn main() -> ExitCode {
     let urls = cli.command.urls();
     match run(&cli.command) {
         Ok(text) => {
-            println!("{}", scrub(&text, &urls));
-            ExitCode::SUCCESS
+            // A closed pipe (`loaderx info OUT | head`) ends the output
+            // quietly rather than panicking.
+            use std::io::Write as _;
+            match writeln!(std::io::stdout().lock(), "{}", scrub(&text, &urls)) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("loaderx: standard output: {e}");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("loaderx: {}", scrub(&e.to_string(), &urls));

@@ -222,7 +222,11 @@ fn image_folder_parts_merge_into_the_single_conversion() {
     );
     // Every part lists every class.
     let classes = std::fs::read(tmp.path().join("parts/test/part-00002").join(CLASSES_FILE));
-    assert!(classes.unwrap().starts_with(b"{\n  \"label\": [\n    \"cat\""));
+    assert!(
+        classes
+            .unwrap()
+            .starts_with(b"{\n  \"label\": [\n    \"cat\"")
+    );
 }
 
 #[test]

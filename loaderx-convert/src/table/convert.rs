@@ -1039,7 +1039,10 @@ mod tests {
         }
         let batch = RecordBatch::try_from_iter([
             ("x", Arc::new(Float32Array::from(vec![0.5; 4])) as ArrayRef),
-            ("label", Arc::new(Int64Array::from(vec![1, 0, 1, -1])) as ArrayRef),
+            (
+                "label",
+                Arc::new(Int64Array::from(vec![1, 0, 1, -1])) as ArrayRef,
+            ),
             ("tags", Arc::new(tags.finish()) as ArrayRef),
         ])
         .unwrap();
@@ -1048,10 +1051,16 @@ mod tests {
             "label": {"_type": "ClassLabel", "names": ["neg", "pos"]},
             "tags": {"_type": "Sequence", "feature": {"_type": "ClassLabel", "names": ["a", "b", "c"]}},
         }}});
-        let schema = Arc::new(batch.schema().as_ref().clone().with_metadata(HashMap::from([(
-            "huggingface".to_owned(),
-            features.to_string(),
-        )])));
+        let schema = Arc::new(
+            batch
+                .schema()
+                .as_ref()
+                .clone()
+                .with_metadata(HashMap::from([(
+                    "huggingface".to_owned(),
+                    features.to_string(),
+                )])),
+        );
         let batch = batch.with_schema(schema.clone()).unwrap();
         let file = dir.path().join("train.parquet");
         let mut w = ArrowWriter::try_new(File::create(&file).unwrap(), schema, None).unwrap();
@@ -1081,7 +1090,10 @@ mod tests {
 
         // Without ClassLabel features no file is written.
         let plain = dir.path().join("plain.parquet");
-        write_parquet(&plain, vec![("label", Arc::new(Int64Array::from(vec![1, 0])) as ArrayRef)]);
+        write_parquet(
+            &plain,
+            vec![("label", Arc::new(Int64Array::from(vec![1, 0])) as ArrayRef)],
+        );
         let out = dir.path().join("plain");
         convert_parquet(&LocalSource::new([&plain]), &out).unwrap();
         assert!(!out.join("train").join(loaderx_core::CLASSES_FILE).exists());

@@ -618,14 +618,19 @@ mod tests {
             want
         );
         assert_eq!(
-            names(json!({"_type": "Sequence", "feature": {"_type": "ClassLabel", "names": ["a", "b"]}})),
+            names(
+                json!({"_type": "Sequence", "feature": {"_type": "ClassLabel", "names": ["a", "b"]}})
+            ),
             want
         );
         assert_eq!(
             names(json!([{"_type": "ClassLabel", "names": ["a", "b"]}])),
             want
         );
-        assert_eq!(names(json!({"_type": "ClassLabel", "num_classes": 3})), None);
+        assert_eq!(
+            names(json!({"_type": "ClassLabel", "num_classes": 3})),
+            None
+        );
         assert_eq!(names(json!({"_type": "ClassLabel", "names": [1]})), None);
         assert_eq!(names(json!({"_type": "Value", "dtype": "int64"})), None);
     }
