@@ -17,7 +17,7 @@ use crate::Error;
 /// What a PATH holds.
 enum Target {
     /// One store, open.
-    Store(Store),
+    Store(Box<Store>),
     /// A conversion root, a split or a dataset: its groups of stores.
     Tree {
         /// What PATH is, in words (`a conversion root of 2 splits`, ...).
@@ -123,8 +123,11 @@ fn unmerged_parts(dir: &Path) -> Result<Option<Error>, Error> {
     }))
 }
 
+/// A split found under PATH: its name relative to PATH, its directory and kind.
+type Found = (String, PathBuf, Kind);
+
 /// Finds out what the local `path` is, without opening any store.
-fn detect(path: &Path) -> Result<(Kind, Vec<(String, PathBuf, Kind)>), Error> {
+fn detect(path: &Path) -> Result<(Kind, Vec<Found>), Error> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -179,7 +182,7 @@ fn open(path: &Path) -> Result<Target, Error> {
     let text = path.to_string_lossy();
     if loaderx_core::is_url(&text) {
         return match Store::open(path) {
-            Ok(store) => Ok(Target::Store(store)),
+            Ok(store) => Ok(Target::Store(Box::new(store))),
             Err(e) if matches!(e.kind(), ErrorKind::NotAStore { .. }) => {
                 // Not a store: a dataset's manifest, else the store's error.
                 match Dataset::open(path) {
@@ -194,7 +197,7 @@ fn open(path: &Path) -> Result<Target, Error> {
         };
     }
     if Store::is_store_dir(path) {
-        return Ok(Target::Store(Store::open(path)?));
+        return Ok(Target::Store(Box::new(Store::open(path)?)));
     }
     let (what, found) = detect(path)?;
     let mut splits = Vec::with_capacity(found.len());
