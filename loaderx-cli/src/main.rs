@@ -1,9 +1,13 @@
 //! The `loaderx` command-line tool.
 //!
 //! - `loaderx info STORE`: contract, element type, shape or rank, codec,
-//!   shards, length, logical and on-disk bytes;
-//! - `loaderx digest STORE`: `<sha256-hex>  <length>`, the canonical digest;
-//! - `loaderx verify STORE`: reads and decodes every record; exits non-zero
+//!   shards, length, logical and on-disk bytes; `loaderx info OUT` (a
+//!   conversion root, a split or a multi-part dataset): one table row per
+//!   store and the class names ([`inspect`]);
+//! - `loaderx digest STORE`: `<sha256-hex>  <length>`, the canonical digest
+//!   (one line `... <split>/<stream>` per store of a root);
+//! - `loaderx verify STORE`: reads and decodes every record (of every store
+//!   of a root, labels checked against `classes.json`); exits non-zero
 //!   with a one-line message naming the problem and the record;
 //! - `loaderx convert idx DIR -o OUT`: MNIST-format IDX files to stores;
 //! - `loaderx convert npy FILE... -o OUT`: NumPy `.npy` files or `.npz`
@@ -57,6 +61,8 @@ use loaderx_core::{Dataset, Generation, RemoteOptions, Store, redact_url};
 mod convert_args;
 use convert_args::{Convert, convert};
 
+mod inspect;
+
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
 
@@ -73,19 +79,26 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 #[allow(clippy::large_enum_variant, reason = "parsed once per process")]
 enum Command {
-    /// Print a store's schema, codec, shards, length and sizes.
+    /// Print a store's schema, codec, shards, length and sizes; for a
+    /// conversion root (OUT), a split (OUT/train) or a multi-part dataset,
+    /// a table of every store and the class names.
     Info {
-        /// Store directory or URL.
+        /// Store, split, dataset or conversion root directory, or a store
+        /// or dataset URL.
         store: PathBuf,
     },
-    /// Print the canonical digest `<sha256-hex>  <length>` of a store.
+    /// Print the canonical digest `<sha256-hex>  <length>` of a store; for
+    /// a root, split or dataset one line per store, `... <split>/<stream>`.
     Digest {
-        /// Store directory or URL.
+        /// Store, split, dataset or conversion root directory, or a store
+        /// or dataset URL.
         store: PathBuf,
     },
-    /// Read and decode every record; exit non-zero on the first problem.
+    /// Read and decode every record of every store (and check labels
+    /// against classes.json); exit non-zero on the first problem.
     Verify {
-        /// Store directory or URL.
+        /// Store, split, dataset or conversion root directory, or a store
+        /// or dataset URL.
         store: PathBuf,
     },
     /// Upload a published local store to object storage: payload shards
@@ -178,8 +191,16 @@ fn main() -> ExitCode {
     }
     match run(&cli.command) {
         Ok(text) => {
-            println!("{}", scrub(&text, &urls));
-            ExitCode::SUCCESS
+            // A closed pipe (`loaderx info OUT | head`) ends the output
+            // quietly rather than panicking.
+            use std::io::Write as _;
+            match writeln!(std::io::stdout().lock(), "{}", scrub(&text, &urls)) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    eprintln!("loaderx: standard output: {e}");
+                    ExitCode::FAILURE
+                }
+                _ => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("loaderx: {}", scrub(&e.to_string(), &urls));
@@ -299,13 +320,9 @@ fn scrub(text: &str, urls: &[&str]) -> String {
 /// Runs one command and returns what it prints.
 fn run(command: &Command) -> Result<String, Error> {
     match command {
-        Command::Info { store } => info(&Store::open(store)?),
-        Command::Digest { store } => Ok(loaderx_core::digest(&Store::open(store)?)?.to_string()),
-        Command::Verify { store } => {
-            let s = Store::open(store)?;
-            s.for_each_record(|_, _, _| Ok(()))?;
-            Ok(format!("ok: {} records verified", s.len()))
-        }
+        Command::Info { store } => inspect::info(store),
+        Command::Digest { store } => inspect::digest(store),
+        Command::Verify { store } => inspect::verify(store),
         Command::Migrate {
             src,
             dst,
@@ -526,7 +543,7 @@ fn info(store: &Store) -> Result<String, Error> {
         .map(|c| format!("\ncontent: {c}"))
         .unwrap_or_default();
     Ok(format!(
-        "path: {path}\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}\nformat: {generation} (written by Python loaderx {}; read by Python loaderx {})",
+        "{path}: a store\nclass: {}\ndtype: {} ({})\n{shape}\ncodec: {}\ndata_shards: {}\nlength: {}\nlogical_bytes: {logical}\nstored_bytes: {stored}\nratio: {:.3}\nformat: {generation} (written by Python loaderx {}; read by Python loaderx {})",
         store.kind(),
         store.dtype(),
         store.dtype().numpy_name(),

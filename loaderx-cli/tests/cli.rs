@@ -124,7 +124,13 @@ fn info_digest_verify() {
 
     let out = loaderx(&["digest"], &dir.path().join("missing"));
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no store"));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "loaderx: {}: no such file or directory\n",
+            dir.path().join("missing").display()
+        )
+    );
 }
 
 #[test]

@@ -79,10 +79,16 @@ fn image_folder_decodes_like_pil_and_labels_by_class() {
     let classes: Vec<String> = serde_json::from_value(fx.expected["classes"].clone()).unwrap();
     for split in ["train", "test"] {
         let want = &fx.expected["folder"][split];
-        let got: Vec<String> =
+        let got = loaderx_core::classes(out.join(split)).unwrap();
+        assert_eq!(
+            got.get("label").unwrap(),
+            classes,
+            "{split}: every split lists every class"
+        );
+        let file: serde_json::Value =
             serde_json::from_slice(&std::fs::read(out.join(split).join(CLASSES_FILE)).unwrap())
                 .unwrap();
-        assert_eq!(got, classes, "{split}: every split lists every class");
+        assert_eq!(file, serde_json::json!({ "label": classes }));
         // Labels: the class index.
         let labels = Store::open(out.join(split).join("label")).unwrap();
         let got: Vec<i64> = records(&labels)
@@ -216,7 +222,11 @@ fn image_folder_parts_merge_into_the_single_conversion() {
     );
     // Every part lists every class.
     let classes = std::fs::read(tmp.path().join("parts/test/part-00002").join(CLASSES_FILE));
-    assert!(classes.unwrap().starts_with(b"[\n  \"cat\""));
+    assert!(
+        classes
+            .unwrap()
+            .starts_with(b"{\n  \"label\": [\n    \"cat\"")
+    );
 }
 
 #[test]

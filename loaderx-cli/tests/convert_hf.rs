@@ -196,6 +196,15 @@ fn names(dir: &Path) -> Vec<String> {
     v
 }
 
+/// The stores of the split directory `dir`, in name order: its
+/// directories (beside them, `.source_columns.json` and `classes.json`).
+fn store_names(dir: &Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| dir.join(n).is_dir())
+        .collect()
+}
+
 fn sorted_keys(v: &Value) -> Vec<String> {
     let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
     k.sort();
@@ -210,7 +219,11 @@ fn check_stores(fx: &Fixtures, out: &Path, case: &Value, splits: &[&str]) {
     for split in splits {
         let expect = &case["splits"][split];
         let columns = &expect["columns"];
-        assert_eq!(names(&out.join(split)), sorted_keys(columns), "{split}");
+        assert_eq!(
+            store_names(&out.join(split)),
+            sorted_keys(columns),
+            "{split}"
+        );
         for (name, col) in columns.as_object().unwrap() {
             let path = out.join(split).join(name);
             let what = format!("{split}/{name}");
@@ -361,6 +374,12 @@ fn mnist_like_images_from_the_parquet_branch() {
         ]
     );
     check_summary(&summary, case, &["train", "test"]);
+    // The ClassLabel's names, beside each split.
+    let digits: Vec<String> = (0..10).map(|d| d.to_string()).collect();
+    for split in ["train", "test"] {
+        let classes = loaderx_core::classes(out.join(split)).unwrap();
+        assert_eq!(classes.get("label").unwrap(), digits, "{split}");
+    }
     let image = &summary.splits[0].columns[0];
     assert_eq!(image.name, "image");
     assert_eq!(image.source, ColumnSource::Image);
@@ -753,7 +772,7 @@ fn revisions_resolve_to_pinned_commits() {
 fn check_python_reads(out: &Path) {
     let mut stores = Vec::new();
     for split in names(out) {
-        for column in names(&out.join(&split)) {
+        for column in store_names(&out.join(&split)) {
             stores.push(out.join(&split).join(column));
         }
     }
@@ -1355,10 +1374,7 @@ fn same_digests(a: &Path, b: &Path) {
     assert_eq!(names(a), names(b));
     for split in names(a) {
         assert_eq!(names(&a.join(&split)), names(&b.join(&split)), "{split}");
-        for store in names(&a.join(&split)) {
-            if store.starts_with('.') {
-                continue;
-            }
+        for store in store_names(&a.join(&split)) {
             let (x, y) = (a.join(&split).join(&store), b.join(&split).join(&store));
             assert_eq!(
                 digest(&Store::open(&x).unwrap()).unwrap().sha256,

@@ -67,11 +67,12 @@ fn fixtures() -> Option<&'static Fixtures> {
         .as_ref()
 }
 
+/// The stores of `dir` (its visible directories), in name order.
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.starts_with('.'))
+        .filter(|n| !n.starts_with('.') && dir.join(n).is_dir())
         .collect();
     v.sort();
     v
@@ -228,6 +229,10 @@ fn a_save_to_disk_dataset_dict_converts_with_its_features() {
     );
     for split in ["train", "test"] {
         check_split(&out, split, &fx.expected["saved_dict"][split]);
+        // The features' ClassLabel names, beside the split's stores.
+        let classes = loaderx_core::classes(out.join(split)).unwrap();
+        assert_eq!(classes.get("label").unwrap(), ["cat", "dog", "emu"]);
+        assert_eq!(classes.len(), 1);
     }
 
     // Encoded: the image files' own bytes, asked for or (images of

@@ -42,9 +42,10 @@
 //! split), sorted by their UTF-8 bytes (Python's `sorted`, as torchvision
 //! does); a class's label is its index in that list. So every split, and
 //! every part writer ([`TableOptions::part`]), labels alike, even when a
-//! split lacks a class. The list is written beside the stores, as the JSON
-//! array [`CLASSES_FILE`] in every split's directory (a part's, for a part
-//! writer): `["cat", "dog"]` means label 0 is `cat`.
+//! split lacks a class. The list is written beside the stores, as
+//! [`CLASSES_FILE`] in every split's directory (a part's, for a part
+//! writer): `{"label": ["cat", "dog"]}` means label 0 is `cat`
+//! ([`loaderx_core::classes`] reads it back).
 //!
 //! # Order
 //!
@@ -80,12 +81,13 @@ use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::table::{
-    Scan, Sizing, SplitTables, TableOptions, TableSource, TableSummary, convert_tables_with,
+    Scan, Sizing, SplitTables, TableOptions, TableSource, TableSummary, convert_tables,
 };
 
-/// The file beside every split's stores listing the class names in label
-/// order, a JSON array of strings.
-pub const CLASSES_FILE: &str = "classes.json";
+/// The file beside every split's stores holding the class names in label
+/// order: a JSON object mapping the label store's name to its names
+/// ([`loaderx_core::ClassNames`]).
+pub const CLASSES_FILE: &str = loaderx_core::CLASSES_FILE;
 
 /// The name of the image store.
 pub const IMAGE_COLUMN: &str = "image";
@@ -534,8 +536,6 @@ pub fn convert_image_folder(
 ) -> Result<TableSummary, Error> {
     source.options.check()?;
     let layout = discover(&source.root, &source.split)?;
-    let classes = serde_json::to_vec_pretty(&layout.classes)
-        .map_err(|e| Error::invalid(format!("cannot write the class list: {e}")))?;
     let names: Vec<String> = layout.splits.iter().map(|(name, _)| name.clone()).collect();
     let all: Vec<PathBuf> = layout
         .splits
@@ -554,16 +554,15 @@ pub fn convert_image_folder(
         }
         Ok(splits)
     };
-    let mut classes_file = classes;
-    classes_file.push(b'\n');
-    convert_tables_with(
+    // The label column's `ClassLabel` feature holds the class names: the
+    // table layer writes them as CLASSES_FILE.
+    convert_tables(
         &names,
         open,
         out.as_ref(),
         &source.options,
         &format!("image folder {}", source.root.display()),
         all,
-        &[(CLASSES_FILE.to_owned(), classes_file)],
     )
 }
 
@@ -670,10 +669,11 @@ mod tests {
         let out = dir.path().join("out");
         let summary = convert_image_folder(&ImageFolder::new(&root), &out).unwrap();
         assert_eq!(summary.splits[0].records, 5);
-        let classes: Vec<String> =
-            serde_json::from_slice(&std::fs::read(out.join("train").join(CLASSES_FILE)).unwrap())
-                .unwrap();
-        assert_eq!(classes, ["c0", "c1"]);
+        let text = std::fs::read_to_string(out.join("train").join(CLASSES_FILE)).unwrap();
+        let classes: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(classes, json!({"label": ["c0", "c1"]}));
+        let read = loaderx_core::classes(out.join("train")).unwrap();
+        assert_eq!(read.name("label", 1), Some("c1"));
         let labels = loaderx_core::Store::open(out.join("train/label")).unwrap();
         assert_eq!(labels.len(), 5);
         let images = loaderx_core::Store::open(out.join("train/image")).unwrap();

@@ -729,7 +729,9 @@ fn url_under(base: &str, rel: &str) -> Result<String, Error> {
 
 /// The files a converter writes beside the stores of a split (or a
 /// part), which a reader of the root needs: the mapping of store names to
-/// source column names and the class names of an image folder.
+/// source column names and the class names of labelled stores
+/// ([`loaderx_core::CLASSES_FILE`]: an image folder's classes, `ClassLabel`
+/// columns' names).
 /// [`push_root`] publishes them with the stores. (A multi-part dataset's
 /// `dataset.json` is not among them: [`push_root`] writes it by a merge.)
 /// (The names of `table::convert::SOURCE_COLUMNS_FILE` and

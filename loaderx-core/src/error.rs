@@ -41,7 +41,8 @@ impl Error {
             | ErrorKind::KindMismatch { path, .. }
             | ErrorKind::IndexOutOfRange { path, .. }
             | ErrorKind::WriterFailed { path }
-            | ErrorKind::Remote { path, .. } => Some(path),
+            | ErrorKind::Remote { path, .. }
+            | ErrorKind::ClassNames { path, .. } => Some(path),
             ErrorKind::PushFailed { path, .. } => Some(path),
             ErrorKind::Gather { error, .. } => error.path(),
             _ => None,
@@ -361,6 +362,19 @@ pub enum ErrorKind {
         /// The record being read, when the request served a gather.
         record: Option<u64>,
         /// What failed, with the object store's message.
+        detail: String,
+    },
+    /// A split's class-name file ([`CLASSES_FILE`](crate::CLASSES_FILE))
+    /// is malformed.
+    #[error("{}{}: {detail}", path.display(), line.zip(*column).map(|(l, c)| format!(":{l}:{c}")).unwrap_or_default())]
+    ClassNames {
+        /// The file.
+        path: PathBuf,
+        /// The line (from 1) where its JSON breaks, when it does not parse.
+        line: Option<usize>,
+        /// The column (from 1) where its JSON breaks, when it does not parse.
+        column: Option<usize>,
+        /// What is wrong.
         detail: String,
     },
     /// A push of one or more stores failed after it had started uploading

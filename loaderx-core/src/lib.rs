@@ -54,7 +54,9 @@
 //!   [`Ragged`], their writers and batches).
 //! - `store`: [`Store`], opening a store of either contract; `digest`: the
 //!   canonical [`digest`]; `dataset`: [`Dataset`], parts written by many
-//!   writers joined by a manifest into one sequence of records.
+//!   writers joined by a manifest into one sequence of records;
+//!   `classes`: [`ClassNames`], the class names converters write beside a
+//!   split's stores ([`classes`]).
 //! - `remote` (feature `remote`): stores on object storage (S3, GCS, Azure,
 //!   HTTP) behind the same `open` calls, with a block cache, and `push`.
 //! - `sampler`: [`Sampler`], batch indices as a pure function of `(seed, step)`.
@@ -83,6 +85,7 @@
 compile_error!("loaderx-core supports little-endian targets only (Zrecord is little-endian)");
 
 pub mod adapter;
+mod classes;
 mod codec;
 mod dataset;
 mod dense;
@@ -108,6 +111,7 @@ mod store;
 #[cfg(feature = "vision")]
 pub mod vision;
 
+pub use classes::{CLASSES_FILE, ClassNames, DEFAULT_LABEL_STREAM, classes};
 pub use codec::{
     AsRecordBytes, Codec, DICT_MAX_BYTES, DICT_SAMPLE_BYTES, MAX_DICT_LEN, ZSTD_LEVEL, train_dict,
     train_dict_from_array,

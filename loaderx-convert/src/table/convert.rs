@@ -26,7 +26,7 @@
 
 use std::any::Any;
 use std::fs::File;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
@@ -36,7 +36,7 @@ use serde_json::Value;
 use super::audio;
 use super::decode::{DecodeError, RecordBuffer, decode_numeric, decode_shaped};
 use super::images::{self, ImageSurvey, PixelFormat};
-use super::plan::{ColumnKind, ColumnPlan, plan_column, store_names};
+use super::plan::{ColumnKind, ColumnPlan, class_label_names, plan_column, store_names};
 use super::rows::{empty_rows, kept_runs, null_rows};
 use super::text::{TextEncoder, decode_text};
 use super::{
@@ -340,11 +340,16 @@ fn plan_columns(
         let feature = features.as_ref().and_then(|f: &Value| f.get(&name));
         let kind = plan_column(field, feature)
             .map_err(|e| column_error(ctx, &name, format!("{e}{}", leave_out(&name))))?;
+        let classes = match kind {
+            ColumnKind::Numeric { .. } => feature.and_then(class_label_names),
+            _ => None,
+        };
         plans.push(ColumnPlan {
             name,
             store,
             index,
             kind,
+            classes,
         });
     }
     Ok(plans)
@@ -881,6 +886,12 @@ pub(crate) fn convert_split(
     }
     flush(&ctx, &mut columns, settings)?;
 
+    let mut classes = loaderx_core::ClassNames::new();
+    for c in &columns {
+        if let Some(names) = &c.plan.classes {
+            classes.insert(c.plan.store.clone(), names.clone());
+        }
+    }
     let mut summaries = Vec::with_capacity(columns.len());
     for mut sink in columns.into_iter().flat_map(|c| c.sinks) {
         // A store never written to (no rows) is created now.
@@ -907,6 +918,7 @@ pub(crate) fn convert_split(
         summaries.push(sink.summary);
     }
     write_source_columns(root, &split.name, &summaries)?;
+    write_classes(root, &split.name, &classes)?;
     Ok(SplitSummary {
         name: split.name.clone(),
         records: kept,
@@ -947,6 +959,32 @@ fn write_source_columns(
         .and_then(|()| w.into_inner().map_err(|e| e.into_error()))
         .and_then(|f| f.sync_all())
         .map_err(|e| Error::io(&path, e))
+}
+
+/// Writes [`loaderx_core::CLASSES_FILE`] in `root/<split>/` when a store
+/// holds `ClassLabel` values: each such store's class names in label order.
+fn write_classes(
+    root: &StagedRoot,
+    split: &str,
+    classes: &loaderx_core::ClassNames,
+) -> Result<(), Error> {
+    if classes.is_empty() {
+        return Ok(());
+    }
+    let path = root
+        .temp_path()
+        .join(split)
+        .join(loaderx_core::CLASSES_FILE);
+    write_synced(&path, classes.to_json().as_bytes())
+}
+
+/// Writes `bytes` to the new file `path` and syncs it.
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    use std::io::Write;
+    let mut file = File::create(path).map_err(|e| Error::io(path, e))?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| Error::io(path, e))
 }
 
 /// Decodes the rows of `part` (split rows from `first_row` on) into the
@@ -1054,6 +1092,82 @@ mod tests {
             ArrowWriter::try_new(File::create(path).unwrap(), batch.schema(), None).unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
+    }
+
+    #[test]
+    fn class_label_names_are_written_beside_the_split_and_each_part() {
+        use arrow_array::builder::{Int64Builder, ListBuilder};
+        use arrow_array::{Float32Array, Int64Array};
+        use std::collections::HashMap;
+
+        use crate::local::{LocalSource, convert_parquet};
+        use crate::table::TableOptions;
+
+        let dir = tempfile::tempdir().unwrap();
+        let mut tags = ListBuilder::new(Int64Builder::new());
+        for row in [vec![0, 2], vec![1], vec![2, 1, 0], vec![0]] {
+            tags.append_value(row.into_iter().map(Some));
+        }
+        let batch = RecordBatch::try_from_iter([
+            ("x", Arc::new(Float32Array::from(vec![0.5; 4])) as ArrayRef),
+            (
+                "label",
+                Arc::new(Int64Array::from(vec![1, 0, 1, -1])) as ArrayRef,
+            ),
+            ("tags", Arc::new(tags.finish()) as ArrayRef),
+        ])
+        .unwrap();
+        let features = serde_json::json!({"info": {"features": {
+            "x": {"_type": "Value", "dtype": "float32"},
+            "label": {"_type": "ClassLabel", "names": ["neg", "pos"]},
+            "tags": {"_type": "Sequence", "feature": {"_type": "ClassLabel", "names": ["a", "b", "c"]}},
+        }}});
+        let schema = Arc::new(
+            batch
+                .schema()
+                .as_ref()
+                .clone()
+                .with_metadata(HashMap::from([(
+                    "huggingface".to_owned(),
+                    features.to_string(),
+                )])),
+        );
+        let batch = batch.with_schema(schema.clone()).unwrap();
+        let file = dir.path().join("train.parquet");
+        let mut w = ArrowWriter::try_new(File::create(&file).unwrap(), schema, None).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+
+        let out = dir.path().join("out");
+        convert_parquet(&LocalSource::new([&file]), &out).unwrap();
+        let classes = loaderx_core::classes(out.join("train")).unwrap();
+        let got: Vec<(&str, &[String])> = classes.streams().collect();
+        assert_eq!(got.len(), 2, "{classes:?}");
+        assert_eq!(classes.get("label").unwrap(), ["neg", "pos"]);
+        assert_eq!(classes.get("tags").unwrap(), ["a", "b", "c"]);
+        assert_eq!(classes.get("x"), None);
+
+        // Each part writer writes the names into its part; the merged
+        // dataset's names are its first part's.
+        let parts = dir.path().join("parts");
+        for i in 0..2 {
+            let source = LocalSource::new([&file]).options(TableOptions::new().part(i, 2));
+            convert_parquet(&source, &parts).unwrap();
+            let part = parts.join(format!("train/part-{i:05}"));
+            assert_eq!(loaderx_core::classes(&part).unwrap(), classes);
+        }
+        loaderx_core::Dataset::merge(parts.join("train"), Some(2)).unwrap();
+        assert_eq!(loaderx_core::classes(parts.join("train")).unwrap(), classes);
+
+        // Without ClassLabel features no file is written.
+        let plain = dir.path().join("plain.parquet");
+        write_parquet(
+            &plain,
+            vec![("label", Arc::new(Int64Array::from(vec![1, 0])) as ArrayRef)],
+        );
+        let out = dir.path().join("plain");
+        convert_parquet(&LocalSource::new([&plain]), &out).unwrap();
+        assert!(!out.join("train").join(loaderx_core::CLASSES_FILE).exists());
     }
 
     #[test]

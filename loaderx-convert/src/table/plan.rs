@@ -76,6 +76,9 @@ pub(crate) struct ColumnPlan {
     pub(crate) index: usize,
     /// How it is decoded.
     pub(crate) kind: ColumnKind,
+    /// The class names of a numeric `ClassLabel` column (or list of them),
+    /// in label order, from its feature ([`class_label_names`]).
+    pub(crate) classes: Option<Vec<String>>,
 }
 
 /// True when `name` is a stream name every store and dataset accepts
@@ -226,6 +229,23 @@ fn list_feature(feature: &Value) -> Option<(Option<&Value>, Option<usize>)> {
         }
         _ => None,
     }
+}
+
+/// The class names of a `ClassLabel` feature, or of a list of them (a
+/// `Sequence` of `ClassLabel`, a multi-label column): its `names`, in label
+/// order. `None` for any other feature, or one without a `names` array of
+/// strings (a `ClassLabel` given only `num_classes` has no names to keep).
+pub(crate) fn class_label_names(feature: &Value) -> Option<Vec<String>> {
+    if feature_type(feature) == Some("ClassLabel") {
+        return feature
+            .get("names")?
+            .as_array()?
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect();
+    }
+    let (inner, _) = list_feature(feature)?;
+    class_label_names(inner?)
 }
 
 /// The `(dtype, ndim)` of a `struct{values: list<T>, shape:
@@ -587,6 +607,32 @@ mod tests {
             assert!(is_stream_name(&n), "{n:?}");
         }
         assert_eq!(names(&["a b", "a_b"]), names(&["a b", "a_b"]));
+    }
+
+    #[test]
+    fn class_names_come_from_class_labels_and_lists_of_them() {
+        let names = |v: Value| class_label_names(&v);
+        let want = Some(vec!["a".to_owned(), "b".to_owned()]);
+        assert_eq!(
+            names(json!({"_type": "ClassLabel", "names": ["a", "b"]})),
+            want
+        );
+        assert_eq!(
+            names(
+                json!({"_type": "Sequence", "feature": {"_type": "ClassLabel", "names": ["a", "b"]}})
+            ),
+            want
+        );
+        assert_eq!(
+            names(json!([{"_type": "ClassLabel", "names": ["a", "b"]}])),
+            want
+        );
+        assert_eq!(
+            names(json!({"_type": "ClassLabel", "num_classes": 3})),
+            None
+        );
+        assert_eq!(names(json!({"_type": "ClassLabel", "names": [1]})), None);
+        assert_eq!(names(json!({"_type": "Value", "dtype": "int64"})), None);
     }
 
     #[test]
