@@ -294,15 +294,17 @@ pub(crate) fn info(path: &Path) -> Result<String, Error> {
     let mut out = headline(path, what, &splits);
     out.push_str("\n\n");
     let header = [
-        "stream", "kind", "records", "dtype", "shape", "codec", "stored", "raw", "ratio",
+        "stream", "kind", "records", "dtype", "shape", "codec", "payload", "raw", "ratio", "index",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| (*h).to_owned()).collect()];
-    let (mut total_stored, mut total_raw) = (0u64, 0u64);
+    let (mut total_payload, mut total_raw, mut total_index) = (0u64, 0u64, 0u64);
     for split in &splits {
         for (name, store) in &split.streams {
-            let stored = store.stored_bytes();
+            let payload = store.payload_bytes();
+            let index = store.stored_bytes().saturating_sub(payload);
             let raw = store.logical_bytes()?;
-            total_stored = total_stored.saturating_add(stored);
+            total_payload = total_payload.saturating_add(payload);
+            total_index = total_index.saturating_add(index);
             total_raw = total_raw.saturating_add(raw);
             rows.push(vec![
                 split.label(name),
@@ -311,9 +313,10 @@ pub(crate) fn info(path: &Path) -> Result<String, Error> {
                 store.dtype().to_string(),
                 shape(store),
                 store.codec().to_string(),
-                bytes(stored),
+                bytes(payload),
                 bytes(raw),
-                ratio(raw, stored),
+                ratio(raw, payload),
+                bytes(index),
             ]);
         }
     }
@@ -326,12 +329,18 @@ pub(crate) fn info(path: &Path) -> Result<String, Error> {
             String::new(),
             String::new(),
             String::new(),
-            bytes(total_stored),
+            bytes(total_payload),
             bytes(total_raw),
-            ratio(total_raw, total_stored),
+            ratio(total_raw, total_payload),
+            bytes(total_index),
         ]);
     }
-    out.push_str(&table(&rows, &[2, 6, 7, 8]));
+    out.push_str(&table(&rows, &[2, 6, 7, 8, 9]));
+    out.push_str(
+        "\npayload: the records as stored; ratio: raw / payload; index: meta.zr, the \
+         format's 4 KiB header and 16 bytes a record whatever the codec (and a zstd_dict \
+         dictionary)\n",
+    );
     let mut class_lines = Vec::new();
     for split in &splits {
         for (stream, names) in split.classes.streams() {

@@ -69,11 +69,11 @@ fn a_numpy_root_is_told_apart_from_its_split_and_its_stores() {
             .split_whitespace()
             .collect::<Vec<_>>()
     };
-    // stream, kind, records, dtype, shape, codec, stored, raw, ratio.
+    // stream, kind, records, dtype, shape, codec, payload, raw, ratio, index.
     let x = row("train/x");
     assert_eq!(
         &x[..6],
-        ["train/x", "dense", "12", "f32", "[4]", "zstd"],
+        ["train/x", "dense", "12", "f32", "[4]", "raw"],
         "{info}"
     );
     assert_eq!(&x[8..10], ["192", "B"], "{info}");
@@ -84,6 +84,10 @@ fn a_numpy_root_is_told_apart_from_its_split_and_its_stores() {
         "{info}"
     );
     assert!(!info.contains("class names"), "{info}");
+    assert!(
+        info.contains("index: meta.zr"),
+        "the index column is explained:\n{info}"
+    );
 
     let split = ok(&loaderx(args!["info", out.join("train").as_os_str()]));
     assert!(
@@ -241,7 +245,8 @@ fn an_image_folders_classes_and_ragged_images_are_shown() {
         "images",
         fx.join("folder").as_os_str(),
         "-o",
-        out.as_os_str()
+        out.as_os_str(),
+        "--decoded"
     ]));
     for split in ["train", "test"] {
         let classes = loaderx_core::classes(out.join(split)).unwrap();

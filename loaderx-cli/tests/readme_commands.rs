@@ -30,7 +30,13 @@ fn readme_commands() -> Vec<Vec<String>> {
         }
         if in_sh && t.starts_with("loaderx ") {
             let command = t.split(" #").next().unwrap();
-            commands.push(command.split_whitespace().skip(1).map(str::to_owned).collect());
+            commands.push(
+                command
+                    .split_whitespace()
+                    .skip(1)
+                    .map(str::to_owned)
+                    .collect(),
+            );
         }
     }
     commands
@@ -71,29 +77,52 @@ fn the_readme_commands_run_on_a_newcomers_files_and_write_what_its_programs_open
     // The arrays: the stream names and dtypes the README's programs use.
     let data = Dense::<u8>::open(dir.join("stores/train/data")).unwrap();
     assert_eq!((data.len(), data.item_shape()), (300, &[28usize, 28][..]));
-    assert_eq!(Dense::<i64>::open(dir.join("stores/train/label")).unwrap().len(), 300);
+    assert_eq!(
+        Dense::<i64>::open(dir.join("stores/train/label"))
+            .unwrap()
+            .len(),
+        300
+    );
 
     // The parquet text column, as UTF-8 bytes, without a flag.
     let text = Ragged::<u8>::open(dir.join("text/train/text")).unwrap();
     let third = text.gather(&[3]).unwrap();
-    assert_eq!(third.data(0), "review 3: good good good and fine".as_bytes());
+    assert_eq!(
+        third.data(0),
+        "review 3: good good good and fine".as_bytes()
+    );
 
     // The CSV: one store per column, the string column as UTF-8 bytes.
     for column in ["id", "score", "name", "ok"] {
-        assert!(dir.join("table/train").join(column).join("meta.zr").is_file(), "{column}");
+        assert!(
+            dir.join("table/train")
+                .join(column)
+                .join("meta.zr")
+                .is_file(),
+            "{column}"
+        );
     }
 
     // The photographs of several sizes: encoded by default, with classes.
     let images = Ragged::<u8>::open(dir.join("images/train/image")).unwrap();
     assert_eq!(images.len(), 40);
     let first = images.gather(&[0]).unwrap();
-    assert_eq!(&first.data(0)[..3], &[0xff, 0xd8, 0xff], "not the JPEG's bytes");
+    assert_eq!(
+        &first.data(0)[..3],
+        &[0xff, 0xd8, 0xff],
+        "not the JPEG's bytes"
+    );
     assert_eq!(
         first.data(0),
-        std::fs::read(dir.join("photos/cat/000.jpg")).unwrap().as_slice()
+        std::fs::read(dir.join("photos/cat/000.jpg"))
+            .unwrap()
+            .as_slice()
     );
     let classes = std::fs::read_to_string(dir.join("images/train/classes.json")).unwrap();
-    assert!(classes.contains("cat") && classes.contains("dog"), "{classes}");
+    assert!(
+        classes.contains("cat") && classes.contains("dog"),
+        "{classes}"
+    );
 }
 
 /// The `loaderx …` commands of every `sh` block of the README, docs/*.md
@@ -104,7 +133,15 @@ fn the_readme_commands_run_on_a_newcomers_files_and_write_what_its_programs_open
 fn documented_commands() -> Vec<(String, Vec<String>)> {
     let root = support::repo_root();
     let mut pages = vec![root.join("README.md")];
-    for dir in ["docs", "loaderx-core", "loaderx-convert", "loaderx-cli", "loaderx-burn", "loaderx-candle", "loaderx-tch"] {
+    for dir in [
+        "docs",
+        "loaderx-core",
+        "loaderx-convert",
+        "loaderx-cli",
+        "loaderx-burn",
+        "loaderx-candle",
+        "loaderx-tch",
+    ] {
         for entry in std::fs::read_dir(root.join(dir)).unwrap() {
             let path = entry.unwrap().path();
             if path.extension().is_some_and(|e| e == "md") {
@@ -183,7 +220,10 @@ fn shell_words(line: &str) -> Vec<String> {
                     word.push(q);
                 }
             }
-            '$' if chars.peek().is_some_and(|n| n.is_ascii_alphabetic() || *n == '{' || *n == '_') => {
+            '$' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphabetic() || *n == '{' || *n == '_') =>
+            {
                 in_word = true;
                 let braced = chars.peek() == Some(&'{');
                 if braced {
@@ -224,7 +264,11 @@ fn shell_words(line: &str) -> Vec<String> {
 #[test]
 fn every_loaderx_command_in_the_docs_parses() {
     let commands = documented_commands();
-    assert!(commands.len() >= 30, "only {} documented commands found", commands.len());
+    assert!(
+        commands.len() >= 30,
+        "only {} documented commands found",
+        commands.len()
+    );
     let mut refused = Vec::new();
     for (place, args) in &commands {
         let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
@@ -240,5 +284,9 @@ fn every_loaderx_command_in_the_docs_parses() {
             ));
         }
     }
-    assert!(refused.is_empty(), "documented commands the CLI refuses:\n\n{}", refused.join("\n\n"));
+    assert!(
+        refused.is_empty(),
+        "documented commands the CLI refuses:\n\n{}",
+        refused.join("\n\n")
+    );
 }

@@ -84,6 +84,15 @@ macro_rules! engine_accessors {
             self.engine().stored_bytes()
         }
 
+        /// Bytes of the payload shards alone: the records as stored
+        /// (compressed or not). The rest of
+        /// [`stored_bytes`](Self::stored_bytes) is the format's index
+        /// (`meta.zr`: a 4 KiB header and 16 bytes a record, whatever the
+        /// codec) and the dictionary.
+        pub fn payload_bytes(&self) -> u64 {
+            self.engine().payload_bytes()
+        }
+
         /// The `zstd_dict` dictionary, if any.
         pub fn dict(&self) -> Option<&[u8]> {
             self.engine().dict()

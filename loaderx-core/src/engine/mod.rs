@@ -194,6 +194,11 @@ impl Engine {
         self.stores().iter().map(StoreReader::stored_bytes).sum()
     }
 
+    /// Bytes of the payload shards of every store read.
+    pub(crate) fn payload_bytes(&self) -> u64 {
+        self.stores().iter().map(StoreReader::payload_bytes).sum()
+    }
+
     /// What the remote stores read fetched, added up; `None` when none is
     /// remote.
     pub(crate) fn remote_stats(&self) -> Option<source::RemoteStats> {

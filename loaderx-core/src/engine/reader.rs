@@ -560,9 +560,16 @@ impl StoreReader {
         h.finalize().into()
     }
 
-    /// Bytes on disk: payload shards at their tails, location table, dictionary.
+    /// Bytes of the payload shards: the records as stored (compressed or
+    /// not), without `meta.zr` or the dictionary.
+    pub(crate) fn payload_bytes(&self) -> u64 {
+        self.shards.iter().map(|s| s.tail).sum()
+    }
+
+    /// Bytes the store occupies: payload, `meta.zr` (header and location
+    /// table) and dictionary.
     pub(crate) fn stored_bytes(&self) -> u64 {
-        let payload: u64 = self.shards.iter().map(|s| s.tail).sum();
+        let payload = self.payload_bytes();
         let meta = STATIC_PAGE_LEN as u64 + self.length * RECORD_LOC_LEN as u64;
         payload + meta + self.dict.as_ref().map_or(0, |d| d.len() as u64)
     }
