@@ -234,7 +234,7 @@ fn shell_words(line: &str) -> Vec<String> {
                         chars.next();
                         break;
                     }
-                    if !braced && !(n.is_ascii_alphanumeric() || n == '_') {
+                    if !(braced || n.is_ascii_alphanumeric() || n == '_') {
                         break;
                     }
                     chars.next();
