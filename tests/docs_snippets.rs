@@ -7,6 +7,8 @@
 //!   label.npy` of `uint8 (N, 28, 28)` images and `int64` labels;
 //! - `images/train/{image,label}` + `classes.json`: `loaderx convert images`
 //!   of JPEGs of different sizes (encoded records, `i64` labels);
+//! - `text/train/{text,label}`: a parquet text column (Ragged `u8`) and
+//!   labels;
 //! - `data.npy` and `label.npy`, the quick start's arrays.
 //!
 //! The converters' side of that contract (names, dtypes, encodings) is
@@ -69,6 +71,22 @@ fn write_arrays(root: &Path, split: &str, n: usize) {
     w.close().unwrap();
 }
 
+/// `loaderx convert parquet reviews.parquet` of a text column and an
+/// `int64` label: `root/train/{text,label}`, the text as UTF-8 bytes.
+fn write_text(root: &Path) {
+    let split = root.join("train");
+    let mut text = RaggedWriter::<u8>::create(split.join("text"), 1, Codec::Raw).unwrap();
+    let reviews: Vec<Vec<u8>> = (0..100)
+        .map(|i| format!("review {i}: {}", "good ".repeat(i % 7)).into_bytes())
+        .collect();
+    text.append(reviews).unwrap();
+    text.close().unwrap();
+    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
+    w.append(&Array1::<i64>::from_shape_fn(100, |i| (i % 2) as i64))
+        .unwrap();
+    w.close().unwrap();
+}
+
 /// `loaderx convert images photos/` of JPEGs of two sizes in two classes:
 /// encoded records, `i64` labels, the class names.
 fn write_images(root: &Path) {
@@ -123,6 +141,7 @@ fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
     write_arrays(&dir.path().join("stores"), "train", 512);
     write_arrays(&dir.path().join("stores"), "test", 100);
     write_images(&dir.path().join("images"));
+    write_text(&dir.path().join("text"));
     // The inputs of docs/npy.md's conversion.
     write_npy(
         &dir.path().join("data.npy"),

@@ -9,7 +9,7 @@
 //! compresses a sample of the stream's records (up to [`SAMPLE_RECORDS`]
 //! records spread over what it has at hand, at most about
 //! [`SAMPLE_BYTES`]) with the writer's own zstd level
-//! ([`ZSTD_LEVEL`](loaderx_core::ZSTD_LEVEL)), each record as the store
+//! ([`ZSTD_LEVEL`]), each record as the store
 //! would hold it (a Ragged record with its shape header), and compares the
 //! frames' bytes with the records' raw bytes. The stream is `zstd` when the
 //! frames take at most [`ZSTD_MAX_FRACTION`] of the raw bytes, else `raw`.

@@ -18,7 +18,7 @@
 //! ```
 //!
 //! The codec may be forced (a [`Codec`]) or, with
-//! [`CodecChoice::Auto`](crate::CodecChoice::Auto) (or `None`), chosen per
+//! [`CodecChoice::Auto`] (or `None`), chosen per
 //! store from a sample of its records ([`crate::codec`]): one-byte labels
 //! stay raw, where a zstd frame per label would store several times their
 //! bytes.

@@ -1,5 +1,5 @@
 //! The on-disk format, byte-compatible with every Python loaderx format
-//! generation from 2.4.6 to 2.8.19 ([`Generation`]).
+//! generation from 2.4.6 to 2.8.19 ([`Generation`](crate::Generation)).
 //!
 //! A store is a directory:
 //!
