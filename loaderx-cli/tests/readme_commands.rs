@@ -290,3 +290,14 @@ fn every_loaderx_command_in_the_docs_parses() {
         refused.join("\n\n")
     );
 }
+
+#[test]
+fn the_readme_stays_a_front_door() {
+    // Install, quick start, links: the rest lives in docs/ and bench/.
+    let readme = support::repo_root().join("README.md");
+    let bytes = std::fs::metadata(&readme).unwrap().len();
+    assert!(
+        bytes <= 14 * 1024,
+        "README.md is {bytes} bytes, over 14 KiB: move detail to docs/"
+    );
+}
