@@ -115,26 +115,6 @@ fn write_images(root: &Path) {
     std::fs::write(split.join("classes.json"), r#"{"label": ["cat", "dog"]}"#).unwrap();
 }
 
-/// A `.npy` file (format 1.0) of a C-order little-endian array.
-fn write_npy(path: &Path, descr: &str, shape: &[usize], bytes: &[u8]) {
-    let dims: Vec<String> = shape.iter().map(usize::to_string).collect();
-    let shape = if dims.len() == 1 {
-        format!("({},)", dims[0])
-    } else {
-        format!("({})", dims.join(", "))
-    };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut file = b"\x93NUMPY\x01\x00".to_vec();
-    file.extend_from_slice(&u16::try_from(header.len()).unwrap().to_le_bytes());
-    file.extend_from_slice(header.as_bytes());
-    file.extend_from_slice(bytes);
-    std::fs::write(path, file).unwrap();
-}
-
 #[test]
 fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
     let dir = tempfile::tempdir().unwrap();
@@ -143,14 +123,10 @@ fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
     write_images(&dir.path().join("images"));
     write_text(&dir.path().join("text"));
     // The inputs of docs/npy.md's conversion.
-    write_npy(
-        &dir.path().join("data.npy"),
-        "|u1",
-        &[64, 28, 28],
-        &vec![7u8; 64 * 28 * 28],
-    );
+    let data = vec![7u8; 64 * 28 * 28];
+    loaderx_tests::write_npy(&dir.path().join("data.npy"), "|u1", &[64, 28, 28], &data).unwrap();
     let labels: Vec<u8> = (0..64i64).flat_map(|i| (i % 10).to_le_bytes()).collect();
-    write_npy(&dir.path().join("label.npy"), "<i8", &[64], &labels);
+    loaderx_tests::write_npy(&dir.path().join("label.npy"), "<i8", &[64], &labels).unwrap();
     // The snippets open paths relative to the working directory, as a
     // user's program does; this test binary holds no other test.
     std::env::set_current_dir(dir.path()).unwrap();

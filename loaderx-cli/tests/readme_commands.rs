@@ -12,7 +12,6 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use loaderx_core::{Dense, Ragged};
 
@@ -43,10 +42,9 @@ fn readme_commands() -> Vec<Vec<String>> {
 }
 
 fn run_in(dir: &Path, args: &[String]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+    let out = support::command()
         .args(args)
         .current_dir(dir)
-        .env_remove("JOB_COMPLETION_INDEX")
         .output()
         .unwrap();
     assert!(
@@ -271,7 +269,7 @@ fn every_loaderx_command_in_the_docs_parses() {
     );
     let mut refused = Vec::new();
     for (place, args) in &commands {
-        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+        let out = support::command()
             .args(args)
             .env("LOADERX_PARSE_ONLY", "1")
             .output()

@@ -250,13 +250,6 @@ fn is_scalar(dt: &DataType) -> bool {
     )
 }
 
-fn line_err(label: &str, line: u64, detail: impl fmt::Display) -> Error {
-    Error::Source {
-        file: label.to_owned(),
-        detail: format!("line {line}: {detail}"),
-    }
-}
-
 fn read_err(label: &str, e: &std::io::Error) -> Error {
     Error::Source {
         file: label.to_owned(),
@@ -434,7 +427,7 @@ impl<'a> RecordReader<'a> {
             nout += out;
             nend += end;
             if len > self.max {
-                return Err(line_err(
+                return Err(Error::at_line(
                     self.label,
                     self.line,
                     format!(
@@ -480,7 +473,7 @@ impl<'a> RecordReader<'a> {
     /// Field `i` of the last record as text.
     fn text(&self, i: usize) -> Result<&str, Error> {
         std::str::from_utf8(self.field(i)).map_err(|_| {
-            line_err(
+            Error::at_line(
                 self.label,
                 self.line,
                 format!("field {} is not UTF-8 text", i + 1),
@@ -683,7 +676,7 @@ fn infer_schema(
         if let Some((value, label, line)) = big
             && f.data_type().is_numeric()
         {
-            return Err(line_err(
+            return Err(Error::at_line(
                 label,
                 *line,
                 format!(
@@ -756,7 +749,7 @@ fn given_schema(
         keep
     } else {
         if names.len() != schema.fields().len() {
-            return Err(line_err(
+            return Err(Error::at_line(
                 label,
                 1,
                 format!(
@@ -787,7 +780,7 @@ fn check_width(reader: &RecordReader<'_>, width: usize, header: bool) -> Result<
     if reader.len() == width {
         return Ok(());
     }
-    Err(line_err(
+    Err(Error::at_line(
         reader.label,
         reader.line,
         format!(
@@ -914,7 +907,7 @@ struct CsvScan<'a> {
 
 impl CsvScan<'_> {
     fn fail(&self, line: u64, detail: impl fmt::Display) -> Error {
-        line_err(&self.table.label, line, self.table.schema.explain(detail))
+        Error::at_line(&self.table.label, line, self.table.schema.explain(detail))
     }
 
     /// Decodes `text` (whole records) with `decoder`.
@@ -1276,7 +1269,9 @@ fn name_line(e: Error, splits: &[(String, Vec<Arc<CsvTable>>)]) -> Error {
     for file in files {
         if *row < first.saturating_add(file.rows) {
             return match file.line_of(row - first) {
-                Ok(line) => line_err(&file.label, line, format!("column {column:?}: {detail}")),
+                Ok(line) => {
+                    Error::at_line(&file.label, line, format!("column {column:?}: {detail}"))
+                }
                 Err(_) => e,
             };
         }

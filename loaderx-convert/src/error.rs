@@ -168,6 +168,15 @@ pub enum Error {
 }
 
 impl Error {
+    /// A [`Error::Source`] at `line` of the file `label` (1-based, as an
+    /// editor counts): `line 7: detail`.
+    pub(crate) fn at_line(label: &str, line: u64, detail: impl fmt::Display) -> Self {
+        Error::Source {
+            file: label.to_owned(),
+            detail: format!("line {line}: {detail}"),
+        }
+    }
+
     pub(crate) fn io(path: impl AsRef<Path>, error: io::Error) -> Self {
         Error::Io {
             path: path.as_ref().to_path_buf(),

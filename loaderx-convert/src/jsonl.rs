@@ -357,13 +357,6 @@ fn source_err(path: &Path, detail: impl Into<String>) -> Error {
     }
 }
 
-fn line_err(label: &str, line: u64, detail: impl fmt::Display) -> Error {
-    Error::Source {
-        file: label.to_owned(),
-        detail: format!("line {line}: {detail}"),
-    }
-}
-
 /// A hint for a line that is not JSON and holds `NaN` or `Infinity`,
 /// which Python's `json.dumps` writes for such floats (unless
 /// `allow_nan=False`) but JSON has no literal for.
@@ -464,7 +457,7 @@ impl<'a> LineReader<'a> {
             };
             len += chunk.len() as u64;
             if len > self.max {
-                return Err(line_err(
+                return Err(Error::at_line(
                     self.label,
                     self.line + 1,
                     format!(
@@ -933,18 +926,20 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
                                         .flatten()
                                 });
                                 match big {
-                                    Some((k, big)) => {
-                                        Err(line_err(label, r.line, beyond_i64_message(k, &big)))
-                                    }
+                                    Some((k, big)) => Err(Error::at_line(
+                                        label,
+                                        r.line,
+                                        beyond_i64_message(k, &big),
+                                    )),
                                     None => Ok((entries, label.as_str(), r.line)),
                                 }
                             }
-                            Err(e) if e.is_data() => Err(line_err(
+                            Err(e) if e.is_data() => Err(Error::at_line(
                                 label,
                                 r.line,
                                 "not a JSON object (each line of a JSON Lines file is one object)",
                             )),
-                            Err(e) => Err(line_err(
+                            Err(e) => Err(Error::at_line(
                                 label,
                                 r.line,
                                 format!("not JSON: {e}{}", not_json_hint(&line)),
@@ -972,7 +967,7 @@ fn infer_schema(files: &[(PathBuf, String)], options: &JsonlOptions) -> Result<S
                                 kinds.insert(k.clone(), (kind, label.to_owned(), line));
                             }
                             Some((first, at, at_line)) if *first != kind => {
-                                error = Some(line_err(
+                                error = Some(Error::at_line(
                                     label,
                                     line,
                                     format!(
@@ -1112,7 +1107,7 @@ struct JsonlScan<'a> {
 
 impl JsonlScan<'_> {
     fn fail(&self, line: u64, detail: impl fmt::Display) -> Error {
-        line_err(&self.table.label, line, self.table.schema.explain(detail))
+        Error::at_line(&self.table.label, line, self.table.schema.explain(detail))
     }
 
     /// Finds the row of the batch that fails to decode alone.
@@ -1436,7 +1431,9 @@ fn name_line(e: Error, splits: &[(String, Vec<FileRows>)]) -> Error {
     for file in files {
         if *row < first.saturating_add(file.rows) {
             return match file.line_of(row - first) {
-                Ok(line) => line_err(&file.label, line, format!("column {column:?}: {detail}")),
+                Ok(line) => {
+                    Error::at_line(&file.label, line, format!("column {column:?}: {detail}"))
+                }
                 Err(_) => e,
             };
         }

@@ -80,11 +80,18 @@ pub(crate) fn write_fixtures(py: &Path, script: &str, name: &str) -> PathBuf {
     dir
 }
 
+/// The `loaderx` binary built with these tests, as a command (outside any
+/// Kubernetes Indexed Job, whatever the environment).
+pub(crate) fn command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_loaderx"));
+    cmd.env_remove("JOB_COMPLETION_INDEX");
+    cmd
+}
+
 /// Runs the `loaderx` binary built with these tests.
 pub(crate) fn loaderx(args: &[&std::ffi::OsStr]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_loaderx"))
+    command()
         .args(args)
-        .env_remove("JOB_COMPLETION_INDEX")
         .output()
         .unwrap_or_else(|e| panic!("cannot run loaderx: {e}"))
 }
