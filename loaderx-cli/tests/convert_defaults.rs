@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use loaderx_core::{Codec, Store, StoreKind};
-use support::{failed, loaderx, ok};
+use support::{failed, loaderx, ok, records};
 
 const FASHION: &str = "/usr/share/datasets/fashion-mnist";
 
@@ -36,18 +36,6 @@ fn fixtures() -> Option<&'static Path> {
         ))
     })
     .as_deref()
-}
-
-/// Every record of `store`: its shape and bytes.
-fn records(store: &Store) -> Vec<(Vec<usize>, Vec<u8>)> {
-    let mut out = Vec::new();
-    store
-        .for_each_record(|_, shape, bytes| {
-            out.push((shape.to_vec(), bytes.to_vec()));
-            Ok(())
-        })
-        .unwrap();
-    out
 }
 
 /// The strings the fixture script writes (`TEXTS`).

@@ -20,7 +20,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
-use support::{failed, loaderx, ok};
+use support::{failed, loaderx, ok, records};
 
 use loaderx_convert::folder::{CLASSES_FILE, ImageFolder, convert_image_folder};
 use loaderx_convert::table::TableOptions;
@@ -45,18 +45,6 @@ fn fixtures() -> Option<&'static Fixtures> {
             Some(Fixtures { dir, expected })
         })
         .as_ref()
-}
-
-/// Every record of `store`: its shape and bytes.
-fn records(store: &Store) -> Vec<(Vec<usize>, Vec<u8>)> {
-    let mut out = Vec::new();
-    store
-        .for_each_record(|_, shape, bytes| {
-            out.push((shape.to_vec(), bytes.to_vec()));
-            Ok(())
-        })
-        .unwrap();
-    out
 }
 
 fn store_digest(path: &Path) -> String {

@@ -1,6 +1,7 @@
 //! What the CLI tests that write their fixtures with Python share: the
 //! repository root, the python to use (or why the tests skip), running a
-//! fixture script once, running `loaderx` and reading its outcome.
+//! fixture script once, running `loaderx` and reading its outcome, a
+//! store's records.
 //!
 //! Each test file includes it with `#[macro_use] mod support;` and uses
 //! what it needs (hence `dead_code` allowed here).
@@ -115,4 +116,16 @@ pub(crate) fn failed(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout)
     );
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Every record of `store`: its shape and bytes.
+pub(crate) fn records(store: &loaderx_core::Store) -> Vec<(Vec<usize>, Vec<u8>)> {
+    let mut out = Vec::new();
+    store
+        .for_each_record(|_, shape, bytes| {
+            out.push((shape.to_vec(), bytes.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+    out
 }
