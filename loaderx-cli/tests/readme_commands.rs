@@ -15,30 +15,14 @@ use std::path::Path;
 
 use loaderx_core::{Dense, Ragged};
 
-/// Every `loaderx …` command line of the README's `sh` blocks (comments
-/// cut), split on whitespace.
+/// Every `loaderx …` command line of the README's `sh` blocks, as
+/// [`documented_commands`] reads them.
 fn readme_commands() -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(support::repo_root().join("README.md")).unwrap();
-    let mut commands = Vec::new();
-    let mut in_sh = false;
-    for line in text.lines() {
-        let t = line.trim();
-        if let Some(info) = t.strip_prefix("```") {
-            in_sh = !in_sh && info.trim() == "sh";
-            continue;
-        }
-        if in_sh && t.starts_with("loaderx ") {
-            let command = t.split(" #").next().unwrap();
-            commands.push(
-                command
-                    .split_whitespace()
-                    .skip(1)
-                    .map(str::to_owned)
-                    .collect(),
-            );
-        }
-    }
-    commands
+    documented_commands()
+        .into_iter()
+        .filter(|(place, _)| place.starts_with("README.md:"))
+        .map(|(_, args)| args)
+        .collect()
 }
 
 fn run_in(dir: &Path, args: &[String]) -> String {
