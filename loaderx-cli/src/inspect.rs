@@ -165,17 +165,6 @@ fn detect(path: &Path) -> Result<(Kind, Vec<Found>), Error> {
     Ok((Kind::Root, splits))
 }
 
-/// The visible stores directly under the split directory `dir`.
-fn open_split_stores(dir: &Path) -> Result<Vec<(String, Store)>, Error> {
-    let mut out = Vec::new();
-    for (name, path) in subdirs(dir)? {
-        if Store::is_store_dir(&path) {
-            out.push((name, Store::open(&path)?));
-        }
-    }
-    Ok(out)
-}
-
 /// Opens what `path` names: a store or a multi-part dataset at a URL
 /// (the store first), any of the four kinds locally.
 fn open(path: &Path) -> Result<Target, Error> {
@@ -207,7 +196,7 @@ fn open(path: &Path) -> Result<Target, Error> {
             Kind::Dataset => dataset_split(name, &dir, Dataset::open(&dir)?, classes),
             Kind::Split | Kind::Root => Split {
                 name,
-                streams: open_split_stores(&dir)?,
+                streams: Store::open_dir(&dir)?,
                 dir,
                 parts: None,
                 classes,

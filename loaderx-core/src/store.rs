@@ -295,7 +295,9 @@ impl Store {
     /// Every store directly under `dir` (a converted split such as
     /// `fashion/train` holding `image/` and `label/`), named after its
     /// directory, in name order; entries that hold no store (no
-    /// [`META_FILE`](crate::format::META_FILE)) are skipped.
+    /// [`META_FILE`](crate::format::META_FILE)) are skipped, and so are
+    /// hidden ones (a name starting with `.`: a writer's staging, never a
+    /// stream).
     ///
     /// # Errors
     ///
@@ -305,8 +307,10 @@ impl Store {
         let dir = dir.as_ref();
         let mut paths = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let path = entry.map_err(|e| Error::io(dir, e))?.path();
-            if path.join(crate::format::META_FILE).is_file() {
+            let entry = entry.map_err(|e| Error::io(dir, e))?;
+            let hidden = entry.file_name().to_string_lossy().starts_with('.');
+            let path = entry.path();
+            if !hidden && Store::is_store_dir(&path) {
                 paths.push(path);
             }
         }
@@ -552,6 +556,9 @@ mod tests {
         w.close().unwrap();
         std::fs::create_dir(dir.path().join("notes")).unwrap();
         std::fs::write(dir.path().join("README"), "not a store").unwrap();
+        let mut w = DenseWriter::<u8>::create(dir.path().join(".staged"), &[], Codec::Raw).unwrap();
+        w.append_slice(&[9], 1).unwrap();
+        w.close().unwrap();
 
         let stores = Store::open_dir(dir.path()).unwrap();
         let names: Vec<&str> = stores.iter().map(|(n, _)| n.as_str()).collect();
