@@ -1,4 +1,5 @@
-//! Turns every `rust` code block of README.md and docs/*.md into a module of
+//! Turns every `rust` code block of README.md, docs/*.md and the published
+//! crates' READMEs (what crates.io shows) into a module of
 //! the `docs_snippets` test (`$OUT_DIR/snippets.rs`), so that the docs'
 //! code is compiled by the test build and run by the test run: a snippet
 //! can never rot.
@@ -26,6 +27,16 @@ fn main() {
         .collect();
     pages.sort();
     sources.extend(pages);
+    for krate in [
+        "loaderx-core",
+        "loaderx-convert",
+        "loaderx-cli",
+        "loaderx-burn",
+        "loaderx-candle",
+        "loaderx-tch",
+    ] {
+        sources.push(root.join(krate).join("README.md"));
+    }
     println!("cargo:rerun-if-changed={}", docs.display());
 
     let mut out = String::new();

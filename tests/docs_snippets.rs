@@ -1,4 +1,5 @@
-//! Every `rust` code block of README.md and docs/*.md, compiled by the test
+//! Every `rust` code block of README.md, docs/*.md and the published crates'
+//! READMEs, compiled by the test
 //! build (tests/build.rs turns each into a module) and run here, in a
 //! directory holding what the docs' snippets open: stores laid out and
 //! typed exactly as the converters write them.
@@ -9,6 +10,8 @@
 //!   of JPEGs of different sizes (encoded records, `i64` labels);
 //! - `text/train/{text,label}`: a parquet text column (Ragged `u8`) and
 //!   labels;
+//! - `imdb-gpt2/train/{text,label}`: `loaderx convert hf stanfordnlp/imdb
+//!   --tokenizer gpt2` (Ragged `u32` token ids, `i64` labels);
 //! - `data.npy` and `label.npy`, the quick start's arrays.
 //!
 //! The converters' side of that contract (names, dtypes, encodings) is
@@ -87,6 +90,22 @@ fn write_text(root: &Path) {
     w.close().unwrap();
 }
 
+/// `loaderx convert hf stanfordnlp/imdb --tokenizer gpt2`: token ids as
+/// Ragged `u32` records of 20 to 500 tokens, `int64` labels.
+fn write_tokens(root: &Path) {
+    let split = root.join("train");
+    let mut text = RaggedWriter::<u32>::create(split.join("text"), 1, Codec::Zstd).unwrap();
+    let reviews: Vec<Vec<u32>> = (0..200u32)
+        .map(|i| (0..20 + (i * 37) % 481).map(|t| (t * 31 + i) % 50_257).collect())
+        .collect();
+    text.append(reviews).unwrap();
+    text.close().unwrap();
+    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
+    w.append(&Array1::<i64>::from_shape_fn(200, |i| (i % 2) as i64))
+        .unwrap();
+    w.close().unwrap();
+}
+
 /// `loaderx convert images photos/` of JPEGs of two sizes in two classes:
 /// encoded records, `i64` labels, the class names.
 fn write_images(root: &Path) {
@@ -122,6 +141,7 @@ fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
     write_arrays(&dir.path().join("stores"), "test", 100);
     write_images(&dir.path().join("images"));
     write_text(&dir.path().join("text"));
+    write_tokens(&dir.path().join("imdb-gpt2"));
     // The inputs of docs/npy.md's conversion.
     let data = vec![7u8; 64 * 28 * 28];
     loaderx_tests::write_npy(&dir.path().join("data.npy"), "|u1", &[64, 28, 28], &data).unwrap();
@@ -150,4 +170,5 @@ fn every_rust_snippet_of_the_readme_and_the_docs_runs() {
         "only {ran} snippets ran: is the README's quick start still there?"
     );
     assert!(SNIPPETS.iter().any(|s| s.file == "README.md"));
+    assert!(SNIPPETS.iter().any(|s| s.file == "loaderx-core/README.md"));
 }
