@@ -96,7 +96,11 @@ fn write_tokens(root: &Path) {
     let split = root.join("train");
     let mut text = RaggedWriter::<u32>::create(split.join("text"), 1, Codec::Zstd).unwrap();
     let reviews: Vec<Vec<u32>> = (0..200u32)
-        .map(|i| (0..20 + (i * 37) % 481).map(|t| (t * 31 + i) % 50_257).collect())
+        .map(|i| {
+            (0..20 + (i * 37) % 481)
+                .map(|t| (t * 31 + i) % 50_257)
+                .collect()
+        })
         .collect();
     text.append(reviews).unwrap();
     text.close().unwrap();
