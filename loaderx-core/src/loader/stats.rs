@@ -319,6 +319,24 @@ impl std::fmt::Display for LoaderStats {
                 human(t.p99),
             )?;
         }
+        if !self.synchronous && self.batches > 0 {
+            // The workers' time in neither a batch nor a wait: claiming
+            // steps, handing batches over, waking up.
+            let lanes = self.wall.as_secs_f64() * self.per_worker.len().max(1) as f64;
+            let other = (lanes
+                - self.stages.busy().as_secs_f64()
+                - self.stages[Stage::WaitConsumer].total.as_secs_f64())
+            .max(0.0);
+            if lanes > 0.0 {
+                writeln!(
+                    f,
+                    "{:<14} {:>10} {:>6.1}%   (the workers between batches: hand-over, wake-ups)",
+                    "(other)",
+                    human(Duration::from_secs_f64(other)),
+                    100.0 * other / lanes,
+                )?;
+            }
+        }
         let b = &self.batch;
         if b.count > 0 {
             writeln!(
