@@ -78,7 +78,16 @@ fn a_slow_stage_is_named_the_bottleneck_and_every_batch_adds_up() {
     assert!(stats.bytes_read > 0 && stats.bytes_delivered > 0);
     let table = stats.to_string();
     assert!(table.contains("bottleneck: collate"), "{table}");
-    for name in ["stage", "total", "share", "p50", "p95", "p99", "read", "wait_batch"] {
+    for name in [
+        "stage",
+        "total",
+        "share",
+        "p50",
+        "p95",
+        "p99",
+        "read",
+        "wait_batch",
+    ] {
         assert!(table.contains(name), "{name} in {table}");
     }
 }
@@ -223,18 +232,27 @@ fn the_trace_file_is_json_with_a_lane_per_worker_and_the_consumers() {
                 .filter(|e| e.1 >= ts - 1e-3 && e.1 < ts + dur)
                 .collect();
             let sum: f64 = stages.iter().map(|e| e.2).sum();
-            assert!((sum - dur).abs() < 0.01 * stages.len() as f64 + 0.01, "{sum} vs {dur}");
+            assert!(
+                (sum - dur).abs() < 0.01 * stages.len() as f64 + 0.01,
+                "{sum} vs {dur}"
+            );
             assert!(stages.iter().any(|e| e.0 == "collate"));
         }
     }
-    assert!((0..30).all(|s| steps.contains(&s)), "every step taken was made");
+    assert!(
+        (0..30).all(|s| steps.contains(&s)),
+        "every step taken was made"
+    );
 }
+
+/// A span's or an event's fields, by name.
+type FieldMap = BTreeMap<String, String>;
 
 /// A `tracing` subscriber that keeps the spans' names and fields, and the
 /// events' messages.
 #[derive(Default, Clone)]
 struct Spans {
-    spans: Arc<Mutex<Vec<(String, BTreeMap<String, String>)>>>,
+    spans: Arc<Mutex<Vec<(String, FieldMap)>>>,
     events: Arc<Mutex<Vec<BTreeMap<String, String>>>>,
 }
 
@@ -303,7 +321,10 @@ fn tracing_sees_a_span_per_batch_and_stage_and_a_slow_batchs_records() {
             assert_eq!(f["rank"], "0");
             assert_eq!(f["worker"], "0");
         }
-        assert_eq!(batch_spans[12].1.get("slow").map(String::as_str), Some("true"));
+        assert_eq!(
+            batch_spans[12].1.get("slow").map(String::as_str),
+            Some("true")
+        );
         let stages: BTreeSet<&str> = spans
             .iter()
             .filter(|s| s.0 == "stage")

@@ -133,7 +133,10 @@ pub(crate) fn switch(stage: Stage) -> Option<Stage> {
         let left = lap.current.get();
         if let Some(since) = lap.since.get() {
             let c = &lap.ns[left.index()];
-            c.set(c.get().saturating_add(nanos(now.saturating_duration_since(since))));
+            c.set(
+                c.get()
+                    .saturating_add(nanos(now.saturating_duration_since(since))),
+            );
         }
         lap.since.set(Some(now));
         lap.current.set(stage);
@@ -178,8 +181,7 @@ pub(crate) fn add_read(bytes: u64) {
 pub(crate) fn add_delivered(bytes: u64) {
     LAP.with(|lap| {
         if lap.active.get() {
-            lap.delivered
-                .set(lap.delivered.get().saturating_add(bytes));
+            lap.delivered.set(lap.delivered.get().saturating_add(bytes));
         }
     });
 }
@@ -201,7 +203,10 @@ pub(crate) fn end(token: Token) -> Lapped {
         let left = lap.current.get();
         if let Some(since) = lap.since.get() {
             let c = &lap.ns[left.index()];
-            c.set(c.get().saturating_add(nanos(end.saturating_duration_since(since))));
+            c.set(
+                c.get()
+                    .saturating_add(nanos(end.saturating_duration_since(since))),
+            );
         }
         lap.active.set(false);
         lap.since.set(None);
@@ -232,7 +237,10 @@ mod tests {
     #[test]
     fn the_stages_of_a_batch_add_up_to_its_wall_time() {
         let token = begin(Stage::Sample, false, true).unwrap();
-        assert!(begin(Stage::Read, false, false).is_none(), "one batch at a time");
+        assert!(
+            begin(Stage::Read, false, false).is_none(),
+            "one batch at a time"
+        );
         note_indices(&[4, 2]);
         add_delivered(7);
         std::thread::sleep(Duration::from_millis(2));

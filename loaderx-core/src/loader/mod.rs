@@ -22,13 +22,11 @@ pub use pinned::{
 };
 pub use pipeline::DataLoader;
 pub use stage::Stage;
-pub use stats::{
-    Bottleneck, INPUT_BOUND_SHARE, LoaderStats, StageStats, StageTimes, WorkerStats,
-};
 pub use staging::{
     BufferPool, ColumnBuffer, PooledBuffer, StageRequest, StagedBuffer, Staging, StagingCounter,
     StagingStats,
 };
+pub use stats::{Bottleneck, INPUT_BOUND_SHARE, LoaderStats, StageStats, StageTimes, WorkerStats};
 pub use views::view_range;
 
 use crate::adapter::AlignedBuf;

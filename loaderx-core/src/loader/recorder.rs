@@ -201,7 +201,10 @@ impl Recorder {
             Some(path) if enabled => {
                 let mut lanes = vec![(0u32, "consumer".to_owned())];
                 for w in 0..workers {
-                    lanes.push((u32::try_from(w + 1).unwrap_or(u32::MAX), format!("worker {w}")));
+                    lanes.push((
+                        u32::try_from(w + 1).unwrap_or(u32::MAX),
+                        format!("worker {w}"),
+                    ));
                 }
                 Some(Mutex::new(TraceFile::create(&path, &lanes)?))
             }
@@ -255,7 +258,8 @@ impl Recorder {
             )
             .entered()
         });
-        let stage_spans = span.is_some() && tracing::enabled!(target: TARGET, tracing::Level::TRACE);
+        let stage_spans =
+            span.is_some() && tracing::enabled!(target: TARGET, tracing::Level::TRACE);
         let keep = span.is_some() || self.trace.is_some();
         let token = lap::begin(stage, stage_spans, keep)?;
         Some(BatchScope {
@@ -308,7 +312,11 @@ impl Recorder {
     ) {
         let tid = self.tid(worker);
         let start = self.us(lapped.start);
-        let wall = lapped.end.saturating_duration_since(lapped.start).as_secs_f64() * 1e6;
+        let wall = lapped
+            .end
+            .saturating_duration_since(lapped.start)
+            .as_secs_f64()
+            * 1e6;
         let mut args = format!(
             r#"{{"step":{step},"worker":{worker},"rank":{},"bytes_read":{},"bytes_delivered":{}"#,
             self.rank, lapped.read_bytes, lapped.delivered
@@ -426,7 +434,11 @@ impl Recorder {
         };
         stats.stages = all.stages();
         stats.batch = Accum::stage_stats(all.batch_ns, &all.batch);
-        stats.per_worker = workers.iter().enumerate().map(|(i, w)| w.worker(i)).collect();
+        stats.per_worker = workers
+            .iter()
+            .enumerate()
+            .map(|(i, w)| w.worker(i))
+            .collect();
         stats.synchronous = self.synchronous;
         stats.recorded = self.enabled;
     }
@@ -465,7 +477,8 @@ mod tests {
         let r = Recorder::new(true, 2, 0, None).unwrap();
         let mut consumer = Accum::default();
         let add = |w: usize, read: u64| {
-            let slow = lock(&r.workers[w]).add_batch(&lapped(&[(Stage::Sample, 5), (Stage::Read, read)]));
+            let slow =
+                lock(&r.workers[w]).add_batch(&lapped(&[(Stage::Sample, 5), (Stage::Read, read)]));
             assert!(!slow);
         };
         add(0, 100);
@@ -475,7 +488,10 @@ mod tests {
         r.stats_since_last(&consumer, &mut s);
         assert_eq!(s.batches, 2);
         assert_eq!(s.stages[Stage::Read].total, Duration::from_nanos(400));
-        assert_eq!(s.per_worker[1].stages[Stage::Read].total, Duration::from_nanos(300));
+        assert_eq!(
+            s.per_worker[1].stages[Stage::Read].total,
+            Duration::from_nanos(300)
+        );
         assert_eq!(s.bytes_read, 20);
         assert_eq!(s.queue_depth, 2.0);
         add(0, 1000);

@@ -30,7 +30,7 @@ pub enum Stage {
     /// Decompressing compressed records (zstd) into the batch.
     Decompress,
     /// Decoding encoded images (JPEG, PNG, WebP) on the workers
-    /// ([`augment`](super::DataLoaderBuilder::augment)).
+    /// (`DataLoaderBuilder::augment`, feature `vision`).
     Decode,
     /// The geometric augmentation steps: crops and resizes.
     CropResize,

@@ -39,7 +39,9 @@ fn numbered(path: &Path, n: usize) -> PathBuf {
     if n == 0 {
         return path.to_path_buf();
     }
-    let stem = path.file_stem().map_or_else(Default::default, |s| s.to_os_string());
+    let stem = path
+        .file_stem()
+        .map_or_else(Default::default, |s| s.to_os_string());
     let mut name = stem;
     name.push(format!(".{n}"));
     if let Some(ext) = path.extension() {
@@ -167,8 +169,7 @@ mod tests {
         t.complete(0, "wait_batch", 0.0, 1.0, "");
         t.finish();
         t.complete(0, "late", 0.0, 1.0, "");
-        let v: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         let events = v.as_array().unwrap();
         let x: Vec<&serde_json::Value> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(x.len(), 2);
@@ -185,7 +186,10 @@ mod tests {
     #[test]
     fn later_loaders_number_the_path() {
         assert_eq!(numbered(Path::new("/t/x.json"), 0), Path::new("/t/x.json"));
-        assert_eq!(numbered(Path::new("/t/x.json"), 2), Path::new("/t/x.2.json"));
+        assert_eq!(
+            numbered(Path::new("/t/x.json"), 2),
+            Path::new("/t/x.2.json")
+        );
         assert_eq!(numbered(Path::new("x"), 1), Path::new("x.1"));
     }
 }
