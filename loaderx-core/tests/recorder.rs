@@ -343,3 +343,53 @@ fn tracing_sees_a_span_per_batch_and_stage_and_a_slow_batchs_records() {
         assert_eq!(slow[0]["records"], format!("{:?}", batches[12]));
     });
 }
+
+#[cfg(feature = "vision")]
+#[test]
+fn the_vision_steps_are_stages_of_their_own() {
+    use loaderx_core::vision::Pipeline;
+    let dir = tempfile::tempdir().unwrap();
+    let jpegs: Vec<Vec<u8>> = (0..12u32)
+        .map(|k| {
+            let (w, h) = (40 + k, 30 + 2 * k);
+            let px: Vec<u8> = (0..w * h * 3).map(|i| (i * 7 + k) as u8).collect();
+            let mut out = Vec::new();
+            image::codecs::jpeg::JpegEncoder::new_with_quality(&mut out, 90)
+                .encode(&px, w, h, image::ExtendedColorType::Rgb8)
+                .unwrap();
+            out
+        })
+        .collect();
+    let mut w = RaggedWriter::<u8>::create(dir.path().join("image"), 1, Codec::Raw).unwrap();
+    w.append(jpegs).unwrap();
+    w.close().unwrap();
+    let mut loader = DataLoader::builder()
+        .stream("image", Ragged::<u8>::open(dir.path().join("image")).unwrap())
+        .batch_size(4)
+        .workers(0)
+        .augment(
+            "image",
+            Pipeline::new()
+                .random_resized_crop(16, (0.5, 1.0), (0.75, 1.33))
+                .hflip(0.5)
+                .color_jitter(0.2, 0.2, 0.2),
+        )
+        .build()
+        .unwrap();
+    for b in loader.by_ref().take(5) {
+        b.unwrap();
+    }
+    let stats = loader.stats();
+    for stage in [
+        Stage::Decode,
+        Stage::CropResize,
+        Stage::Flip,
+        Stage::Jitter,
+        Stage::Convert,
+        Stage::Read,
+        Stage::Collate,
+    ] {
+        assert_eq!(stats.stages[stage].count, 5, "{stage}: {stats}");
+    }
+    assert_eq!(stats.batch.total, stats.stages.busy());
+}
