@@ -364,7 +364,10 @@ fn the_vision_steps_are_stages_of_their_own() {
     w.append(jpegs).unwrap();
     w.close().unwrap();
     let mut loader = DataLoader::builder()
-        .stream("image", Ragged::<u8>::open(dir.path().join("image")).unwrap())
+        .stream(
+            "image",
+            Ragged::<u8>::open(dir.path().join("image")).unwrap(),
+        )
         .batch_size(4)
         .workers(0)
         .augment(
