@@ -318,7 +318,7 @@ pub enum ErrorKind {
         /// What is wrong with the image.
         detail: String,
     },
-    /// [`DataLoaderBuilder::augment`](crate::DataLoaderBuilder::augment)
+    /// `DataLoaderBuilder::augment`
     /// (feature `vision`) names a stream that does not hold encoded images:
     /// a Dense stream, a stream of another element type than `u8`, or a
     /// Ragged `u8` stream whose first record is not a JPEG, PNG or WebP file

@@ -131,9 +131,10 @@ pub use format::generation::Generation;
 /// refused by the writers and by the readers' checks.
 pub const MAX_RECORD_LEN: u64 = 1 << 31;
 pub use loader::{
-    Batch, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES, DEFAULT_WINDOWED_PREFETCH_BYTES,
-    DataLoader, DataLoaderBuilder, LoaderStats, MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams,
-    Stream, view_range,
+    Batch, Bottleneck, Column, ColumnLayout, DEFAULT_PREFETCH_BYTES,
+    DEFAULT_WINDOWED_PREFETCH_BYTES, DataLoader, DataLoaderBuilder, INPUT_BOUND_SHARE, LoaderStats,
+    MAX_LOOKAHEAD_STEPS, MixtureSource, MixtureStreams, Stage, StageStats, StageTimes, Stream,
+    WorkerStats, view_range,
 };
 pub use migrate::migrate;
 pub use options::CreateOptions;

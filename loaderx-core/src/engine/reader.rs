@@ -486,6 +486,8 @@ impl StoreReader {
         let Some(source) = &self.source else {
             return Ok(Staged::Local);
         };
+        // The loader's recorder: object-storage time (or its block cache's).
+        let _fetch = crate::loader::lap::enter(crate::loader::Stage::Fetch);
         let wanted = records
             .iter()
             .map(|&(index, loc)| (index, self.shard_index(index), loc.offset, loc.phys_length));
@@ -810,6 +812,12 @@ impl StoreReader {
         staged: &Staged,
     ) -> Result<(), Error> {
         let total: usize = jobs.iter().map(|j| j.2.len()).sum();
+        // The loader's recorder: a compressed gather is decompression (the
+        // stored bytes read as it goes), its stored bytes what was read.
+        let _decompress = (self.codec() != Codec::Raw).then(|| {
+            crate::loader::lap::add_read(jobs.iter().map(|j| u64::from(j.1.phys_length)).sum());
+            crate::loader::lap::enter(crate::loader::Stage::Decompress)
+        });
         run_jobs(
             jobs,
             total,

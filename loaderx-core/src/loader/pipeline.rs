@@ -30,9 +30,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Instant;
 
 use super::batch::{Batch, Column, ColumnLayout};
+use super::lap;
+use super::recorder::{Accum, Recorder};
+use super::stage::Stage;
 use super::staging::{ColumnBuffer, StageRequest, StagedBuffer, Staging};
+use super::stats::LoaderStats;
 use super::views::{Placement, ViewSlot, view_range};
 use super::{Stream, Transform};
 use crate::codec::Sink;
@@ -67,6 +72,10 @@ pub(super) struct Config<T, S: Staging> {
     /// How each global batch is split into views, and which are delivered.
     pub(super) placement: Placement<S>,
     pub(super) transform: Transform<T, S::Buffer>,
+    /// Stages are recorded ([`Recorder`]).
+    pub(super) record: bool,
+    /// The trace file to write, if any.
+    pub(super) trace: Option<std::path::PathBuf>,
 }
 
 struct Producer<T, S: Staging> {
@@ -196,25 +205,6 @@ impl<T> Shared<T> {
     }
 }
 
-/// What a loader did so far, for tests and monitoring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct LoaderStats {
-    /// Most batches that were ever in flight at once (claimed by a worker and
-    /// not yet handed to the consumer); never more than `workers + prefetch`,
-    /// and always 0 for a synchronous loader (`workers(0)`), which makes
-    /// each batch only when it is asked for.
-    pub max_in_flight: usize,
-    /// Buffers the staging allocated or grew
-    /// ([`Staging::allocations`]: the default pool counts them, other
-    /// stagings may not).
-    pub pool_allocations: u64,
-    /// Stored bytes the look-ahead asked the stores to read ahead
-    /// ([`prefetch_bytes`](super::DataLoaderBuilder::prefetch_bytes)): 0
-    /// while every store is warm (or [`Mapped`](crate::ReadMode::Mapped)).
-    pub prefetched_bytes: u64,
-}
-
 /// An endless loader; an `Iterator` of `Result<T, Error>` in step order.
 /// See [`DataLoaderBuilder`](super::DataLoaderBuilder) for the options and their semantics.
 pub struct DataLoader<T> {
@@ -229,6 +219,10 @@ pub struct DataLoader<T> {
     /// The staging's allocation count.
     allocations: Box<dyn Fn() -> u64 + Send + Sync>,
     sampler: Sampler,
+    /// The flight recorder, shared with the workers.
+    recorder: Arc<Recorder>,
+    /// The consumer's own times (its waits for batches).
+    consumer: Accum,
 }
 
 #[cfg(test)]
@@ -256,6 +250,12 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
     config: Config<T, S>,
 ) -> Result<DataLoader<T>, Error> {
     let (names, streams): (Vec<String>, Vec<Stream>) = config.streams.into_iter().unzip();
+    let recorder = Arc::new(Recorder::new(
+        config.record,
+        config.workers,
+        config.sampler.rank().0,
+        config.trace,
+    )?);
     let shared = Arc::new(Shared {
         state: Mutex::new(State {
             next_claim: config.start_step,
@@ -300,11 +300,14 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
         failed: false,
         allocations: Box::new(move || staging.allocations()),
         sampler: config.sampler,
+        recorder,
+        consumer: Accum::default(),
     };
     for i in 0..config.workers {
         let shared = Arc::clone(&loader.shared);
         let producer = Arc::clone(&producer);
-        match spawn_worker(i, move || work(&shared, &producer)) {
+        let recorder = Arc::clone(&loader.recorder);
+        match spawn_worker(i, move || work(&shared, &producer, &recorder, i)) {
             Ok(handle) => loader.threads.push(handle),
             // Dropping the loader stops and joins the workers started so far.
             Err(error) => return Err(ErrorKind::WorkerSpawn { worker: i, error }.into()),
@@ -393,16 +396,32 @@ fn look_ahead<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
     }
 }
 
-fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
+fn work<T, S: Staging>(
+    shared: &Shared<T>,
+    producer: &Producer<T, S>,
+    recorder: &Recorder,
+    worker: usize,
+) {
     loop {
-        let step = {
+        let mut waited = None;
+        let (step, scope) = {
             let mut st = shared.lock();
-            while !st.stop && st.in_flight >= shared.capacity {
-                st.waiting_workers += 1;
-                st = shared.room.wait(st).unwrap_or_else(|p| p.into_inner());
-                st.waiting_workers -= 1;
+            if !st.stop && st.in_flight >= shared.capacity {
+                // The window is full: the consumer has not taken the
+                // batches made ahead (timed only when it happens).
+                let from = recorder.enabled().then(Instant::now);
+                while !st.stop && st.in_flight >= shared.capacity {
+                    st.waiting_workers += 1;
+                    st = shared.room.wait(st).unwrap_or_else(|p| p.into_inner());
+                    st.waiting_workers -= 1;
+                }
+                waited = from.map(|f| (f, Instant::now()));
             }
             if st.stop || st.end_step.is_some_and(|end| st.next_claim >= end) {
+                drop(st);
+                if let Some((from, to)) = waited {
+                    recorder.waited_for_consumer(worker, from, to);
+                }
                 return;
             }
             let step = st.next_claim;
@@ -411,16 +430,33 @@ fn work<T, S: Staging>(shared: &Shared<T>, producer: &Producer<T, S>) {
             st.in_flight += 1;
             st.max_in_flight = st.max_in_flight.max(st.in_flight);
             // The look-ahead is asking for this step: its reads are taken
-            // once it has (they would otherwise be made twice).
+            // once it has (they would otherwise be made twice), a wait
+            // counted as the batch's reading.
+            let ahead = st.ahead_busy == Some(step);
+            let scope = if ahead {
+                recorder.begin_batch(worker, step, Stage::Read)
+            } else {
+                None
+            };
             while st.ahead_busy == Some(step) && !st.stop {
                 st = shared
                     .ahead_done
                     .wait(st)
                     .unwrap_or_else(|p| p.into_inner());
             }
-            step
+            if ahead {
+                lap::switch(Stage::Sample);
+            }
+            (step, scope)
         };
+        if let Some((from, to)) = waited {
+            recorder.waited_for_consumer(worker, from, to);
+        }
+        let scope = scope.or_else(|| recorder.begin_batch(worker, step, Stage::Sample));
         let result = producer.produce_caught(step);
+        if let Some(scope) = scope {
+            recorder.end_batch(scope);
+        }
         let mut st = shared.lock();
         st.done.insert(step, result);
         let wake = st.awaited == Some(step);
@@ -552,7 +588,9 @@ impl<T, S: Staging> Producer<T, S> {
             })?;
         indices.resize(want, 0u64);
         self.sampler.fill(step, &mut indices)?;
+        lap::note_indices(&indices);
         let (epoch, step_in_epoch) = self.sampler.epoch_of(step);
+        lap::switch(Stage::Read);
         let placement = &self.placement;
         let batches = if let [slot] = &placement.slots[..]
             && placement.count == 1
@@ -570,6 +608,7 @@ impl<T, S: Staging> Producer<T, S> {
                 })
                 .collect::<Result<Vec<_>, Error>>()?
         };
+        lap::switch(Stage::Collate);
         (self.transform)(batches).map_err(|error| ErrorKind::Transform { step, error }.into())
     }
 
@@ -632,7 +671,9 @@ impl<T, S: Staging> Producer<T, S> {
                 Store::Ragged(s) => {
                     // Planned once: the plan sizes the buffer and the gather
                     // reads it, without locating the records again.
+                    lap::switch(Stage::Locate);
                     let plan = s.plan_gather(&indices).map_err(gather_err)?;
+                    lap::switch(Stage::Read);
                     let (len, values) = if self.packed {
                         let len = plan.packed_len();
                         (len, [len / s.dtype().size()])
@@ -663,6 +704,11 @@ impl<T, S: Staging> Producer<T, S> {
                     }
                 }
             };
+            if stream.engine().codec() == crate::Codec::Raw {
+                // A compressed store's reads count their stored bytes.
+                lap::add_read(column.len as u64);
+            }
+            lap::add_delivered(column.len as u64);
             columns.push(column);
         }
         let sources = self.sampler.mixture().map(|m| {
@@ -815,14 +861,33 @@ impl<T> DataLoader<T> {
         &self.sampler
     }
 
-    /// Counters of what the loader did so far.
+    /// What the loader did since it started: its counters, and where
+    /// its time went per stage and per worker (see [`LoaderStats`]; print
+    /// it for the per-stage table and the bottleneck).
     pub fn stats(&self) -> LoaderStats {
+        let mut stats = self.counters();
+        self.recorder.stats(&self.consumer, &mut stats);
+        stats
+    }
+
+    /// What the loader did since the last call of this method (the first
+    /// call: since it started): the recorded times, counts and
+    /// percentiles are those of that period only, for a per-epoch or
+    /// per-interval report (`max_in_flight`, `pool_allocations` and
+    /// `prefetched_bytes` stay counted since the start).
+    pub fn stats_since_last(&self) -> LoaderStats {
+        let mut stats = self.counters();
+        self.recorder.stats_since_last(&self.consumer, &mut stats);
+        stats
+    }
+
+    fn counters(&self) -> LoaderStats {
         let st = self.shared.lock();
-        LoaderStats {
-            max_in_flight: st.max_in_flight,
-            pool_allocations: (self.allocations)(),
-            prefetched_bytes: st.prefetched,
-        }
+        let mut stats = LoaderStats::empty();
+        stats.max_in_flight = st.max_in_flight;
+        stats.pool_allocations = (self.allocations)();
+        stats.prefetched_bytes = st.prefetched;
+        stats
     }
 
     fn stop(&mut self) {
@@ -846,14 +911,20 @@ impl<T> Iterator for DataLoader<T> {
             return None;
         }
         if let Some(producer) = &self.inline {
+            let scope = self.recorder.begin_batch(0, self.next_step, Stage::Sample);
             let result = producer.produce_caught(self.next_step);
+            if let Some(scope) = scope {
+                self.recorder.end_batch(scope);
+            }
             self.next_step = self.next_step.wrapping_add(1);
             self.failed = result.is_err();
             return Some(result);
         }
-        let (result, worker_waits, lookahead_waits) = {
+        let mut waited_from = None;
+        let (result, worker_waits, lookahead_waits, ready) = {
             let mut st = self.shared.lock();
             loop {
+                let ready = st.done.len();
                 if let Some(r) = st.done.remove(&self.next_step) {
                     st.awaited = None;
                     st.in_flight -= 1;
@@ -871,9 +942,17 @@ impl<T> Iterator for DataLoader<T> {
                     let d = if d > u64::MAX / 2 { 0 } else { d };
                     let behind = d < super::MAX_LOOKAHEAD_STEPS / 2
                         && st.ahead_bytes <= self.shared.prefetch_bytes / 2;
-                    break (r, st.waiting_workers > 0, st.lookahead_waits && behind);
+                    break (
+                        r,
+                        st.waiting_workers > 0,
+                        st.lookahead_waits && behind,
+                        ready,
+                    );
                 }
                 st.awaited = Some(self.next_step);
+                if waited_from.is_none() && self.recorder.enabled() {
+                    waited_from = Some(Instant::now());
+                }
                 st = self
                     .shared
                     .ready
@@ -886,6 +965,11 @@ impl<T> Iterator for DataLoader<T> {
         }
         if lookahead_waits {
             self.shared.ahead_room.notify_one();
+        }
+        if self.recorder.enabled() {
+            let waited = waited_from.map(|from| (from, Instant::now()));
+            self.recorder
+                .took(&mut self.consumer, self.next_step, waited, ready);
         }
         self.next_step = self.next_step.wrapping_add(1);
         if result.is_err() {
@@ -919,6 +1003,8 @@ impl<T> std::fmt::Debug for DataLoader<T> {
 impl<T> Drop for DataLoader<T> {
     fn drop(&mut self) {
         self.stop();
+        // Every worker has ended: the trace file is complete.
+        self.recorder.finish();
     }
 }
 

@@ -81,6 +81,7 @@ pub(crate) fn augmenting<T: Send + 'static, S: Staging>(
                 Ok(batch)
             })
             .collect::<Result<Vec<_>, Error>>()?;
+        crate::loader::lap::switch(crate::loader::Stage::Collate);
         transform(batches)
     }))
 }

@@ -9,6 +9,7 @@ use super::tj::Rect;
 use super::{ColorMode, Layout, OutputType, Size};
 use crate::dtype::DType;
 use crate::error::{Error, image_error};
+use crate::loader::{Stage, lap};
 
 /// One geometric step, in the order given.
 #[derive(Debug, Clone, PartialEq)]
@@ -423,6 +424,9 @@ impl Pipeline {
         normalize: Option<&(Vec<f32>, Vec<f32>)>,
         out: &mut [u8],
     ) -> Result<(), String> {
+        // The loader's recorder (on a worker making a batch; else nothing):
+        // decoding, each geometric step, the flip, the jitter, the output.
+        lap::switch(Stage::Decode);
         let mut draws = Draws::new(key);
         let source = decode::open(encoded, self.max_pixels)?;
         let (h, w) = (source.info.height, source.info.width);
@@ -455,6 +459,7 @@ impl Pipeline {
                 } else {
                     Part::whole(source.decode(channels, 1)?)
                 };
+                lap::switch(Stage::CropResize);
                 ops::resize(
                     &part.image,
                     region_in(&part, h, w, b),
@@ -487,6 +492,7 @@ impl Pipeline {
                         width: f64::from(c.width) * rx,
                     };
                     let part = source.decode_part(channels, s, reach(sh, sw, fb, size))?;
+                    lap::switch(Stage::CropResize);
                     // The part is of the scaled image unless the decoder
                     // fell back to a whole decode of another size.
                     let (py, px) = (
@@ -502,6 +508,7 @@ impl Pipeline {
                     ops::resize(&part.image, frac_in(&part, fb), size.height, size.width)?
                 } else {
                     let decoded = source.decode(channels, s)?;
+                    lap::switch(Stage::CropResize);
                     ops::resize(&decoded, Region::Whole, nh, nw)?
                 }
             }
@@ -523,6 +530,7 @@ impl Pipeline {
                         h: (bottom - top) as u32,
                     },
                 )?;
+                lap::switch(Stage::CropResize);
                 let shifted = CropBox {
                     top: c.top - i64::from(part.y),
                     left: c.left - i64::from(part.x),
@@ -536,10 +544,14 @@ impl Pipeline {
         for g in steps {
             image = self.step(image, g, &mut draws)?;
         }
-        if self.hflip > 0.0 && f64::from(draws.unit_f32()) < self.hflip {
-            ops::hflip(&mut image);
+        if self.hflip > 0.0 {
+            lap::switch(Stage::Flip);
+            if f64::from(draws.unit_f32()) < self.hflip {
+                ops::hflip(&mut image);
+            }
         }
         if let Some(j) = self.jitter {
+            lap::switch(Stage::Jitter);
             let mut adjusts = Vec::with_capacity(3);
             let mut factor = |x: f32| {
                 let f = draws.uniform((1.0 - x).max(0.0), 1.0 + x);
@@ -563,12 +575,14 @@ impl Pipeline {
                 ops::adjust(&mut image, a);
             }
         }
+        lap::switch(Stage::Convert);
         ops::write_output(&image, self.layout, self.output, normalize, out);
         Ok(())
     }
 
     /// One geometric step on a decoded image.
     fn step(&self, image: Image, g: &Geometry, draws: &mut Draws) -> Result<Image, String> {
+        lap::switch(Stage::CropResize);
         let (h, w) = (image.height, image.width);
         match g {
             Geometry::RandomResizedCrop { size, scale, ratio } => {
