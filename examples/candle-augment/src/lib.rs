@@ -22,7 +22,9 @@ use candle_nn::{
 };
 use loaderx_candle::CandleLoaderExt;
 use loaderx_core::vision::{ColorMode, OutputType, Pipeline};
-use loaderx_core::{Codec, DataLoader, Dense, DenseWriter, Ragged, RaggedWriter, SamplerMode};
+use loaderx_core::{
+    Codec, DataLoader, Dense, DenseWriter, LoaderStats, Ragged, RaggedWriter, SamplerMode,
+};
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -333,11 +335,14 @@ pub struct Report {
     pub test_accuracy: f64,
     /// Wall time of the training steps (evaluation not included).
     pub elapsed: Duration,
-    /// Share of [`elapsed`](Report::elapsed) the loop spent waiting for the
-    /// loader's next batch.
+    /// Share of the training loader's life the loop spent waiting for its
+    /// next batch (the loader's recorder: [`LoaderStats::input_share`]).
     pub wait_share: f64,
     /// Records per second through the training loop.
     pub records_per_s: f64,
+    /// Where the training loader's time went, per stage (decoding and each
+    /// augmentation step among them).
+    pub loader: LoaderStats,
 }
 
 /// Sets every weight of `varmap` from `seed` alone (candle's CPU device
@@ -402,15 +407,13 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
     let steps = train.steps_per_epoch();
     let total_steps = steps * config.epochs;
     let mut losses = Vec::new();
-    let (mut waited, started) = (Duration::ZERO, Instant::now());
+    let started = Instant::now();
     for epoch in 1..=config.epochs {
         let mut total = 0.0;
         for s in 0..steps {
             let step = (epoch - 1) * steps + s;
             opt.set_learning_rate(config.schedule.lr(config.lr, step, total_steps));
-            let t = Instant::now();
             let batch = train.next().ok_or("the loader ended")??;
-            waited += t.elapsed();
             let loss = loss::cross_entropy(&model.forward(&batch.x)?, &batch.y)?;
             opt.backward_step(&loss)?;
             total += loss.to_scalar::<f32>()?;
@@ -420,6 +423,7 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
         losses.push((epoch, mean));
     }
     let elapsed = started.elapsed();
+    let stats = train.stats();
     drop(train);
     let test_accuracy = evaluate(
         &model,
@@ -434,8 +438,9 @@ pub fn train(config: &Config, augment: Augment, device: &Device) -> Result<Repor
         losses,
         test_accuracy,
         elapsed,
-        wait_share: waited.as_secs_f64() / elapsed.as_secs_f64(),
+        wait_share: stats.input_share(),
         records_per_s: (config.epochs * steps * config.batch_size as u64) as f64
             / elapsed.as_secs_f64(),
+        loader: stats,
     })
 }

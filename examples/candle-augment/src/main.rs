@@ -136,5 +136,11 @@ fn main() -> Result<(), candle_augment::Error> {
             r.wait_share * 100.0
         );
     }
+    for r in &reports {
+        println!(
+            "\nwhere the training loader's time went ({}):\n{}",
+            r.augment, r.loader
+        );
+    }
     Ok(())
 }

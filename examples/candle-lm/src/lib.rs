@@ -35,7 +35,7 @@ use candle_nn::{
 };
 use loaderx_candle::CandleLoaderExt;
 use loaderx_core::sequence::PackOptions;
-use loaderx_core::{DataLoader, DynRagged, SamplerMode, Store};
+use loaderx_core::{DataLoader, DynRagged, LoaderStats, SamplerMode, Store};
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -582,8 +582,11 @@ pub struct Report {
     pub cells: u64,
     /// Wall time of the training loop.
     pub elapsed: Duration,
-    /// Time spent waiting for the loader.
+    /// Time spent waiting for the loader (its recorder's
+    /// [`LoaderStats::input_wait`]).
     pub waited: Duration,
+    /// Where the training loader's time went, per stage.
+    pub loader: LoaderStats,
     /// `(step, training loss)` every `log_every` steps.
     pub train_losses: Vec<(u64, f64)>,
     /// `(step, validation cross-entropy)` every `eval_every` steps and at
@@ -649,6 +652,7 @@ pub fn train(config: &TrainConfig, device: &Device) -> Result<(Model, VarMap, Re
         cells: 0,
         elapsed: Duration::ZERO,
         waited: Duration::ZERO,
+        loader: LoaderStats::default(),
         train_losses: Vec::new(),
         validation: Vec::new(),
     };
@@ -659,9 +663,7 @@ pub fn train(config: &TrainConfig, device: &Device) -> Result<(Model, VarMap, Re
         if config.max_tokens.is_some_and(|m| report.tokens >= m) {
             break;
         }
-        let asked = Instant::now();
         let ex = loader.next().ok_or("the loader ended")??;
-        report.waited += asked.elapsed();
         let sum = nll_sum(&model, &ex)?;
         let loss = (sum / ex.predicted.max(1) as f64)?;
         opt.backward_step(&loss)?;
@@ -686,6 +688,8 @@ pub fn train(config: &TrainConfig, device: &Device) -> Result<(Model, VarMap, Re
     }
     // Evaluation is not training time.
     report.elapsed = began.elapsed().saturating_sub(evaluating);
+    report.loader = loader.stats();
+    report.waited = report.loader.input_wait();
     if report.validation.last().map(|v| v.0) != Some(report.end_step) {
         let ce = evaluate(&model, &config.root, "validation", device)?;
         report.validation.push((report.end_step, ce));

@@ -143,6 +143,7 @@ fn main() -> Result<(), Error> {
         100.0 * report.waited_share(),
         100.0 * report.padding_fraction()
     );
+    println!("where the training loader's time went:\n{}", report.loader);
 
     let test = evaluate(&trained, &args.root, "test", &device)?;
     let unigram = unigram_cross_entropy(&args.root, "test")?;

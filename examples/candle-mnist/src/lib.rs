@@ -13,7 +13,7 @@ use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{AdamW, Linear, Optimizer, ParamsAdamW, VarBuilder, VarMap, linear, loss};
 use loaderx_candle::{Batcher, CandleLoaderExt};
 use loaderx_core::SamplerMode;
-use loaderx_core::{DataLoader, Dense};
+use loaderx_core::{DataLoader, Dense, LoaderStats};
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -160,10 +160,13 @@ pub struct Report {
     pub epochs: Vec<(u64, f32, f64)>,
     /// Records per second the loader delivered over the whole run.
     pub records_per_s: f64,
-    /// Share of the run the training loop spent waiting for the loader.
+    /// Share of the run the training loop spent waiting for the loader
+    /// (the loader's recorder: [`LoaderStats::input_share`]).
     pub wait_share: f64,
     /// Wall time of training.
     pub elapsed: Duration,
+    /// Where the training loader's time went, per stage.
+    pub loader: LoaderStats,
 }
 
 /// Trains an MLP as `config` says, printing per-epoch loss and accuracy.
@@ -189,19 +192,18 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
         device,
     )?;
     let steps = train.steps_per_epoch();
-    let (mut waited, started) = (Duration::ZERO, Instant::now());
+    let started = Instant::now();
     let mut report = Report {
         epochs: Vec::new(),
         records_per_s: 0.0,
         wait_share: 0.0,
         elapsed: Duration::ZERO,
+        loader: LoaderStats::default(),
     };
     for epoch in 1..=config.epochs {
         let mut total = 0.0;
         for _ in 0..steps {
-            let t = Instant::now();
             let batch = train.next().ok_or("the loader ended")??;
-            waited += t.elapsed();
             total += train_step(&model, &mut opt, &batch)?;
         }
         let loss = total / steps as f32;
@@ -215,6 +217,7 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
     report.elapsed = started.elapsed();
     let records = config.epochs * steps * config.batch_size as u64;
     report.records_per_s = records as f64 / report.elapsed.as_secs_f64();
-    report.wait_share = waited.as_secs_f64() / report.elapsed.as_secs_f64();
+    report.loader = train.stats();
+    report.wait_share = report.loader.input_share();
     Ok((model, report))
 }

@@ -115,5 +115,6 @@ fn main() -> Result<(), candle_mnist::Error> {
         report.records_per_s,
         report.wait_share * 100.0
     );
+    println!("where the training loader's time went:\n{}", report.loader);
     check_pinned(&device)
 }

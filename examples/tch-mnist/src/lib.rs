@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use loaderx_core::SamplerMode;
-use loaderx_core::{DataLoader, Dense};
+use loaderx_core::{DataLoader, Dense, LoaderStats};
 use loaderx_tch::{Iter2, TchLoaderExt};
 use tch::nn::{self, Module, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
@@ -130,10 +130,13 @@ pub struct Report {
     pub epochs: Vec<(u64, f64, f64)>,
     /// Records per second the loader delivered over the whole run.
     pub records_per_s: f64,
-    /// Share of the run the training loop spent waiting for the loader.
+    /// Share of the run the training loop spent waiting for the loader
+    /// (the loader's recorder: [`LoaderStats::input_share`]).
     pub wait_share: f64,
     /// Wall time of training.
     pub elapsed: Duration,
+    /// Where the training loader's time went, per stage.
+    pub loader: LoaderStats,
 }
 
 /// Trains an MLP as `config` says, printing per-epoch loss and accuracy.
@@ -152,19 +155,18 @@ pub fn train(config: &Config, device: Device) -> Result<Report, Error> {
         device,
     )?;
     let steps = train.steps_per_epoch();
-    let (mut waited, started) = (Duration::ZERO, Instant::now());
+    let started = Instant::now();
     let mut report = Report {
         epochs: Vec::new(),
         records_per_s: 0.0,
         wait_share: 0.0,
         elapsed: Duration::ZERO,
+        loader: LoaderStats::default(),
     };
     for epoch in 1..=config.epochs {
         let mut total = 0.0;
         for _ in 0..steps {
-            let t = Instant::now();
             let e = train.next().ok_or("the loader ended")??;
-            waited += t.elapsed();
             let loss = net
                 .forward(&e.x)
                 .f_log_softmax(-1, Kind::Float)?
@@ -183,6 +185,7 @@ pub fn train(config: &Config, device: Device) -> Result<Report, Error> {
     report.elapsed = started.elapsed();
     report.records_per_s =
         (config.epochs * steps * config.batch_size as u64) as f64 / report.elapsed.as_secs_f64();
-    report.wait_share = waited.as_secs_f64() / report.elapsed.as_secs_f64();
+    report.loader = train.stats();
+    report.wait_share = report.loader.input_share();
     Ok(report)
 }

@@ -85,6 +85,7 @@ fn main() -> Result<(), tch_mnist::Error> {
         report.records_per_s,
         report.wait_share * 100.0
     );
+    println!("where the training loader's time went:\n{}", report.loader);
     if device.is_cuda() {
         let s = loaderx_tch::staging_stats();
         if s.pinned == 0 {

@@ -192,6 +192,13 @@ pub struct LoaderStats {
     pub recorded: bool,
 }
 
+impl Default for LoaderStats {
+    /// Stats of a loader that has made nothing yet.
+    fn default() -> LoaderStats {
+        LoaderStats::empty()
+    }
+}
+
 impl LoaderStats {
     /// Stats of nothing recorded yet.
     pub(crate) fn empty() -> LoaderStats {
@@ -236,12 +243,17 @@ impl LoaderStats {
         if wall <= 0.0 {
             return 0.0;
         }
-        let waited = if self.synchronous {
+        self.input_wait().as_secs_f64() / wall
+    }
+
+    /// The time the consumer spent waiting on the input pipeline: waiting
+    /// for batches, or (synchronous) making them in `next`.
+    pub fn input_wait(&self) -> Duration {
+        if self.synchronous {
             self.stages.busy()
         } else {
             self.stages[Stage::WaitBatch].total
-        };
-        waited.as_secs_f64() / wall
+        }
     }
 
     /// What limits the loader's rate (see [`Bottleneck`]); `None` before
