@@ -133,6 +133,13 @@ impl MemoryBlocks {
         Some((&c.bytes, first))
     }
 
+    /// Drops block `key`, if held.
+    pub(crate) fn remove(&mut self, key: u64) {
+        if let Some(old) = self.blocks.remove(&key) {
+            self.used -= old.bytes.len() as u64;
+        }
+    }
+
     pub(crate) fn put(&mut self, s: usize, b: u64, bytes: Bytes) {
         let len = bytes.len() as u64;
         if len > self.limit {
