@@ -213,6 +213,18 @@ impl<'a> Resident<'a> {
         self.tick
     }
 
+    /// The `len` stored bytes at `offset` of shard `s` when one block holds
+    /// them all (`None` when they straddle blocks, run past the shard's last
+    /// block or their block is not held: [`Resident::copy`] tells which);
+    /// adds to `hits` as [`Resident::copy`] does.
+    #[inline(always)]
+    pub(crate) fn find(&self, s: usize, offset: u64, len: usize, hits: &mut u64) -> Option<&[u8]> {
+        let (b, at) = self.geometry.split(offset);
+        let (block, first) = self.memory.touch(block_key(s, b), self.tick)?;
+        *hits += u64::from(first);
+        block.get(at..at.wrapping_add(len))
+    }
+
     /// Copies the `dst.len()` stored bytes at `offset` of shard `s` into
     /// `dst`, a record straddling blocks piece by piece; adds to `hits` each
     /// block this gather touches for the first time.
