@@ -369,7 +369,10 @@ fn a_disk_hit_reads_its_map_and_writes_recency_only_when_flushed() {
     // eviction, when the store is dropped), once per block.
     d.flush_recency();
     let flushed = mtime(&p);
-    assert!(flushed > old + Duration::from_secs(1_000_000), "{flushed:?}");
+    assert!(
+        flushed > old + Duration::from_secs(1_000_000),
+        "{flushed:?}"
+    );
     set_mtime(&p, 1_000_000);
     d.flush_recency();
     assert_eq!(mtime(&p), old, "flushed again without a use");
