@@ -249,6 +249,14 @@ pub fn section(
         let d = Reader::open(w, &url, Some(&cached.clone().memory_cache_bytes(0)))?;
         let disk = pass(&d, &epoch, min, Timing::Repeat)?;
         row("S3 warm, cache directory only", &disk, true);
+        targets.push(Target {
+            what: format!(
+                "({}) S3 warm from the cache directory only vs local records/s",
+                w.key
+            ),
+            wanted: 0.8,
+            measured: Some(disk.records_s / l.records_s),
+        });
         drop((c, d, nc));
         std::fs::remove_dir_all(&dir)?;
     }

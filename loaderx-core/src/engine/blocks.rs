@@ -133,6 +133,13 @@ impl MemoryBlocks {
         Some((&c.bytes, first))
     }
 
+    /// Drops block `key`, if held.
+    pub(crate) fn remove(&mut self, key: u64) {
+        if let Some(old) = self.blocks.remove(&key) {
+            self.used -= old.bytes.len() as u64;
+        }
+    }
+
     pub(crate) fn put(&mut self, s: usize, b: u64, bytes: Bytes) {
         let len = bytes.len() as u64;
         if len > self.limit {
@@ -204,6 +211,18 @@ impl<'a> Resident<'a> {
     /// The gather's tick, for the other parts of a parallel gather.
     pub(crate) fn tick(&self) -> u64 {
         self.tick
+    }
+
+    /// The `len` stored bytes at `offset` of shard `s` when one block holds
+    /// them all (`None` when they straddle blocks, run past the shard's last
+    /// block or their block is not held: [`Resident::copy`] tells which);
+    /// adds to `hits` as [`Resident::copy`] does.
+    #[inline(always)]
+    pub(crate) fn find(&self, s: usize, offset: u64, len: usize, hits: &mut u64) -> Option<&[u8]> {
+        let (b, at) = self.geometry.split(offset);
+        let (block, first) = self.memory.touch(block_key(s, b), self.tick)?;
+        *hits += u64::from(first);
+        block.get(at..at.wrapping_add(len))
     }
 
     /// Copies the `dst.len()` stored bytes at `offset` of shard `s` into

@@ -1099,9 +1099,45 @@ impl StoreReader {
         dst: &mut [D],
         place: impl Fn(u64) -> (usize, u64),
     ) -> Result<u64, Option<Error>> {
-        let mut hits = 0;
-        for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(w)) {
+        /// A record placed ahead of its copy: its bytes, within one
+        /// block (their lines prefetched), or where they start, for
+        /// [`Resident::copy`] (straddling blocks, missing, or outside).
+        #[derive(Clone, Copy)]
+        enum Slot<'v> {
+            Found(&'v [u8]),
+            Other(usize, u64),
+        }
+        let (ahead, lines) = prefetch_plan(w);
+        let find = |i: u64, hits: &mut u64| {
             let (s, offset) = place(i);
+            match view.find(s, offset, w, hits) {
+                Some(src) => {
+                    prefetch_lines(src, 0, lines);
+                    Slot::Found(src)
+                }
+                None => Slot::Other(s, offset),
+            }
+        };
+        let mut hits = 0;
+        // As out of a local store's maps: each record is placed (its block
+        // looked up once) `ahead` records before it is copied, its lines
+        // prefetched then, so that they are on their way when copied.
+        let mut ring = [Slot::Other(0, u64::MAX); AHEAD];
+        for (slot, &a) in ring[..ahead].iter_mut().zip(indices) {
+            *slot = find(a, &mut hits);
+        }
+        for (j, (&i, d)) in indices.iter().zip(dst.chunks_exact_mut(w)).enumerate() {
+            let slot = match indices.get(j + ahead) {
+                Some(&a) => std::mem::replace(&mut ring[j % ahead], find(a, &mut hits)),
+                None => ring[j % ahead],
+            };
+            let (s, offset) = match slot {
+                Slot::Found(src) => {
+                    D::put(d, src);
+                    continue;
+                }
+                Slot::Other(s, offset) => (s, offset),
+            };
             match view.copy(s, offset, d, &mut hits) {
                 Copied::Done => {}
                 Copied::Miss => return Err(None),

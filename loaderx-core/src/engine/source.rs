@@ -41,7 +41,7 @@ pub(crate) trait ShardSource: Send + Sync {
     /// dropped: the gather meets them again, with its record named.
     fn prefetch(&self, wanted: Vec<Wanted>) -> u64;
 
-    /// The blocks this source holds in memory, locked for one gather that
+    /// The blocks this source holds in memory (or mapped), locked for one gather that
     /// copies straight out of them ([`Resident::copy`]); `tick` is the
     /// gather's when this view serves one part of a parallel gather
     /// ([`Resident::tick`]), `None` to start a new gather. `None` when the

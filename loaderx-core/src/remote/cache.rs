@@ -1,5 +1,7 @@
 //! The block cache: fixed-size payload blocks in memory and in a shared
-//! directory, keyed by the store's identity, checksummed on every read.
+//! directory, keyed by the store's identity; a block file is checked
+//! (length and checksum) when an open store first maps it, and read out of
+//! its map from then on.
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
@@ -52,7 +54,12 @@ impl BlockCache {
             })
         });
         let disk = match &o.cache_dir {
-            Some(root) => Some(DiskCache::new(root, identity, o.cache_bytes)?),
+            Some(root) => Some(DiskCache::new(
+                root,
+                identity,
+                o.cache_bytes,
+                o.block_bytes,
+            )?),
             None => None,
         };
         if memory.is_none() && disk.is_none() {
@@ -103,22 +110,32 @@ impl BlockCache {
         }
     }
 
-    /// Whether block `b` of shard `s` is cached (in memory, or a file in
-    /// the directory, unchecked): what a prefetch leaves alone.
+    /// Whether block `b` of shard `s` is cached (in memory, mapped, or a
+    /// file in the directory, unchecked): what a prefetch leaves alone.
     pub(super) fn contains(&self, s: usize, b: u64) -> bool {
         let in_memory = self
             .memory
             .as_ref()
             .and_then(|m| m.read().ok())
             .is_some_and(|m| m.blocks.contains_key(&block_key(s, b)));
-        in_memory || self.disk.as_ref().is_some_and(|d| d.file(s, b).exists())
+        in_memory || self.disk.as_ref().is_some_and(|d| d.contains(s, b))
+    }
+
+    /// The tier a gather copies straight out of: the memory tier, or
+    /// without one the directory's mapped blocks (`true`: those).
+    pub(super) fn resident_tier(&self) -> Option<(&RwLock<MemoryBlocks>, bool)> {
+        match (&self.memory, &self.disk) {
+            (Some(m), _) => Some((m, false)),
+            (None, Some(d)) => Some((&d.maps, true)),
+            (None, None) => None,
+        }
     }
 
     /// Blocks `(s, b, len)` (block `b` of shard `s`, `len` bytes long), in
     /// order, `None` where not cached. The memory tier is read-locked once
-    /// for the whole list. From the directory a block is read whole and kept
-    /// in memory when there is a memory tier; without one, only its open
-    /// file is returned, and a gather reads just the bytes it needs from it.
+    /// for the whole list. From the directory a block comes out of its map
+    /// (mapped and checked when first asked for), and is copied into the
+    /// memory tier when there is one.
     pub(super) fn get_many(&self, keys: &[(usize, u64, u64)]) -> Vec<Option<Hit>> {
         let mut hits: Vec<Option<Hit>> = match self.memory.as_ref().and_then(|m| m.read().ok()) {
             Some(m) => {
@@ -143,7 +160,8 @@ impl BlockCache {
                 if let Some(m) = &self.memory
                     && let Ok(mut m) = m.write()
                 {
-                    m.put(s, b, bytes.clone());
+                    // A copy: the memory tier holds memory, not maps.
+                    m.put(s, b, Bytes::copy_from_slice(&bytes));
                 }
                 Hit::Disk(bytes)
             });
@@ -151,17 +169,18 @@ impl BlockCache {
         hits
     }
 
-    /// The memory tier's blocks holding every `(record, shard, offset,
-    /// length)` of `wanted`, with how many blocks that is (the memory hits);
-    /// `None` when one is not in memory (the general path then fetches what
-    /// is missing). The tier is read-locked while the blocks are looked up
+    /// The resident tier's blocks ([`Self::resident_tier`]) holding every
+    /// `(record, shard, offset, length)` of `wanted`, with how many blocks
+    /// that is (the hits); `None` when one is not resident (the general
+    /// path then fetches what is missing). The tier is read-locked while
+    /// the blocks are looked up
     /// (each once, however many records it holds), not while the gather
     /// decodes. The stored bytes of a record straddling blocks are copied
     /// into a piece of their own (a fraction of a percent of records with
     /// the default 256 KiB blocks).
     pub(super) fn resident(&self, wanted: &[(u64, usize, u64, u32)]) -> Option<(Fetched, u64)> {
         let g = self.geometry;
-        let m = self.memory.as_ref()?.read().ok()?;
+        let m = self.resident_tier()?.0.read().ok()?;
         let tick = m.next_tick();
         let mut blocks: HashMap<u64, Bytes, FastKeys> = HashMap::with_capacity_and_hasher(
             wanted.len().min(m.blocks.len()),
@@ -234,7 +253,7 @@ impl BlockCache {
 pub(super) enum Hit {
     /// From the memory tier.
     Memory(Bytes),
-    /// Read whole from the directory, its checksum verified.
+    /// From the directory: out of the block's map, checked when mapped.
     Disk(Bytes),
 }
 
@@ -256,9 +275,27 @@ pub(super) const CACHE_MARKER: &str = "LOADERX-BLOCK-CACHE";
 /// Bytes of the checksum that follows each block in its file.
 pub(super) const CHECKSUM_LEN: usize = 32;
 
+/// The most block files one open store keeps mapped (each is one mapping
+/// of the process's `vm.max_map_count`, 65530 by default on Linux).
+pub(super) const MAX_MAPPED_BLOCKS: u64 = 8192;
+
+/// How often, at most, the blocks an open store read from its maps are
+/// marked recently used in the directory (their modification time, which
+/// eviction goes by); also done at eviction and when the store is dropped.
+pub(super) const RECENCY_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Blocks in a directory shared by processes:
 /// `ROOT/loaderx-blocks-v1/IDENTITY/S-B.blk`, each a block's bytes and
 /// their checksum.
+///
+/// A block is read through a map of its file, checked (length and
+/// checksum) once, when this open store first maps it, and then kept in
+/// [`DiskCache::maps`], a bounded table of mapped blocks that a hit reads
+/// straight out of: only the bytes a gather asks for are touched, and a hit
+/// makes no system call. Recency is kept in that table and written to the
+/// directory (as the files' modification times) at most every
+/// [`RECENCY_INTERVAL`], before this process evicts, and when the store is
+/// dropped, never per read.
 pub(super) struct DiskCache {
     /// `ROOT/loaderx-blocks-v1`.
     pub(super) root: PathBuf,
@@ -269,6 +306,19 @@ pub(super) struct DiskCache {
     /// This process's estimate of the directory's size, all stores.
     pub(super) used: AtomicU64,
     pub(super) evicting: Mutex<()>,
+    /// The blocks this open store has mapped and checked, by [`block_key`],
+    /// least recently used unmapped first beyond its limit (at most
+    /// [`MAX_MAPPED_BLOCKS`] blocks, and at most the directory's limit).
+    /// Its stamps are the blocks' recency in this process.
+    pub(super) maps: RwLock<MemoryBlocks>,
+    /// The tick of [`DiskCache::maps`] up to which recency was written to
+    /// the directory.
+    pub(super) flushed_tick: AtomicU64,
+    /// Seconds since `born` when recency was last written.
+    pub(super) flushed_at: AtomicU64,
+    pub(super) born: Instant,
+    /// Held while recency is written.
+    pub(super) flushing: Mutex<()>,
 }
 
 /// Creates directory `dir` if absent and checks that it is a directory, not
@@ -292,17 +342,37 @@ pub(super) fn own_dir(dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// Opens `path` for reading without following a symbolic link.
+/// Opens `path` for reading without following a symbolic link (and without
+/// waiting on a FIFO put in a block's place).
 pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
 }
 
+/// Shard and block of a [`block_key`].
+fn unkey(key: u64) -> (usize, u64) {
+    ((key & 0xff) as usize, key >> 8)
+}
+
+/// Shard and block of a block file's name (`S-B.blk`).
+fn block_of_name(name: &str) -> Option<(usize, u64)> {
+    let (s, b) = name.strip_suffix(".blk")?.split_once('-')?;
+    // Shards number at most 255: another name is none of this store's.
+    Some((usize::from(s.parse::<u8>().ok()?), b.parse().ok()?))
+}
+
 impl DiskCache {
-    pub(super) fn new(base: &Path, identity: &str, limit: u64) -> Result<DiskCache, Error> {
+    /// The cache of the store `identity` in directory `base`, which holds
+    /// at most `limit` bytes of blocks of at most `block_bytes` bytes each.
+    pub(super) fn new(
+        base: &Path,
+        identity: &str,
+        limit: u64,
+        block_bytes: u64,
+    ) -> Result<DiskCache, Error> {
         std::fs::create_dir_all(base).map_err(|e| Error::io(base, e))?;
         let root = base.join(CACHE_SUBDIR);
         own_dir(&root)?;
@@ -328,6 +398,10 @@ impl DiskCache {
         let dir = root.join(identity);
         own_dir(&dir)?;
         let used = scan(&root).iter().map(|f| f.1).sum();
+        let maps = MemoryBlocks {
+            limit: limit.min(MAX_MAPPED_BLOCKS.saturating_mul(block_bytes)),
+            ..MemoryBlocks::default()
+        };
         Ok(DiskCache {
             root,
             dir,
@@ -335,6 +409,11 @@ impl DiskCache {
             limit,
             used: AtomicU64::new(used),
             evicting: Mutex::new(()),
+            maps: RwLock::new(maps),
+            flushed_tick: AtomicU64::new(0),
+            flushed_at: AtomicU64::new(0),
+            born: Instant::now(),
+            flushing: Mutex::new(()),
         })
     }
 
@@ -355,28 +434,98 @@ impl DiskCache {
         h.finalize().into()
     }
 
-    /// Block `b` of shard `s` if its file holds `len` bytes and their
-    /// checksum (else the file is removed, to be fetched again); marks it
-    /// recently used.
+    /// Whether block `b` of shard `s` is mapped, or has a file (unchecked).
+    pub(super) fn contains(&self, s: usize, b: u64) -> bool {
+        let mapped = self
+            .maps
+            .read()
+            .is_ok_and(|m| m.blocks.contains_key(&block_key(s, b)));
+        mapped || self.file(s, b).exists()
+    }
+
+    /// Block `b` of shard `s`, `len` bytes long: out of its map when this
+    /// open store has mapped it, else mapped now if its file holds `len`
+    /// bytes and their checksum (else the file is removed, to be fetched
+    /// again). Marks it recently used, in memory.
     pub(super) fn get(&self, s: usize, b: u64, len: u64) -> Option<Bytes> {
-        let p = self.file(s, b);
-        let mut f = open_nofollow(&p).ok()?;
-        let want = len + CHECKSUM_LEN as u64;
-        let mut buf = Vec::with_capacity(usize::try_from(want).ok()?);
-        // One byte more than expected tells a block of the wrong length.
-        (&mut f).take(want + 1).read_to_end(&mut buf).ok()?;
-        let ok = buf.len() as u64 == want && {
-            let (block, sum) = buf.split_at(len as usize);
-            self.checksum(s, b, block)[..] == *sum
+        let key = block_key(s, b);
+        let mapped_len = {
+            let m = self.maps.read().unwrap_or_else(|e| e.into_inner());
+            let tick = m.next_tick();
+            match m.touch(key, tick) {
+                Some((bytes, _)) if bytes.len() as u64 == len => return Some(bytes.clone()),
+                Some(_) => true,
+                None => false,
+            }
         };
-        if !ok {
-            let _ = std::fs::remove_file(&p);
+        if mapped_len {
+            // Asked for at another length: not this block (as for a file).
+            self.forget(key);
+            let _ = std::fs::remove_file(self.file(s, b));
             return None;
         }
-        // Recently used: eviction goes by modification time.
-        let _ = f.set_modified(SystemTime::now());
-        buf.truncate(len as usize);
-        Some(Bytes::from(buf))
+        let bytes = self.open(s, b, len)?;
+        self.maps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .put(s, b, bytes.clone());
+        Some(bytes)
+    }
+
+    /// Maps block `b` of shard `s` and checks it (`len` bytes and their
+    /// checksum); a file that fails is removed.
+    fn open(&self, s: usize, b: u64, len: u64) -> Option<Bytes> {
+        let p = self.file(s, b);
+        let f = open_nofollow(&p).ok()?;
+        let want = len.checked_add(CHECKSUM_LEN as u64)?;
+        let whole = match f.metadata() {
+            Ok(m) if m.is_file() && m.len() == want => self.map_or_read(&f, want),
+            Ok(m) if !m.is_file() => return None,
+            _ => None,
+        };
+        let ok = whole.filter(|whole| {
+            let (block, sum) = whole.split_at(len as usize);
+            self.checksum(s, b, block)[..] == *sum
+        });
+        match ok {
+            Some(whole) => Some(whole.slice(..len as usize)),
+            None => {
+                let _ = std::fs::remove_file(&p);
+                None
+            }
+        }
+    }
+
+    /// The `len` bytes of block file `f` (its size): mapped, or read into
+    /// memory where the map fails (no mappings left).
+    fn map_or_read(&self, f: &File, len: u64) -> Option<Bytes> {
+        let n = usize::try_from(len).ok()?;
+        // SAFETY: memmap2 requires that the mapped file is not modified or
+        // truncated while mapped. Block files are immutable: loaderx writes
+        // each to a fresh temporary file and renames it into place, never
+        // writes to a block file again, and deletes it by unlinking (the
+        // map stays valid). A foreign process truncating a file in the
+        // cache directory is outside that contract and documented as such
+        // (it would raise SIGBUS, as for a local store's shards); one
+        // changing bytes in place is as trusted as the directory is.
+        let map = unsafe { memmap2::MmapOptions::new().len(n).map(f) };
+        match map {
+            Ok(map) => Some(Bytes::from_owner(map)),
+            Err(_) => {
+                let mut buf = Vec::with_capacity(n);
+                // One byte more than expected tells a file that grew.
+                f.take(len + 1).read_to_end(&mut buf).ok()?;
+                (buf.len() == n).then(|| Bytes::from(buf))
+            }
+        }
+    }
+
+    /// Drops block `key` from the maps.
+    fn forget(&self, key: u64) {
+        self.maps
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 
     pub(super) fn put(&self, s: usize, b: u64, bytes: &[u8]) {
@@ -403,12 +552,57 @@ impl DiskCache {
         }
     }
 
+    /// Writes recency to the directory when [`RECENCY_INTERVAL`] has passed
+    /// since it last was: what a gather calls (a clock read otherwise).
+    pub(super) fn note_use(&self) {
+        let now = self.born.elapsed().as_secs();
+        let last = self.flushed_at.load(Ordering::Relaxed);
+        if now >= last + RECENCY_INTERVAL.as_secs()
+            && self
+                .flushed_at
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            self.flush_recency();
+        }
+    }
+
+    /// Marks the blocks read out of the maps since the last call recently
+    /// used in the directory (their files' modification time, which
+    /// eviction goes by, in every process sharing the directory).
+    pub(super) fn flush_recency(&self) {
+        let Ok(_guard) = self.flushing.try_lock() else {
+            return;
+        };
+        let used: Vec<u64> = {
+            let m = self.maps.read().unwrap_or_else(|e| e.into_inner());
+            let since = self.flushed_tick.load(Ordering::Relaxed);
+            self.flushed_tick
+                .store(m.tick.load(Ordering::Relaxed), Ordering::Relaxed);
+            m.blocks
+                .iter()
+                .filter(|(_, c)| c.stamp.load(Ordering::Relaxed) > since)
+                .map(|(&k, _)| k)
+                .collect()
+        };
+        let now = SystemTime::now();
+        for key in used {
+            let (s, b) = unkey(key);
+            // Evicted by another process meanwhile: nothing to mark.
+            if let Ok(f) = open_nofollow(&self.file(s, b)) {
+                let _ = f.set_modified(now);
+            }
+        }
+    }
+
     /// Deletes the least recently used blocks of every store in the
-    /// directory until it is under 90% of its limit.
+    /// directory until it is under 90% of its limit (this store's recency
+    /// written first; its blocks deleted are unmapped).
     pub(super) fn evict(&self) {
         let Ok(_guard) = self.evicting.try_lock() else {
             return;
         };
+        self.flush_recency();
         let mut files = scan(&self.root);
         files.sort_unstable_by_key(|f| f.2);
         let mut total: u64 = files.iter().map(|f| f.1).sum();
@@ -420,8 +614,20 @@ impl DiskCache {
             // Another process may have removed it first.
             let _ = std::fs::remove_file(&p);
             total = total.saturating_sub(len);
+            if p.parent() == Some(self.dir.as_path())
+                && let Some((s, b)) = p.file_name().and_then(|n| block_of_name(n.to_str()?))
+            {
+                self.forget(block_key(s, b));
+            }
         }
         self.used.store(total, Ordering::Relaxed);
+    }
+}
+
+impl Drop for DiskCache {
+    /// Writes this open store's recency to the directory.
+    fn drop(&mut self) {
+        self.flush_recency();
     }
 }
 

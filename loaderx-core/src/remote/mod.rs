@@ -58,9 +58,18 @@
 //!   share one directory: blocks are written to a fresh temporary file
 //!   (created exclusively, never through a link) and renamed into place;
 //!   every block file ends in a SHA-256 of the identity, the block's place
-//!   and its bytes, checked on every read, so a damaged, truncated or
-//!   foreign block is a miss and is fetched again, as is a block evicted by
-//!   another process.
+//!   and its bytes, checked once per open store, when it first maps the
+//!   file, so a damaged, truncated or foreign block is a miss and is
+//!   fetched again, as is a block evicted by another process. From then on
+//!   a hit reads the map (a bounded table of at most 8192 mapped blocks per
+//!   open store; without a memory tier a gather copies straight out of it,
+//!   as out of a local store's maps): only the bytes asked for are touched,
+//!   and no system call is made. Recency is kept in memory and written to
+//!   the directory (the files' modification times, which eviction goes by)
+//!   at most every 30 s, before this process evicts and when the store is
+//!   dropped, never per read. A block file truncated by a foreign process
+//!   while mapped raises `SIGBUS`, as a local store's shard would: loaderx
+//!   itself never writes to a block file once it is in place.
 //! - **The cache directory** is shared: loaderx owns only its subdirectory
 //!   `loaderx-blocks-v1` ([`CACHE_SUBDIR`], with a marker file) and deletes
 //!   only block files it named there, so a cache root pointed at a data
@@ -102,7 +111,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};

@@ -37,7 +37,8 @@ pub(super) enum Fetched {
     /// Contiguous pieces of the shards, `(shard, start, bytes)`, sorted by
     /// shard and start, disjoint: what the general path assembles.
     Pieces(Vec<(usize, u64, Bytes)>),
-    /// Every block the gather touches, each from the memory tier (no copy),
+    /// Every block the gather touches, each from the resident tier (the
+    /// memory tier, or the directory's maps; no copy),
     /// by [`block_key`]; each record that straddles blocks has a piece of
     /// its own in `stitched`, `(shard, start, bytes)` sorted by shard,
     /// start and length (pieces of different records may overlap).
@@ -122,6 +123,9 @@ impl ShardSource for RemoteShards {
         let o = &inner.opts;
         // Warm: every block in the memory tier. The blocks themselves are
         // what was fetched; no ranges, no copies but of straddling records.
+        if let Some(d) = inner.cache.as_ref().and_then(|c| c.disk.as_ref()) {
+            d.note_use();
+        }
         if let Some(cache) = &inner.cache
             && let Some((fetched, hits)) = cache.resident(&wanted)
         {
@@ -205,15 +209,35 @@ impl ShardSource for RemoteShards {
         got.map_or(0, |blocks| blocks.iter().map(|(_, b)| b.len() as u64).sum())
     }
 
-    /// The memory tier read-locked; `None` without one.
+    /// The memory tier read-locked, or without one the directory's mapped
+    /// blocks; `None` without either.
     fn resident(&self, tick: Option<u64>) -> Option<Resident<'_>> {
         let cache = self.inner.cache.as_ref()?;
-        let memory = cache.memory.as_ref()?.read().ok()?;
+        if tick.is_none()
+            && let Some(d) = &cache.disk
+        {
+            d.note_use();
+        }
+        let memory = cache.resident_tier()?.0.read().ok()?;
         Some(Resident::new(memory, tick, cache.geometry))
     }
 
+    /// Counted as memory hits, or as disk hits when the resident tier is
+    /// the directory's maps.
     fn count_memory_hits(&self, n: u64) {
-        self.inner.stats.memory_hits.fetch_add(n, Ordering::Relaxed);
+        let stats = &self.inner.stats;
+        let disk = self
+            .inner
+            .cache
+            .as_ref()
+            .and_then(BlockCache::resident_tier)
+            .is_some_and(|t| t.1);
+        let c = if disk {
+            &stats.disk_hits
+        } else {
+            &stats.memory_hits
+        };
+        c.fetch_add(n, Ordering::Relaxed);
     }
 }
 

@@ -298,7 +298,7 @@ const ID: &str = "0123456789abcdef0123456789abcdef";
 fn the_disk_cache_refetches_a_damaged_block_and_evicts_by_age() {
     let dir = tempfile::tempdir().unwrap();
     // Each block file is its bytes and a 32-byte checksum: 42 bytes.
-    let d = DiskCache::new(dir.path(), ID, 100).unwrap();
+    let d = DiskCache::new(dir.path(), ID, 100, 4096).unwrap();
     d.put(0, 0, b"0123456789");
     assert_eq!(d.get(0, 0, 10).as_deref(), Some(&b"0123456789"[..]));
     assert_eq!(d.get(0, 0, 9), None, "wrong length is a miss");
@@ -314,7 +314,7 @@ fn the_disk_cache_refetches_a_damaged_block_and_evicts_by_age() {
     std::fs::rename(d.file(0, 6), d.file(0, 7)).unwrap();
     assert_eq!(d.get(0, 7, 10), None, "moved to another block");
     d.put(0, 6, b"abcdefghij");
-    let other = DiskCache::new(dir.path(), &ID.replace('0', "f"), 100).unwrap();
+    let other = DiskCache::new(dir.path(), &ID.replace('0', "f"), 100, 4096).unwrap();
     std::fs::copy(d.file(0, 6), other.file(0, 6)).unwrap();
     assert_eq!(other.get(0, 6, 10), None, "of another store");
     assert!(d.get(0, 6, 10).is_some());
@@ -335,6 +335,205 @@ fn the_disk_cache_refetches_a_damaged_block_and_evicts_by_age() {
     assert!(names.iter().all(|n| n.ends_with(".blk")), "{names:?}");
 }
 
+/// The modification time of `p`.
+fn mtime(p: &Path) -> SystemTime {
+    std::fs::symlink_metadata(p).unwrap().modified().unwrap()
+}
+
+/// Sets the modification time of `p` to `secs` after the epoch.
+fn set_mtime(p: &Path, secs: u64) {
+    let f = std::fs::File::open(p).unwrap();
+    f.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+        .unwrap();
+}
+
+#[test]
+fn a_disk_hit_reads_its_map_and_writes_recency_only_when_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = DiskCache::new(dir.path(), ID, 1 << 20, 4096).unwrap();
+    d.put(0, 0, b"0123456789");
+    let p = d.file(0, 0);
+    set_mtime(&p, 1_000_000);
+    let old = mtime(&p);
+    for _ in 0..100 {
+        assert_eq!(d.get(0, 0, 10).as_deref(), Some(&b"0123456789"[..]));
+    }
+    assert_eq!(mtime(&p), old, "a hit wrote the file's metadata");
+    assert!(d.maps.read().unwrap().blocks.contains_key(&block_key(0, 0)));
+    // Checked once, when mapped: the map is what a hit reads, even after
+    // the file is gone (evicted by another process).
+    std::fs::rename(&p, dir.path().join("elsewhere")).unwrap();
+    assert_eq!(d.get(0, 0, 10).as_deref(), Some(&b"0123456789"[..]));
+    std::fs::rename(dir.path().join("elsewhere"), &p).unwrap();
+    // Recency reaches the directory when flushed (every 30 s at most, at
+    // eviction, when the store is dropped), once per block.
+    d.flush_recency();
+    let flushed = mtime(&p);
+    assert!(
+        flushed > old + Duration::from_secs(1_000_000),
+        "{flushed:?}"
+    );
+    set_mtime(&p, 1_000_000);
+    d.flush_recency();
+    assert_eq!(mtime(&p), old, "flushed again without a use");
+    assert!(d.get(0, 0, 10).is_some());
+    drop(d);
+    assert!(mtime(&p) > old, "recency written when the store is dropped");
+}
+
+#[test]
+fn eviction_keeps_blocks_read_from_their_maps_and_unmaps_what_it_deletes() {
+    let dir = tempfile::tempdir().unwrap();
+    // Each block file is 42 bytes: three fit, a fourth evicts one (to 90%).
+    let d = DiskCache::new(dir.path(), ID, 140, 4096).unwrap();
+    for b in 1..=3 {
+        d.put(0, b, b"0123456789");
+        set_mtime(&d.file(0, b), 1_000_000 + 10 * b);
+    }
+    for b in [1, 2] {
+        assert!(d.get(0, b, 10).is_some());
+    }
+    d.flush_recency();
+    // Block 1 is read again (in memory only); 2 and 3 are not.
+    for b in 2..=3 {
+        set_mtime(&d.file(0, b), 1_000_000 + 10 * b);
+    }
+    set_mtime(&d.file(0, 1), 1_000_000);
+    assert!(d.get(0, 1, 10).is_some());
+    d.put(0, 4, b"0123456789");
+    assert!(d.used.load(Ordering::Relaxed) <= 140);
+    let left: u64 = scan(&d.root).iter().map(|f| f.1).sum();
+    assert!(left <= 140, "{left}");
+    assert!(d.file(0, 1).exists(), "the block read last was kept");
+    assert!(!d.file(0, 2).exists(), "the least recently used went");
+    assert!(
+        !d.maps.read().unwrap().blocks.contains_key(&block_key(0, 2)),
+        "and was unmapped"
+    );
+    assert_eq!(d.get(0, 2, 10), None);
+    assert!(d.get(0, 1, 10).is_some() && d.get(0, 3, 10).is_some());
+}
+
+#[test]
+fn blocks_damaged_in_the_directory_before_first_use_are_fetched_again() {
+    use crate::{CreateOptions, DType, DynDense, DynDenseWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let path = dir.path().join("s");
+    let opts = CreateOptions::new(Codec::Raw).data_shards(1);
+    let mut w = DynDenseWriter::create(&path, DType::U8, &[1000], &opts).unwrap();
+    w.append_bytes(&bytes(7, 40 * 1000), 40).unwrap();
+    w.close().unwrap();
+    push_in_memory(&mem, &path, "s");
+    let local = DynDense::open(&path).unwrap();
+    let all: Vec<u64> = (0..40).collect();
+    let want = local.gather_bytes(&all).unwrap();
+    let cache = dir.path().join("cache");
+    let o = RemoteOptions::default()
+        .memory_cache_bytes(0)
+        .cache_dir(Some(cache.clone()))
+        .block_bytes(4096);
+    let open = || DynDense::from_engine(open_target(in_memory(&mem, "s"), &o).unwrap()).unwrap();
+    let first = open();
+    assert_eq!(first.gather_bytes(&all).unwrap(), want);
+    drop(first);
+    // 40 000 bytes: blocks 0 to 9. One flipped byte, one truncated file,
+    // one file of another block in a block's place.
+    let store = std::fs::read_dir(cache.join(CACHE_SUBDIR))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_type().unwrap().is_dir())
+        .unwrap()
+        .path();
+    let file = |b: u64| store.join(format!("0-{b}.blk"));
+    let mut raw = std::fs::read(file(2)).unwrap();
+    raw[100] ^= 1;
+    std::fs::write(file(2), raw).unwrap();
+    let raw = std::fs::read(file(5)).unwrap();
+    std::fs::write(file(5), &raw[..raw.len() - 1]).unwrap();
+    std::fs::copy(file(8), file(7)).unwrap();
+    let second = open();
+    for pass in 0..3 {
+        assert_eq!(second.gather_bytes(&all).unwrap(), want, "pass {pass}");
+    }
+    let st = second.remote_stats().unwrap();
+    assert_eq!(st.misses, 3, "{st:?}");
+    assert!(st.disk_hits > 0 && st.memory_hits == 0, "{st:?}");
+    drop(second);
+    // Written again, whole: a third open finds every block.
+    let third = open();
+    assert_eq!(third.gather_bytes(&all).unwrap(), want);
+    let st = third.remote_stats().unwrap();
+    assert_eq!(st.misses, 0, "{st:?}");
+}
+
+#[test]
+fn warm_gathers_from_the_cache_directory_write_no_metadata() {
+    use crate::{CreateOptions, DType, DynRagged, DynRaggedWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let path = dir.path().join("r");
+    let opts = CreateOptions::new(Codec::Raw).data_shards(2);
+    let mut w = DynRaggedWriter::create(&path, DType::U8, 1, &opts).unwrap();
+    let payload = bytes(11, 300 * 200);
+    let recs: Vec<(Vec<usize>, &[u8])> = (0..300)
+        .map(|i| {
+            let n = 20 + i % 180;
+            (vec![n], &payload[i * 200..i * 200 + n])
+        })
+        .collect();
+    w.append_bytes(recs.iter().map(|(s, b)| (&s[..], *b)))
+        .unwrap();
+    w.close().unwrap();
+    push_in_memory(&mem, &path, "r");
+    let local = DynRagged::open(&path).unwrap();
+    let cache = dir.path().join("cache");
+    let o = RemoteOptions::default()
+        .memory_cache_bytes(0)
+        .cache_dir(Some(cache.clone()))
+        .block_bytes(4096);
+    let batches: Vec<Vec<u64>> = (0..6).map(|k| scattered(300, 64, k)).collect();
+    let flat = |b: &crate::DynRaggedBatch| -> Vec<Vec<u8>> {
+        (0..b.len()).map(|k| b.bytes(k).to_vec()).collect()
+    };
+    let remote = DynRagged::from_engine(open_target(in_memory(&mem, "r"), &o).unwrap()).unwrap();
+    for idx in &batches {
+        remote.gather(idx).unwrap();
+    }
+    let files: Vec<PathBuf> = scan(&cache.join(CACHE_SUBDIR))
+        .into_iter()
+        .map(|f| f.0)
+        .collect();
+    assert!(!files.is_empty());
+    for f in &files {
+        set_mtime(f, 1_000_000);
+    }
+    let before = remote.remote_stats().unwrap();
+    for _ in 0..3 {
+        for idx in &batches {
+            assert_eq!(
+                flat(&remote.gather(idx).unwrap()),
+                flat(&local.gather(idx).unwrap())
+            );
+        }
+    }
+    let after = remote.remote_stats().unwrap();
+    assert_eq!(after.requests, before.requests);
+    assert!(after.disk_hits > before.disk_hits, "{after:?}");
+    assert_eq!(after.memory_hits, 0, "{after:?}");
+    for f in &files {
+        let t = mtime(f);
+        assert_eq!(t, SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000));
+    }
+    drop(remote);
+    assert!(
+        files
+            .iter()
+            .all(|f| mtime(f) > SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000)),
+        "recency written when the store is dropped"
+    );
+}
+
 #[test]
 fn eviction_deletes_only_in_the_owned_subdirectory() {
     let dir = tempfile::tempdir().unwrap();
@@ -346,7 +545,7 @@ fn eviction_deletes_only_in_the_owned_subdirectory() {
     let named = dir.path().join(ID);
     std::fs::create_dir(&named).unwrap();
     std::fs::write(named.join("0-0.blk"), b"precious").unwrap();
-    let d = DiskCache::new(dir.path(), ID, 50).unwrap();
+    let d = DiskCache::new(dir.path(), ID, 50, 4096).unwrap();
     assert!(dir.path().join(CACHE_SUBDIR).join(CACHE_MARKER).is_file());
     assert!(d.dir.starts_with(dir.path().join(CACHE_SUBDIR)));
     for b in 0..8 {
@@ -373,7 +572,7 @@ fn eviction_deletes_only_in_the_owned_subdirectory() {
     // A link in place of the owned subdirectory is refused.
     let other = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(dir.path(), other.path().join(CACHE_SUBDIR)).unwrap();
-    assert!(DiskCache::new(other.path(), ID, 50).is_err());
+    assert!(DiskCache::new(other.path(), ID, 50, 4096).is_err());
 }
 
 #[test]
