@@ -170,6 +170,7 @@ pub enum Error {
 impl Error {
     /// A [`Error::Source`] at `line` of the file `label` (1-based, as an
     /// editor counts): `line 7: detail`.
+    #[cfg(feature = "arrow")]
     pub(crate) fn at_line(label: &str, line: u64, detail: impl fmt::Display) -> Self {
         Error::Source {
             file: label.to_owned(),
