@@ -499,7 +499,7 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> Iterator
         let started = Instant::now();
         let result = self.loader.fetch(step);
         let c = &self.loader.shared.counters;
-        let waited = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let waited = super::lap::nanos(started.elapsed());
         c.wait_ns.fetch_add(waited, Ordering::Relaxed);
         if result.is_ok() {
             c.batches.fetch_add(1, Ordering::Relaxed);

@@ -82,8 +82,24 @@ pub(crate) struct Lapped {
     pub(crate) indices: Vec<u64>,
 }
 
-fn nanos(d: std::time::Duration) -> u64 {
+/// `d` in nanoseconds, saturating (the recorder's unit).
+pub(crate) fn nanos(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Adds the time from the last boundary to `now` to the stage being left,
+/// which is returned, and makes `now` the last boundary.
+fn charge(lap: &Lap, now: Instant) -> Stage {
+    let left = lap.current.get();
+    if let Some(since) = lap.since.get() {
+        let c = &lap.ns[left.index()];
+        c.set(
+            c.get()
+                .saturating_add(nanos(now.saturating_duration_since(since))),
+        );
+    }
+    lap.since.set(Some(now));
+    left
 }
 
 /// Starts timing a batch on this thread, in `stage`; with `spans`, stage
@@ -129,16 +145,7 @@ pub(crate) fn switch(stage: Stage) -> Option<Stage> {
         if !lap.active.get() {
             return None;
         }
-        let now = Instant::now();
-        let left = lap.current.get();
-        if let Some(since) = lap.since.get() {
-            let c = &lap.ns[left.index()];
-            c.set(
-                c.get()
-                    .saturating_add(nanos(now.saturating_duration_since(since))),
-            );
-        }
-        lap.since.set(Some(now));
+        let left = charge(lap, Instant::now());
         lap.current.set(stage);
         if lap.spans.get() && left != stage {
             open_span(lap, stage);
@@ -200,14 +207,7 @@ pub(crate) fn note_indices(indices: &[u64]) {
 pub(crate) fn end(token: Token) -> Lapped {
     LAP.with(|lap| {
         let end = Instant::now();
-        let left = lap.current.get();
-        if let Some(since) = lap.since.get() {
-            let c = &lap.ns[left.index()];
-            c.set(
-                c.get()
-                    .saturating_add(nanos(end.saturating_duration_since(since))),
-            );
-        }
+        charge(lap, end);
         lap.active.set(false);
         lap.since.set(None);
         if lap.spans.get() {

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::histogram::Histogram;
-use super::lap::{self, Lapped, TARGET, Token};
+use super::lap::{self, Lapped, TARGET, Token, nanos};
 use super::stage::{STAGES, Stage};
 use super::stats::{LoaderStats, StageStats, StageTimes, WorkerStats};
 use super::trace_file::TraceFile;
@@ -175,10 +175,6 @@ impl std::fmt::Debug for Recorder {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Recorder {
