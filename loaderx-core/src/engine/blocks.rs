@@ -61,6 +61,12 @@ pub(crate) fn block_key(s: usize, b: u64) -> u64 {
     (b << 8) | (s as u64 & 0xff)
 }
 
+/// Shard and block of a [`block_key`]: its inverse.
+#[cfg(feature = "remote")]
+pub(crate) fn block_of_key(key: u64) -> (usize, u64) {
+    ((key & 0xff) as usize, key >> 8)
+}
+
 /// Hashes the memory tier's `u64` block keys: one multiply by the 64-bit
 /// golden ratio (Fibonacci hashing), whose high bits depend on every bit of
 /// the key, folded into the low bits that pick a bucket. std's SipHash costs

@@ -352,11 +352,6 @@ pub(super) fn open_nofollow(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// Shard and block of a [`block_key`].
-fn unkey(key: u64) -> (usize, u64) {
-    ((key & 0xff) as usize, key >> 8)
-}
-
 /// Shard and block of a block file's name (`S-B.blk`).
 fn block_of_name(name: &str) -> Option<(usize, u64)> {
     let (s, b) = name.strip_suffix(".blk")?.split_once('-')?;
@@ -587,7 +582,7 @@ impl DiskCache {
         };
         let now = SystemTime::now();
         for key in used {
-            let (s, b) = unkey(key);
+            let (s, b) = block_of_key(key);
             // Evicted by another process meanwhile: nothing to mark.
             if let Ok(f) = open_nofollow(&self.file(s, b)) {
                 let _ = f.set_modified(now);

@@ -124,7 +124,7 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use crate::engine::StoreReader;
-use crate::engine::blocks::{FastKeys, Geometry, MemoryBlocks, Resident, block_key};
+use crate::engine::blocks::{FastKeys, Geometry, MemoryBlocks, Resident, block_key, block_of_key};
 use crate::engine::reader::{
     Region, Shard, check_dict_len, check_meta_len, check_page, check_shard_len, codec_state,
 };
