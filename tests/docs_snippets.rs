@@ -58,6 +58,15 @@ pub(crate) fn into_result(r: impl IntoResult) -> Result<(), Box<dyn std::error::
 
 include!(concat!(env!("OUT_DIR"), "/snippets.rs"));
 
+/// The `int64` label store a converter writes beside a split's data:
+/// `split/label`, record `i` labelled `i % classes`.
+fn write_labels(split: &Path, n: usize, classes: usize) {
+    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
+    w.append(&Array1::<i64>::from_shape_fn(n, |i| (i % classes) as i64))
+        .unwrap();
+    w.close().unwrap();
+}
+
 /// `loaderx convert npy` of `data.npy` (`uint8 (n, 28, 28)`) and
 /// `label.npy` (`int64 (n,)`) into `root/<split>/{data,label}`.
 fn write_arrays(root: &Path, split: &str, n: usize) {
@@ -67,11 +76,7 @@ fn write_arrays(root: &Path, split: &str, n: usize) {
         DenseWriter::<u8>::create(root.join(split).join("data"), &[28, 28], Codec::Zstd).unwrap();
     w.append(&data).unwrap();
     w.close().unwrap();
-    let label = Array1::<i64>::from_shape_fn(n, |i| (i % 10) as i64);
-    let mut w =
-        DenseWriter::<i64>::create(root.join(split).join("label"), &[], Codec::Raw).unwrap();
-    w.append(&label).unwrap();
-    w.close().unwrap();
+    write_labels(&root.join(split), n, 10);
 }
 
 /// `loaderx convert parquet reviews.parquet` of a text column and an
@@ -84,10 +89,7 @@ fn write_text(root: &Path) {
         .collect();
     text.append(reviews).unwrap();
     text.close().unwrap();
-    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
-    w.append(&Array1::<i64>::from_shape_fn(100, |i| (i % 2) as i64))
-        .unwrap();
-    w.close().unwrap();
+    write_labels(&split, 100, 2);
 }
 
 /// `loaderx convert hf stanfordnlp/imdb --tokenizer gpt2`: token ids as
@@ -104,10 +106,7 @@ fn write_tokens(root: &Path) {
         .collect();
     text.append(reviews).unwrap();
     text.close().unwrap();
-    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
-    w.append(&Array1::<i64>::from_shape_fn(200, |i| (i % 2) as i64))
-        .unwrap();
-    w.close().unwrap();
+    write_labels(&split, 200, 2);
 }
 
 /// `loaderx convert images photos/` of JPEGs of two sizes in two classes:
@@ -115,7 +114,6 @@ fn write_tokens(root: &Path) {
 fn write_images(root: &Path) {
     let split = root.join("train");
     let mut images = RaggedWriter::<u8>::create(split.join("image"), 1, Codec::Raw).unwrap();
-    let mut labels = Vec::new();
     for i in 0..256u32 {
         let (w, h) = if i % 2 == 0 { (64, 48) } else { (40, 52) };
         let img = image::RgbImage::from_fn(w, h, |x, y| {
@@ -129,12 +127,9 @@ fn write_images(root: &Path) {
             )
             .unwrap();
         images.append([jpeg]).unwrap();
-        labels.push(i64::from(i % 2));
     }
     images.close().unwrap();
-    let mut w = DenseWriter::<i64>::create(split.join("label"), &[], Codec::Raw).unwrap();
-    w.append(&Array1::from(labels)).unwrap();
-    w.close().unwrap();
+    write_labels(&split, 256, 2);
     std::fs::write(split.join("classes.json"), r#"{"label": ["cat", "dog"]}"#).unwrap();
 }
 
