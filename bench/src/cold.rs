@@ -56,7 +56,7 @@ use crate::report::{Table, Target, num, ratio};
 use crate::stores::Result;
 
 /// The section's settings.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ColdConfig {
     /// Logical bytes of records per store.
     pub store_bytes: u64,
@@ -67,6 +67,8 @@ pub struct ColdConfig {
     /// Rounds of `fio` and the default loader (and of the windowed order
     /// and `fio`'s sequential read), in turn; medians are reported.
     pub rounds: usize,
+    /// Where the figure goes (`cold-vs-fio.svg`); `None`: no figure.
+    pub plots: Option<PathBuf>,
 }
 
 /// One workload of the section.
@@ -585,6 +587,8 @@ pub fn section(
     targets: &mut Vec<Target>,
     bar: &ProgressBar,
 ) -> Result<String> {
+    // Per workload: each reader's bandwidth over fio's best (the figure).
+    let mut figure: Vec<(String, [Option<f64>; 4])> = Vec::new();
     let version = Command::new("fio")
         .arg("--version")
         .output()
@@ -825,6 +829,15 @@ pub fn section(
                 shape.batch
             )
         };
+        figure.push((
+            shape.key.to_string(),
+            [
+                vs_fio(default.bytes_per_s),
+                vs_fio(best_workers.1.bytes_per_s),
+                numpy.and_then(|np| vs_fio(np.bytes_per_s)),
+                python.and_then(|p| vs_fio(p.bytes_per_s)),
+            ],
+        ));
         out.push_str(&format!("##### {}: {what}\n\n{}\n", shape.key, t.render()));
         if let Some((block, seq, w)) = windowed {
             let mut tw = Table::new(&["reader", "records/s>", "MiB/s>", "vs fio sequential>"]);
@@ -876,6 +889,40 @@ pub fn section(
             });
         }
         fs::remove_dir_all(&dir)?;
+    }
+    if let Some(dir) = &cfg.plots
+        && !figure.is_empty()
+    {
+        let path = dir.join("cold-vs-fio.svg");
+        let names = [
+            "loaderx, default",
+            "loaderx, best worker count",
+            "NumPy mmap",
+            "Python loaderx 2.8.19",
+        ];
+        let series: Vec<(String, Vec<Option<f64>>)> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (
+                    n.to_string(),
+                    figure.iter().map(|(_, v)| v[i]).collect::<Vec<_>>(),
+                )
+            })
+            .filter(|(_, v)| v.iter().any(Option::is_some))
+            .collect();
+        let keys: Vec<String> = figure.iter().map(|(k, _)| k.clone()).collect();
+        crate::plot::bars(
+            &path,
+            "Cold random reads: bandwidth over fio's best (1.0 = the drive)",
+            "share of fio's best",
+            &keys,
+            &series,
+        )?;
+        out.push_str(&format!(
+            "\n![cold reads against fio]({})\n",
+            crate::plot::shown(&path)
+        ));
     }
     Ok(out)
 }

@@ -4,12 +4,14 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold,vision]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold,vision,profile]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
 pub mod cold;
 pub mod loader;
+pub mod plot;
+pub mod profile;
 pub mod python;
 pub mod remote;
 pub mod report;
@@ -94,6 +96,11 @@ pub struct Args {
     /// Images in the `vision` corpus (default 20000; `--quick` 300).
     #[arg(long)]
     pub vision_images: Option<usize>,
+    /// Where the report's SVG figures are written (throughput against
+    /// workers, cold reads against fio, vision against torchvision);
+    /// default: `bench/plots` of the source tree, none with `--quick`.
+    #[arg(long)]
+    pub plots: Option<PathBuf>,
     /// The `loaderx` CLI binary the corpus is converted with (default:
     /// $LOADERX_CLI, else `loaderx` beside this binary).
     #[arg(long, env = "LOADERX_CLI")]
@@ -163,4 +170,18 @@ pub enum Child {
         /// Minimum timed seconds.
         seconds: f64,
     },
+}
+
+impl Args {
+    /// The directory the figures go to ([`plots`](Args::plots)), made;
+    /// `None` for a `--quick` run without `--plots`.
+    pub fn plot_dir(&self) -> std::io::Result<Option<PathBuf>> {
+        let dir = match (&self.plots, self.quick) {
+            (Some(d), _) => d.clone(),
+            (None, true) => return Ok(None),
+            (None, false) => std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("plots"),
+        };
+        std::fs::create_dir_all(&dir)?;
+        Ok(Some(dir))
+    }
 }

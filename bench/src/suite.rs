@@ -1401,19 +1401,39 @@ fn vision_section(
     targets: &mut Vec<Target>,
     bar: &ProgressBar,
 ) -> Result<String> {
-    let Some(python) = args.vision_python.clone().or_else(|| args.python.clone()) else {
+    let Some(setup) = vision_setup(args, root)? else {
         return Ok(
             "#### Vision\n\nNot run: the corpus needs a Python with PIL and NumPy (`--vision-python` or `--python`).\n"
                 .into(),
         );
     };
+    let quick_data = root.join("vision");
+    let progress = |m: String| bar.set_message(m);
+    let plots = args.plot_dir()?;
+    let section = crate::vision::section(
+        &setup,
+        min.max(Duration::from_secs_f64(if args.quick { 0.3 } else { 4.0 })),
+        targets,
+        &progress,
+        plots.as_deref(),
+    );
+    if args.vision_data.is_none() && args.quick && quick_data.exists() {
+        std::fs::remove_dir_all(&quick_data)?;
+    }
+    section
+}
+
+/// The `vision` corpus's set-up (`None` without a Python to make it).
+fn vision_setup(args: &Args, root: &Path) -> Result<Option<crate::vision::Setup>> {
+    let Some(python) = args.vision_python.clone().or_else(|| args.python.clone()) else {
+        return Ok(None);
+    };
     let images = args
         .vision_images
         .unwrap_or(if args.quick { 300 } else { 20_000 });
-    let quick_data = root.join("vision");
     let data = match &args.vision_data {
         Some(d) => d.clone(),
-        None if args.quick => quick_data.clone(),
+        None if args.quick => root.join("vision"),
         None => std::env::var_os("LOADERX_CACHE")
             .map(PathBuf::from)
             .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/loaderx")))
@@ -1425,24 +1445,48 @@ fn vision_section(
         Some(c) => c.clone(),
         None => std::env::current_exe()?.with_file_name("loaderx"),
     };
-    let setup = crate::vision::Setup {
+    Ok(Some(crate::vision::Setup {
         python,
         data,
         images,
         large: if args.quick { 20 } else { 200 },
         cli,
-    };
+    }))
+}
+
+/// The `profile` section: the verdict's predictions against
+/// measurements ([`crate::profile`]).
+fn profile_section(
+    args: &Args,
+    root: &Path,
+    targets: &mut Vec<Target>,
+    bar: &ProgressBar,
+) -> Result<String> {
     let progress = |m: String| bar.set_message(m);
-    let section = crate::vision::section(
-        &setup,
-        min.max(Duration::from_secs_f64(if args.quick { 0.3 } else { 4.0 })),
+    let split = match vision_setup(args, root)? {
+        Some(setup) => {
+            progress("profile: the vision corpus".into());
+            crate::vision::ensure_data(&setup)?;
+            Some(setup.data.join("stores").join("jpeg").join("train"))
+        }
+        None => None,
+    };
+    let cache_bytes = if args.quick {
+        256 << 20
+    } else {
+        (args.cold_gib * (1u64 << 30) as f64) as u64
+    };
+    let seconds = if args.quick { 1.0 } else { args.cold_seconds };
+    let plots = args.plot_dir()?;
+    crate::profile::section(
+        split.as_deref(),
+        root,
+        cache_bytes,
+        seconds,
         targets,
         &progress,
-    );
-    if args.vision_data.is_none() && args.quick && quick_data.exists() {
-        std::fs::remove_dir_all(&quick_data)?;
-    }
-    section
+        plots.as_deref(),
+    )
 }
 
 /// The signature of the loader sections.
@@ -1478,6 +1522,7 @@ pub fn run(args: &Args) -> Result<()> {
     let mut targets = Vec::new();
     let mut out = format!("### loaderx-bench\n\nMachine: {}\n\n", machine());
     let wants = |s: &str| args.sections.iter().any(|x| x == s);
+    let plots = args.plot_dir()?;
     if wants("stores") {
         for key in workload::KEYS {
             if !args.workloads.iter().any(|x| x == key) {
@@ -1548,6 +1593,7 @@ pub fn run(args: &Args) -> Result<()> {
             } else {
                 args.cold_rounds.max(1)
             },
+            plots: plots.clone(),
         };
         let peers = crate::cold::Peers {
             python: args.python.as_deref(),
@@ -1576,6 +1622,10 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if wants("vision") {
         let section = vision_section(args, &root, loader_min, &mut targets, &bar)?;
+        emit(&mut out, &section);
+    }
+    if wants("profile") {
+        let section = profile_section(args, &root, &mut targets, &bar)?;
         emit(&mut out, &section);
     }
     bar.finish_and_clear();

@@ -364,7 +364,10 @@ pub fn section(
     min: Duration,
     targets: &mut Vec<Target>,
     progress: &dyn Fn(String),
+    plots: Option<&Path>,
 ) -> Result<String> {
+    // (pipeline and images, workers, loaderx images/s, best torchvision's).
+    let mut figure: Vec<(String, usize, f64, Option<f64>)> = Vec::new();
     progress(format!("vision: the corpus at {}", setup.data.display()));
     ensure_data(setup)?;
     let data = &setup.data;
@@ -512,6 +515,12 @@ pub fn section(
                     ]);
                 }
             }
+            figure.push((
+                format!("{} {what}", pipe.name()),
+                workers,
+                ours.images_per_s,
+                base.map(|b| b.images_per_s),
+            ));
             if dir == "jpeg" {
                 let name = format!("vision {} JPEG, {workers} worker(s)", pipe.name());
                 let mut target = |what: &str, wanted: f64, measured: Option<f64>| {
@@ -568,6 +577,37 @@ pub fn section(
             ]);
         }
     }
+    let mut link = String::new();
+    if let Some(dir) = plots
+        && !figure.is_empty()
+    {
+        let path = dir.join("vision-vs-torchvision.svg");
+        let keys: Vec<String> = figure
+            .iter()
+            .map(|(w, n, _, _)| format!("{w}, {n} worker{}", if *n == 1 { "" } else { "s" }))
+            .collect();
+        let mut series = vec![(
+            "loaderx-rs DataLoader + vision stage".to_string(),
+            figure.iter().map(|f| Some(f.2)).collect::<Vec<_>>(),
+        )];
+        if figure.iter().any(|f| f.3.is_some()) {
+            series.push((
+                "best PIL + torchvision v2, torch DataLoader".to_string(),
+                figure.iter().map(|f| f.3).collect(),
+            ));
+        }
+        crate::plot::bars(
+            &path,
+            "Decode + augment: images per second",
+            "images/s",
+            &keys,
+            &series,
+        )?;
+        link = format!(
+            "\n![vision against torchvision]({})\n",
+            crate::plot::shown(&path)
+        );
+    }
     let sources: Value = std::fs::read(data.join("sources.json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
@@ -585,5 +625,5 @@ pub fn section(
         t.render(),
         "200 records each",
         d.render()
-    ))
+    ) + &link)
 }

@@ -274,6 +274,55 @@ fn headline(path: &Path, what: Kind, splits: &[Split]) -> String {
     }
 }
 
+/// The streams of one split of PATH, for commands that read one split
+/// (`loaderx profile`): a store alone is a split of one stream (named for
+/// its directory); a tree of several splits needs `split` (default
+/// `train`, when there is one). Returns how the split is named, and its
+/// streams.
+pub(crate) fn split_streams(
+    path: &Path,
+    split: Option<&str>,
+) -> Result<(String, Vec<(String, Store)>), Error> {
+    let splits = match open(path)? {
+        Target::Store(store) => {
+            let name = path
+                .file_name()
+                .map_or_else(|| "store".to_owned(), |n| n.to_string_lossy().into_owned());
+            return Ok((shown(path), vec![(name, *store)]));
+        }
+        Target::Tree { splits, .. } => splits,
+    };
+    let names: Vec<String> = splits.iter().map(|s| s.name.clone()).collect();
+    let want = match (split, splits.len()) {
+        (Some(w), _) => w.to_owned(),
+        (None, 1) => splits[0].name.clone(),
+        (None, _) if names.iter().any(|n| n == "train") => "train".to_owned(),
+        (None, _) => {
+            return Err(format!(
+                "{}: {} splits ({}); name one with --split",
+                shown(path),
+                names.len(),
+                names.join(", ")
+            )
+            .into());
+        }
+    };
+    let Some(found) = splits.into_iter().find(|s| s.name == want) else {
+        return Err(format!(
+            "{}: no split {want:?} (splits: {})",
+            shown(path),
+            names.join(", ")
+        )
+        .into());
+    };
+    let label = if found.name.is_empty() {
+        shown(path)
+    } else {
+        format!("{}/{}", shown(path), found.name)
+    };
+    Ok((label, found.streams))
+}
+
 /// `loaderx info PATH`.
 pub(crate) fn info(path: &Path) -> Result<String, Error> {
     let (what, splits) = match open(path)? {

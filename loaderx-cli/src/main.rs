@@ -26,6 +26,10 @@
 //!   extension;
 //! - `loaderx push STORE URL`: uploads a published store to object storage
 //!   (`s3://…`, `gs://…`, `az://…`), `meta.zr` last;
+//! - `loaderx profile DATASET`: runs the loader alone over a split and
+//!   prints the verdict (records/s, the bottleneck, the per-stage table,
+//!   predictions for other worker counts, page cache and decoding), and
+//!   writes the timeline as an SVG;
 //! - `loaderx migrate SRC DST --format 2.8.19`: rewrites a store into
 //!   another format generation (Dense payloads copied, Ragged records
 //!   re-headed only where their dims change width).
@@ -62,6 +66,7 @@ mod convert_args;
 use convert_args::{Convert, convert};
 
 mod inspect;
+mod profile;
 
 /// Any failure of a command.
 type Error = Box<dyn std::error::Error>;
@@ -140,6 +145,11 @@ enum Command {
     /// (DIR/part-<index>/<stream>), joined by a manifest.
     #[command(subcommand)]
     Dataset(DatasetCommand),
+    /// Run the loader alone over a split for a few seconds and print a
+    /// verdict: records/s, the bottleneck stage, the per-stage table, and
+    /// predicted records/s for other worker counts, a warm or cold page
+    /// cache and crop-first decoding; write the timeline as an SVG.
+    Profile(profile::ProfileArgs),
 }
 
 /// A `loaderx dataset` subcommand.
@@ -227,6 +237,7 @@ impl Command {
             ) => vec![dir.as_os_str()],
             Command::Migrate { src, dst, .. } => vec![src.as_os_str(), dst.as_os_str()],
             Command::Convert(c) => c.named(),
+            Command::Profile(p) => vec![p.dataset.as_os_str()],
         };
         named
             .into_iter()
@@ -403,6 +414,7 @@ fn run(command: &Command) -> Result<String, Error> {
             ))
         }
         Command::Dataset(d) => dataset(d),
+        Command::Profile(p) => profile::run(p),
         Command::Convert(c) => match dest(c.out()?)? {
             Dest::Local(out) => convert(c, out),
             Dest::Url(url) => {

@@ -101,6 +101,7 @@ mod loader;
 mod migrate;
 mod options;
 mod part_index;
+pub mod profile;
 mod ragged;
 #[cfg(feature = "remote")]
 mod remote;

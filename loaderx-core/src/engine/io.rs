@@ -988,6 +988,64 @@ pub(crate) fn evict(file: &File) -> bool {
     unsafe { libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) == 0 }
 }
 
+/// The CPU time every thread of this process has used so far
+/// (`CLOCK_PROCESS_CPUTIME_ID`); `None` where the clock cannot be read.
+pub(crate) fn process_cpu() -> Option<std::time::Duration> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one `timespec` into `ts`, which is one.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    (rc == 0).then(|| {
+        std::time::Duration::new(
+            u64::try_from(ts.tv_sec).unwrap_or(0),
+            u32::try_from(ts.tv_nsec).unwrap_or(0),
+        )
+    })
+}
+
+/// `(resident, total)`: how many of the pages of `file` (its current
+/// length) are in the page cache (`mincore` on a read-only map of it);
+/// `None` when it cannot be mapped or `mincore` fails. An empty file is
+/// `(0, 0)`.
+pub(crate) fn resident_pages(file: &File) -> Option<(u64, u64)> {
+    let len = usize::try_from(file.metadata().ok()?.len()).ok()?;
+    if len == 0 {
+        return Some((0, 0));
+    }
+    // SAFETY: a read-only map that is never read through: only `mincore`
+    // looks at its pages' residency, so a file changed or truncated by
+    // another process cannot fault this one.
+    let map = unsafe { memmap2::Mmap::map(file) }.ok()?;
+    let page = page_size();
+    let pages = len.div_ceil(page);
+    const CHUNK: usize = 1 << 16;
+    let mut vec = vec![0u8; CHUNK.min(pages)];
+    let mut resident = 0u64;
+    let base = map.as_ptr() as usize;
+    let mut at = 0;
+    while at < pages {
+        let n = CHUNK.min(pages - at);
+        // SAFETY: `base + at * page` is page-aligned (a map starts on a
+        // page) and the `n` pages from it lie inside the live map `map`;
+        // `mincore` writes one byte a page into `vec`, which holds `n`.
+        let rc = unsafe {
+            libc::mincore(
+                (base + at * page) as *mut libc::c_void,
+                n * page,
+                vec.as_mut_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            return None;
+        }
+        resident += vec[..n].iter().filter(|&&b| b & 1 == 1).count() as u64;
+        at += n;
+    }
+    Some((resident, pages as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

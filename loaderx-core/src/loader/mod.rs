@@ -344,6 +344,29 @@ impl DataLoader<Batch> {
 }
 
 impl<S: Staging> DataLoaderBuilder<S> {
+    /// The streams added so far (for [`profile`](crate::profile)).
+    pub(crate) fn configured_streams(&self) -> &[(String, Stream)] {
+        &self.streams
+    }
+
+    /// The worker threads the loader will start.
+    pub(crate) fn configured_workers(&self) -> usize {
+        self.workers
+    }
+
+    /// Records per full batch: the given sampler's, else the setting.
+    pub(crate) fn configured_batch_size(&self) -> usize {
+        self.sampler
+            .as_ref()
+            .map_or(self.sampling.batch_size, Sampler::batch_size)
+    }
+
+    /// The streams decoded and augmented on the workers.
+    #[cfg(feature = "vision")]
+    pub(crate) fn configured_augment(&self) -> &[(String, crate::vision::Pipeline)] {
+        &self.augment
+    }
+
     /// Adds a named stream; every stream must hold the same number of records.
     pub fn stream(mut self, name: impl Into<String>, stream: impl Into<Stream>) -> Self {
         self.streams.push((name.into(), stream.into()));

@@ -260,6 +260,11 @@ impl Pipeline {
         self
     }
 
+    /// Whether JPEGs are decoded crop-first ([`reduced_decode`](Self::reduced_decode)).
+    pub fn is_reduced_decode(&self) -> bool {
+        self.reduced_decode
+    }
+
     /// The output's element type.
     pub fn dtype(&self) -> DType {
         match self.output {
