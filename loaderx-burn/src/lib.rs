@@ -88,5 +88,6 @@ pub use dataset::{Field, MappedDataset, Record, ZrecordDataset, ZrecordDatasetBu
 pub use error::{BoxError, Error, Result};
 pub use host::{HostBatch, PackedRagged, Padded};
 pub use loader::{BurnDataLoader, BurnLoaderExt, TensorBatch, TensorColumn};
+pub use loaderx_core::LoaderStats;
 pub use loaderx_core::adapter::EpochStats;
 pub use staging::{StagingStats, staging_stats};

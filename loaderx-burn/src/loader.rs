@@ -12,7 +12,7 @@ use burn::tensor::{Device, TensorData};
 use loaderx_core::adapter::{
     ColumnConverter, EpochIter, EpochLoader, EpochStats, RaggedMode, Staging, VecBuffer, VecStaging,
 };
-use loaderx_core::{Batch, DataLoaderBuilder, Sampler};
+use loaderx_core::{Batch, DataLoaderBuilder, LoaderStats, Sampler};
 
 use crate::converter::BurnConverter;
 use crate::dataset::{MappedDataset, ZrecordDataset};
@@ -293,6 +293,9 @@ where
 /// let batches: Vec<Example> = loader.iter().collect::<Result<_, _>>()?;
 /// assert_eq!(batches.len(), 2);
 /// assert_eq!(batches[0].x.dims(), [4, 2, 2]);
+/// // Where the time went, per stage (print it for the table).
+/// let stats = loader.loader_stats();
+/// assert_eq!(stats.stages[loaderx_core::Stage::WaitBatch].count, 2);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct BurnDataLoader<O> {
@@ -391,6 +394,16 @@ impl<O: Send + 'static> BurnDataLoader<O> {
     /// What this loader and every loader derived from it delivered so far.
     pub fn stats(&self) -> EpochStats {
         self.inner.stats()
+    }
+
+    /// Where the time of this loader and of every loader derived from it
+    /// ([`to_device`](DataLoader::to_device), [`slice`](DataLoader::slice),
+    /// the copies burn's `Learner` makes) went, per stage: every pipeline
+    /// they ran added up ([`EpochLoader::loader_stats`]; its `wall` is the
+    /// sum of the pipelines' wall times). Print it for the per-stage table
+    /// and the bottleneck.
+    pub fn loader_stats(&self) -> LoaderStats {
+        self.inner.loader_stats()
     }
 }
 

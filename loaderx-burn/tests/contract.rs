@@ -469,6 +469,17 @@ fn to_device_keeps_the_epoch() {
     assert_ne!(indices(&batches), first);
     // The original is unaffected by the copy's iteration.
     assert_eq!(l.next_epoch(), 1);
+    // The copy's pipeline counts in the original's stage table, also once
+    // the copy is dropped (as burn's Learner drops its copies).
+    let wait = loaderx_core::Stage::WaitBatch;
+    assert_eq!(l.loader_stats().stages[wait].count, 12);
+    drop(moved);
+    let stats = l.loader_stats();
+    assert_eq!(stats.stages[wait].count, 12);
+    assert!(
+        stats.batches >= 12 && stats.per_worker.len() == 2,
+        "{stats}"
+    );
 }
 
 #[test]

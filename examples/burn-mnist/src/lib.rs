@@ -37,7 +37,7 @@ use burn::train::{
     ClassificationOutput, InferenceStep, Learner, SupervisedTraining, TrainOutput, TrainStep,
 };
 use loaderx_burn::{BurnDataLoader, BurnLoaderExt, HostBatch, RecordBatcher, ZrecordDataset};
-use loaderx_core::SamplerMode;
+use loaderx_core::{LoaderStats, SamplerMode};
 
 /// Any error of the example.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;
@@ -242,10 +242,16 @@ pub struct Report {
     pub loader: Throughput,
     /// Records per second trained (loader and model together).
     pub train_records_per_s: f64,
-    /// Share of the training time the Learner waited for the training loader.
+    /// Share of the training time the Learner waited for the training
+    /// loader (the loader's recorder: [`LoaderStats::input_share`] of
+    /// [`Report::stages`], as the table's bottleneck line says).
     pub wait_share: f64,
     /// Wall time of training.
     pub elapsed: Duration,
+    /// Where the training loader's time went, per stage: every pipeline
+    /// the Learner's copies of it ran, added up
+    /// ([`BurnDataLoader::loader_stats`]).
+    pub stages: LoaderStats,
 }
 
 /// Collects the epoch-final metric values burn logs and prints one line per epoch.
@@ -427,16 +433,20 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
     device.seed(config.seed);
     let root = &config.root;
     let start_epoch = config.start_epoch as u64;
-    let train_loader = split(root, "train")?
-        .batch_size(config.batch_size)
-        .mode(SamplerMode::Cyclic)
-        .seed(config.seed)
-        .workers(config.workers)
-        .build_burn(device, MnistBatch::from_host)?
-        .start_epoch(start_epoch)?;
-    // The loader alone, on a copy (its own pipeline, same data order), so the
-    // training loader still starts at `start_epoch`.
-    let loader = loader_throughput(&*train_loader.to_device(device))?;
+    let train_loader = || -> Result<BurnDataLoader<MnistBatch>, Error> {
+        Ok(split(root, "train")?
+            .batch_size(config.batch_size)
+            .mode(SamplerMode::Cyclic)
+            .seed(config.seed)
+            .workers(config.workers)
+            .build_burn(device, MnistBatch::from_host)?
+            .start_epoch(start_epoch)?)
+    };
+    // The loader alone, on a loader of its own (same data order), so the
+    // training loader still starts at `start_epoch` and its counters and
+    // stage times are the training's only.
+    let loader = loader_throughput(&train_loader()?)?;
+    let train_loader = train_loader()?;
     // In order, every record once per epoch, the last batch partial.
     let test_loader = eval_loader(root, "test", config.eval_batch_size, config.workers, device)?;
     println!(
@@ -449,7 +459,6 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
     );
 
     let train_loader = Arc::new(train_loader);
-    let stats_before = train_loader.stats();
     let epochs = Arc::new(Mutex::new(Vec::new()));
     let printer = EpochPrinter {
         names: Default::default(),
@@ -485,9 +494,10 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
     if let Some(error) = result.error {
         return Err(format!("training failed: {error}").into());
     }
-    let stats = train_loader.stats();
-    let trained = stats.items - stats_before.items;
-    let waited = stats.waited - stats_before.waited;
+    // The Learner's copies of the loader are dropped: their pipelines'
+    // times are the original's now.
+    let stages = train_loader.loader_stats();
+    let trained = train_loader.stats().items;
     let epochs = epochs.lock().map(|e| e.clone()).unwrap_or_default();
     Ok((
         result.model,
@@ -495,8 +505,9 @@ pub fn train(config: &Config, device: &Device) -> Result<(Mlp, Report), Error> {
             epochs,
             loader,
             train_records_per_s: trained as f64 / elapsed.as_secs_f64(),
-            wait_share: waited.as_secs_f64() / elapsed.as_secs_f64(),
+            wait_share: stages.input_share(),
             elapsed,
+            stages,
         },
     ))
 }

@@ -201,6 +201,7 @@ fn main() -> Result<(), burn_mnist::Error> {
         report.train_records_per_s,
         report.wait_share * 100.0
     );
+    println!("where the training loader's time went:\n{}", report.stages);
     if a.device == DeviceArg::Cuda {
         // Read back from the uploaded batches' bytes, not assumed.
         let s = loaderx_burn::staging_stats();

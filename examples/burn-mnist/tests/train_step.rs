@@ -80,6 +80,11 @@ fn learner_trains_on_a_tiny_store_and_resumes() {
     );
     assert!(report.train_records_per_s > 0.0);
     assert!((0.0..=1.0).contains(&report.wait_share));
+    // The stage table covers every training batch, and the share printed
+    // is the table's.
+    let waits = report.stages.stages[loaderx_core::Stage::WaitBatch].count;
+    assert_eq!(waits, 3 * 500 / 50, "{}", report.stages);
+    assert_eq!(report.wait_share, report.stages.input_share());
     let (ours, burns) = burn_mnist::compare_loaders(&config, &device).unwrap();
     assert!(ours > 0.0 && burns > 0.0);
 

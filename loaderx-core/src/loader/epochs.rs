@@ -8,7 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use super::{BoxError, BufferPool, DataLoader, DataLoaderBuilder, Staging};
+use super::recorder::Recorded;
+use super::{BoxError, BufferPool, DataLoader, DataLoaderBuilder, LoaderStats, Staging};
 use crate::error::Error;
 use crate::loader::Batch;
 use crate::sampler::Sampler;
@@ -25,7 +26,8 @@ struct Counters {
 
 /// What an [`EpochLoader`] (and every loader derived from it by
 /// [`with_context`](EpochLoader::with_context) or
-/// [`slice`](EpochLoader::slice)) delivered so far.
+/// [`slice`](EpochLoader::slice)) delivered so far; where the time went
+/// per stage is [`EpochLoader::loader_stats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub struct EpochStats {
@@ -33,7 +35,12 @@ pub struct EpochStats {
     pub batches: u64,
     /// Records delivered.
     pub items: u64,
-    /// Time consumers spent blocked waiting for a batch.
+    /// Time consumers spent blocked waiting for a batch: in the pipeline,
+    /// and starting one when a batch is asked for elsewhere (a seek stops
+    /// the old pipeline's workers and starts new ones). At least the
+    /// [`input_wait`](super::LoaderStats::input_wait) of
+    /// [`loader_stats`](EpochLoader::loader_stats), which counts the
+    /// pipelines' waits only (or, with no workers, their batches).
     pub waited: Duration,
     /// Loader pipelines started: one per loader at its first batch, plus
     /// one per seek (a slice's next epoch, an iterator dropped early, an error).
@@ -51,6 +58,37 @@ struct Shared<T, C, S: Staging> {
     end_epoch: Option<u64>,
     map: MapFn<T, C, S::Buffer>,
     counters: Counters,
+    /// Every loader's pipeline slot, and what the slots of loaders already
+    /// dropped recorded ([`EpochLoader::loader_stats`]). Locked before a
+    /// slot, never while holding one.
+    recorded: Mutex<Registry<T>>,
+}
+
+/// The pipeline slots of the live loaders sharing a [`Shared`], and what
+/// those of dropped ones recorded.
+struct Registry<T> {
+    slots: Vec<Arc<Mutex<Slot<T>>>>,
+    dropped: Recorded,
+}
+
+/// One loader's pipeline, and what the pipelines it replaced recorded.
+struct Slot<T> {
+    pipeline: Option<DataLoader<T>>,
+    retired: Recorded,
+}
+
+impl<T> Slot<T> {
+    /// Stops the pipeline, if any (joining its workers), adding what it
+    /// recorded to the slot's.
+    fn retire(&mut self) {
+        if let Some(pipeline) = self.pipeline.take() {
+            self.retired.merge(&pipeline.retire());
+        }
+    }
+}
+
+fn lock<M>(m: &Mutex<M>) -> MutexGuard<'_, M> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A loader that delivers one pass of the sampler (an epoch) per
@@ -72,9 +110,10 @@ struct Shared<T, C, S: Staging> {
 ///   a start inside an epoch delivers exactly the batches that epoch had
 ///   left, and the next `iter()` the following epoch in full.
 /// - **Copies and slices.** [`with_context`](Self::with_context) and
-///   [`slice`](Self::slice) derive loaders that share the map and the
-///   [`stats`](Self::stats) counters and start at the same next epoch; each
-///   has its own pipeline. A slice keeps whole batches of each epoch.
+///   [`slice`](Self::slice) derive loaders that share the map, the
+///   [`stats`](Self::stats) counters and the stage times of
+///   [`loader_stats`](Self::loader_stats), and start at the same next
+///   epoch; each has its own pipeline. A slice keeps whole batches of each epoch.
 /// - **Threads.** A loader starts its workers at its first batch and keeps
 ///   them between epochs, so the next epoch is prefetched; a batch asked
 ///   for elsewhere (a slice's next epoch, after an iterator dropped early or
@@ -120,7 +159,8 @@ pub struct EpochLoader<T, C = (), S: Staging = BufferPool> {
     next_epoch: AtomicU64,
     /// Steps into `next_epoch` the next `iter()` starts at (mid-epoch resume).
     resume_offset: AtomicU64,
-    pipeline: Mutex<Option<DataLoader<T>>>,
+    /// Its pipeline, registered in the shared [`Registry`].
+    slot: Arc<Mutex<Slot<T>>>,
 }
 
 impl<S: Staging> DataLoaderBuilder<S> {
@@ -169,6 +209,11 @@ impl<S: Staging> DataLoaderBuilder<S> {
         self.explicit_shard = false;
         self.explicit_drop_last = false;
         self.start_step = None;
+        let empty = Recorded::new(self.workers, self.record);
+        let slot = Arc::new(Mutex::new(Slot {
+            pipeline: None,
+            retired: empty.clone(),
+        }));
         Ok(EpochLoader {
             shared: Arc::new(Shared {
                 end_epoch: self.epochs,
@@ -176,13 +221,17 @@ impl<S: Staging> DataLoaderBuilder<S> {
                 sampler,
                 map: Arc::new(move |b, c| map(b, c).map_err(Into::into)),
                 counters: Counters::default(),
+                recorded: Mutex::new(Registry {
+                    slots: vec![Arc::clone(&slot)],
+                    dropped: empty,
+                }),
             }),
             context,
             steps: 0..steps_per_epoch,
             view,
             next_epoch: AtomicU64::new(start / steps_per_epoch),
             resume_offset: AtomicU64::new(start % steps_per_epoch),
-            pipeline: Mutex::new(None),
+            slot,
         })
     }
 }
@@ -360,6 +409,79 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoade
         }
     }
 
+    /// Where the time of this loader and of every loader derived from it
+    /// went, per stage and per worker: the [`LoaderStats`] of every
+    /// pipeline they ran (each loader's, and those a seek replaced, an
+    /// error ended or a dropped loader left) added up, the live ones as
+    /// they are now. Print it for the per-stage table and the bottleneck
+    /// ([`DataLoader::stats`] for one pipeline).
+    ///
+    /// The pipelines' accumulations are added, not their finished stats:
+    /// the p50/p95/p99 are over every batch of every pipeline, and
+    /// [`per_worker`](LoaderStats::per_worker) adds up the workers of the
+    /// same number. [`wall`](LoaderStats::wall) is the *sum* of the
+    /// pipelines' wall times (each from its start to its end, or now), so
+    /// a [`share`](LoaderStats::share) is of the time the pipelines ran,
+    /// lane by lane: loaders run side by side (one per device) count
+    /// their time once each, and the batches per second of the table's
+    /// first line are one pipeline's on average, not the loaders' together.
+    /// [`max_in_flight`](LoaderStats::max_in_flight) is the largest of the
+    /// pipelines', [`prefetched_bytes`](LoaderStats::prefetched_bytes)
+    /// their sum, [`pool_allocations`](LoaderStats::pool_allocations) the
+    /// shared staging's count.
+    ///
+    /// The consumers' wait for batches is the pipelines' own
+    /// ([`Stage::WaitBatch`](super::Stage::WaitBatch), from inside
+    /// [`DataLoader`]'s `next`): [`EpochStats::waited`] also counts the
+    /// time a seek spends stopping a pipeline and starting the next, so it
+    /// is at least the [`input_wait`](LoaderStats::input_wait). Like [`stats`](Self::stats), counted since the loader was
+    /// built.
+    ///
+    /// It waits for a loader that is waiting for its batch; call it
+    /// between batches or from another thread, never from the map.
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, DataLoader, Dense, DenseWriter, SamplerMode, Stage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = DenseWriter::<u32>::create(dir.path().join("x"), &[], Codec::Raw)?;
+    /// w.append_slice(&(0..100).collect::<Vec<u32>>(), 100)?;
+    /// w.close()?;
+    /// let loader = DataLoader::builder()
+    ///     .stream("x", Dense::<u32>::open(dir.path().join("x"))?)
+    ///     .batch_size(10)
+    ///     .mode(SamplerMode::Sequential)
+    ///     .workers(2)
+    ///     .build_epochs(0, (), |b, _: &()| Ok::<_, loaderx_core::Error>(b.len()))?;
+    /// assert_eq!(loader.iter().count(), 10);
+    /// // A copy (its own pipeline) delivers the next epoch; then it is dropped.
+    /// let copy = loader.with_context(());
+    /// assert_eq!(copy.iter().count(), 10);
+    /// drop(copy);
+    /// let stats = loader.loader_stats();
+    /// assert_eq!(stats.stages[Stage::WaitBatch].count, 20); // both pipelines' batches
+    /// assert!(stats.batches >= 20);
+    /// println!("{stats}"); // stage, total, share, p50, p95, p99; the bottleneck
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn loader_stats(&self) -> LoaderStats {
+        let registry = lock(&self.shared.recorded);
+        let mut all = registry.dropped.clone();
+        for slot in &registry.slots {
+            let slot = lock(slot);
+            all.merge(&slot.retired);
+            if let Some(pipeline) = &slot.pipeline {
+                all.merge(&pipeline.recorded());
+            }
+        }
+        drop(registry);
+        // The staging is shared: its count now covers every pipeline's.
+        all.pool_allocations = all
+            .pool_allocations
+            .max(self.shared.builder.staging.allocations());
+        all.stats()
+    }
+
     /// This loader's steps of epoch `epoch`: none past the builder's `epochs`.
     fn steps_of(&self, epoch: u64) -> Range<u64> {
         match self.shared.end_epoch {
@@ -380,6 +502,12 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoade
     }
 
     fn derive(&self, context: C, steps: Range<u64>) -> Self {
+        let b = &self.shared.builder;
+        let slot = Arc::new(Mutex::new(Slot {
+            pipeline: None,
+            retired: Recorded::new(b.workers, b.record),
+        }));
+        lock(&self.shared.recorded).slots.push(Arc::clone(&slot));
         EpochLoader {
             shared: Arc::clone(&self.shared),
             context,
@@ -387,12 +515,8 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoade
             view: self.view,
             next_epoch: AtomicU64::new(self.next_epoch.load(Ordering::SeqCst)),
             resume_offset: AtomicU64::new(self.resume_offset.load(Ordering::SeqCst)),
-            pipeline: Mutex::new(None),
+            slot,
         }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Option<DataLoader<T>>> {
-        self.pipeline.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn start_pipeline(&self, step: u64) -> Result<DataLoader<T>, Error> {
@@ -414,15 +538,16 @@ impl<T: Send + 'static, C: Clone + Send + Sync + 'static, S: Staging> EpochLoade
     /// The batch of `step`, seeking (restarting the pipeline) when the
     /// pipeline is elsewhere.
     fn fetch(&self, step: u64) -> Result<T, Error> {
-        let mut guard = self.lock();
-        if guard.as_ref().is_none_or(|p| p.step() != step) {
-            // Join the old workers before starting new ones.
-            *guard = None;
-            *guard = Some(self.start_pipeline(step)?);
+        let mut slot = lock(&self.slot);
+        if slot.pipeline.as_ref().is_none_or(|p| p.step() != step) {
+            // Join the old workers before starting new ones; what they
+            // recorded stays counted.
+            slot.retire();
+            slot.pipeline = Some(self.start_pipeline(step)?);
         }
-        let result = guard.as_mut().and_then(Iterator::next);
+        let result = slot.pipeline.as_mut().and_then(Iterator::next);
         if !matches!(result, Some(Ok(_))) {
-            *guard = None;
+            slot.retire();
         }
         result.unwrap_or_else(|| {
             Err(Error::invalid(format!(
@@ -444,6 +569,19 @@ impl<T, C: fmt::Debug, S: Staging> fmt::Debug for EpochLoader<T, C, S> {
             .field("next_epoch", &self.next_epoch.load(Ordering::SeqCst))
             .field("context", &self.context)
             .finish()
+    }
+}
+
+impl<T, C, S: Staging> Drop for EpochLoader<T, C, S> {
+    /// Joins the loader's workers and keeps what its pipelines recorded
+    /// for [`loader_stats`](EpochLoader::loader_stats) of the loaders it
+    /// shares them with.
+    fn drop(&mut self) {
+        let mut registry = lock(&self.shared.recorded);
+        registry.slots.retain(|s| !Arc::ptr_eq(s, &self.slot));
+        let mut slot = lock(&self.slot);
+        slot.retire();
+        registry.dropped.merge(&slot.retired);
     }
 }
 
@@ -789,5 +927,61 @@ mod tests {
         assert_eq!(l.next_epoch(), 1);
         assert!(l.iter().nth(1).unwrap().is_err());
         assert_eq!(l.stats().pipelines, 3);
+    }
+    #[test]
+    fn loader_stats_add_up_every_pipeline_of_the_loader_and_its_derived_ones() {
+        use crate::loader::Stage;
+        let dir = tempfile::tempdir().unwrap();
+        let l = builder(dir.path(), 10, 3)
+            .build_epochs(0, (), seen)
+            .unwrap();
+        let none = l.loader_stats();
+        assert_eq!((none.batches, none.per_worker.len()), (0, 2));
+        assert!(none.recorded && !none.synchronous);
+        assert_eq!(epoch(&l).len(), 4);
+        let first = l.loader_stats();
+        assert_eq!(first.stages[Stage::WaitBatch].count, 4);
+        // An iterator dropped after one batch: the next epoch seeks, and
+        // the replaced pipeline's batches stay counted.
+        assert!(l.iter().next().unwrap().is_ok());
+        assert_eq!(epoch(&l).len(), 4);
+        assert_eq!(l.stats().pipelines, 2);
+        // A derived loader that stays (its pipeline live) and one dropped.
+        let other = l.with_context(());
+        assert_eq!(epoch(&other).len(), 4);
+        let gone = l.slice(0, 5);
+        assert_eq!(epoch(&gone).len(), 2);
+        drop(gone);
+        let e = l.stats();
+        assert_eq!((e.batches, e.pipelines), (15, 4));
+        let all = l.loader_stats();
+        // Shared, like the counters (the live pipelines may have made more
+        // batches since).
+        let theirs = other.loader_stats();
+        assert_eq!(theirs.stages[Stage::WaitBatch].count, 15);
+        assert!(theirs.batches >= all.batches);
+        // Every delivered batch was waited for once, in some pipeline.
+        assert_eq!(all.stages[Stage::WaitBatch].count, e.batches);
+        // Workers may have finished a few batches never delivered: at most
+        // a window's worth per pipeline.
+        assert!(all.batches >= e.batches, "{all:?}");
+        assert!(all.batches <= e.batches + 4 * (2 + 2), "{all:?}");
+        assert_eq!(all.stages[Stage::Sample].count, all.batches);
+        assert_eq!(all.per_worker.len(), 2);
+        let per_worker: u64 = all.per_worker.iter().map(|w| w.batches).sum();
+        assert_eq!(per_worker, all.batches);
+        // The whole holds its first part.
+        for (stage, part) in first.stages.iter() {
+            assert!(all.stages[stage].total >= part.total, "{stage}");
+            assert!(all.stages[stage].count >= part.count, "{stage}");
+        }
+        assert!(all.wall >= first.wall && all.batches >= first.batches);
+        assert!(all.bytes_read > first.bytes_read);
+        assert!(e.waited >= all.input_wait(), "{e:?} {all:?}");
+        // Dropping the first loader keeps its pipelines for the others.
+        drop(l);
+        let after = other.loader_stats();
+        assert_eq!(after.stages[Stage::WaitBatch].count, 15);
+        assert!(after.batches >= all.batches);
     }
 }

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use super::batch::{Batch, Column, ColumnLayout};
 use super::lap;
-use super::recorder::{Accum, Recorder};
+use super::recorder::{Accum, Recorded, Recorder};
 use super::stage::Stage;
 use super::staging::{ColumnBuffer, StageRequest, StagedBuffer, Staging};
 use super::stats::LoaderStats;
@@ -879,6 +879,25 @@ impl<T> DataLoader<T> {
         let mut stats = self.counters();
         self.recorder.stats_since_last(&self.consumer, &mut stats);
         stats
+    }
+
+    /// Everything the loader recorded since it started, with its
+    /// counters, as raw accumulations ([`Recorded`]) to add up with other
+    /// loaders'.
+    pub(crate) fn recorded(&self) -> Recorded {
+        let counters = self.counters();
+        let mut recorded = self.recorder.recorded(&self.consumer);
+        recorded.max_in_flight = counters.max_in_flight;
+        recorded.pool_allocations = counters.pool_allocations;
+        recorded.prefetched_bytes = counters.prefetched_bytes;
+        recorded
+    }
+
+    /// Stops the loader (joins its workers: the batches they were making
+    /// are counted) and returns what it recorded ([`recorded`](Self::recorded)).
+    pub(crate) fn retire(mut self) -> Recorded {
+        self.stop();
+        self.recorded()
     }
 
     fn counters(&self) -> LoaderStats {

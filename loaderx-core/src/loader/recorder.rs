@@ -415,28 +415,27 @@ impl Recorder {
             ),
             None => (now.workers.clone(), now.consumer.clone(), self.start),
         };
-        let mut all = consumer.clone();
-        for w in &workers {
-            all.merge(w);
-        }
-        stats.wall = now.at.saturating_duration_since(from);
-        stats.batches = all.batch.count();
-        stats.bytes_read = all.bytes_read;
-        stats.bytes_delivered = all.bytes_delivered;
-        stats.queue_depth = if all.takes > 0 {
-            all.depth_sum as f64 / all.takes as f64
-        } else {
-            0.0
-        };
-        stats.stages = all.stages();
-        stats.batch = Accum::stage_stats(all.batch_ns, &all.batch);
-        stats.per_worker = workers
-            .iter()
-            .enumerate()
-            .map(|(i, w)| w.worker(i))
-            .collect();
+        let wall = now.at.saturating_duration_since(from);
+        fill_lanes(stats, wall, &workers, &consumer);
         stats.synchronous = self.synchronous;
         stats.recorded = self.enabled;
+    }
+
+    /// Everything recorded since the start, as raw accumulations
+    /// (`consumer` being the consumer's), for adding up with other
+    /// loaders' ([`Recorded::merge`]); its counters are left at zero.
+    pub(crate) fn recorded(&self, consumer: &Accum) -> Recorded {
+        let now = self.snapshot(consumer);
+        Recorded {
+            wall: now.at.saturating_duration_since(self.start),
+            workers: now.workers,
+            consumer: now.consumer,
+            synchronous: self.synchronous,
+            enabled: self.enabled,
+            max_in_flight: 0,
+            pool_allocations: 0,
+            prefetched_bytes: 0,
+        }
     }
 
     /// Closes the trace file (the loader is stopped: nothing more comes).
@@ -444,6 +443,102 @@ impl Recorder {
         if let Some(trace) = &self.trace {
             lock(trace).finish();
         }
+    }
+}
+
+/// Fills the recorded times and counts of `stats` from worker lanes
+/// `workers` (by worker number) and the consumer's `consumer`, over `wall`.
+fn fill_lanes(stats: &mut LoaderStats, wall: Duration, workers: &[Accum], consumer: &Accum) {
+    let mut all = consumer.clone();
+    for w in workers {
+        all.merge(w);
+    }
+    stats.wall = wall;
+    stats.batches = all.batch.count();
+    stats.bytes_read = all.bytes_read;
+    stats.bytes_delivered = all.bytes_delivered;
+    stats.queue_depth = if all.takes > 0 {
+        all.depth_sum as f64 / all.takes as f64
+    } else {
+        0.0
+    };
+    stats.stages = all.stages();
+    stats.batch = Accum::stage_stats(all.batch_ns, &all.batch);
+    stats.per_worker = workers
+        .iter()
+        .enumerate()
+        .map(|(i, w)| w.worker(i))
+        .collect();
+}
+
+/// What one or more loaders recorded since they started, as raw
+/// accumulations: pipelines that ran one after another or side by side
+/// (an [`EpochLoader`](super::EpochLoader)'s) add up with
+/// [`merge`](Self::merge) with their percentiles exact, histograms being
+/// added, not finished stats.
+#[derive(Debug, Clone)]
+pub(crate) struct Recorded {
+    /// Their wall times, summed.
+    wall: Duration,
+    /// Each worker number's lanes, added up.
+    workers: Vec<Accum>,
+    /// The consumers', added up.
+    consumer: Accum,
+    synchronous: bool,
+    enabled: bool,
+    /// The largest of the loaders'.
+    pub(crate) max_in_flight: usize,
+    /// The largest of the loaders' (their staging is shared: its count
+    /// grows).
+    pub(crate) pool_allocations: u64,
+    /// Summed.
+    pub(crate) prefetched_bytes: u64,
+}
+
+impl Recorded {
+    /// Nothing recorded yet by loaders of `workers` workers (0:
+    /// synchronous), recording if `enabled`.
+    pub(crate) fn new(workers: usize, enabled: bool) -> Recorded {
+        Recorded {
+            wall: Duration::ZERO,
+            workers: vec![Accum::default(); workers.max(1)],
+            consumer: Accum::default(),
+            synchronous: workers == 0,
+            enabled,
+            max_in_flight: 0,
+            pool_allocations: 0,
+            prefetched_bytes: 0,
+        }
+    }
+
+    /// Adds `other`'s: wall times summed, lanes merged by worker number,
+    /// the consumers' merged.
+    pub(crate) fn merge(&mut self, other: &Recorded) {
+        self.wall = self.wall.saturating_add(other.wall);
+        if self.workers.len() < other.workers.len() {
+            self.workers
+                .resize_with(other.workers.len(), Accum::default);
+        }
+        for (mine, theirs) in self.workers.iter_mut().zip(&other.workers) {
+            mine.merge(theirs);
+        }
+        self.consumer.merge(&other.consumer);
+        self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
+        self.pool_allocations = self.pool_allocations.max(other.pool_allocations);
+        self.prefetched_bytes = self.prefetched_bytes.saturating_add(other.prefetched_bytes);
+    }
+
+    /// The stats of everything added up: `wall` is the sum of the
+    /// loaders' wall times.
+    pub(crate) fn stats(&self) -> LoaderStats {
+        let mut stats = LoaderStats::empty();
+        stats.max_in_flight = self.max_in_flight;
+        stats.pool_allocations = self.pool_allocations;
+        stats.prefetched_bytes = self.prefetched_bytes;
+        fill_lanes(&mut stats, self.wall, &self.workers, &self.consumer);
+        stats.synchronous = self.synchronous;
+        stats.recorded = self.enabled;
+        stats
     }
 }
 
@@ -517,5 +612,59 @@ mod tests {
             assert!(!a.add_batch(&lapped(&[(Stage::Read, 1000)])));
         }
         assert!(a.add_batch(&lapped(&[(Stage::Read, 10_000)])));
+    }
+    #[test]
+    fn recorded_loaders_add_up_lane_by_lane_with_exact_percentiles() {
+        // Two loaders (one of 1 worker, one of 2) and one that saw it all.
+        let (a, b, whole) = (
+            Recorder::new(true, 1, 0, None).unwrap(),
+            Recorder::new(true, 2, 0, None).unwrap(),
+            Recorder::new(true, 2, 0, None).unwrap(),
+        );
+        let (mut ca, mut cb, mut cw) = (Accum::default(), Accum::default(), Accum::default());
+        let batch = |r: &Recorder, w: usize, read: u64| {
+            lock(&r.workers[w]).add_batch(&lapped(&[(Stage::Read, read)]));
+        };
+        for read in [100, 200, 300, 400] {
+            batch(&a, 0, read);
+            batch(&whole, 0, read);
+        }
+        for read in [10_000, 20_000] {
+            batch(&b, 1, read);
+            batch(&whole, 1, read);
+        }
+        batch(&b, 0, 50);
+        batch(&whole, 0, 50);
+        r_took(&a, &mut ca, 3);
+        r_took(&whole, &mut cw, 3);
+        r_took(&b, &mut cb, 1);
+        r_took(&whole, &mut cw, 1);
+        std::thread::sleep(Duration::from_millis(2));
+        let mut sum = Recorded::new(1, true);
+        let (ra, rb) = (a.recorded(&ca), b.recorded(&cb));
+        sum.merge(&ra);
+        sum.merge(&rb);
+        let got = sum.stats();
+        let mut want = LoaderStats::empty();
+        whole.stats(&cw, &mut want);
+        assert_eq!(got.stages, want.stages, "exact: histograms added");
+        assert_eq!(got.batch, want.batch);
+        assert_eq!(got.per_worker, want.per_worker, "by worker number");
+        assert_eq!((got.batches, got.bytes_read), (7, 70));
+        assert_eq!(got.queue_depth, 2.0);
+        assert_eq!(got.wall, ra.wall + rb.wall);
+        assert!(got.wall >= Duration::from_millis(4));
+        // Not the median of the medians: 5 of the 7 batches read ≤ 400 ns.
+        assert!(got.stages[Stage::Read].p50 < Duration::from_nanos(500));
+    }
+
+    fn r_took(r: &Recorder, consumer: &mut Accum, ready: usize) {
+        let t = Instant::now();
+        r.took(
+            consumer,
+            0,
+            Some((t, t + Duration::from_nanos(1000))),
+            ready,
+        );
     }
 }
