@@ -1407,7 +1407,6 @@ fn vision_section(
                 .into(),
         );
     };
-    let quick_data = root.join("vision");
     let progress = |m: String| bar.set_message(m);
     let plots = args.plot_dir()?;
     let section = crate::vision::section(
@@ -1417,9 +1416,6 @@ fn vision_section(
         &progress,
         plots.as_deref(),
     );
-    if args.vision_data.is_none() && args.quick && quick_data.exists() {
-        std::fs::remove_dir_all(&quick_data)?;
-    }
     section
 }
 
@@ -1629,6 +1625,12 @@ pub fn run(args: &Args) -> Result<()> {
         emit(&mut out, &section);
     }
     bar.finish_and_clear();
+    // A quick run's vision corpus (the `vision` and `profile` sections')
+    // is made for the run only.
+    let quick_data = root.join("vision");
+    if args.vision_data.is_none() && args.quick && quick_data.exists() {
+        std::fs::remove_dir_all(&quick_data)?;
+    }
     out.push_str("#### Targets\n\n");
     out.push_str(&crate::report::targets(&targets));
     out.push_str(&format!(

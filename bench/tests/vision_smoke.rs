@@ -1,14 +1,15 @@
-//! A `--quick` run of the `vision` section on a corpus of 300 images: the
-//! corpus is made (PIL through `LOADERX_PYTHON`, the stores by the `loaderx`
-//! CLI built beside this binary), every loaderx contender runs and reports,
-//! and the quick corpus is removed again. No time is asserted. Skipped,
+//! A `--quick` run of the `vision` and `profile` sections on a corpus of
+//! 300 images: the corpus is made (PIL through `LOADERX_PYTHON`, the stores
+//! by the `loaderx` CLI built beside this binary), every loaderx contender
+//! runs and reports, every prediction of the profile section is made and
+//! compared, and the quick corpus is removed again. No time is asserted. Skipped,
 //! saying why, without a Python or the CLI binary.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 #[test]
-fn quick_vision_section() {
+fn quick_vision_and_profile_sections() {
     let Some(python) = std::env::var_os("LOADERX_PYTHON") else {
         eprintln!("skipped: no LOADERX_PYTHON (scripts/test sets it)");
         return;
@@ -24,7 +25,7 @@ fn quick_vision_section() {
     }
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let out = Command::new(&bench)
-        .args(["--quick", "--sections", "vision", "--dir"])
+        .args(["--quick", "--sections", "vision,profile", "--dir"])
         .arg(dir.path())
         .arg("--vision-python")
         .arg(&python)
@@ -48,9 +49,21 @@ fn quick_vision_section() {
         "FFCV, published",
         "~1600×1200 JPEG q90",
         "images per CPU-second vs 500",
+        "#### Profile: predictions against measurements",
+        "| 1 → 2 workers (imagenet_train, JPEG) |",
+        "| 2 → 1 workers (imagenet_train, JPEG) |",
+        "| crop-first on → off (2 workers) |",
+        "| crop-first off → on (2 workers) |",
+        "The warm profile of the page-cache check",
+        "profile: 1 → 2 workers (imagenet_train, JPEG), 1 − |predicted/measured − 1|",
     ] {
         assert!(stdout.contains(needle), "no {needle:?} in:\n{stdout}");
     }
+    // The cold half needs root (it drops the page cache).
+    assert!(
+        stdout.contains("| page cache warm → cold") || stdout.contains("cold half was not run"),
+        "no page-cache check in:\n{stdout}"
+    );
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap_or_else(|e| panic!("{e}"))
         .flatten()

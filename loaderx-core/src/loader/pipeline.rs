@@ -223,6 +223,8 @@ pub struct DataLoader<T> {
     recorder: Arc<Recorder>,
     /// The consumer's own times (its waits for batches).
     consumer: Accum,
+    /// The streams, for their object-storage counters.
+    streams: Vec<Stream>,
 }
 
 #[cfg(test)]
@@ -281,6 +283,11 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
         capacity: config.capacity,
         prefetch_bytes: config.prefetch_bytes,
     });
+    let remote_streams: Vec<Stream> = streams
+        .iter()
+        .filter(|s| s.store().remote_stats().is_some())
+        .cloned()
+        .collect();
     let producer = Arc::new(Producer {
         names: names.into(),
         streams,
@@ -302,6 +309,7 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
         sampler: config.sampler,
         recorder,
         consumer: Accum::default(),
+        streams: remote_streams,
     };
     for i in 0..config.workers {
         let shared = Arc::clone(&loader.shared);
@@ -890,6 +898,7 @@ impl<T> DataLoader<T> {
         recorded.max_in_flight = counters.max_in_flight;
         recorded.pool_allocations = counters.pool_allocations;
         recorded.prefetched_bytes = counters.prefetched_bytes;
+        recorded.remote = counters.remote;
         recorded
     }
 
@@ -906,6 +915,12 @@ impl<T> DataLoader<T> {
         stats.max_in_flight = st.max_in_flight;
         stats.pool_allocations = (self.allocations)();
         stats.prefetched_bytes = st.prefetched;
+        drop(st);
+        stats.remote = self
+            .streams
+            .iter()
+            .filter_map(|s| s.store().remote_stats())
+            .reduce(|a, b| a + b);
         stats
     }
 

@@ -435,6 +435,7 @@ impl Recorder {
             max_in_flight: 0,
             pool_allocations: 0,
             prefetched_bytes: 0,
+            remote: None,
         }
     }
 
@@ -493,6 +494,8 @@ pub(crate) struct Recorded {
     pub(crate) pool_allocations: u64,
     /// Summed.
     pub(crate) prefetched_bytes: u64,
+    /// The latest loader's (the stores are shared: their counters grow).
+    pub(crate) remote: Option<crate::RemoteStats>,
 }
 
 impl Recorded {
@@ -508,6 +511,7 @@ impl Recorded {
             max_in_flight: 0,
             pool_allocations: 0,
             prefetched_bytes: 0,
+            remote: None,
         }
     }
 
@@ -526,6 +530,10 @@ impl Recorded {
         self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
         self.pool_allocations = self.pool_allocations.max(other.pool_allocations);
         self.prefetched_bytes = self.prefetched_bytes.saturating_add(other.prefetched_bytes);
+        self.remote = match (self.remote, other.remote) {
+            (Some(a), Some(b)) if a.requests + a.misses >= b.requests + b.misses => Some(a),
+            (a, b) => b.or(a),
+        };
     }
 
     /// The stats of everything added up: `wall` is the sum of the
@@ -535,6 +543,7 @@ impl Recorded {
         stats.max_in_flight = self.max_in_flight;
         stats.pool_allocations = self.pool_allocations;
         stats.prefetched_bytes = self.prefetched_bytes;
+        stats.remote = self.remote;
         fill_lanes(&mut stats, self.wall, &self.workers, &self.consumer);
         stats.synchronous = self.synchronous;
         stats.recorded = self.enabled;

@@ -167,6 +167,11 @@ pub struct LoaderStats {
     /// while every store is warm (or [`Mapped`](crate::ReadMode::Mapped)).
     /// Since the start, always.
     pub prefetched_bytes: u64,
+    /// What the loader's streams on object storage fetched and found in
+    /// their block caches (memory and cache directory hits, misses),
+    /// added up; `None` when no stream is remote. Since each store was
+    /// opened, always.
+    pub remote: Option<crate::RemoteStats>,
     /// The wall time the period covers.
     pub wall: Duration,
     /// Batches the workers finished in the period (some may not be
@@ -206,6 +211,7 @@ impl LoaderStats {
             max_in_flight: 0,
             pool_allocations: 0,
             prefetched_bytes: 0,
+            remote: None,
             wall: Duration::ZERO,
             batches: 0,
             bytes_read: 0,
@@ -311,6 +317,24 @@ impl std::fmt::Display for LoaderStats {
             mib(self.bytes_delivered),
             self.queue_depth,
         )?;
+        if let Some(r) = self.remote {
+            let blocks = r.memory_hits + r.disk_hits + r.misses;
+            writeln!(
+                f,
+                "object storage: {} requests, {} fetched; block cache: {} memory hits, \
+                 {} cache-directory hits, {} misses ({:.1} % hits)",
+                r.requests,
+                mib(r.bytes_fetched),
+                r.memory_hits,
+                r.disk_hits,
+                r.misses,
+                if blocks == 0 {
+                    0.0
+                } else {
+                    100.0 * (r.memory_hits + r.disk_hits) as f64 / blocks as f64
+                }
+            )?;
+        }
         if !self.recorded {
             return writeln!(f, "stage recording was off");
         }

@@ -1959,3 +1959,40 @@ fn an_empty_dictionary_is_the_local_corrupt_error_remotely_too() {
         local.to_string().replace(path.to_str().unwrap(), "S")
     );
 }
+
+#[test]
+fn a_loaders_stats_count_its_remote_streams_fetches_and_cache_hits() {
+    use crate::{CreateOptions, DType, DataLoader, DynDense, DynDenseWriter};
+    let dir = tempfile::tempdir().unwrap();
+    let mem: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+    let path = dir.path().join("x");
+    let mut w =
+        DynDenseWriter::create(&path, DType::U8, &[64], &CreateOptions::new(Codec::Raw)).unwrap();
+    w.append_bytes(&bytes(7, 64 * 2000), 2000).unwrap();
+    w.close().unwrap();
+    push_in_memory(&mem, &path, "x");
+    let o = RemoteOptions::default()
+        .memory_cache_bytes(64 << 20)
+        .block_bytes(4096);
+    let remote = DynDense::from_engine(open_target(in_memory(&mem, "x"), &o).unwrap()).unwrap();
+    let local = DynDense::open(&path).unwrap();
+    // Two epochs: the first fetches every block, the second hits memory.
+    let stats = |store: DynDense| {
+        let mut loader = DataLoader::builder()
+            .stream("x", store)
+            .batch_size(100)
+            .workers(2)
+            .build()
+            .unwrap();
+        for b in loader.by_ref().take(40) {
+            b.unwrap();
+        }
+        loader.stats()
+    };
+    let s = stats(remote);
+    let r = s.remote.expect("a remote stream");
+    assert!(r.requests > 0 && r.misses > 0, "{r:?}");
+    assert!(r.memory_hits > 0, "the second epoch hits memory: {r:?}");
+    assert!(s.to_string().contains("block cache:"), "{s}");
+    assert_eq!(stats(local).remote, None);
+}
