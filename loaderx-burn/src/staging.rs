@@ -48,14 +48,18 @@ pub(crate) fn upload<const D: usize, K: Basic + TensorKind>(
     data: TensorData,
     device: &Device,
 ) -> Tensor<D, K> {
-    #[cfg(feature = "tch")]
-    let data = match libtorch::upload::<D, K>(data, device) {
-        Ok(tensor) => return tensor,
-        Err(data) => data,
-    };
-    let mut data = data;
-    stage(&mut data, device);
-    Tensor::from_data(data, device)
+    // The hand-off into the backend's memory: a stage of its own in the
+    // loader's stats when it runs on a worker.
+    loaderx_core::Stage::Transfer.time(|| {
+        #[cfg(feature = "tch")]
+        let data = match libtorch::upload::<D, K>(data, device) {
+            Ok(tensor) => return tensor,
+            Err(data) => data,
+        };
+        let mut data = data;
+        stage(&mut data, device);
+        Tensor::from_data(data, device)
+    })
 }
 
 /// Moves `data` into `device`'s staging memory (pinned on burn's CUDA

@@ -254,7 +254,7 @@ pub(crate) fn upload_dense(
         Ok(u) => u,
         Err(e) => return Ok(Err(e)),
     };
-    Ok(match dtype {
+    Ok(loaderx_core::Stage::Transfer.time(|| match dtype {
         DType::Bool | DType::U8 => uploader.upload::<u8>(pinned, shape),
         DType::I16 => uploader.upload::<i16>(pinned, shape),
         DType::U32 => uploader.upload::<u32>(pinned, shape),
@@ -263,7 +263,7 @@ pub(crate) fn upload_dense(
         DType::F16 => uploader.upload::<f16>(pinned, shape),
         DType::F32 => uploader.upload::<f32>(pinned, shape),
         _ => uploader.upload::<f64>(pinned, shape),
-    })
+    }))
 }
 
 /// The counters of `device`'s pinned staging pool: `None` when `device` is

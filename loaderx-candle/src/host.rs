@@ -165,7 +165,7 @@ pub(crate) fn tensor_on(storage: CpuStorage, shape: &[usize], device: &Device) -
     Ok(if device.is_cpu() {
         cpu
     } else {
-        cpu.to_device(device)?
+        loaderx_core::Stage::Transfer.time(|| cpu.to_device(device))?
     })
 }
 

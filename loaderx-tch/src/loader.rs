@@ -3,7 +3,7 @@
 
 use loaderx_core::adapter::{ColumnBuffer, StagedBuffer};
 use loaderx_core::adapter::{ColumnConverter, RaggedMode};
-use loaderx_core::{Column, DType, DataLoader, DataLoaderBuilder};
+use loaderx_core::{Column, DType, DataLoader, DataLoaderBuilder, Stage};
 use tch::{Device, Tensor};
 
 use crate::dtype::{DTYPE_TABLE, tch_kind};
@@ -70,7 +70,7 @@ impl ColumnConverter for TchConverter {
             .f_reshape(size.as_slice())?;
         Ok(match self.device {
             Device::Cpu => cpu,
-            device => cpu.f_to_device(device)?,
+            device => Stage::Transfer.time(|| cpu.f_to_device(device))?,
         })
     }
 
@@ -95,7 +95,9 @@ impl ColumnConverter for TchConverter {
         let tensor = buffer.into_tensor().f_reshape(size.as_slice())?;
         Ok(match self.device {
             Device::Cpu => tensor,
-            device => tensor.f_to_device_(device, tensor.kind(), true, false)?,
+            device => {
+                Stage::Transfer.time(|| tensor.f_to_device_(device, tensor.kind(), true, false))?
+            }
         })
     }
 

@@ -48,6 +48,10 @@ pub enum Stage {
     /// padding and conversion to framework tensors, or the caller's own),
     /// and what a batch's assembly costs besides the stages above.
     Collate,
+    /// Copying a batch into framework memory inside the transform: an
+    /// adapter's pinned host buffers and the hand-off to the device
+    /// (timed by the adapters with [`Stage::time`]).
+    Transfer,
     /// A worker waiting for room in the delivery window: the consumer has
     /// not taken the batches made ahead (outside any batch).
     WaitConsumer,
@@ -57,7 +61,7 @@ pub enum Stage {
 }
 
 /// How many stages there are.
-pub(crate) const STAGES: usize = 14;
+pub(crate) const STAGES: usize = 15;
 
 impl Stage {
     /// Every stage, in pipeline order.
@@ -74,6 +78,7 @@ impl Stage {
         Stage::Convert,
         Stage::Pack,
         Stage::Collate,
+        Stage::Transfer,
         Stage::WaitConsumer,
         Stage::WaitBatch,
     ];
@@ -94,6 +99,7 @@ impl Stage {
             Stage::Convert => "convert",
             Stage::Pack => "pack",
             Stage::Collate => "collate",
+            Stage::Transfer => "transfer",
             Stage::WaitConsumer => "wait_consumer",
             Stage::WaitBatch => "wait_batch",
         }
@@ -103,6 +109,38 @@ impl Stage {
     /// than work a batch is made of.
     pub fn is_wait(self) -> bool {
         matches!(self, Stage::WaitConsumer | Stage::WaitBatch)
+    }
+
+    /// Runs `f`, its time counted in this stage when it runs on a loader
+    /// thread making a batch (inside a transform: an adapter's copy into
+    /// pinned memory or onto the device is [`Stage::Transfer`]), then goes
+    /// back to the stage it was in; elsewhere it only runs `f`.
+    ///
+    /// ```
+    /// use loaderx_core::{Codec, DataLoader, Dense, DenseWriter, Stage};
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let mut w = DenseWriter::<u8>::create(dir.path().join("x"), &[8], Codec::Raw)?;
+    /// w.append_slice(&[1u8; 800], 100)?;
+    /// w.close()?;
+    /// let mut loader = DataLoader::builder()
+    ///     .stream("x", Dense::<u8>::open(dir.path().join("x"))?)
+    ///     .batch_size(10)
+    ///     .build_with(|batch| {
+    ///         let bytes = batch.column("x").map(|c| c.bytes().to_vec()).unwrap_or_default();
+    ///         // The copy a framework's tensor would make:
+    ///         Ok::<_, loaderx_core::Error>(Stage::Transfer.time(|| bytes.clone()))
+    ///     })?;
+    /// for b in loader.by_ref().take(5) {
+    ///     assert_eq!(b?.len(), 80);
+    /// }
+    /// let stats = loader.stats();
+    /// assert_eq!(stats.stages[Stage::Transfer].count, stats.batches);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn time<R>(self, f: impl FnOnce() -> R) -> R {
+        let _stage = super::lap::enter(self);
+        f()
     }
 
     /// The stage's position in [`Stage::ALL`].

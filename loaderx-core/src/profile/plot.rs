@@ -12,7 +12,7 @@ use crate::error::Error;
 use crate::loader::Stage;
 
 /// A colour per stage, in [`Stage::ALL`] order (the waits unused).
-const COLOURS: [RGBColor; 14] = [
+const COLOURS: [RGBColor; 15] = [
     RGBColor(0x9e, 0x9e, 0x9e), // sample
     RGBColor(0x60, 0x7d, 0x8b), // locate
     RGBColor(0x1f, 0x77, 0xb4), // read
@@ -25,6 +25,7 @@ const COLOURS: [RGBColor; 14] = [
     RGBColor(0xbc, 0xbd, 0x22), // convert
     RGBColor(0x2c, 0xa0, 0x2c), // pack
     RGBColor(0x7f, 0x7f, 0x7f), // collate
+    RGBColor(0x00, 0x80, 0x80), // transfer
     RGBColor(0, 0, 0),
     RGBColor(0, 0, 0),
 ];
