@@ -150,6 +150,11 @@ impl S3Server {
         Some(server)
     }
 
+    /// The server's port on 127.0.0.1 (a [`ThrottledLink`]'s target).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// The endpoint, `http://127.0.0.1:PORT`.
     pub fn endpoint(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
@@ -254,6 +259,73 @@ impl S3Server {
     pub fn exists(&self, bucket: &str, key: &str) -> bool {
         self.request("HEAD", &format!("/{bucket}/{key}"))
             .is_ok_and(|s| s.starts_with("HTTP/1.1 200"))
+    }
+}
+
+/// Path of `tests/python/throttle_proxy.py`, the throttling TCP proxy.
+pub fn throttle_proxy_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python/throttle_proxy.py")
+}
+
+/// A measured link in front of a local test server: `throttle_proxy.py` on
+/// a free loopback port, forwarding every connection to the server with a
+/// one-way latency on every chunk and a bandwidth each way shared by all
+/// connections (a link, not a per-connection limit); killed when dropped.
+pub struct ThrottledLink {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl ThrottledLink {
+    /// Starts `$LOADERX_PYTHON tests/python/throttle_proxy.py` in front of
+    /// `127.0.0.1:target_port` with `latency_ms` milliseconds each way and
+    /// `mbit` Mbit/s each way (0: no limit), and waits until it listens;
+    /// `None` when `LOADERX_SKIP_PYTHON` is set. The proxy also exits when
+    /// this process does (its standard input closes).
+    pub fn start(target_port: u16, latency_ms: u32, mbit: u32) -> Option<ThrottledLink> {
+        use std::io::{BufRead, BufReader};
+        let py = python()?;
+        let mut child = Command::new(py)
+            .arg(throttle_proxy_script())
+            .arg("--target")
+            .arg(format!("127.0.0.1:{target_port}"))
+            .arg("--latency-ms")
+            .arg(latency_ms.to_string())
+            .arg("--mbit")
+            .arg(mbit.to_string())
+            .arg("--exit-on-stdin-close")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("start tests/python/throttle_proxy.py");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("the proxy's stdout"))
+            .read_line(&mut line)
+            .expect("read the proxy's port");
+        let port: u16 = line
+            .trim()
+            .strip_prefix("PORT ")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("throttle_proxy.py said {line:?}"));
+        Some(ThrottledLink { child, port })
+    }
+
+    /// The proxy's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The proxy as an endpoint, `http://127.0.0.1:PORT`: the server's
+    /// endpoint, through the link.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for ThrottledLink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

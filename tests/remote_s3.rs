@@ -15,7 +15,7 @@ use loaderx_core::{
     Codec, CreateOptions, DType, DataLoader, DynDense, DynDenseWriter, DynRagged, DynRaggedWriter,
     ErrorKind, RemoteOptions, SamplerMode, Store, digest, push,
 };
-use loaderx_tests::{S3Server, run_interop};
+use loaderx_tests::{S3Server, ThrottledLink, run_interop};
 use serde::Deserialize;
 
 /// Deterministic bytes (splitmix64).
@@ -585,6 +585,88 @@ fn a_server_gone_mid_run_is_a_typed_error_after_bounded_retries() {
     assert!(start.elapsed() < Duration::from_secs(120));
     // Opening is the same error.
     let e = DynDense::open_url(&u, &o).err().unwrap();
+    assert!(
+        matches!(e.kind(), ErrorKind::Remote { record: None, .. }),
+        "{e}"
+    );
+}
+
+#[test]
+fn reads_through_a_throttled_link_match_direct_reads() {
+    let Some(server) = S3Server::start() else {
+        return;
+    };
+    server.create_bucket("bkt");
+    // 20 ms each way, 400 Mbit/s shared by every connection, in front of
+    // the same server.
+    let link = ThrottledLink::start(server.port(), 20, 400).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("img");
+    let tok = dir.path().join("tok");
+    dense_store(&img, Codec::Zstd, 2_000, 784, 2);
+    ragged_store(&tok, Codec::Raw, 2_000, 200, 3);
+    let direct = server.options();
+    push(&img, &url("bkt", "img"), &direct).unwrap();
+    push(&tok, &url("bkt", "tok"), &direct).unwrap();
+    // The same options with the link as the endpoint (the last value of a
+    // key wins); 64 KiB blocks, so that a read is many requests.
+    let slow = server
+        .options()
+        .config("aws_endpoint", link.endpoint())
+        .block_bytes(64 << 10);
+    for name in ["img", "tok"] {
+        let u = url("bkt", name);
+        let through = Store::open_url(&u, &slow).unwrap();
+        let straight = Store::open_url(&u, &direct).unwrap();
+        let local = Store::open(dir.path().join(name)).unwrap();
+        let d = digest(&through).unwrap();
+        assert_eq!(d, digest(&straight).unwrap(), "{u}");
+        assert_eq!(d, digest(&local).unwrap(), "{u}");
+        let stats = through.remote_stats().unwrap();
+        assert!(stats.requests > 0 && stats.bytes_fetched > 0, "{stats:?}");
+    }
+    // Scattered gathers: many ranged GETs in flight on the link at once.
+    let ri = DynDense::open_url(&url("bkt", "img"), &slow).unwrap();
+    let di = DynDense::open_url(&url("bkt", "img"), &direct).unwrap();
+    let rt = DynRagged::open_url(&url("bkt", "tok"), &slow).unwrap();
+    let dt = DynRagged::open_url(&url("bkt", "tok"), &direct).unwrap();
+    for seed in 0..3 {
+        let idx = scattered(2_000, 300, seed);
+        assert_eq!(
+            ri.gather_bytes(&idx).unwrap(),
+            di.gather_bytes(&idx).unwrap()
+        );
+        let (a, b) = (rt.gather(&idx).unwrap(), dt.gather(&idx).unwrap());
+        assert_eq!(a.len(), b.len());
+        for k in 0..a.len() {
+            assert_eq!(a.shape(k), b.shape(k));
+            assert_eq!(a.bytes(k), b.bytes(k));
+        }
+    }
+    // The loader, unchanged, through the link and straight to the server.
+    let run = |o: &RemoteOptions| -> Vec<(Vec<u64>, Vec<u8>)> {
+        DataLoader::builder()
+            .stream("img", DynDense::open_url(&url("bkt", "img"), o).unwrap())
+            .stream("tok", DynRagged::open_url(&url("bkt", "tok"), o).unwrap())
+            .batch_size(64)
+            .mode(SamplerMode::Cyclic)
+            .seed(5)
+            .workers(3)
+            .build()
+            .unwrap()
+            .take(20)
+            .map(|b| {
+                let b = b.unwrap();
+                let mut bytes = b.column("img").unwrap().bytes().to_vec();
+                bytes.extend_from_slice(b.column("tok").unwrap().bytes());
+                (b.indices().to_vec(), bytes)
+            })
+            .collect()
+    };
+    assert_eq!(run(&slow), run(&direct));
+    // All of it went through the link: without it, the options reach nothing.
+    drop(link);
+    let e = DynDense::open_url(&url("bkt", "img"), &slow).err().unwrap();
     assert!(
         matches!(e.kind(), ErrorKind::Remote { record: None, .. }),
         "{e}"

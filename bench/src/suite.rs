@@ -1409,14 +1409,13 @@ fn vision_section(
     };
     let progress = |m: String| bar.set_message(m);
     let plots = args.plot_dir()?;
-    let section = crate::vision::section(
+    crate::vision::section(
         &setup,
         min.max(Duration::from_secs_f64(if args.quick { 0.3 } else { 4.0 })),
         targets,
         &progress,
         plots.as_deref(),
-    );
-    section
+    )
 }
 
 /// The `vision` corpus's set-up (`None` without a Python to make it).

@@ -359,14 +359,16 @@ pub fn profile<S: Staging>(
     };
     let threads1 = probe::threads();
     drop(loader);
-    let (_, worker_queued, worker_threads) =
+    let (worker_cpu, worker_queued, worker_threads) =
         probe::threads_delta(&threads0, &threads1, "loaderx-worker");
+    // The look-ahead's thread (`loaderx-lookahead`, cut to 15 bytes).
+    let (lookahead_cpu, _, _) = probe::threads_delta(&threads0, &threads1, "loaderx-lookahe");
 
+    let biggest = files
+        .iter()
+        .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()));
     let drive = if options.probe_drive {
-        files
-            .iter()
-            .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
-            .and_then(|f| probe::drive(f, 0.4))
+        biggest.and_then(|f| probe::drive(f, 0.4))
     } else {
         None
     };
@@ -408,6 +410,11 @@ pub fn profile<S: Staging>(
         } else {
             0.0
         },
+        other_cpu: if worker_threads > 0 {
+            (cpu.saturating_sub(worker_cpu).saturating_sub(lookahead_cpu)).as_secs_f64()
+        } else {
+            0.0
+        },
         workers: configured_workers,
         cores,
         stats: &stats,
@@ -423,6 +430,25 @@ pub fn profile<S: Staging>(
             .collect(),
         decode,
         crop_first_measured,
+        warm_read: None,
+    };
+    // What a warm read costs: the stores' own mapped gathers of batches
+    // whose records are in the page cache, on as many threads as the
+    // workers. Only needed to predict a warm store.
+    let warm_read = if matches!(measured.cache, Some(CacheState::Cold | CacheState::Partial)) {
+        let streams: Vec<crate::loader::Stream> = builder
+            .configured_streams()
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect();
+        let rpb = (records as f64 / batches.max(1) as f64).round().max(1.0) as usize;
+        probe::warm_gather_seconds(&streams, rpb, configured_workers.clamp(1, cores), 0.3)
+    } else {
+        None
+    };
+    let measured = Measured {
+        warm_read,
+        ..measured
     };
     let (predictions, calibration) = measured.predict(&options.workers);
     Ok(Profile {
@@ -450,6 +476,10 @@ struct Measured<'a> {
     wall: f64,
     cpu: f64,
     worker_queued: f64,
+    /// The process's CPU time outside the workers and the look-ahead
+    /// (the consumer, rayon's threads): what a batch costs besides its
+    /// worker's own work and the look-ahead's reads.
+    other_cpu: f64,
     workers: usize,
     cores: usize,
     stats: &'a LoaderStats,
@@ -459,6 +489,9 @@ struct Measured<'a> {
     stream_bytes: Vec<f64>,
     decode: Option<(f64, f64)>,
     crop_first_measured: Option<bool>,
+    /// Seconds a worker's warm read of a batch takes (mapped gathers from
+    /// the page cache, as many threads at once as the workers).
+    warm_read: Option<f64>,
 }
 
 impl Measured<'_> {
@@ -488,12 +521,27 @@ impl Measured<'_> {
     }
 
     /// The costs with the stores warm: the read stage's measured time
-    /// replaced by copying the delivered bytes at memory's speed.
-    fn warm_costs(&self, costs: Costs) -> Costs {
+    /// replaced by a warm read's (measured by the probe, else the
+    /// delivered bytes copied at memory's speed); a worker then works on
+    /// the CPU for its whole batch, and the CPU a batch costs is that plus
+    /// what the consumer and rayon's threads spent (the look-ahead reads
+    /// nothing for a warm store).
+    fn warm_costs(&self) -> Costs {
         let made = self.stats.batches.max(1) as f64;
+        let batch = self.stats.batch.total.as_secs_f64() / made;
         let read = self.stats.stages[Stage::Read].total.as_secs_f64() / made;
-        let copy = self.stats.bytes_delivered as f64 / made / probe::copy_bandwidth();
-        costs.wall_plus(copy - read)
+        let warm_read = self.warm_read.unwrap_or_else(|| {
+            self.stats.bytes_delivered as f64
+                / made
+                / probe::copy_bandwidth(self.workers.clamp(1, self.cores))
+        });
+        // The rest of the batch as measured (a cold read's wake-up waits
+        // for a core are part of its read), then the warm read.
+        let wall = ((batch - read).max(0.0) + warm_read).max(1e-9);
+        Costs {
+            wall,
+            cpu: wall + self.other_cpu / made,
+        }
     }
 
     /// Every prediction, and the calibration.
@@ -533,7 +581,7 @@ impl Measured<'_> {
             Some(CacheState::Warm) | Some(CacheState::Partial) => {
                 if let Some(d) = self.drive_batches() {
                     let base = if self.cache == Some(CacheState::Partial) {
-                        self.warm_costs(costs)
+                        self.warm_costs()
                     } else {
                         costs
                     };
@@ -546,7 +594,7 @@ impl Measured<'_> {
                     });
                 }
                 if self.cache == Some(CacheState::Partial) {
-                    let (r, b) = scaled(rate(self.warm_costs(costs), lanes, cores, None));
+                    let (r, b) = scaled(rate(self.warm_costs(), lanes, cores, None));
                     out.push(Prediction {
                         scenario: Scenario::PageCache(CacheState::Warm),
                         records_per_s: r,
@@ -556,7 +604,7 @@ impl Measured<'_> {
                 }
             }
             Some(CacheState::Cold) => {
-                let (r, b) = scaled(rate(self.warm_costs(costs), lanes, cores, None));
+                let (r, b) = scaled(rate(self.warm_costs(), lanes, cores, None));
                 out.push(Prediction {
                     scenario: Scenario::PageCache(CacheState::Warm),
                     records_per_s: r,
@@ -734,6 +782,7 @@ mod tests {
             wall: 10.0,
             cpu: 10.0,
             worker_queued: 0.0,
+            other_cpu: 0.0,
             workers: 1,
             cores: 4,
             stats,
@@ -742,6 +791,7 @@ mod tests {
             stream_bytes: vec![4096.0],
             decode: None,
             crop_first_measured: None,
+            warm_read: None,
         }
     }
 
