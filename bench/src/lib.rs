@@ -71,6 +71,11 @@ pub struct Args {
     /// `cold` section: timed seconds per reader.
     #[arg(long, default_value_t = 5.0)]
     pub cold_seconds: f64,
+    /// `profile` section: seconds each profile measures (as `loaderx
+    /// profile`'s default; at 5 s the measurements themselves scatter by
+    /// about ±10 % on a 2-core machine).
+    #[arg(long, default_value_t = 10.0)]
+    pub profile_seconds: f64,
     /// `cold` section: rounds of `fio` and loaderx's default loader, run in
     /// turn (the medians are reported: a cloud disk's bandwidth drifts by
     /// a fifth from one run to the next).

@@ -1471,7 +1471,11 @@ fn profile_section(
     } else {
         (args.cold_gib * (1u64 << 30) as f64) as u64
     };
-    let seconds = if args.quick { 1.0 } else { args.cold_seconds };
+    let seconds = if args.quick {
+        1.0
+    } else {
+        args.profile_seconds
+    };
     let plots = args.plot_dir()?;
     crate::profile::section(
         split.as_deref(),
