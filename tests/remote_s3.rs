@@ -172,6 +172,33 @@ fn scattered(n: u64, count: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// The first `steps` batches of a 3-worker cyclic loader over an `img`
+/// and a `tok` stream: each batch's record indices and its bytes.
+fn loader_batches(
+    img: DynDense,
+    tok: DynRagged,
+    seed: u64,
+    steps: usize,
+) -> Vec<(Vec<u64>, Vec<u8>)> {
+    DataLoader::builder()
+        .stream("img", img)
+        .stream("tok", tok)
+        .batch_size(64)
+        .mode(SamplerMode::Cyclic)
+        .seed(seed)
+        .workers(3)
+        .build()
+        .unwrap()
+        .take(steps)
+        .map(|b| {
+            let b = b.unwrap();
+            let mut bytes = b.column("img").unwrap().bytes().to_vec();
+            bytes.extend_from_slice(b.column("tok").unwrap().bytes());
+            (b.indices().to_vec(), bytes)
+        })
+        .collect()
+}
+
 #[test]
 fn gathers_and_the_loader_over_a_url_match_the_local_store() {
     let Some(server) = S3Server::start() else {
@@ -252,32 +279,17 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
         }
     }
     // The loader, unchanged, over URLs and over the local stores.
-    let run = |img: DynDense, tok: DynRagged| -> Vec<(Vec<u64>, Vec<u8>)> {
-        DataLoader::builder()
-            .stream("img", img)
-            .stream("tok", tok)
-            .batch_size(64)
-            .mode(SamplerMode::Cyclic)
-            .seed(3)
-            .workers(3)
-            .build()
-            .unwrap()
-            .take(40)
-            .map(|b| {
-                let b = b.unwrap();
-                let mut bytes = b.column("img").unwrap().bytes().to_vec();
-                bytes.extend_from_slice(b.column("tok").unwrap().bytes());
-                (b.indices().to_vec(), bytes)
-            })
-            .collect()
-    };
-    let remote = run(
+    let remote = loader_batches(
         DynDense::open_url(&url("bkt", "img"), &o).unwrap(),
         DynRagged::open_url(&url("bkt", "tok"), &o).unwrap(),
+        3,
+        40,
     );
-    let local = run(
+    let local = loader_batches(
         DynDense::open(&img).unwrap(),
         DynRagged::open(&tok).unwrap(),
+        3,
+        40,
     );
     assert_eq!(remote, local);
 }
@@ -644,24 +656,13 @@ fn reads_through_a_throttled_link_match_direct_reads() {
         }
     }
     // The loader, unchanged, through the link and straight to the server.
-    let run = |o: &RemoteOptions| -> Vec<(Vec<u64>, Vec<u8>)> {
-        DataLoader::builder()
-            .stream("img", DynDense::open_url(&url("bkt", "img"), o).unwrap())
-            .stream("tok", DynRagged::open_url(&url("bkt", "tok"), o).unwrap())
-            .batch_size(64)
-            .mode(SamplerMode::Cyclic)
-            .seed(5)
-            .workers(3)
-            .build()
-            .unwrap()
-            .take(20)
-            .map(|b| {
-                let b = b.unwrap();
-                let mut bytes = b.column("img").unwrap().bytes().to_vec();
-                bytes.extend_from_slice(b.column("tok").unwrap().bytes());
-                (b.indices().to_vec(), bytes)
-            })
-            .collect()
+    let run = |o: &RemoteOptions| {
+        loader_batches(
+            DynDense::open_url(&url("bkt", "img"), o).unwrap(),
+            DynRagged::open_url(&url("bkt", "tok"), o).unwrap(),
+            5,
+            20,
+        )
     };
     assert_eq!(run(&slow), run(&direct));
     // All of it went through the link: without it, the options reach nothing.

@@ -577,42 +577,33 @@ impl Measured<'_> {
                 measured: is_now,
             });
         }
-        match self.cache {
-            Some(CacheState::Warm) | Some(CacheState::Partial) => {
-                if let Some(d) = self.drive_batches() {
-                    let base = if self.cache == Some(CacheState::Partial) {
-                        self.warm_costs()
-                    } else {
-                        costs
-                    };
-                    let (r, b) = scaled(rate(base, lanes, cores, Some(d)));
-                    out.push(Prediction {
-                        scenario: Scenario::PageCache(CacheState::Cold),
-                        records_per_s: r,
-                        bound: b,
-                        measured: false,
-                    });
-                }
-                if self.cache == Some(CacheState::Partial) {
-                    let (r, b) = scaled(rate(self.warm_costs(), lanes, cores, None));
-                    out.push(Prediction {
-                        scenario: Scenario::PageCache(CacheState::Warm),
-                        records_per_s: r,
-                        bound: b,
-                        measured: false,
-                    });
-                }
-            }
-            Some(CacheState::Cold) => {
-                let (r, b) = scaled(rate(self.warm_costs(), lanes, cores, None));
+        // Cold, from a warm or partly resident store: each batch's reads
+        // from the drive on top of the warm costs. Warm, from a cold or
+        // partly resident one: the warm read in place of the measured one.
+        let drive_then = match self.cache {
+            Some(CacheState::Warm | CacheState::Partial) => self.drive_batches(),
+            _ => None,
+        };
+        let to_cold = drive_then.map(|d| {
+            let base = if self.cache == Some(CacheState::Partial) {
+                self.warm_costs()
+            } else {
+                costs
+            };
+            rate(base, lanes, cores, Some(d))
+        });
+        let to_warm = matches!(self.cache, Some(CacheState::Cold | CacheState::Partial))
+            .then(|| rate(self.warm_costs(), lanes, cores, None));
+        for (state, predicted) in [(CacheState::Cold, to_cold), (CacheState::Warm, to_warm)] {
+            if let Some(p) = predicted {
+                let (r, b) = scaled(p);
                 out.push(Prediction {
-                    scenario: Scenario::PageCache(CacheState::Warm),
+                    scenario: Scenario::PageCache(state),
                     records_per_s: r,
                     bound: b,
                     measured: false,
                 });
             }
-            None => {}
         }
         if let (Some((on, off)), Some(now_on)) = (self.decode, self.crop_first_measured) {
             let delta = (off - on) * rpb;
