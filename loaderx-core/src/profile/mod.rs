@@ -391,7 +391,7 @@ pub fn profile<S: Staging>(
                 .iter()
                 .find(|(n, _)| n == name)?;
             Some((
-                probe::crop_first_costs(stream, p, 32, 0.3)?,
+                probe::crop_first_costs(stream, p, 48, 0.5)?,
                 p.is_reduced_decode(),
             ))
         });

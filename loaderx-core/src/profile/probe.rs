@@ -325,8 +325,9 @@ pub(crate) fn warm_gather_seconds(
 }
 
 /// Seconds one thread spends per record of `stream` with `pipeline`
-/// crop-first and in full: `(crop_first, full)`, over up to `sample` of
-/// its first records, each way at least twice and for about `seconds`.
+/// crop-first and in full: `(crop_first, full)`, over up to `sample`
+/// records spread over the store, each way the median of at least three
+/// passes and about `seconds` in all.
 /// `None` when no record decodes.
 #[cfg(feature = "vision")]
 pub(crate) fn crop_first_costs(
@@ -336,30 +337,44 @@ pub(crate) fn crop_first_costs(
     seconds: f64,
 ) -> Option<(f64, f64)> {
     use crate::vision::DrawKey;
-    let n = stream.store().len().min(sample as u64);
+    let len = stream.store().len();
+    let n = len.min(sample as u64);
     if n == 0 {
         return None;
     }
-    let indices: Vec<u64> = (0..n).collect();
+    // Records spread over the whole store, not its first few.
+    let indices: Vec<u64> = (0..n).map(|i| i * len / n).collect();
     let column = stream.gather(&indices).ok()?;
     let records: Vec<Vec<u8>> = column.records().map(|(_, b)| b.to_vec()).collect();
-    let time = |p: &crate::vision::Pipeline| -> Option<f64> {
-        let mut out = vec![0u8; p.record_bytes().ok()?];
-        let start = Instant::now();
-        let mut done = 0u64;
-        let mut passes = 0;
-        while passes < 2 || start.elapsed().as_secs_f64() < seconds {
+    let pipelines = [
+        pipeline.clone().reduced_decode(true),
+        pipeline.clone().reduced_decode(false),
+    ];
+    let mut outs = Vec::with_capacity(2);
+    for p in &pipelines {
+        outs.push(vec![0u8; p.record_bytes().ok()?]);
+    }
+    // Passes over the sample, the two ways in turn, until each has had
+    // at least three and `seconds` each: each way's median pass, so that
+    // a pass another process interrupted, or the machine's drift between
+    // two long runs, counts for neither.
+    let mut passes: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let start = Instant::now();
+    while passes[1].len() < 3 || start.elapsed().as_secs_f64() < 2.0 * seconds {
+        for (k, p) in pipelines.iter().enumerate() {
+            let pass = Instant::now();
             for (i, r) in records.iter().enumerate() {
-                p.apply(r, DrawKey::from_raw(i as u64), &mut out).ok()?;
-                done += 1;
+                p.apply(r, DrawKey::from_raw(i as u64), &mut outs[k]).ok()?;
             }
-            passes += 1;
+            passes[k].push(pass.elapsed().as_secs_f64() / records.len() as f64);
         }
-        Some(start.elapsed().as_secs_f64() / done as f64)
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
     };
-    let on = time(&pipeline.clone().reduced_decode(true))?;
-    let off = time(&pipeline.clone().reduced_decode(false))?;
-    Some((on, off))
+    let [mut on, mut off] = passes;
+    Some((median(&mut on), median(&mut off)))
 }
 
 #[cfg(test)]
