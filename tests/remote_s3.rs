@@ -172,6 +172,17 @@ fn scattered(n: u64, count: usize, seed: u64) -> Vec<u64> {
         .collect()
 }
 
+/// Asserts that gathering `idx` from `a` and from `b` gives the same
+/// records: count, and each record's shape and bytes.
+fn assert_same_ragged_gathers(a: &DynRagged, b: &DynRagged, idx: &[u64]) {
+    let (x, y) = (a.gather(idx).unwrap(), b.gather(idx).unwrap());
+    assert_eq!(x.len(), y.len());
+    for k in 0..x.len() {
+        assert_eq!(x.shape(k), y.shape(k));
+        assert_eq!(x.bytes(k), y.bytes(k));
+    }
+}
+
 /// The first `steps` batches of a 3-worker cyclic loader over an `img`
 /// and a `tok` stream: each batch's record indices and its bytes.
 fn loader_batches(
@@ -244,12 +255,7 @@ fn gathers_and_the_loader_over_a_url_match_the_local_store() {
                 rr.gather_bytes(&idx).unwrap(),
                 lr.gather_bytes(&idx).unwrap()
             );
-            let (a, b) = (rt.gather(&idx).unwrap(), lt.gather(&idx).unwrap());
-            assert_eq!(a.len(), b.len());
-            for k in 0..a.len() {
-                assert_eq!(a.shape(k), b.shape(k));
-                assert_eq!(a.bytes(k), b.bytes(k));
-            }
+            assert_same_ragged_gathers(&rt, &lt, &idx);
         }
         // An index out of range is the same error as locally.
         let e = ri.gather_bytes(&[3_000]).unwrap_err();
@@ -648,12 +654,7 @@ fn reads_through_a_throttled_link_match_direct_reads() {
             ri.gather_bytes(&idx).unwrap(),
             di.gather_bytes(&idx).unwrap()
         );
-        let (a, b) = (rt.gather(&idx).unwrap(), dt.gather(&idx).unwrap());
-        assert_eq!(a.len(), b.len());
-        for k in 0..a.len() {
-            assert_eq!(a.shape(k), b.shape(k));
-            assert_eq!(a.bytes(k), b.bytes(k));
-        }
+        assert_same_ragged_gathers(&rt, &dt, &idx);
     }
     // The loader, unchanged, through the link and straight to the server.
     let run = |o: &RemoteOptions| {

@@ -333,6 +333,21 @@ def fetch(port, size, out, key):
     s.close()
 
 
+def proxy_command(target, latency_ms, mbit, *extra):
+    """This script's command line in front of 127.0.0.1:`target`."""
+    return [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--target",
+        f"127.0.0.1:{target}",
+        "--latency-ms",
+        str(latency_ms),
+        "--mbit",
+        str(mbit),
+        *extra,
+    ]
+
+
 def self_test():
     latency, mbit = 0.020, 80.0
     rate = mbit * 1e6 / 8
@@ -348,16 +363,7 @@ def self_test():
     threading.Thread(target=bulk.serve_forever, daemon=True).start()
     target = bulk.server_address[1]
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--target",
-            f"127.0.0.1:{target}",
-            "--latency-ms",
-            str(latency * 1000),
-            "--mbit",
-            str(mbit),
-        ],
+        proxy_command(target, latency * 1000, mbit),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -482,19 +488,7 @@ def self_test():
         os.environ.get("TMPDIR", "/tmp"), f"throttle_proxy_selftest_{os.getpid()}.port"
     )
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            os.path.abspath(__file__),
-            "--target",
-            f"127.0.0.1:{target}",
-            "--latency-ms",
-            "0",
-            "--mbit",
-            "0",
-            "--port-file",
-            port_file,
-            "--exit-on-stdin-close",
-        ],
+        proxy_command(target, 0, 0, "--port-file", port_file, "--exit-on-stdin-close"),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,

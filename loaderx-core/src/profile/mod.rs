@@ -364,11 +364,11 @@ pub fn profile<S: Staging>(
     // The look-ahead's thread (`loaderx-lookahead`, cut to 15 bytes).
     let (lookahead_cpu, _, _) = probe::threads_delta(&threads0, &threads1, "loaderx-lookahe");
 
-    let biggest = files
-        .iter()
-        .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()));
     let drive = if options.probe_drive {
-        biggest.and_then(|f| probe::drive(f, 0.4))
+        files
+            .iter()
+            .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+            .and_then(|f| probe::drive(f, 0.4))
     } else {
         None
     };
@@ -400,6 +400,23 @@ pub fn profile<S: Staging>(
     #[cfg(not(feature = "vision"))]
     let (decode, crop_first_measured): (Option<(f64, f64)>, Option<bool>) = (None, None);
 
+    // What a warm read costs: the stores' own mapped gathers of batches
+    // whose records are in the page cache, on as many threads as the
+    // workers. Only needed to predict a warm store.
+    let warm_read = if matches!(
+        cache.map(|c| c.0),
+        Some(CacheState::Cold | CacheState::Partial)
+    ) {
+        let streams: Vec<crate::loader::Stream> = builder
+            .configured_streams()
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect();
+        let rpb = (records as f64 / batches.max(1) as f64).round().max(1.0) as usize;
+        probe::warm_gather_seconds(&streams, rpb, configured_workers.clamp(1, cores), 0.3)
+    } else {
+        None
+    };
     let measured = Measured {
         records,
         batches: batches.max(1),
@@ -430,25 +447,7 @@ pub fn profile<S: Staging>(
             .collect(),
         decode,
         crop_first_measured,
-        warm_read: None,
-    };
-    // What a warm read costs: the stores' own mapped gathers of batches
-    // whose records are in the page cache, on as many threads as the
-    // workers. Only needed to predict a warm store.
-    let warm_read = if matches!(measured.cache, Some(CacheState::Cold | CacheState::Partial)) {
-        let streams: Vec<crate::loader::Stream> = builder
-            .configured_streams()
-            .iter()
-            .map(|(_, s)| s.clone())
-            .collect();
-        let rpb = (records as f64 / batches.max(1) as f64).round().max(1.0) as usize;
-        probe::warm_gather_seconds(&streams, rpb, configured_workers.clamp(1, cores), 0.3)
-    } else {
-        None
-    };
-    let measured = Measured {
         warm_read,
-        ..measured
     };
     let (predictions, calibration) = measured.predict(&options.workers);
     Ok(Profile {
@@ -580,20 +579,14 @@ impl Measured<'_> {
         // Cold, from a warm or partly resident store: each batch's reads
         // from the drive on top of the warm costs. Warm, from a cold or
         // partly resident one: the warm read in place of the measured one.
+        let warm = matches!(self.cache, Some(CacheState::Cold | CacheState::Partial))
+            .then(|| self.warm_costs());
         let drive_then = match self.cache {
             Some(CacheState::Warm | CacheState::Partial) => self.drive_batches(),
             _ => None,
         };
-        let to_cold = drive_then.map(|d| {
-            let base = if self.cache == Some(CacheState::Partial) {
-                self.warm_costs()
-            } else {
-                costs
-            };
-            rate(base, lanes, cores, Some(d))
-        });
-        let to_warm = matches!(self.cache, Some(CacheState::Cold | CacheState::Partial))
-            .then(|| rate(self.warm_costs(), lanes, cores, None));
+        let to_cold = drive_then.map(|d| rate(warm.unwrap_or(costs), lanes, cores, Some(d)));
+        let to_warm = warm.map(|w| rate(w, lanes, cores, None));
         for (state, predicted) in [(CacheState::Cold, to_cold), (CacheState::Warm, to_warm)] {
             if let Some(p) = predicted {
                 let (r, b) = scaled(p);
