@@ -66,6 +66,7 @@ mod convert_args;
 use convert_args::{Convert, convert};
 
 mod inspect;
+mod lazy_args;
 mod profile;
 
 /// Any failure of a command.
@@ -168,20 +169,58 @@ enum DatasetCommand {
     },
     /// Print the dataset's records, parts and streams.
     Info {
-        /// Dataset directory or URL prefix.
+        /// Dataset directory or URL prefix, or parquet files where they
+        /// live (hf://datasets/ORG/NAME[@REV], s3://…/ prefixes and globs,
+        /// https://…/x.parquet, local files): their footers are read and
+        /// the first row group converted.
         dir: PathBuf,
+        /// The split of an hf:// dataset (default train).
+        #[arg(long)]
+        split: Option<String>,
+        #[command(flatten)]
+        lazy: lazy_args::LazyArgs,
     },
     /// Print every stream's canonical digest `<sha256-hex>  <length>  <stream>`:
     /// equal to the digest of one store holding the same records.
     Digest {
-        /// Dataset directory or URL prefix.
+        /// Dataset directory or URL prefix, or parquet files where they
+        /// live (as for `info`; every row group is converted).
         dir: PathBuf,
+        /// The split of an hf:// dataset (default train).
+        #[arg(long)]
+        split: Option<String>,
+        #[command(flatten)]
+        lazy: lazy_args::LazyArgs,
     },
     /// Read and decode every record of every stream; exit non-zero on the
     /// first problem.
     Verify {
-        /// Dataset directory or URL prefix.
+        /// Dataset directory or URL prefix, or parquet files where they
+        /// live (as for `info`).
         dir: PathBuf,
+        /// The split of an hf:// dataset (default train).
+        #[arg(long)]
+        split: Option<String>,
+        #[command(flatten)]
+        lazy: lazy_args::LazyArgs,
+    },
+    /// Make parquet files opened where they live a dataset of their own:
+    /// every row group converted (those not in the cache yet) and linked
+    /// into OUT with a manifest, digest for digest `loaderx convert` of the
+    /// same files (images encoded, as `--encoded`).
+    Freeze {
+        /// hf://datasets/ORG/NAME[@REV], an s3://, gs://, az:// or
+        /// http(s):// parquet file, prefix (…/) or glob, or local parquet
+        /// files.
+        location: PathBuf,
+        /// The new dataset directory.
+        #[arg(short = 'o', long = "output", value_name = "OUT")]
+        out: PathBuf,
+        /// The split of an hf:// dataset (default train).
+        #[arg(long)]
+        split: Option<String>,
+        #[command(flatten)]
+        lazy: lazy_args::LazyArgs,
     },
 }
 
@@ -231,9 +270,10 @@ impl Command {
             Command::Push { store, url, .. } => vec![store.as_os_str(), std::ffi::OsStr::new(url)],
             Command::Dataset(
                 DatasetCommand::Merge { dir, .. }
-                | DatasetCommand::Info { dir }
-                | DatasetCommand::Digest { dir }
-                | DatasetCommand::Verify { dir },
+                | DatasetCommand::Info { dir, .. }
+                | DatasetCommand::Digest { dir, .. }
+                | DatasetCommand::Verify { dir, .. }
+                | DatasetCommand::Freeze { location: dir, .. },
             ) => vec![dir.as_os_str()],
             Command::Migrate { src, dst, .. } => vec![src.as_os_str(), dst.as_os_str()],
             Command::Convert(c) => c.named(),
@@ -492,13 +532,19 @@ fn dataset(command: &DatasetCommand) -> Result<String, Error> {
                 d.stream_names().join(", ")
             )
         }
-        DatasetCommand::Info { dir } => {
-            let d = Dataset::open(dir)?;
+        DatasetCommand::Info { dir, split, lazy } => {
+            let d = lazy.dataset(dir, split.as_deref())?;
             let mut lines = vec![
                 format!("path: {}", dir.display()),
                 format!("length: {}", d.len()),
                 format!("parts: {}", d.parts().len()),
             ];
+            if d.lazy_stats().is_some() {
+                lines.push(format!(
+                    "opened where it lives: one part per row group, cached in {}",
+                    d.path().display()
+                ));
+            }
             for (name, s) in d.streams() {
                 let shape = match s {
                     Store::Dense(s) => format!("item_shape {:?}", s.item_shape()),
@@ -514,16 +560,16 @@ fn dataset(command: &DatasetCommand) -> Result<String, Error> {
             }
             lines.join("\n")
         }
-        DatasetCommand::Digest { dir } => {
-            let d = Dataset::open(dir)?;
+        DatasetCommand::Digest { dir, split, lazy } => {
+            let d = lazy.dataset(dir, split.as_deref())?;
             let mut lines = Vec::new();
             for (name, s) in d.streams() {
                 lines.push(format!("{}  {name}", loaderx_core::digest(s)?));
             }
             lines.join("\n")
         }
-        DatasetCommand::Verify { dir } => {
-            let d = Dataset::open(dir)?;
+        DatasetCommand::Verify { dir, split, lazy } => {
+            let d = lazy.dataset(dir, split.as_deref())?;
             for (_, s) in d.streams() {
                 s.for_each_record(|_, _, _| Ok(()))?;
             }
@@ -532,6 +578,30 @@ fn dataset(command: &DatasetCommand) -> Result<String, Error> {
                 d.len(),
                 d.streams().len(),
                 d.parts().len()
+            )
+        }
+        DatasetCommand::Freeze {
+            location,
+            out,
+            split,
+            lazy,
+        } => {
+            if matches!(dest(out)?, Dest::Url(_)) {
+                return Err(format!(
+                    "{}: freeze writes a local directory (push it afterwards)",
+                    redact_url(&out.to_string_lossy())
+                )
+                .into());
+            }
+            let d = lazy.open(location, split.as_deref())?;
+            let frozen = d.freeze(out)?;
+            format!(
+                "froze {} into {}: {} records in {} parts, streams {}",
+                location.display(),
+                out.display(),
+                frozen.len(),
+                frozen.parts().len(),
+                frozen.stream_names().join(", ")
             )
         }
     })

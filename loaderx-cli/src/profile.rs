@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, ValueEnum};
 use loaderx_core::profile::{ProfileOptions, profile};
 use loaderx_core::vision::Pipeline;
-use loaderx_core::{DType, DataLoader, Store};
+use loaderx_core::{DType, DataLoader, SamplerMode, Store};
 
 use crate::Error;
 use crate::inspect::split_streams;
@@ -31,11 +31,22 @@ pub(crate) enum Augment {
 #[derive(Debug, Args)]
 pub(crate) struct ProfileArgs {
     /// A split (OUT/train), a conversion root (OUT, with --split), a
-    /// multi-part dataset, a store, or a URL of one.
+    /// multi-part dataset, a store, or a URL of one; or parquet files
+    /// where they live (hf://datasets/ORG/NAME[@REV], s3://…/ prefixes and
+    /// globs, https://…/x.parquet, local files), converted row group by
+    /// row group as the loader needs them.
     pub(crate) dataset: PathBuf,
-    /// The split of a conversion root to read (default: train, or the only one).
+    /// The split of a conversion root or an hf:// dataset to read
+    /// (default: train, or the only one).
     #[arg(long)]
     split: Option<String>,
+    /// The sampling mode (sequential, cyclic, windowed:BLOCK[:WINDOW],
+    /// part_windowed[:WINDOW], …; default: cyclic, and part_windowed:16
+    /// for parquet files read where they live).
+    #[arg(long)]
+    mode: Option<String>,
+    #[command(flatten)]
+    lazy: crate::lazy_args::LazyArgs,
     /// Read only these streams (repeat or comma-separate; default: all).
     #[arg(long = "stream", value_delimiter = ',')]
     streams: Vec<String>,
@@ -96,7 +107,13 @@ fn image_stream(streams: &[(String, Store)], named: Option<&str>) -> Result<Stri
 
 /// `loaderx profile`.
 pub(crate) fn run(args: &ProfileArgs) -> Result<String, Error> {
-    let (label, mut streams) = split_streams(&args.dataset, args.split.as_deref())?;
+    let lazy = crate::lazy_args::is_lazy(&args.dataset);
+    let (label, mut streams) = if lazy {
+        let d = args.lazy.open(&args.dataset, args.split.as_deref())?;
+        (args.dataset.display().to_string(), d.into_streams())
+    } else {
+        split_streams(&args.dataset, args.split.as_deref())?
+    };
     if !args.streams.is_empty() {
         for want in &args.streams {
             if !streams.iter().any(|(n, _)| n == want) {
@@ -106,6 +123,11 @@ pub(crate) fn run(args: &ProfileArgs) -> Result<String, Error> {
         streams.retain(|(n, _)| args.streams.contains(n));
     }
     let mut builder = DataLoader::builder().batch_size(args.batch_size);
+    match &args.mode {
+        Some(m) => builder = builder.mode(m.parse()?),
+        None if lazy => builder = builder.mode(SamplerMode::PartWindowed { window: 16 }),
+        None => {}
+    }
     if let Some(w) = args.workers {
         builder = builder.workers(w);
     }

@@ -107,6 +107,17 @@ pub(crate) fn find_token(explicit: Option<&str>) -> Option<String> {
         .or_else(|| default_cache()?.token())
 }
 
+/// The Hub's address: `explicit`, else `HF_ENDPOINT`, else the public Hub;
+/// without a trailing slash.
+pub(crate) fn endpoint_url(explicit: Option<&str>) -> String {
+    explicit
+        .map(str::to_owned)
+        .or_else(|| nonempty(std::env::var("HF_ENDPOINT").ok()))
+        .unwrap_or_else(|| "https://huggingface.co".to_owned())
+        .trim_end_matches('/')
+        .to_owned()
+}
+
 /// hf-hub's cache from `HF_HOME` or the home directory; `None` when neither
 /// exists (hf-hub itself would panic).
 fn default_cache() -> Option<Cache> {
@@ -138,10 +149,7 @@ impl Hub {
                 )
             })?,
         };
-        let endpoint = endpoint
-            .map(str::to_owned)
-            .or_else(|| nonempty(std::env::var("HF_ENDPOINT").ok()))
-            .unwrap_or_else(|| "https://huggingface.co".to_owned());
+        let endpoint = endpoint_url(endpoint);
         let cache_path = cache.path().clone();
         let api = ApiBuilder::from_cache(cache)
             .with_endpoint(endpoint.trim_end_matches('/').to_owned())

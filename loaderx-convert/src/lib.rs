@@ -81,6 +81,8 @@ pub mod idx;
 mod ipc;
 #[cfg(feature = "arrow")]
 pub mod jsonl;
+#[cfg(feature = "lazy")]
+pub mod lazy;
 #[cfg(feature = "arrow")]
 pub mod local;
 #[cfg(feature = "npy")]

@@ -564,6 +564,134 @@ impl Dataset {
         assemble(&dir, manifest, stores)
     }
 
+    /// The dataset of `source`'s parts, each converted the first time a
+    /// gather or the loader's look-ahead needs it, into `options`' cache
+    /// directory ([`lazy`](crate::lazy)). Part 0 is converted (or found
+    /// converted) now: it names the streams and their schemas, which every
+    /// other part must have. The streams are ordinary [`Store`]s; their
+    /// [`path`](Store::path) is the source's name followed by the stream's.
+    /// [`path`](Self::path) is the cache directory: once every part is
+    /// converted, [`merge`](Self::merge) of it writes a manifest and makes
+    /// it a dataset of its own.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::LazyPart`] when part 0 cannot be converted; as
+    /// [`Store::open`] for its stores; [`ErrorKind::InvalidArgument`] for a
+    /// source of no part or more than `2^64` records, or a part 0 of no
+    /// store.
+    pub fn lazy(
+        source: std::sync::Arc<dyn crate::lazy::PartSource>,
+        options: &crate::lazy::LazyOptions,
+    ) -> Result<Dataset, Error> {
+        use crate::engine::Engine;
+        use crate::engine::lazy::{LazyParts, LazyStream};
+        let parts = LazyParts::open(source, options)?;
+        let first = parts.dir().join(Dataset::part_name(0));
+        let mut streams = Vec::with_capacity(parts.streams().len());
+        let mut schemas = Vec::with_capacity(parts.streams().len());
+        for (k, name) in parts.streams().iter().enumerate() {
+            let store = Store::open(first.join(name))?;
+            schemas.push(StreamSchema::of(name, &store));
+            let lazy = |engine: Engine| -> Result<Engine, Error> {
+                let Engine::Store(template) = engine else {
+                    return Err(Error::invalid(format!(
+                        "{}: part 0's store {name:?} is not one store",
+                        parts.name().display()
+                    )));
+                };
+                Ok(Engine::Lazy(Box::new(LazyStream::new(
+                    std::sync::Arc::clone(&parts),
+                    k,
+                    template,
+                ))))
+            };
+            let store = match store {
+                Store::Dense(d) => Store::Dense(d.map_engine(lazy)?),
+                Store::Ragged(r) => Store::Ragged(r.map_engine(lazy)?),
+            };
+            streams.push((name.clone(), store));
+        }
+        let starts = parts.index().starts();
+        let manifest = Manifest {
+            loaderx_dataset: VERSION,
+            records: parts.index().len(),
+            streams: schemas,
+            parts: (0..parts.index().parts())
+                .map(|p| PartEntry {
+                    name: Dataset::part_name(p as u64),
+                    records: starts[p + 1] - starts[p],
+                    table_digest: None,
+                })
+                .collect(),
+        };
+        Ok(Dataset {
+            path: parts.dir().to_path_buf(),
+            manifest,
+            index: parts.index().clone(),
+            streams,
+        })
+    }
+
+    /// Makes a dataset opened with [`lazy`](Self::lazy) permanent: every
+    /// part converted (those not in the cache now), linked (hard links;
+    /// copies across file systems) into the new directory `out`, and the
+    /// manifest written ([`merge`](Self::merge)), so `out` is a multi-part
+    /// dataset of the same records, which [`open`](Self::open) reads with
+    /// no source. The cache is left as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`ErrorKind::InvalidArgument`] for a dataset that was not opened
+    /// lazily or when `out` exists; [`ErrorKind::LazyPart`] for a part that cannot be converted;
+    /// as [`merge`](Self::merge).
+    pub fn freeze(&self, out: impl AsRef<Path>) -> Result<Dataset, Error> {
+        let out = out.as_ref();
+        let Some(parts) = self.streams.iter().find_map(|(_, s)| match s.engine() {
+            crate::engine::Engine::Lazy(l) => Some(std::sync::Arc::clone(l.shared())),
+            _ => None,
+        }) else {
+            return Err(Error::invalid(format!(
+                "{}: only a dataset opened lazily can be frozen (this one is already on disk)",
+                self.path.display()
+            )));
+        };
+        if std::fs::symlink_metadata(out).is_ok() {
+            return Err(Error::invalid(format!(
+                "{}: already exists; remove it or choose another output",
+                out.display()
+            )));
+        }
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".to_owned());
+        let staging = out.with_file_name(format!(".{name}.freezing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(|e| Error::io(&staging, e))?;
+        let n = parts.index().parts();
+        let ahead = 4usize;
+        let result = (|| -> Result<Dataset, Error> {
+            for p in 0..n {
+                parts.prefetch_parts(p + 1..(p + 1 + ahead).min(n));
+                parts.link_part(p, &staging.join(Dataset::part_name(p as u64)))?;
+            }
+            Dataset::merge(&staging, Some(n as u64))?;
+            std::fs::rename(&staging, out).map_err(|e| Error::io(out, e))?;
+            Dataset::open(out)
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&staging);
+        }
+        result
+    }
+
+    /// What the cache of a dataset opened with [`lazy`](Self::lazy) holds
+    /// and did; `None` for any other dataset.
+    pub fn lazy_stats(&self) -> Option<crate::lazy::LazyStats> {
+        self.streams.iter().find_map(|(_, s)| s.lazy_stats())
+    }
+
     /// The dataset's directory.
     pub fn path(&self) -> &Path {
         &self.path

@@ -293,6 +293,18 @@ impl DynDense {
         "[`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store is Ragged."
     );
 
+    /// The same store read through `f(engine)` (a lazily converted
+    /// dataset's stream over its part 0's store).
+    pub(crate) fn map_engine(
+        self,
+        f: impl FnOnce(Engine) -> Result<Engine, Error>,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            engine: f(self.engine)?,
+            ..self
+        })
+    }
+
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {
         match engine.schema().clone() {
             Schema::Dense { dtype, item_shape } => Ok(DynDense {
@@ -366,6 +378,14 @@ impl DynDense {
             (first.dtype, first.item_shape.clone(), first.record_bytes);
         let mut readers = Vec::new();
         for part in parts {
+            if matches!(part.engine, Engine::Lazy(_)) {
+                return Err(Error::invalid(format!(
+                    "{}: part {} is converted lazily and cannot be concatenated \
+                     (freeze it into a dataset first)",
+                    path.display(),
+                    part.path().display()
+                )));
+            }
             if part.dtype != dtype || part.item_shape != item_shape {
                 return Err(Error::invalid(format!(
                     "{}: part {} holds {} records of shape {:?}, the first part {dtype} of {item_shape:?}",

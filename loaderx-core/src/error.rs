@@ -42,6 +42,7 @@ impl Error {
             | ErrorKind::IndexOutOfRange { path, .. }
             | ErrorKind::WriterFailed { path }
             | ErrorKind::Remote { path, .. }
+            | ErrorKind::LazyPart { path, .. }
             | ErrorKind::ClassNames { path, .. } => Some(path),
             ErrorKind::PushFailed { path, .. } => Some(path),
             ErrorKind::Gather { error, .. } => error.path(),
@@ -280,6 +281,17 @@ pub enum ErrorKind {
         stream: String,
         /// What went wrong (its message is part of this one's).
         error: Error,
+    },
+    /// A lazily converted dataset's part could not be converted
+    /// ([`lazy`](crate::lazy)).
+    #[error("{}: part {part} could not be converted: {error}", path.display())]
+    LazyPart {
+        /// The source (its URL, redacted).
+        path: PathBuf,
+        /// The part (a row group of the source's files, in order).
+        part: u64,
+        /// What the source's conversion returned.
+        error: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A loader's transform returned an error.
     #[error("step {step}: transform failed: {error}")]

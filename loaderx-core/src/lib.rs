@@ -97,6 +97,7 @@ mod float8;
 #[doc(hidden)]
 pub mod format;
 pub mod guide;
+pub mod lazy;
 mod loader;
 mod migrate;
 mod options;
@@ -146,7 +147,7 @@ pub use ragged::{
 };
 #[cfg(feature = "remote")]
 pub use remote::{
-    CACHE_SUBDIR, PushReport, RemoteOptions, STORE_ID_FILE, push, push_stores,
+    CACHE_SUBDIR, PushReport, RemoteObject, RemoteOptions, STORE_ID_FILE, push, push_stores,
     push_stores_with_files,
 };
 pub use remote_url::{is_url, redact_url};

@@ -33,6 +33,16 @@ macro_rules! engine_accessors {
             self.engine().remote_stats()
         }
 
+        /// What the cache of a lazily converted dataset's stream
+        /// ([`Dataset::lazy`](crate::Dataset::lazy), shared by the
+        /// dataset's streams) holds and did; `None` for any other store.
+        pub fn lazy_stats(&self) -> Option<crate::lazy::LazyStats> {
+            match self.engine() {
+                crate::engine::Engine::Lazy(l) => Some(l.shared().stats()),
+                _ => None,
+            }
+        }
+
         /// Number of records.
         pub fn len(&self) -> u64 {
             self.engine().len()

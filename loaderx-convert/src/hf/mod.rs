@@ -530,41 +530,22 @@ fn select<'a>(
     Ok((name.as_str(), chosen))
 }
 
-/// Converts the dataset `source` to stores under the new directory `out`:
-/// `out/<split>/<column>/`. See the [module documentation](self).
-///
-/// # Errors
-///
-/// [`Error::AlreadyExists`] when `out` exists; [`Error::Hub`] when the Hub cannot
-/// be reached or refuses (unknown repo or revision, no access); [`Error::Layout`],
-/// [`Error::UnknownConfig`], [`Error::UnknownSplit`] and [`Error::UnknownColumn`]
-/// for a dataset or selection that does not fit; [`Error::Source`] for an
-/// unreadable parquet file; [`Error::Column`] for a value that cannot be stored (a
-/// null, an empty record, decoded images of one size and mixed modes), naming the
-/// column, the row and the option that would help; [`Error::InvalidOption`] for
-/// contradictory options; [`Error::Store`] and [`Error::Io`] from writing. A failed
-/// conversion leaves nothing at `out`.
-pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
-    let out = out.as_ref();
-    let table = source.table.clone().hub(
-        source.endpoint.clone(),
-        source.cache_dir.clone(),
-        source.token.clone(),
-    );
-    table.check()?;
-    let part = table.part_of();
-    if part.is_none() && std::fs::symlink_metadata(out).is_ok() {
-        return Err(Error::AlreadyExists {
-            path: out.to_path_buf(),
-        });
-    }
-    if let Some(c) = &source.config {
-        safe_component("config", c)?;
-    }
-    for s in &source.splits {
-        safe_component("split", s)?;
-    }
-    let show = table.shows_progress();
+/// Where a Hub dataset's chosen splits lie: the commit of its parquet
+/// files and each split's files there.
+pub(crate) struct Located {
+    pub(crate) hub: Hub,
+    pub(crate) resolved: crate::hub::Resolved,
+    /// The commit the parquet files are read at.
+    pub(crate) parquet_commit: String,
+    pub(crate) from_parquet_branch: bool,
+    pub(crate) from_card: bool,
+    pub(crate) config: String,
+    pub(crate) chosen: Vec<SplitFiles>,
+}
+
+/// Resolves `source`'s revision, reads its card and layout (falling back to
+/// the Hub's parquet conversion), and picks its config and splits.
+pub(crate) fn locate(source: &HfSource, show: bool) -> Result<Located, Error> {
     let hub = Hub::new(
         &source.repo,
         hf_hub::RepoType::Dataset,
@@ -664,6 +645,63 @@ pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary,
         source.config.as_deref(),
         &source.splits,
     )?;
+    let chosen = chosen.into_iter().cloned().collect();
+    Ok(Located {
+        config: config.to_owned(),
+        chosen,
+        from_card,
+        from_parquet_branch,
+        parquet_commit,
+        resolved,
+        hub,
+    })
+}
+
+/// Converts the dataset `source` to stores under the new directory `out`:
+/// `out/<split>/<column>/`. See the [module documentation](self).
+///
+/// # Errors
+///
+/// [`Error::AlreadyExists`] when `out` exists; [`Error::Hub`] when the Hub cannot
+/// be reached or refuses (unknown repo or revision, no access); [`Error::Layout`],
+/// [`Error::UnknownConfig`], [`Error::UnknownSplit`] and [`Error::UnknownColumn`]
+/// for a dataset or selection that does not fit; [`Error::Source`] for an
+/// unreadable parquet file; [`Error::Column`] for a value that cannot be stored (a
+/// null, an empty record, decoded images of one size and mixed modes), naming the
+/// column, the row and the option that would help; [`Error::InvalidOption`] for
+/// contradictory options; [`Error::Store`] and [`Error::Io`] from writing. A failed
+/// conversion leaves nothing at `out`.
+pub fn convert_hf(source: &HfSource, out: impl AsRef<Path>) -> Result<HfSummary, Error> {
+    let out = out.as_ref();
+    let table = source.table.clone().hub(
+        source.endpoint.clone(),
+        source.cache_dir.clone(),
+        source.token.clone(),
+    );
+    table.check()?;
+    let part = table.part_of();
+    if part.is_none() && std::fs::symlink_metadata(out).is_ok() {
+        return Err(Error::AlreadyExists {
+            path: out.to_path_buf(),
+        });
+    }
+    if let Some(c) = &source.config {
+        safe_component("config", c)?;
+    }
+    for s in &source.splits {
+        safe_component("split", s)?;
+    }
+    let show = table.shows_progress();
+    let Located {
+        hub,
+        resolved,
+        parquet_commit,
+        from_parquet_branch,
+        from_card,
+        config,
+        chosen,
+    } = locate(source, show)?;
+    let (repo, config) = (source.repo.as_str(), config.as_str());
 
     // Fetched and opened once the part's lock is held (a part already
     // published fails before any download) and the tokenizer loaded, before

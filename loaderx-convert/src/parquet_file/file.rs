@@ -24,12 +24,50 @@ pub(crate) struct ParquetFile {
     path: PathBuf,
     label: String,
     pub(crate) meta: ArrowReaderMetadata,
+    /// The one row group read, when not the whole file (a lazily converted
+    /// dataset's part).
+    row_group: Option<usize>,
 }
 
 impl ParquetFile {
     /// Opens `path` (named `label` in messages) and checks its footer and
     /// page headers.
     pub(crate) fn open(path: &Path, label: &str) -> Result<ParquetFile, Error> {
+        ParquetFile::open_pages(path, label, Pages::All)
+    }
+
+    /// Opens `path` as a table of its row group `group` alone: the footer,
+    /// and the page headers of that row group only, are checked; no other
+    /// row group's bytes are read (a file whose other row groups are holes
+    /// reads as well).
+    pub(crate) fn open_row_group(
+        path: &Path,
+        label: &str,
+        group: usize,
+    ) -> Result<ParquetFile, Error> {
+        let file = ParquetFile::open_pages(path, label, Pages::Group(group))?;
+        if group >= file.meta.metadata().num_row_groups() {
+            return Err(source_error(
+                label,
+                format!(
+                    "no row group {group}: the file has {}",
+                    file.meta.metadata().num_row_groups()
+                ),
+            ));
+        }
+        Ok(ParquetFile {
+            row_group: Some(group),
+            ..file
+        })
+    }
+
+    /// The metadata of `path`, its footer checked; no page is read (a
+    /// file of which only the footer is there reads as well).
+    pub(crate) fn open_footer(path: &Path, label: &str) -> Result<ArrowReaderMetadata, Error> {
+        Ok(ParquetFile::open_pages(path, label, Pages::None)?.meta)
+    }
+
+    fn open_pages(path: &Path, label: &str, pages: Pages) -> Result<ParquetFile, Error> {
         let file = File::open(path)
             .and_then(SourceFile::new)
             .map_err(|e| Error::io(path, e))?;
@@ -41,8 +79,15 @@ impl ParquetFile {
         })?
         .map_err(|e| source_error(label, format!("not a readable parquet file: {e}")))?;
         // Every page checked before the parquet crate sizes a buffer from it.
-        guard(label, || check_pages(&file, meta.metadata()))?
-            .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
+        let only = match pages {
+            Pages::All => Some(None),
+            Pages::Group(g) => Some(Some(g)),
+            Pages::None => None,
+        };
+        if let Some(only) = only {
+            guard(label, || check_pages(&file, meta.metadata(), only))?
+                .map_err(|e| source_error(label, format!("malformed parquet file: {e}")))?;
+        }
         // The row count parts are cut by: the footer's, which must be its
         // row groups' (a file stating 0 would be skipped, its rows lost).
         let declared = meta.metadata().file_metadata().num_rows();
@@ -66,12 +111,18 @@ impl ParquetFile {
             path: path.to_path_buf(),
             label: label.to_owned(),
             meta,
+            row_group: None,
         })
     }
 
-    /// The rows its footer declares.
+    /// The rows its footer declares (its row group's, for a file opened
+    /// as one row group).
     pub(crate) fn rows(&self) -> u64 {
-        u64::try_from(self.meta.metadata().file_metadata().num_rows()).unwrap_or(0)
+        let rows = match self.row_group {
+            Some(g) => self.meta.metadata().row_group(g).num_rows(),
+            None => self.meta.metadata().file_metadata().num_rows(),
+        };
+        u64::try_from(rows).unwrap_or(0)
     }
 
     /// The file's rows (only `columns`, when given; only the `limit` rows
@@ -120,6 +171,9 @@ impl ParquetFile {
                 ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.meta.clone())
                     .with_batch_size(rows)
                     .with_offset(offset);
+            if let Some(g) = self.row_group {
+                builder = builder.with_row_groups(vec![g]);
+            }
             if let Some(limit) = limit {
                 builder = builder.with_limit(limit);
             }
@@ -131,6 +185,16 @@ impl ParquetFile {
         })?
         .map_err(|e| source_error(&self.label, format!("cannot read: {e}")))
     }
+}
+
+/// Which page headers an open checks.
+enum Pages {
+    /// Every row group's.
+    All,
+    /// One row group's.
+    Group(usize),
+    /// None: only the footer is read.
+    None,
 }
 
 /// How many times a reader is rebuilt to read larger batches, per file (a

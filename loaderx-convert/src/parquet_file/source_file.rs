@@ -129,8 +129,12 @@ const HEADER_PROBE: usize = 16 << 10;
 pub(crate) fn check_pages(
     file: &SourceFile,
     meta: &parquet::file::metadata::ParquetMetaData,
+    only: Option<usize>,
 ) -> Result<(), String> {
     for (g, group) in meta.row_groups().iter().enumerate() {
+        if only.is_some_and(|o| o != g) {
+            continue;
+        }
         for (c, column) in group.columns().iter().enumerate() {
             let at = |detail: String| {
                 format!(

@@ -80,6 +80,7 @@ pub(crate) mod durable;
 pub(crate) mod files;
 pub(crate) mod io;
 pub(crate) mod layout;
+pub(crate) mod lazy;
 pub(crate) mod parts;
 pub(crate) mod reader;
 pub(crate) mod scratch;
@@ -106,6 +107,9 @@ pub(crate) enum Engine {
     Store(StoreReader),
     /// Stores end to end (their schemas checked by the typed layer).
     Parts(parts::Parts),
+    /// Parts converted when first needed, into a local cache
+    /// ([`lazy`]).
+    Lazy(Box<lazy::LazyStream>),
 }
 
 impl From<StoreReader> for Engine {
@@ -125,6 +129,8 @@ impl Engine {
         match self {
             Engine::Store(r) => std::slice::from_ref(r),
             Engine::Parts(p) => p.readers(),
+            // What describes the whole: part 0's store.
+            Engine::Lazy(l) => std::slice::from_ref(l.template()),
         }
     }
 
@@ -133,6 +139,7 @@ impl Engine {
         match self {
             Engine::Store(r) => vec![r],
             Engine::Parts(p) => p.into_readers(),
+            Engine::Lazy(l) => vec![l.into_template()],
         }
     }
 
@@ -141,6 +148,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.release_lock(),
             Engine::Parts(p) => p.release_locks(),
+            Engine::Lazy(_) => {}
         }
     }
 
@@ -148,7 +156,7 @@ impl Engine {
     pub(crate) fn store(&self) -> Option<&StoreReader> {
         match self {
             Engine::Store(r) => Some(r),
-            Engine::Parts(_) => None,
+            Engine::Parts(_) | Engine::Lazy(_) => None,
         }
     }
 
@@ -156,6 +164,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.path(),
             Engine::Parts(p) => p.path(),
+            Engine::Lazy(l) => l.path(),
         }
     }
 
@@ -163,6 +172,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.len(),
             Engine::Parts(p) => p.len(),
+            Engine::Lazy(l) => l.len(),
         }
     }
 
@@ -171,6 +181,7 @@ impl Engine {
         match self {
             Engine::Store(r) => vec![0, r.len()],
             Engine::Parts(p) => p.starts().to_vec(),
+            Engine::Lazy(l) => l.starts().to_vec(),
         }
     }
 
@@ -223,6 +234,9 @@ impl Engine {
     /// Whether [`Self::prefetch`] may read anything ahead now (cheap: no
     /// record is looked at).
     pub(crate) fn wants_prefetch(&self) -> bool {
+        if let Engine::Lazy(l) = self {
+            return !l.shared().all_ready();
+        }
         self.stores().iter().any(StoreReader::wants_prefetch)
     }
 
@@ -237,6 +251,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.prefetch(indices),
             Engine::Parts(p) => p.prefetch(indices),
+            Engine::Lazy(l) => l.prefetch(indices),
         }
     }
 
@@ -260,6 +275,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.prefetch_ranges(ranges),
             Engine::Parts(p) => p.prefetch_ranges(ranges),
+            Engine::Lazy(l) => l.prefetch_ranges(ranges),
         }
     }
 
@@ -267,6 +283,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.check_indices(indices),
             Engine::Parts(p) => p.check_indices(indices),
+            Engine::Lazy(l) => l.check_indices(indices),
         }
     }
 
@@ -274,6 +291,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.loc(index),
             Engine::Parts(p) => p.loc(index),
+            Engine::Lazy(l) => l.loc(index),
         }
     }
 
@@ -286,6 +304,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.gather_fixed(indices, width, dst),
             Engine::Parts(p) => p.gather_fixed(indices, width, dst),
+            Engine::Lazy(l) => l.gather_fixed(indices, width, dst),
         }
     }
 
@@ -295,6 +314,7 @@ impl Engine {
             Engine::Parts(p) => reader::gather_vec(indices.len(), width, |dst| {
                 p.gather_fixed(indices, width, dst)
             }),
+            Engine::Lazy(l) => l.gather_fixed_vec(indices, width),
         }
     }
 
@@ -302,6 +322,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.plan_varlen(indices, header),
             Engine::Parts(p) => p.plan_varlen(indices, header),
+            Engine::Lazy(l) => l.plan_varlen(indices, header),
         }
     }
 
@@ -313,6 +334,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.gather_varlen(plan, dst),
             Engine::Parts(p) => p.gather_varlen(plan, dst),
+            Engine::Lazy(l) => l.gather_varlen(plan, dst),
         }
     }
 
@@ -325,6 +347,7 @@ impl Engine {
         match self {
             Engine::Store(r) => r.gather_varlen_packed(plan, dst, headers),
             Engine::Parts(p) => p.gather_varlen_packed(plan, dst, headers),
+            Engine::Lazy(l) => l.gather_varlen_packed(plan, dst, headers),
         }
     }
 }

@@ -217,26 +217,9 @@ impl Parts {
         rest.iter().all(|&i| (lo..hi).contains(&i)).then_some(p)
     }
 
-    /// `items`, each with the index it reads, grouped by part: `(part,
-    /// [(index in the part, item)])`, parts in order, items in their order.
+    /// `items` grouped by part ([`group_by_part`]).
     fn group<T>(&self, items: impl IntoIterator<Item = (u64, T)>) -> Vec<(usize, Vec<(u64, T)>)> {
-        let mut tagged: Vec<(usize, u64, T)> = items
-            .into_iter()
-            .map(|(i, t)| {
-                let (p, local) = self.locate(i);
-                (p, local, t)
-            })
-            .collect();
-        // Stable: a part's records keep their order.
-        tagged.sort_by_key(|t| t.0);
-        let mut groups: Vec<(usize, Vec<(u64, T)>)> = Vec::new();
-        for (p, local, t) in tagged {
-            match groups.last_mut() {
-                Some((q, g)) if *q == p => g.push((local, t)),
-                _ => groups.push((p, vec![(local, t)])),
-            }
-        }
-        groups
+        group_by_part(&self.index, items)
     }
 
     /// Gathers fixed-width records, as [`StoreReader::gather_fixed`].
@@ -336,9 +319,7 @@ impl Parts {
             return self.read_local(jobs);
         }
         let groups = self.group(indices.iter().copied().zip(dst.chunks_exact_mut(width)));
-        groups
-            .into_par_iter()
-            .try_for_each(|(p, jobs)| self.readers[p].gather_fixed_jobs(jobs, width))
+        gather_fixed_groups(groups, width, |p| &self.readers[p])
     }
 
     /// Decodes `(part, index in the part, location, destination)` jobs of
@@ -387,19 +368,7 @@ impl Parts {
                 .collect::<Result<Vec<_>, _>>()?;
             return VarlenPlan::new(indices.to_vec(), locs, header, false);
         }
-        let mut locs = vec![RecordLoc::default(); indices.len()];
-        let mut check_fetched = false;
-        let groups = self.group(indices.iter().copied().zip(0..indices.len()));
-        for (p, records) in groups {
-            let local: Vec<u64> = records.iter().map(|r| r.0).collect();
-            let sub = self.readers[p].plan_varlen(&local, header)?;
-            check_fetched |= sub.check_fetched;
-            for (&(_, at), loc) in records.iter().zip(sub.locs) {
-                locs[at] = loc;
-            }
-        }
-        // Every part checked its records.
-        VarlenPlan::new(indices.to_vec(), locs, header, check_fetched)
+        plan_varlen_groups(&self.index, indices, header, |p| &self.readers[p])
     }
 
     /// Reads a plan of [`Self::plan_varlen`], as [`StoreReader::gather_varlen`].
@@ -408,36 +377,23 @@ impl Parts {
         plan: &VarlenPlan,
         dst: &'d mut [D],
     ) -> Result<&'d mut [u8], Error> {
-        let dst = plan.dst(dst, plan.len, "")?;
-        let jobs = plan.tile(&mut *dst);
         // A plan read cold checks its records once read (grouped by part).
-        if self.local && !plan.check_fetched {
-            let jobs = jobs
-                .into_iter()
-                .map(|(i, loc, d)| {
-                    let (p, local) = self.locate(i);
-                    (p, local, loc, d)
-                })
-                .collect();
-            self.read_local(jobs)?;
-            // SAFETY: `tile` cut `dst` into the records' segments, zeroing
-            // each lead and padding, and `read_local` returned `Ok`, so it
-            // wrote every record's destination whole.
-            return Ok(unsafe { D::assume_init(dst) });
+        if !self.local || plan.check_fetched {
+            return gather_varlen_groups(&self.index, plan, dst, |p| &self.readers[p]);
         }
-        let groups = self.group(jobs.into_iter().map(|(i, loc, d)| (i, (loc, d))));
-        groups.into_par_iter().try_for_each(|(p, jobs)| {
-            let r = &self.readers[p];
-            let records: Vec<(u64, RecordLoc)> =
-                jobs.iter().map(|(i, (loc, _))| (*i, *loc)).collect();
-            let staged = r.stage_checked(&records)?;
-            let jobs = jobs.into_iter().map(|(i, (loc, d))| (i, loc, d)).collect();
-            r.read_jobs(jobs, &staged)
-        })?;
+        let dst = plan.dst(dst, plan.len, "")?;
+        let jobs = plan
+            .tile(&mut *dst)
+            .into_iter()
+            .map(|(i, loc, d)| {
+                let (p, local) = self.locate(i);
+                (p, local, loc, d)
+            })
+            .collect();
+        self.read_local(jobs)?;
         // SAFETY: `tile` cut `dst` into the records' segments, zeroing each
-        // lead and padding, and every group returned `Ok` from `read_jobs`,
-        // which wrote each of its records' destinations whole; the groups
-        // hold every record of the plan.
+        // lead and padding, and `read_local` returned `Ok`, so it wrote
+        // every record's destination whole.
         Ok(unsafe { D::assume_init(dst) })
     }
 
@@ -449,34 +405,17 @@ impl Parts {
         dst: &'d mut [D],
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
+        if !self.local || plan.check_fetched {
+            return gather_packed_groups(&self.index, plan, dst, headers, |p| &self.readers[p]);
+        }
         let header = plan.header;
         let dst = plan.dst(dst, plan.packed_len, "packed ")?;
         plan.check_headers(headers)?;
         let jobs = plan.tile_packed(&mut *dst, headers);
-        if self.local && !plan.check_fetched {
-            self.read_local_packed(jobs, header)?;
-            // SAFETY: `tile_packed` cut `dst` into the records' element
-            // ranges, which tile it, and `read_local_packed` returned `Ok`,
-            // so it wrote every range whole.
-            return Ok(unsafe { D::assume_init(dst) });
-        }
-        let groups = self.group(jobs.into_iter().map(|(i, loc, h, d)| (i, (loc, h, d))));
-        groups.into_par_iter().try_for_each(|(p, jobs)| {
-            let r = &self.readers[p];
-            let records: Vec<(u64, RecordLoc)> =
-                jobs.iter().map(|(i, (loc, _, _))| (*i, *loc)).collect();
-            let total = jobs.iter().map(|(_, (_, _, d))| d.len()).sum();
-            let staged = r.stage_checked(&records)?;
-            let jobs = jobs
-                .into_iter()
-                .map(|(i, (loc, h, d))| (i, loc, h, d))
-                .collect();
-            r.read_packed_jobs(jobs, header, total, &staged)
-        })?;
+        self.read_local_packed(jobs, header)?;
         // SAFETY: `tile_packed` cut `dst` into the records' element ranges,
-        // which tile it, and every group returned `Ok` from
-        // `read_packed_jobs`, which wrote each of its ranges whole; the
-        // groups hold every record of the plan.
+        // which tile it, and `read_local_packed` returned `Ok`, so it wrote
+        // every range whole.
         Ok(unsafe { D::assume_init(dst) })
     }
 
@@ -512,4 +451,129 @@ impl Parts {
             },
         )
     }
+}
+
+/// `items`, each with the index it reads, grouped by the part of `index`
+/// holding it: `(part, [(index in the part, item)])`, parts in order,
+/// items in their order.
+pub(super) fn group_by_part<T>(
+    index: &PartIndex,
+    items: impl IntoIterator<Item = (u64, T)>,
+) -> Vec<(usize, Vec<(u64, T)>)> {
+    let mut tagged: Vec<(usize, u64, T)> = items
+        .into_iter()
+        .map(|(i, t)| {
+            let (p, local) = index.locate_in_range(i);
+            (p, local, t)
+        })
+        .collect();
+    // Stable: a part's records keep their order.
+    tagged.sort_by_key(|t| t.0);
+    let mut groups: Vec<(usize, Vec<(u64, T)>)> = Vec::new();
+    for (p, local, t) in tagged {
+        match groups.last_mut() {
+            Some((q, g)) if *q == p => g.push((local, t)),
+            _ => groups.push((p, vec![(local, t)])),
+        }
+    }
+    groups
+}
+
+/// One part's records of a fixed-width gather: `(part, [(index in the
+/// part, destination)])`.
+pub(super) type PartJobs<'d, D> = (usize, Vec<(u64, &'d mut [D])>);
+
+/// Gathers fixed-width records grouped by part ([`group_by_part`]), each
+/// part (`reader(part)`) reading its own, the parts in parallel.
+pub(super) fn gather_fixed_groups<'r, D: Sink>(
+    groups: Vec<PartJobs<'_, D>>,
+    width: usize,
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<(), Error> {
+    groups
+        .into_par_iter()
+        .try_for_each(|(p, jobs)| reader(p).gather_fixed_jobs(jobs, width))
+}
+
+/// Plans a variable-length gather of `indices` (in range of `index`) part
+/// by part, each part checking its own records.
+pub(super) fn plan_varlen_groups<'r>(
+    index: &PartIndex,
+    indices: &[u64],
+    header: usize,
+    reader: impl Fn(usize) -> &'r StoreReader,
+) -> Result<VarlenPlan, Error> {
+    let mut locs = vec![RecordLoc::default(); indices.len()];
+    let mut check_fetched = false;
+    let groups = group_by_part(index, indices.iter().copied().zip(0..indices.len()));
+    for (p, records) in groups {
+        let local: Vec<u64> = records.iter().map(|r| r.0).collect();
+        let sub = reader(p).plan_varlen(&local, header)?;
+        check_fetched |= sub.check_fetched;
+        for (&(_, at), loc) in records.iter().zip(sub.locs) {
+            locs[at] = loc;
+        }
+    }
+    // Every part checked its records.
+    VarlenPlan::new(indices.to_vec(), locs, header, check_fetched)
+}
+
+/// Reads a plan of [`plan_varlen_groups`] part by part, the parts in
+/// parallel, each staging (fetching, or reading cold) its records at once.
+pub(super) fn gather_varlen_groups<'d, 'r, D: Sink>(
+    index: &PartIndex,
+    plan: &VarlenPlan,
+    dst: &'d mut [D],
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<&'d mut [u8], Error> {
+    let dst = plan.dst(dst, plan.len, "")?;
+    let jobs = plan.tile(&mut *dst);
+    let groups = group_by_part(index, jobs.into_iter().map(|(i, loc, d)| (i, (loc, d))));
+    groups.into_par_iter().try_for_each(|(p, jobs)| {
+        let r = reader(p);
+        let records: Vec<(u64, RecordLoc)> = jobs.iter().map(|(i, (loc, _))| (*i, *loc)).collect();
+        let staged = r.stage_checked(&records)?;
+        let jobs = jobs.into_iter().map(|(i, (loc, d))| (i, loc, d)).collect();
+        r.read_jobs(jobs, &staged)
+    })?;
+    // SAFETY: `tile` cut `dst` into the records' segments, zeroing each
+    // lead and padding, and every group returned `Ok` from `read_jobs`,
+    // which wrote each of its records' destinations whole; the groups
+    // hold every record of the plan.
+    Ok(unsafe { D::assume_init(dst) })
+}
+
+/// [`gather_varlen_groups`] packed, as [`StoreReader::gather_varlen_packed`].
+pub(super) fn gather_packed_groups<'d, 'r, D: Sink>(
+    index: &PartIndex,
+    plan: &VarlenPlan,
+    dst: &'d mut [D],
+    headers: &mut [u8],
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<&'d mut [u8], Error> {
+    let header = plan.header;
+    let dst = plan.dst(dst, plan.packed_len, "packed ")?;
+    plan.check_headers(headers)?;
+    let jobs = plan.tile_packed(&mut *dst, headers);
+    let groups = group_by_part(
+        index,
+        jobs.into_iter().map(|(i, loc, h, d)| (i, (loc, h, d))),
+    );
+    groups.into_par_iter().try_for_each(|(p, jobs)| {
+        let r = reader(p);
+        let records: Vec<(u64, RecordLoc)> =
+            jobs.iter().map(|(i, (loc, _, _))| (*i, *loc)).collect();
+        let total = jobs.iter().map(|(_, (_, _, d))| d.len()).sum();
+        let staged = r.stage_checked(&records)?;
+        let jobs = jobs
+            .into_iter()
+            .map(|(i, (loc, h, d))| (i, loc, h, d))
+            .collect();
+        r.read_packed_jobs(jobs, header, total, &staged)
+    })?;
+    // SAFETY: `tile_packed` cut `dst` into the records' element ranges,
+    // which tile it, and every group returned `Ok` from `read_packed_jobs`,
+    // which wrote each of its ranges whole; the groups hold every record
+    // of the plan.
+    Ok(unsafe { D::assume_init(dst) })
 }

@@ -799,6 +799,14 @@ impl<S: Staging> DataLoaderBuilder<S> {
                 let mut b = self.sampling.clone();
                 b.len = len;
                 b.lengths = lengths;
+                // A part-windowed order's blocks: the first stream's parts
+                // (a lazily converted dataset's row groups), unless given.
+                if matches!(mode, crate::SamplerMode::PartWindowed { .. }) && b.parts.is_none() {
+                    b.parts = self
+                        .streams
+                        .first()
+                        .map(|(_, s)| s.store().part_starts().into());
+                }
                 b.build()?
             }
         })

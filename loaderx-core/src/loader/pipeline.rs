@@ -285,7 +285,7 @@ pub(super) fn start<T: Send + 'static, S: Staging>(
     });
     let remote_streams: Vec<Stream> = streams
         .iter()
-        .filter(|s| s.store().remote_stats().is_some())
+        .filter(|s| s.store().remote_stats().is_some() || s.store().lazy_stats().is_some())
         .cloned()
         .collect();
     let producer = Arc::new(Producer {
@@ -899,6 +899,7 @@ impl<T> DataLoader<T> {
         recorded.pool_allocations = counters.pool_allocations;
         recorded.prefetched_bytes = counters.prefetched_bytes;
         recorded.remote = counters.remote;
+        recorded.lazy = counters.lazy;
         recorded
     }
 
@@ -921,6 +922,8 @@ impl<T> DataLoader<T> {
             .iter()
             .filter_map(|s| s.store().remote_stats())
             .reduce(|a, b| a + b);
+        // The streams of one dataset share one cache: counted once.
+        stats.lazy = self.streams.iter().find_map(|s| s.store().lazy_stats());
         stats
     }
 

@@ -436,6 +436,7 @@ impl Recorder {
             pool_allocations: 0,
             prefetched_bytes: 0,
             remote: None,
+            lazy: None,
         }
     }
 
@@ -496,6 +497,7 @@ pub(crate) struct Recorded {
     pub(crate) prefetched_bytes: u64,
     /// The latest loader's (the stores are shared: their counters grow).
     pub(crate) remote: Option<crate::RemoteStats>,
+    pub(crate) lazy: Option<crate::lazy::LazyStats>,
 }
 
 impl Recorded {
@@ -512,6 +514,7 @@ impl Recorded {
             pool_allocations: 0,
             prefetched_bytes: 0,
             remote: None,
+            lazy: None,
         }
     }
 
@@ -530,6 +533,10 @@ impl Recorded {
         self.max_in_flight = self.max_in_flight.max(other.max_in_flight);
         self.pool_allocations = self.pool_allocations.max(other.pool_allocations);
         self.prefetched_bytes = self.prefetched_bytes.saturating_add(other.prefetched_bytes);
+        self.lazy = match (self.lazy, other.lazy) {
+            (Some(a), Some(b)) if a.converted + a.reopened >= b.converted + b.reopened => Some(a),
+            (a, b) => b.or(a),
+        };
         self.remote = match (self.remote, other.remote) {
             (Some(a), Some(b)) if a.requests + a.misses >= b.requests + b.misses => Some(a),
             (a, b) => b.or(a),
@@ -544,6 +551,7 @@ impl Recorded {
         stats.pool_allocations = self.pool_allocations;
         stats.prefetched_bytes = self.prefetched_bytes;
         stats.remote = self.remote;
+        stats.lazy = self.lazy;
         fill_lanes(&mut stats, self.wall, &self.workers, &self.consumer);
         stats.synchronous = self.synchronous;
         stats.recorded = self.enabled;

@@ -172,6 +172,11 @@ pub struct LoaderStats {
     /// added up; `None` when no stream is remote. Since each store was
     /// opened, always.
     pub remote: Option<crate::RemoteStats>,
+    /// What the cache of the loader's lazily converted streams
+    /// ([`Dataset::lazy`](crate::Dataset::lazy)) holds and did: row groups
+    /// converted, found converted, evicted; `None` when no stream is lazy.
+    /// Since the dataset was opened, always.
+    pub lazy: Option<crate::lazy::LazyStats>,
     /// The wall time the period covers.
     pub wall: Duration,
     /// Batches the workers finished in the period (some may not be
@@ -212,6 +217,7 @@ impl LoaderStats {
             pool_allocations: 0,
             prefetched_bytes: 0,
             remote: None,
+            lazy: None,
             wall: Duration::ZERO,
             batches: 0,
             bytes_read: 0,
@@ -317,6 +323,18 @@ impl std::fmt::Display for LoaderStats {
             mib(self.bytes_delivered),
             self.queue_depth,
         )?;
+        if let Some(l) = self.lazy {
+            writeln!(
+                f,
+                "lazy parts: {} of {} cached ({}), {} converted, {} found converted, {} evicted",
+                l.ready,
+                l.parts,
+                mib(l.cached_bytes),
+                l.converted,
+                l.reopened,
+                l.evicted
+            )?;
+        }
         if let Some(r) = self.remote {
             let blocks = r.memory_hits + r.disk_hits + r.misses;
             writeln!(

@@ -73,6 +73,18 @@ impl DynRagged {
         }
     }
 
+    /// The same store read through `f(engine)` (a lazily converted
+    /// dataset's stream over its part 0's store).
+    pub(crate) fn map_engine(
+        self,
+        f: impl FnOnce(Engine) -> Result<Engine, Error>,
+    ) -> Result<Self, Error> {
+        Ok(Self {
+            engine: f(self.engine)?,
+            ..self
+        })
+    }
+
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
         let generation = match *engine.schema() {
             Schema::Ragged { ndim, .. } if engine.generation().json_schema() => {
@@ -132,6 +144,14 @@ impl DynRagged {
         let (dtype, ndim, dim_width) = (first.dtype, first.ndim, first.dim_width);
         let mut readers = Vec::new();
         for part in parts {
+            if matches!(part.engine, Engine::Lazy(_)) {
+                return Err(Error::invalid(format!(
+                    "{}: part {} is converted lazily and cannot be concatenated \
+                     (freeze it into a dataset first)",
+                    path.display(),
+                    part.path().display()
+                )));
+            }
             if (part.dtype, part.ndim, part.dim_width) != (dtype, ndim, dim_width) {
                 return Err(Error::invalid(format!(
                     "{}: part {} holds {} records of rank {} with {}-byte dims, \

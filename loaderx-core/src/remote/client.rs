@@ -102,10 +102,18 @@ pub(super) fn target(url: &str, o: &RemoteOptions) -> Result<Target, Error> {
         max_retries: o.retries,
         retry_timeout: o.retry_timeout,
     };
-    let client = ClientOptions::new()
+    let mut client = ClientOptions::new()
         .with_timeout(o.timeout)
         .with_connect_timeout(o.connect_timeout)
         .with_allow_http(parsed.scheme() == "http");
+    if let (Some(token), ObjectStoreScheme::Http) = (&o.bearer_token, &scheme) {
+        let mut value = object_store::HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| Error::invalid("the bearer token is not a valid header value"))?;
+        value.set_sensitive(true);
+        let mut headers = object_store::HeaderMap::new();
+        headers.insert("authorization", value);
+        client = client.with_default_headers(headers);
+    }
     let build_err = |e: object_store::Error| bad(&e);
     let store: Arc<dyn ObjectStore> = match scheme {
         ObjectStoreScheme::AmazonS3 => {

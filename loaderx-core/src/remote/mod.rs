@@ -135,6 +135,7 @@ use crate::format::{self, DICT_FILE, MAX_DATA_SHARDS, META_FILE, RECORD_LOC_LEN,
 mod cache;
 mod client;
 mod dir;
+mod object;
 mod open;
 mod options;
 mod push;
@@ -144,6 +145,7 @@ mod tests;
 
 pub use self::cache::CACHE_SUBDIR;
 pub(crate) use self::dir::RemoteDir;
+pub use self::object::RemoteObject;
 pub(crate) use self::open::open;
 pub use self::options::{RemoteOptions, STORE_ID_FILE};
 pub use self::push::{PushReport, push, push_stores, push_stores_with_files};

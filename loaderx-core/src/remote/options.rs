@@ -34,6 +34,8 @@ pub struct RemoteOptions {
     pub(super) retry_timeout: Duration,
     pub(super) timeout: Duration,
     pub(super) connect_timeout: Duration,
+    /// A bearer token sent with every HTTP(S) request.
+    pub(super) bearer_token: Option<String>,
 }
 
 /// `object_store` configuration keys whose values hold no secret, by the
@@ -93,6 +95,10 @@ impl std::fmt::Debug for RemoteOptions {
             .field("retry_timeout", &self.retry_timeout)
             .field("timeout", &self.timeout)
             .field("connect_timeout", &self.connect_timeout)
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish()
     }
 }
@@ -120,6 +126,7 @@ impl Default for RemoteOptions {
             retry_timeout: Duration::from_secs(30),
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            bearer_token: None,
         }
     }
 }
@@ -150,6 +157,13 @@ impl RemoteOptions {
     /// the environment.
     pub fn config(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.config.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sends `Authorization: Bearer TOKEN` with every request to an
+    /// `http(s)://` URL (a Hugging Face Hub token, say); never printed.
+    pub fn bearer_token(mut self, token: Option<String>) -> Self {
+        self.bearer_token = token;
         self
     }
 

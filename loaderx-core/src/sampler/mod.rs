@@ -5,7 +5,7 @@ mod rng;
 mod stats;
 mod window;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::error::Error;
 use crate::sequence::LengthIndex;
@@ -75,6 +75,19 @@ pub enum SamplerMode {
         /// bytes in the page cache or the block cache).
         window: u32,
     },
+    /// [`Windowed`](SamplerMode::Windowed) with the dataset's parts as its
+    /// blocks, whatever their sizes: a lazily converted parquet dataset's
+    /// row groups ([`Dataset::lazy`](crate::Dataset::lazy)), so that every
+    /// row group is fetched once a pass while its window is open. The
+    /// parts come from [`SamplerBuilder::parts`], which a
+    /// [`DataLoaderBuilder`](crate::DataLoaderBuilder) sets from its first
+    /// stream. `window` is the one knob between shuffle quality and cache
+    /// bytes: a batch draws from about `window` parts, and about `window`
+    /// parts (plus the look-ahead's) are cached at once.
+    PartWindowed {
+        /// Parts per window (at least 1).
+        window: u32,
+    },
 }
 
 impl SamplerMode {
@@ -107,7 +120,10 @@ impl SamplerMode {
     pub(crate) fn has_positions(self) -> bool {
         matches!(
             self,
-            SamplerMode::Sequential | SamplerMode::Cyclic | SamplerMode::Windowed { .. }
+            SamplerMode::Sequential
+                | SamplerMode::Cyclic
+                | SamplerMode::Windowed { .. }
+                | SamplerMode::PartWindowed { .. }
         )
     }
 
@@ -136,7 +152,7 @@ impl std::str::FromStr for SamplerMode {
                     Error::invalid(format!(
                         "unknown sampler mode {s:?}; expected sequential, iid, cyclic, \
                          bucketed[:WINDOW], token_budget:MAX_TOKENS[:BUCKETS] or \
-                         windowed:BLOCK[:WINDOW]"
+                         windowed:BLOCK[:WINDOW] or part_windowed[:WINDOW]"
                     ))
                 };
                 let mut parts = s.split(':');
@@ -156,6 +172,11 @@ impl std::str::FromStr for SamplerMode {
                     }),
                     (Some("windowed"), Some(block), window) => Ok(SamplerMode::Windowed {
                         block: block.parse().map_err(|_| bad())?,
+                        window: window
+                            .map_or(Ok(WINDOWED_WINDOW), str::parse)
+                            .map_err(|_| bad())?,
+                    }),
+                    (Some("part_windowed"), window, None) => Ok(SamplerMode::PartWindowed {
                         window: window
                             .map_or(Ok(WINDOWED_WINDOW), str::parse)
                             .map_err(|_| bad())?,
@@ -183,6 +204,7 @@ pub struct SamplerBuilder {
     pub(crate) lengths: Option<LengthIndex>,
     pub(crate) resume: Option<RecordPosition>,
     pub(crate) mixture: Option<Arc<Mixture>>,
+    pub(crate) parts: Option<Arc<[u64]>>,
 }
 
 impl SamplerBuilder {
@@ -230,6 +252,15 @@ impl SamplerBuilder {
     /// mixture's). See the [`Sampler` docs](Sampler#weighted-mixtures).
     pub fn mixture(mut self, mixture: Mixture) -> Self {
         self.mixture = Some(Arc::new(mixture));
+        self
+    }
+
+    /// The parts of the records, for [`SamplerMode::PartWindowed`]
+    /// (ignored by the other modes): each part's first record, then the
+    /// total (what [`Store::part_starts`](crate::Store::part_starts) and
+    /// [`Dataset::part_starts`](crate::Dataset::part_starts) return).
+    pub fn parts(mut self, starts: impl Into<Vec<u64>>) -> Self {
+        self.parts = Some(starts.into().into());
         self
     }
 
@@ -319,6 +350,32 @@ impl SamplerBuilder {
             prefixes: Arc::default(),
             origin: self.resume,
             mix: self.mixture,
+            parts: match self.mode {
+                SamplerMode::PartWindowed { .. } => {
+                    let starts = self.parts.ok_or_else(|| {
+                        Error::invalid(
+                            "part-windowed sampling needs the parts (SamplerBuilder::parts)",
+                        )
+                    })?;
+                    let ok = starts.first() == Some(&0)
+                        && starts.len() >= 2
+                        && starts.windows(2).all(|w| w[0] <= w[1])
+                        && starts.last() == Some(&self.len);
+                    if !ok {
+                        return Err(Error::invalid(format!(
+                            "the parts must start at 0, never decrease and end at the {} \
+                             records, got {} boundaries",
+                            self.len,
+                            starts.len()
+                        )));
+                    }
+                    Some(Arc::new(PartOrders {
+                        starts,
+                        memo: Mutex::new(None),
+                    }))
+                }
+                _ => None,
+            },
         };
         s.validate()?;
         if let (
@@ -659,6 +716,37 @@ pub struct Sampler {
     /// The mixture drawn through ([`SamplerBuilder::mixture`]); `len` is
     /// then its pass length.
     mix: Option<Arc<Mixture>>,
+    /// `PartWindowed`'s parts and its last pass's order.
+    parts: Option<Arc<PartOrders>>,
+}
+
+/// The parts of a [`SamplerMode::PartWindowed`] sampler, and the order of
+/// the pass drawn last (built once a pass, shared by the sampler's clones).
+#[derive(Debug)]
+struct PartOrders {
+    starts: Arc<[u64]>,
+    memo: Mutex<Option<(u64, Arc<window::PartWindowedOrder>)>>,
+}
+
+impl PartOrders {
+    fn order(&self, pass: u64, window: u32, key: u64) -> Arc<window::PartWindowedOrder> {
+        let mut memo = self
+            .memo
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((p, o)) = memo.as_ref()
+            && *p == pass
+        {
+            return Arc::clone(o);
+        }
+        let o = Arc::new(window::PartWindowedOrder::new(
+            Arc::clone(&self.starts),
+            window,
+            key,
+        ));
+        *memo = Some((pass, Arc::clone(&o)));
+        o
+    }
 }
 
 /// A point in a run's order of records: the pass, and how many of its
@@ -717,6 +805,7 @@ impl Sampler {
             lengths: None,
             resume: None,
             mixture: None,
+            parts: None,
         }
     }
 
@@ -785,6 +874,11 @@ impl Sampler {
         if self.mode == (SamplerMode::Bucketed { window: 0 }) {
             return Err(Error::invalid(
                 "bucketed sampling needs a window of at least 1 batch",
+            ));
+        }
+        if self.mode == (SamplerMode::PartWindowed { window: 0 }) {
+            return Err(Error::invalid(
+                "part-windowed sampling needs windows of at least 1 part",
             ));
         }
         if let SamplerMode::Windowed { block, window } = self.mode
@@ -1388,6 +1482,16 @@ impl Sampler {
             SamplerMode::Windowed { block, window } => {
                 let slot = self.slot(step);
                 window::WindowedOrder::new(self.len, block, window, rng::mix(self.seed, slot.pass))
+                    .fill(slot.base, out)?;
+            }
+            SamplerMode::PartWindowed { window } => {
+                let slot = self.slot(step);
+                let parts = self
+                    .parts
+                    .as_ref()
+                    .ok_or_else(|| Error::invalid("part-windowed sampling without parts"))?;
+                parts
+                    .order(slot.pass, window, rng::mix(self.seed, slot.pass))
                     .fill(slot.base, out)?;
             }
             SamplerMode::TokenBudget { .. } => {

@@ -175,6 +175,111 @@ impl WindowedOrder {
     }
 }
 
+/// One pass's windowed order over blocks of their own sizes (a dataset's
+/// parts: a lazily converted parquet dataset's row groups), as
+/// [`SamplerMode::PartWindowed`](super::SamplerMode::PartWindowed) draws
+/// it: the blocks in a keyed random order, windows of `window`
+/// consecutive blocks of that order, each window's records shuffled.
+/// Built once per pass (O(blocks)), then O(log blocks) per position.
+#[derive(Debug)]
+pub(crate) struct PartWindowedOrder {
+    n: u64,
+    window: u64,
+    blocks: u64,
+    /// Slot of the block order → block.
+    order: FeistelPermutation,
+    /// Records before each slot of the block order, and the total.
+    slot_start: Vec<u64>,
+    /// The blocks' first records, and the total.
+    starts: std::sync::Arc<[u64]>,
+    key: u64,
+}
+
+impl PartWindowedOrder {
+    /// The order of the records of blocks `starts` (each block's first
+    /// record, then the total: at least one block, non-decreasing, from 0)
+    /// for `key`, `window` blocks a window (at least 1).
+    pub(crate) fn new(starts: std::sync::Arc<[u64]>, window: u32, key: u64) -> PartWindowedOrder {
+        let blocks = starts.len().saturating_sub(1).max(1) as u64;
+        let window = u64::from(window.max(1)).min(blocks);
+        let order = FeistelPermutation::new(blocks, mix(key, 0));
+        let mut slot_start = Vec::with_capacity(blocks as usize + 1);
+        let mut at = 0u64;
+        slot_start.push(0);
+        for slot in 0..blocks {
+            let b = order.apply(slot).unwrap_or(slot) as usize;
+            let size = match (starts.get(b), starts.get(b + 1)) {
+                (Some(&lo), Some(&hi)) => hi.saturating_sub(lo),
+                _ => 0,
+            };
+            at = at.saturating_add(size);
+            slot_start.push(at);
+        }
+        PartWindowedOrder {
+            n: at,
+            window,
+            blocks,
+            order,
+            slot_start,
+            starts,
+            key,
+        }
+    }
+
+    /// Records of the pass.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// The window of position `t < n`, its first position and its length.
+    fn window_at(&self, t: u64) -> (u64, u64, u64) {
+        // The last slot starting at or before t (a slot of records).
+        let slot = self
+            .slot_start
+            .partition_point(|&x| x <= t)
+            .saturating_sub(1) as u64;
+        let j = slot / self.window;
+        let first = (j * self.window) as usize;
+        let end = ((j + 1) * self.window).min(self.blocks) as usize;
+        let start = self.slot_start[first];
+        (j, start, self.slot_start[end] - start)
+    }
+
+    /// The records at positions `first .. first + out.len()` of the pass.
+    pub(crate) fn fill(&self, first: u64, out: &mut [u64]) -> Result<(), Error> {
+        let outside = |position: u64| {
+            Error::invalid(format!(
+                "windowed position {position} outside 0..{}",
+                self.n
+            ))
+        };
+        let mut current: Option<(u64, u64, u64, FeistelPermutation)> = None;
+        for (i, o) in out.iter_mut().enumerate() {
+            let t = first
+                .checked_add(i as u64)
+                .filter(|&t| t < self.n)
+                .ok_or_else(|| outside(first.saturating_add(i as u64)))?;
+            if current.as_ref().is_none_or(|c| t >= c.1 + c.2) {
+                let (j, start, len) = self.window_at(t);
+                let shuffle = FeistelPermutation::new(len, mix(mix(self.key, 1), j));
+                current = Some((j, start, len, shuffle));
+            }
+            let Some((_, start, _, shuffle)) = &current else {
+                return Err(outside(t));
+            };
+            let at = start + shuffle.apply(t - start).ok_or_else(|| outside(t))?;
+            let slot = self
+                .slot_start
+                .partition_point(|&x| x <= at)
+                .saturating_sub(1);
+            let block = self.order.apply(slot as u64).ok_or_else(|| outside(t))? as usize;
+            *o = self.starts[block] + (at - self.slot_start[slot]);
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,5 +332,40 @@ mod tests {
         let mut all: Vec<u64> = (0..7).map(|t| o.apply(t).unwrap()).collect();
         all.sort_unstable();
         assert_eq!(all, (0..7).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn part_windows_are_permutations_of_their_own_blocks() {
+        // Blocks of 5, 0, 3, 7, 1 and 9 records.
+        let starts: std::sync::Arc<[u64]> = vec![0u64, 5, 5, 8, 15, 16, 25].into();
+        for window in [1, 2, 3, 6, 10] {
+            for key in 0..30 {
+                let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), window, key);
+                assert_eq!(o.len(), 25);
+                let mut all = vec![0u64; 25];
+                o.fill(0, &mut all).unwrap();
+                // Filling from any position gives the same records.
+                let mut tail = vec![0u64; 12];
+                o.fill(13, &mut tail).unwrap();
+                assert_eq!(tail, all[13..]);
+                // Each window's positions hold exactly its blocks' records.
+                let block_of = |r: u64| starts.partition_point(|&x| x <= r) - 1;
+                let mut t = 0;
+                while t < 25 {
+                    let (_, start, len) = o.window_at(t);
+                    assert_eq!(start, t);
+                    let blocks: std::collections::BTreeSet<usize> = all
+                        [t as usize..(t + len) as usize]
+                        .iter()
+                        .map(|&r| block_of(r))
+                        .collect();
+                    assert!(blocks.len() <= window as usize, "{blocks:?}");
+                    t += len;
+                }
+                all.sort_unstable();
+                assert_eq!(all, (0..25).collect::<Vec<u64>>());
+                assert!(o.fill(24, &mut [0, 0]).is_err());
+            }
+        }
     }
 }
