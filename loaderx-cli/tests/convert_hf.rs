@@ -1505,3 +1505,123 @@ fn local_parquet_converts_as_the_hub_does() {
         }
     }
 }
+
+/// Every stream's digest, by name, checked against the case's expected
+/// digests of split `split`.
+fn check_lazy_digests(streams: &[(String, Store)], case: &Value, split: &str) {
+    let columns = &case["splits"][split]["columns"];
+    let mut names: Vec<String> = streams.iter().map(|(n, _)| n.clone()).collect();
+    names.sort();
+    assert_eq!(names, sorted_keys(columns), "{split}");
+    for (name, store) in streams {
+        if let Some(d) = columns[name].get("digest") {
+            assert_eq!(
+                digest(store).unwrap().sha256,
+                d.as_str().unwrap(),
+                "{split}/{name}: contents differ from the source"
+            );
+        }
+    }
+}
+
+#[test]
+fn hub_datasets_open_where_they_live_with_the_conversions_digests() {
+    use loaderx_convert::lazy::{OpenOptions, open};
+    let Some((fx, mock, tmp)) = setup() else {
+        return;
+    };
+    let options = |cache: &str| {
+        OpenOptions::new()
+            .endpoint(&mock.url)
+            .hub_cache(tmp.path().join("hf"))
+            .cache_dir(tmp.path().join(cache))
+    };
+    // The numeric case's test split: row groups of 128 rows written by
+    // `datasets`; only footers are read at open, and one row group converted.
+    let case = &fx.expected["numeric"];
+    let before = mock.stats()["cdn"].as_u64().unwrap();
+    let d = open(
+        "hf://datasets/test/numeric",
+        &options("numeric").split("test"),
+    )
+    .unwrap();
+    let records = case["splits"]["test"]["records"].as_u64().unwrap();
+    assert_eq!(d.len(), records);
+    assert_eq!(d.parts().len() as u64, records.div_ceil(128));
+    let stats = d.lazy_stats().unwrap();
+    assert_eq!((stats.parts, stats.converted), (d.parts().len() as u64, 1));
+    // HEAD, the footer, and the first row group's bytes.
+    let fetched = mock.stats()["cdn"].as_u64().unwrap() - before;
+    assert!(fetched <= 4, "{fetched} requests to open");
+    check_lazy_digests(d.streams(), case, "test");
+    let frozen = d.freeze(tmp.path().join("frozen")).unwrap();
+    check_lazy_digests(frozen.streams(), case, "test");
+
+    // Pinned revisions: a tag and `main` (moved on) give their commits' data.
+    for (rev, name) in [("@v1", "moving_old"), ("", "moving_new")] {
+        let d = open(&format!("hf://datasets/test/moving{rev}"), &options(name)).unwrap();
+        check_lazy_digests(d.streams(), &fx.expected[name], "train");
+    }
+    // A cache filled from one commit is not reused for another.
+    let e = open("hf://datasets/test/moving", &options("moving_old"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another version"), "{e}");
+
+    // A gated dataset needs its token, which no message shows.
+    let gated = &fx.expected["gated"];
+    let token = gated["token"].as_str().unwrap();
+    let e = open(
+        "hf://datasets/test/gated",
+        &options("gated").token("hf_wrong_token_0000"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("401"), "{e}");
+    assert!(!e.contains("hf_wrong_token"), "{e}");
+    let d = open("hf://datasets/test/gated", &options("gated").token(token)).unwrap();
+    check_lazy_digests(d.streams(), gated, "train");
+
+    // The CLI: info reads footers, freeze writes the dataset.
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_loaderx"))
+            .args(args)
+            .env("HF_ENDPOINT", &mock.url)
+            .env("HF_HOME", tmp.path().join("hf"))
+            .env("LOADERX_CACHE_DIR", tmp.path().join("cli-cache"))
+            .env_remove("HF_TOKEN")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "loaderx {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let info = cli(&[
+        "dataset",
+        "info",
+        "hf://datasets/test/numeric",
+        "--split",
+        "test",
+    ]);
+    assert!(info.contains(&format!("length: {records}")), "{info}");
+    assert!(info.contains("opened where it lives"), "{info}");
+    let out = tmp.path().join("cli-frozen");
+    let said = cli(&[
+        "dataset",
+        "freeze",
+        "hf://datasets/test/numeric",
+        "--split",
+        "test",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(said.contains("froze"), "{said}");
+    check_lazy_digests(
+        loaderx_core::Dataset::open(&out).unwrap().streams(),
+        case,
+        "test",
+    );
+}
