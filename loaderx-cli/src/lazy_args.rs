@@ -106,11 +106,22 @@ impl LazyArgs {
 
     /// A dataset at `dir`: opened where it lives when it is a parquet
     /// location ([`is_lazy`]), else as a multi-part dataset.
+    /// A URL prefix ending in `/` is a dataset when it holds a manifest,
+    /// else parquet objects under it.
     pub(crate) fn dataset(&self, dir: &Path, split: Option<&str>) -> Result<Dataset, Error> {
         if is_lazy(dir) {
-            self.open(dir, split)
-        } else {
-            Ok(Dataset::open(dir)?)
+            return self.open(dir, split);
+        }
+        match Dataset::open(dir) {
+            Err(e)
+                if matches!(e.kind(), loaderx_core::ErrorKind::NotAStore { .. })
+                    && dir
+                        .to_str()
+                        .is_some_and(|s| loaderx_core::is_url(s) && s.ends_with('/')) =>
+            {
+                self.open(dir, split)
+            }
+            other => Ok(other?),
         }
     }
 }

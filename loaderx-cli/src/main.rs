@@ -597,7 +597,7 @@ fn dataset(command: &DatasetCommand) -> Result<String, Error> {
             let frozen = d.freeze(out)?;
             format!(
                 "froze {} into {}: {} records in {} parts, streams {}",
-                location.display(),
+                redact_url(&location.to_string_lossy()),
                 out.display(),
                 frozen.len(),
                 frozen.parts().len(),

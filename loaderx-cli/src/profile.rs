@@ -110,7 +110,10 @@ pub(crate) fn run(args: &ProfileArgs) -> Result<String, Error> {
     let lazy = crate::lazy_args::is_lazy(&args.dataset);
     let (label, mut streams) = if lazy {
         let d = args.lazy.open(&args.dataset, args.split.as_deref())?;
-        (args.dataset.display().to_string(), d.into_streams())
+        (
+            loaderx_core::redact_url(&args.dataset.to_string_lossy()),
+            d.into_streams(),
+        )
     } else {
         split_streams(&args.dataset, args.split.as_deref())?
     };

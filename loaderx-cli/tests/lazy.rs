@@ -147,6 +147,26 @@ fn a_local_parquet_dataset_opens_lazily_and_freezes_into_what_convert_writes() {
     assert_eq!(digests(again.streams()), expected);
     let stats = again.lazy_stats().unwrap();
     assert_eq!((stats.converted, stats.reopened), (0, 24), "{stats:?}");
+    drop(again);
+
+    // Reopened with a smaller bound: the row groups an earlier run left
+    // count against it, and the least recently needed go first.
+    let bound = 60_000;
+    let small = open(
+        tmp.path().join("data").to_str().unwrap(),
+        &OpenOptions::new().cache_dir(&cache).cache_bytes(bound),
+    )
+    .unwrap();
+    let stats = small.lazy_stats().unwrap();
+    assert!(stats.evicted > 0, "{stats:?}");
+    assert!(stats.cached_bytes <= bound, "{stats:?}");
+    let on_disk = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("part-"))
+        .count();
+    assert!(on_disk < 24, "{on_disk} row groups left on disk");
+    assert_eq!(digests(small.streams()), expected);
 }
 
 /// A batch's indices and label bytes.

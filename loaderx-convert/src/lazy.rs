@@ -25,11 +25,17 @@
 //! augment them on the loader's workers
 //! ([`DataLoaderBuilder::augment`](loaderx_core::DataLoaderBuilder)).
 //!
-//! **Freezing.** Once every row group is in the cache,
-//! [`Dataset::freeze`](loaderx_core::Dataset::freeze) (`loaderx dataset
-//! freeze`) links it into a multi-part dataset whose streams' digests are
-//! those of `loaderx convert` of the same files (with `--encoded` for
+//! **Freezing.** [`Dataset::freeze`](loaderx_core::Dataset::freeze)
+//! (`loaderx dataset freeze`) converts the row groups not in the cache yet
+//! and links every one into a multi-part dataset whose streams' digests
+//! are those of `loaderx convert` of the same files (with `--encoded` for
 //! images).
+//!
+//! **The default cache** is keyed by the source, its options and the
+//! versions of its files (the Hub commit, every ETag), so a branch that
+//! moved gets a new cache; an explicit [`OpenOptions::cache_dir`] filled
+//! from another version is an error. The bound holds for one process:
+//! ranks sharing a cache directory each count their own row groups.
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -169,14 +175,20 @@ impl OpenOptions {
     }
 }
 
-/// True for what [`open`] reads where it lives rather than a converted
-/// dataset: an `hf://` address, or a parquet URL, prefix or glob.
+/// True for what only [`open`] reads (never a converted dataset): an
+/// `hf://` address, or a URL of a `.parquet` object or with a wildcard. A
+/// URL prefix ending in `/` may be either: a dataset's when it holds a
+/// manifest.
 pub fn is_lazy_location(location: &str) -> bool {
+    let http = location.starts_with("http://") || location.starts_with("https://");
+    let path = if http {
+        location.split('?').next().unwrap_or(location)
+    } else {
+        location
+    };
     location.starts_with("hf://")
         || (loaderx_core::is_url(location)
-            && (location.ends_with(".parquet")
-                || location.ends_with('/')
-                || location.contains(['*', '?'])))
+            && (path.ends_with(".parquet") || path.contains('*') || (!http && path.contains('?'))))
 }
 
 /// The dataset at `location`, its row groups converted as training needs
@@ -203,6 +215,13 @@ pub fn is_lazy_location(location: &str) -> bool {
 /// directory filled from another version of the source; what converting
 /// the first row group returns.
 pub fn open(location: &str, options: &OpenOptions) -> Result<Dataset, Error> {
+    if options.table.drop_null_rows || options.table.drop_empty_rows || options.table.part.is_some()
+    {
+        return Err(Error::invalid(
+            "a dataset opened where it lives keeps every row (its row groups' counts are read \
+             from the footers): drop_null_rows, drop_empty_rows and part are for `convert`",
+        ));
+    }
     let source = ParquetParts::open(location, options)?;
     let cache = match &options.cache_dir {
         Some(dir) => dir.clone(),
@@ -340,19 +359,7 @@ struct ParquetParts {
 impl ParquetParts {
     fn open(location: &str, options: &OpenOptions) -> Result<ParquetParts, Error> {
         let (objects, context) = list(location, options)?;
-        let files = std::thread::scope(|s| {
-            let handles: Vec<_> = objects
-                .into_iter()
-                .map(|o| s.spawn(move || read_footer(o)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(Error::invalid("a footer read panicked")))
-                })
-                .collect::<Result<Vec<_>, Error>>()
-        })?;
+        let files = in_parallel(objects, read_footer)?;
         let first = &files[0];
         for f in &files[1..] {
             if f.schema.fields() != first.schema.fields() {
@@ -371,12 +378,20 @@ impl ParquetParts {
             }
         }
         if parts.is_empty() {
-            return Err(Error::invalid(format!("{location}: the files hold no row")));
+            return Err(Error::invalid(format!(
+                "{}: the files hold no row",
+                loaderx_core::redact_url(location)
+            )));
         }
         let table = options.table.clone().encoded_images(true).progress(false);
+        // The files' versions too: a branch that moved is another cache.
+        let pins: Vec<Value> = files.iter().map(|f| f.object.pin()).collect();
         let identity = format!(
-            "{location}\n{:?}\n{:?}\n{:?}\n{table:?}",
-            options.split, options.config, options.endpoint
+            "{location}\n{:?}\n{:?}\n{:?}\n{table:?}\n{}",
+            options.split,
+            options.config,
+            options.endpoint,
+            Value::Array(pins)
         );
         Ok(ParquetParts {
             name: loaderx_core::redact_url(location),
@@ -595,31 +610,69 @@ fn list_hub(rest: &str, options: &OpenOptions) -> Result<(Vec<Object>, String), 
         .clone()
         .bearer_token(crate::hub::find_token(options.token.as_deref()));
     let sha = &located.parquet_commit;
-    let objects = std::thread::scope(|s| {
-        let handles: Vec<_> = files
-            .iter()
-            .map(|f| {
-                let url = format!("{endpoint}/datasets/{repo}/resolve/{sha}/{f}");
-                let remote = &remote;
-                s.spawn(move || RemoteObject::open(&url, remote))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| {
-                        Err(loaderx_core::Error::from(loaderx_core::ErrorKind::Busy {
-                            path: PathBuf::from("hf://"),
-                        }))
-                    })
-                    .map(Object::Remote)
-                    .map_err(Error::from)
-            })
-            .collect::<Result<Vec<_>, Error>>()
+    let urls: Vec<String> = files
+        .iter()
+        .map(|f| {
+            format!(
+                "{endpoint}/datasets/{repo}/resolve/{sha}/{}",
+                encode_path(f)
+            )
+        })
+        .collect();
+    let objects = in_parallel(urls, |url| {
+        Ok(Object::Remote(RemoteObject::open(&url, &remote)?))
     })?;
     let context = format!("{repo}@{}", &sha[..12.min(sha.len())]);
     Ok((objects, context))
+}
+
+/// Files opened or footers read at once.
+const AT_ONCE: usize = 16;
+
+/// `f` of every item, at most [`AT_ONCE`] at a time, in order.
+fn in_parallel<T: Send, U: Send>(
+    items: Vec<T>,
+    f: impl Fn(T) -> Result<U, Error> + Sync,
+) -> Result<Vec<U>, Error> {
+    let mut out = Vec::with_capacity(items.len());
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        let batch: Vec<T> = items.by_ref().take(AT_ONCE).collect();
+        let done = std::thread::scope(|s| {
+            let mut handles = Vec::with_capacity(batch.len());
+            for item in batch {
+                let f = &f;
+                handles.push(
+                    std::thread::Builder::new()
+                        .spawn_scoped(s, move || f(item))
+                        .map_err(|e| Error::io("a thread to read a footer", e))?,
+                );
+            }
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::invalid("reading a footer panicked")))
+                })
+                .collect::<Result<Vec<U>, Error>>()
+        })?;
+        out.extend(done);
+    }
+    Ok(out)
+}
+
+/// `path` with every byte outside `A-Z a-z 0-9 - . _ ~ /` percent-encoded
+/// (a Hub file name in a URL).
+fn encode_path(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for b in path.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// Reads `object`'s footer: one ranged read of its last 64 KiB, and one

@@ -1,7 +1,7 @@
 //! Datasets converted lazily, part by part, where their records live
 //! elsewhere: the seam between the loader and a converter of remote files
 //! (`loaderx-convert`'s parquet datasets on the Hub, a bucket or a web
-//! server, opened with `loaderx_convert::open`).
+//! server, opened with `loaderx_convert::lazy::open`).
 //!
 //! A [`PartSource`] knows how many records each of its parts holds before
 //! any is converted (a parquet file's row groups, from its footer) and

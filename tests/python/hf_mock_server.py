@@ -43,12 +43,19 @@ STATS = {"api": 0, "resolve": 0, "cdn": 0, "unauthorized": 0}
 LOCK = threading.Lock()
 
 
+SHA256 = {}  # path -> hex digest (the files never change while served)
+
+
 def file_sha256(path):
+    known = SHA256.get(path)
+    if known is not None:
+        return known
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
-    return h.hexdigest()
+    SHA256[path] = h.hexdigest()
+    return SHA256[path]
 
 
 for repo in REPOS.values():
@@ -75,10 +82,10 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             STATS[key] += 1
 
-    def send(self, status, body=b"", headers=(), content_type="application/json"):
+    def send(self, status, body=b"", headers=(), content_type="application/json", length=None):
         self.send_response(status)
         self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         for k, v in headers:
             self.send_header(k, v)
         self.end_headers()
@@ -100,11 +107,12 @@ class Handler(BaseHTTPRequestHandler):
         return False
 
     def send_file(self, path, headers):
+        # Only the bytes asked for are read (files of the stream bench are
+        # hundreds of MB).
         size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            data = f.read()
         rng = self.headers.get("Range")
         m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng or "")
+        start, end = 0, size - 1
         if m:
             start = int(m.group(1))
             end = int(m.group(2)) if m.group(2) else size - 1
@@ -112,14 +120,21 @@ class Handler(BaseHTTPRequestHandler):
             if start >= size:
                 self.send(416, b"", [("Content-Range", f"bytes */{size}")] + headers)
                 return
+        data = b""
+        if self.command != "HEAD":
+            with open(path, "rb") as f:
+                f.seek(start)
+                data = f.read(end + 1 - start)
+        if m:
             self.send(
                 206,
-                data[start : end + 1],
+                data,
                 [("Content-Range", f"bytes {start}-{end}/{size}"), ("Accept-Ranges", "bytes")] + headers,
                 "application/octet-stream",
+                length=end + 1 - start,
             )
         else:
-            self.send(200, data, [("Accept-Ranges", "bytes")] + headers, "application/octet-stream")
+            self.send(200, data, [("Accept-Ranges", "bytes")] + headers, "application/octet-stream", length=size)
 
     def do_GET(self):
         raw = urlsplit(self.path).path

@@ -15,11 +15,10 @@
 //! the source, so the same records come back.
 
 use std::collections::HashMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-
-use rayon::prelude::*;
 
 use super::StoreReader;
 use super::parts::{
@@ -28,20 +27,42 @@ use super::parts::{
 };
 use super::reader::gather_vec;
 use super::varlen::VarlenPlan;
-use crate::Dataset;
 use crate::codec::Sink;
 use crate::error::{Error, ErrorKind};
 use crate::format::RecordLoc;
+use crate::format::Schema;
 use crate::lazy::{LazyOptions, LazyStats, PartSource};
 use crate::part_index::PartIndex;
+use crate::{Dataset, Generation};
 
 /// A part's stores, one per stream.
 type PartStores = Arc<[StoreReader]>;
+
+/// A number no other temporary or evicted directory of this process has.
+fn unique() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The parts a [`VarlenPlan`] of a lazily converted stream was made over,
+/// held until its gather reads them: a part evicted and converted again
+/// in between is never read through another copy's locations.
+#[derive(Clone)]
+pub(crate) struct Held(Arc<HashMap<usize, PartStores>>);
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Held").field(&self.0.len()).finish()
+    }
+}
 
 /// A part's place in the cache.
 enum Slot {
     /// Not on disk (or not known to be).
     Absent,
+    /// Converted by an earlier run, found in the directory at open, not
+    /// opened: its bytes count against the bound, and it is evicted first.
+    OnDisk { bytes: u64 },
     /// Being converted or opened by some thread.
     Loading,
     /// Open: its stores (one per stream), bytes on disk, and when it was
@@ -71,6 +92,9 @@ pub(crate) struct LazyParts {
     index: PartIndex,
     /// The streams, in the order of every part's stores.
     streams: Vec<String>,
+    /// Part 0's schema and generation of every stream, which every part
+    /// must have.
+    schemas: Vec<(Schema, Generation)>,
     budget: u64,
     state: Mutex<State>,
     changed: Condvar,
@@ -111,6 +135,9 @@ impl LazyParts {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(options.concurrency.max(1))
             .thread_name(|i| format!("loaderx-lazy-{i}"))
+            // A conversion's panic is caught where it runs (`load_guarded`);
+            // one anywhere else never takes the process down.
+            .panic_handler(|_| {})
             .build()
             .map_err(|e| Error::invalid(format!("cannot start the conversion threads: {e}")))?;
         let mut parts = LazyParts {
@@ -119,6 +146,7 @@ impl LazyParts {
             dir: options.cache_dir.clone(),
             index,
             streams: Vec::new(),
+            schemas: Vec::new(),
             budget: options.cache_bytes,
             state: Mutex::new(State {
                 slots: (0..records.len()).map(|_| Slot::Absent).collect(),
@@ -132,12 +160,19 @@ impl LazyParts {
             reopened: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
         };
+        // Parts an earlier run converted count against the bound.
+        parts.find_converted(records.len())?;
         // Part 0 names the streams, and is ready.
         let first = parts.dir.join(Dataset::part_name(0));
-        let loaded = parts.load(0)?;
+        let loaded = parts.pool.install(|| parts.load_guarded(0))?;
         parts.streams = crate::Store::open_dir(&first)?
             .into_iter()
             .map(|(n, _)| n)
+            .collect();
+        parts.schemas = loaded
+            .0
+            .iter()
+            .map(|r| (r.schema().clone(), r.generation()))
             .collect();
         parts.finish(0, Ok(loaded))?;
         if parts.streams.is_empty() {
@@ -147,6 +182,34 @@ impl LazyParts {
             )));
         }
         Ok(Arc::new(parts))
+    }
+
+    /// Marks the parts already converted in the directory (by an earlier
+    /// run) as on disk, with their bytes (part 0 is made ready at open).
+    fn find_converted(&mut self, parts: usize) -> Result<(), Error> {
+        let st = self
+            .state
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for entry in std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))? {
+            let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
+            let name = entry.file_name();
+            let Some(p) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix("part-"))
+                .filter(|d| d.len() >= 5 && d.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|d| d.parse::<usize>().ok())
+                .filter(|&p| {
+                    p > 0 && p < parts && Dataset::part_name(p as u64) == name.to_string_lossy()
+                })
+            else {
+                continue;
+            };
+            let bytes = tree_bytes(&entry.path());
+            st.slots[p] = Slot::OnDisk { bytes };
+            st.bytes += bytes;
+        }
+        Ok(())
     }
 
     pub(crate) fn name(&self) -> &Path {
@@ -200,16 +263,22 @@ impl LazyParts {
             self.reopened.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
         let tmp = self.dir.join(format!(
-            ".converting-{}-{}-{nanos}",
+            ".converting-{}-{}-{}",
             Dataset::part_name(part as u64),
-            std::process::id()
+            std::process::id(),
+            unique()
         ));
         let _ = std::fs::remove_dir_all(&tmp);
-        let result = self.source.convert_part(part, &tmp);
+        let result = catch_unwind(AssertUnwindSafe(|| self.source.convert_part(part, &tmp)))
+            .unwrap_or_else(|panic| {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic".to_owned());
+                Err(format!("the conversion panicked: {what}").into())
+            });
         if let Err(error) = result {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(ErrorKind::LazyPart {
@@ -250,9 +319,13 @@ impl LazyParts {
             } else {
                 self.streams.clone()
             };
-            for name in names {
-                let mut r = StoreReader::open(&dir.join(&name))?;
+            for (k, name) in names.iter().enumerate() {
+                let mut r = StoreReader::open(&dir.join(name))?;
                 r.release_lock();
+                // Read through the maps, which stay valid when the part is
+                // evicted while a gather reads it (the cold path reopens
+                // the files by name).
+                r.set_read_mode(super::cold::ReadMode::Mapped);
                 if r.len() != want {
                     return Err(Error::invalid(format!(
                         "{}: part {part}'s stream {name:?} holds {} records, the source says {want}",
@@ -260,21 +333,61 @@ impl LazyParts {
                         r.len()
                     )));
                 }
+                // Every part reads as part 0 does: its schema, and (a
+                // Ragged stream's dims width) its generation.
+                if let Some((schema, generation)) = self.schemas.get(k) {
+                    if r.schema() != schema {
+                        return Err(Error::invalid(format!(
+                            "{}: part {part}'s stream {name:?} holds {:?}, part 0's {schema:?}: \
+                             the source's row groups do not convert to one schema",
+                            self.name.display(),
+                            r.schema()
+                        )));
+                    }
+                    r.set_generation(*generation);
+                }
                 stores.push(r);
             }
             Ok(stores)
         };
         let stores = match open() {
             Ok(s) => s,
-            // A damaged or foreign directory: converted again, once.
+            // A schema that differs is the source's, not the directory's.
+            Err(e) if e.to_string().contains("do not convert to one schema") => return Err(e),
+            // A damaged directory, or one another process was evicting:
+            // moved aside (never deleted where it is: another process may
+            // have just put a whole one there) and converted again, once.
             Err(_) => {
-                let _ = std::fs::remove_dir_all(&dir);
+                let aside = self.dir.join(format!(
+                    ".damaged-{}-{}-{}",
+                    Dataset::part_name(part as u64),
+                    std::process::id(),
+                    unique()
+                ));
+                if std::fs::rename(&dir, &aside).is_ok() {
+                    let _ = std::fs::remove_dir_all(&aside);
+                }
                 self.ensure_on_disk(part, &dir)?;
                 open()?
             }
         };
         let bytes = stores.iter().map(StoreReader::stored_bytes).sum();
         Ok((stores.into(), bytes))
+    }
+
+    /// [`load`](Self::load), a panic in it an error: run on the
+    /// conversion threads (`self.pool`), so that a conversion's own
+    /// parallel work never runs on, nor waits for, a thread of the caller's
+    /// pool that may be waiting for a part.
+    fn load_guarded(&self, part: usize) -> Result<(PartStores, u64), Error> {
+        catch_unwind(AssertUnwindSafe(|| self.load(part))).unwrap_or_else(|_| {
+            Err(ErrorKind::LazyPart {
+                path: self.name.clone(),
+                part: part as u64,
+                error: "opening the converted part panicked".into(),
+            }
+            .into())
+        })
     }
 
     /// Part `part`'s stores, converted or opened first if needed (waiting
@@ -295,10 +408,17 @@ impl LazyParts {
                         .wait(st)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                slot @ Slot::Absent => {
-                    *slot = Slot::Loading;
+                slot @ (Slot::Absent | Slot::OnDisk { .. }) => {
+                    if let Slot::OnDisk { bytes } = std::mem::replace(slot, Slot::Loading) {
+                        st.bytes -= bytes;
+                    }
                     drop(st);
-                    return self.finish(part, self.load(part));
+                    // Finished on the conversion thread too: a caller on a
+                    // rayon thread may run other gathers while it waits for
+                    // `install`, and one of them may wait for this part.
+                    return self
+                        .pool
+                        .install(|| self.finish(part, self.load_guarded(part)));
                 }
             }
         }
@@ -355,24 +475,30 @@ impl LazyParts {
                 .filter(|&(p, _)| p != keep)
                 .filter_map(|(p, s)| match s {
                     Slot::Ready { used, .. } => Some((*used, p)),
+                    Slot::OnDisk { .. } => Some((0, p)),
                     _ => None,
                 })
                 .min();
             let Some((_, p)) = victim else { break };
-            if let Slot::Ready { bytes, .. } = std::mem::replace(&mut st.slots[p], Slot::Absent) {
-                st.bytes -= bytes;
-                st.ready -= 1;
+            match std::mem::replace(&mut st.slots[p], Slot::Absent) {
+                Slot::Ready { bytes, .. } => {
+                    st.bytes -= bytes;
+                    st.ready -= 1;
+                }
+                Slot::OnDisk { bytes } => st.bytes -= bytes,
+                _ => {}
             }
             let dir = self.part_dir(p);
             let gone = self.dir.join(format!(
-                ".evicted-{}-{}",
+                ".evicted-{}-{}-{}",
                 Dataset::part_name(p as u64),
-                std::process::id()
+                std::process::id(),
+                unique()
             ));
+            // Not renamed (another process evicted it already): nothing
+            // of it is deleted here.
             if std::fs::rename(&dir, &gone).is_ok() {
                 trash.push(gone);
-            } else {
-                trash.push(dir);
             }
             self.evicted.fetch_add(1, Ordering::Relaxed);
         }
@@ -392,13 +518,15 @@ impl LazyParts {
             match &mut st.slots[p] {
                 Slot::Ready { used, .. } => *used = now,
                 Slot::Loading => {}
-                slot @ Slot::Absent => {
-                    *slot = Slot::Loading;
+                slot @ (Slot::Absent | Slot::OnDisk { .. }) => {
+                    if let Slot::OnDisk { bytes } = std::mem::replace(slot, Slot::Loading) {
+                        st.bytes -= bytes;
+                    }
                     started += 1;
                     let me = Arc::clone(self);
                     self.pool.spawn(move || {
                         // The gather that needs it meets the error again.
-                        let _ = me.finish(p, me.load(p));
+                        let _ = me.finish(p, me.load_guarded(p));
                     });
                 }
             }
@@ -419,13 +547,25 @@ impl LazyParts {
                     drop(held);
                     return Ok(());
                 }
-                // Evicted by another gather between the two: once more.
+                // Evicted (by another process, or a gather here) between
+                // the two: forgotten, and converted once more.
                 Err(_) if tries == 0 && !from.is_dir() => {
                     let _ = std::fs::remove_dir_all(to);
+                    self.forget(part);
                     tries += 1;
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Marks a ready part absent (its directory is gone).
+    fn forget(&self, part: usize) {
+        let mut st = self.lock();
+        if let Slot::Ready { bytes, .. } = st.slots[part] {
+            st.slots[part] = Slot::Absent;
+            st.bytes -= bytes;
+            st.ready -= 1;
         }
     }
 
@@ -441,16 +581,20 @@ impl LazyParts {
         parts
     }
 
-    /// The stores of every part holding one of `indices`, the absent ones
-    /// converted in parallel.
-    fn hold(&self, indices: &[u64]) -> Result<HashMap<usize, Arc<[StoreReader]>>, Error> {
+    /// The stores of every part holding one of `indices`: the absent ones
+    /// converted on the conversion threads, several at once, while the
+    /// calling thread waits (it never converts: a thread of a rayon pool
+    /// waiting for a part must not be the one converting it).
+    fn hold(self: &Arc<Self>, indices: &[u64]) -> Result<Held, Error> {
         let parts = self.parts_of(indices);
-        let held: Result<Vec<(usize, PartStores)>, Error> = if parts.len() > 1 {
-            parts.par_iter().map(|&p| Ok((p, self.part(p)?))).collect()
-        } else {
-            parts.iter().map(|&p| Ok((p, self.part(p)?))).collect()
-        };
-        Ok(held?.into_iter().collect())
+        if parts.len() > 1 {
+            self.prefetch_parts(parts.iter().copied());
+        }
+        let mut held = HashMap::with_capacity(parts.len());
+        for p in parts {
+            held.insert(p, self.part(p)?);
+        }
+        Ok(Held(Arc::new(held)))
     }
 }
 
@@ -512,19 +656,14 @@ impl LazyStream {
         }
     }
 
-    /// Held stores, with this stream's reader of each part set to the
-    /// template's generation (a Ragged stream's dims width).
-    fn hold(&self, indices: &[u64]) -> Result<HashMap<usize, Arc<[StoreReader]>>, Error> {
+    /// The parts holding `indices`, held.
+    fn hold(&self, indices: &[u64]) -> Result<Held, Error> {
         self.check_indices(indices)?;
         self.parts.hold(indices)
     }
 
-    fn reader<'a>(
-        &self,
-        held: &'a HashMap<usize, Arc<[StoreReader]>>,
-        p: usize,
-    ) -> &'a StoreReader {
-        &held[&p][self.stream]
+    fn reader<'a>(&self, held: &'a Held, p: usize) -> &'a StoreReader {
+        &held.0[&p][self.stream]
     }
 
     pub(crate) fn loc(&self, index: u64) -> Result<RecordLoc, Error> {
@@ -578,9 +717,19 @@ impl LazyStream {
 
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         let held = self.hold(indices)?;
-        plan_varlen_groups(&self.parts.index, indices, header, |p| {
+        let mut plan = plan_varlen_groups(&self.parts.index, indices, header, |p| {
             self.reader(&held, p)
-        })
+        })?;
+        plan.held = Some(held);
+        Ok(plan)
+    }
+
+    /// The parts `plan` was made over (held by it), else held now.
+    fn held_by(&self, plan: &VarlenPlan) -> Result<Held, Error> {
+        match &plan.held {
+            Some(h) => Ok(h.clone()),
+            None => self.hold(&plan.indices),
+        }
     }
 
     pub(crate) fn gather_varlen<'d, D: Sink>(
@@ -588,7 +737,7 @@ impl LazyStream {
         plan: &VarlenPlan,
         dst: &'d mut [D],
     ) -> Result<&'d mut [u8], Error> {
-        let held = self.hold(&plan.indices)?;
+        let held = self.held_by(plan)?;
         gather_varlen_groups(&self.parts.index, plan, dst, |p| self.reader(&held, p))
     }
 
@@ -598,7 +747,7 @@ impl LazyStream {
         dst: &'d mut [D],
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
-        let held = self.hold(&plan.indices)?;
+        let held = self.held_by(plan)?;
         gather_packed_groups(&self.parts.index, plan, dst, headers, |p| {
             self.reader(&held, p)
         })
@@ -620,4 +769,18 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), Error> {
         }
     }
     Ok(())
+}
+
+/// Bytes of the files under `dir` (0 for what cannot be read).
+fn tree_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => tree_bytes(&e.path()),
+                Ok(_) => e.metadata().map_or(0, |m| m.len()),
+                Err(_) => 0,
+            })
+            .sum()
+    })
 }

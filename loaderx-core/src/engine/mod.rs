@@ -224,8 +224,12 @@ impl Engine {
         self.first().read_mode()
     }
 
-    /// Sets how every store read is read.
+    /// Sets how every store read is read (a lazily converted stream's
+    /// parts are always read through their maps).
     pub(crate) fn set_read_mode(&self, mode: cold::ReadMode) {
+        if let Engine::Lazy(_) = self {
+            return;
+        }
         for r in self.stores() {
             r.set_read_mode(mode);
         }

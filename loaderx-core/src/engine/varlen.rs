@@ -48,6 +48,9 @@ pub(crate) struct VarlenPlan {
     /// The logical lengths still have to be checked against the lengths the
     /// stored frames declare, once fetched (a remote store's records).
     pub(super) check_fetched: bool,
+    /// The parts of a lazily converted stream the plan was made over,
+    /// held until its gather reads them (never another copy of a part).
+    pub(super) held: Option<super::lazy::Held>,
 }
 
 impl VarlenPlan {
@@ -185,6 +188,7 @@ impl VarlenPlan {
             header,
             packed_len,
             check_fetched,
+            held: None,
         })
     }
 

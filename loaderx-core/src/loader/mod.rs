@@ -931,7 +931,9 @@ impl<S: Staging> DataLoaderBuilder<S> {
             )?
         };
         let prefetch_bytes = self.prefetch_bytes.unwrap_or(match sampler.mode() {
-            crate::SamplerMode::Windowed { .. } => DEFAULT_WINDOWED_PREFETCH_BYTES,
+            crate::SamplerMode::Windowed { .. } | crate::SamplerMode::PartWindowed { .. } => {
+                DEFAULT_WINDOWED_PREFETCH_BYTES
+            }
             _ => DEFAULT_PREFETCH_BYTES,
         });
         pipeline::start(pipeline::Config {

@@ -41,9 +41,14 @@ impl std::fmt::Debug for RemoteObject {
     }
 }
 
-/// True when a path component holds a wildcard (`*` or `?`).
-fn has_wildcard(s: &str) -> bool {
-    s.contains(['*', '?'])
+/// Where the first wildcard of a URL pattern is: `*` or `?`, except in an
+/// `http(s)://` URL, where `?` starts the query and only `*` is one.
+fn wildcard_at(pattern: &str) -> Option<usize> {
+    if pattern.starts_with("http://") || pattern.starts_with("https://") {
+        pattern.find('*')
+    } else {
+        pattern.find(['*', '?'])
+    }
 }
 
 /// Whether `name` matches `pattern`, where `*` is any run of characters
@@ -113,7 +118,7 @@ impl RemoteObject {
     /// [`ErrorKind::NotAStore`] naming it.
     pub fn list(pattern: &str, options: &RemoteOptions) -> Result<Vec<RemoteObject>, Error> {
         let shown = crate::redact_url(pattern);
-        let wild = pattern.find(['*', '?']);
+        let wild = wildcard_at(pattern);
         if wild.is_none() && !pattern.ends_with('/') {
             return Ok(vec![RemoteObject::open(pattern, options)?]);
         }
@@ -138,9 +143,6 @@ impl RemoteObject {
                 .unwrap_or(&full)
                 .trim_start_matches('/');
             if !rest.is_empty() && !wildcard_match(rest.as_bytes(), rel.as_bytes()) {
-                continue;
-            }
-            if has_wildcard(rel) {
                 continue;
             }
             let t = Target {

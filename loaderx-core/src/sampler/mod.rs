@@ -83,7 +83,9 @@ pub enum SamplerMode {
     /// [`DataLoaderBuilder`](crate::DataLoaderBuilder) sets from its first
     /// stream. `window` is the one knob between shuffle quality and cache
     /// bytes: a batch draws from about `window` parts, and about `window`
-    /// parts (plus the look-ahead's) are cached at once.
+    /// parts (plus the look-ahead's) are cached at once. A pass's windows
+    /// ramp up (1, 2, 4, … parts, then `window`), so its first batch needs
+    /// one part.
     PartWindowed {
         /// Parts per window (at least 1).
         window: u32,
@@ -371,7 +373,7 @@ impl SamplerBuilder {
                     }
                     Some(Arc::new(PartOrders {
                         starts,
-                        memo: Mutex::new(None),
+                        memo: Mutex::new(Vec::new()),
                     }))
                 }
                 _ => None,
@@ -725,7 +727,9 @@ pub struct Sampler {
 #[derive(Debug)]
 struct PartOrders {
     starts: Arc<[u64]>,
-    memo: Mutex<Option<(u64, Arc<window::PartWindowedOrder>)>>,
+    /// The two passes drawn last (the workers' and, across a pass's end,
+    /// the look-ahead's).
+    memo: Mutex<Vec<(u64, Arc<window::PartWindowedOrder>)>>,
 }
 
 impl PartOrders {
@@ -734,9 +738,7 @@ impl PartOrders {
             .memo
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((p, o)) = memo.as_ref()
-            && *p == pass
-        {
+        if let Some((_, o)) = memo.iter().find(|(p, _)| *p == pass) {
             return Arc::clone(o);
         }
         let o = Arc::new(window::PartWindowedOrder::new(
@@ -744,7 +746,10 @@ impl PartOrders {
             window,
             key,
         ));
-        *memo = Some((pass, Arc::clone(&o)));
+        if memo.len() >= 2 {
+            memo.remove(0);
+        }
+        memo.push((pass, Arc::clone(&o)));
         o
     }
 }

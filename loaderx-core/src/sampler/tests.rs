@@ -1291,3 +1291,145 @@ fn order_stats_tell_the_orders_apart() {
         OrderStats::of_pass(&Sampler::new(n, 8, SamplerMode::Cyclic, 0).unwrap(), 0, 0).is_err()
     );
 }
+
+// ---- Part-windowed order ----
+
+/// Part boundaries from part sizes (some may be 0).
+fn part_starts(sizes: &[u64]) -> Vec<u64> {
+    let mut starts = vec![0];
+    for s in sizes {
+        starts.push(starts.last().unwrap() + s);
+    }
+    starts
+}
+
+/// A `PartWindowed` sampler over parts `starts` on rank `rank` of `world`.
+fn part_windowed_sampler(
+    starts: &[u64],
+    b: usize,
+    window: u32,
+    seed: u64,
+    (rank, world): (usize, usize),
+    drop_last: bool,
+) -> Result<Sampler, Error> {
+    Sampler::builder(*starts.last().unwrap(), b)
+        .mode(SamplerMode::PartWindowed { window })
+        .parts(starts.to_vec())
+        .seed(seed)
+        .shard(rank, world)
+        .drop_last(drop_last)
+        .build()
+}
+
+proptest! {
+    #[test]
+    fn a_part_windowed_pass_is_a_permutation_split_across_ranks(
+        sizes in proptest::collection::vec(0u64..50, 1..30),
+        b in 1usize..40,
+        w in 1usize..5,
+        window in 1u32..12,
+        seed in any::<u64>(),
+        pass in 0u64..3,
+    ) {
+        let starts = part_starts(&sizes);
+        let len = *starts.last().unwrap();
+        prop_assume!(w as u64 <= len);
+        let mut all = Vec::new();
+        for r in 0..w {
+            let s = part_windowed_sampler(&starts, b, window, seed, (r, w), false).unwrap();
+            for batch in pass_of(&s, pass) {
+                prop_assert!(!batch.is_empty() && batch.len() <= b);
+                all.extend(batch);
+            }
+        }
+        all.sort_unstable();
+        prop_assert_eq!(all, (0..len).collect::<Vec<u64>>());
+    }
+
+    #[test]
+    fn part_windowed_global_batches_do_not_depend_on_the_world_size(
+        sizes in proptest::collection::vec(1u64..60, 2..20),
+        per_rank in 1usize..6,
+        window in 1u32..10,
+        seed in any::<u64>(),
+        step in 0u64..60,
+    ) {
+        let starts = part_starts(&sizes);
+        let global_batch = per_rank * 12;
+        prop_assume!(global_batch as u64 <= *starts.last().unwrap());
+        let one = part_windowed_sampler(&starts, global_batch, window, seed, (0, 1), true).unwrap();
+        let want = one.indices(step);
+        for world in [2usize, 3, 4, 6, 12] {
+            let got: Vec<u64> = (0..world)
+                .flat_map(|r| {
+                    part_windowed_sampler(&starts, global_batch / world, window, seed, (r, world), true)
+                        .unwrap()
+                        .indices(step)
+                })
+                .collect();
+            prop_assert_eq!(&got, &want, "world {}", world);
+        }
+    }
+
+    #[test]
+    fn a_part_windowed_run_resumes_at_a_record_position_on_another_batch(
+        sizes in proptest::collection::vec(1u64..40, 1..20),
+        old_batch in 1usize..30,
+        new_batch in 1usize..30,
+        window in 1u32..10,
+        seed in any::<u64>(),
+        stop in 0u64..40,
+    ) {
+        let starts = part_starts(&sizes);
+        let len = *starts.last().unwrap();
+        let run = part_windowed_sampler(&starts, old_batch, window, seed, (0, 1), false).unwrap();
+        let at = run.position(stop);
+        let resumed = Sampler::builder(len, new_batch)
+            .mode(SamplerMode::PartWindowed { window })
+            .parts(starts.clone())
+            .seed(seed)
+            .drop_last(false)
+            .resume(at)
+            .build()
+            .unwrap();
+        let mut seen: Vec<u64> = (run.first_step_of(at.epoch).unwrap()..stop)
+            .flat_map(|k| run.indices(k))
+            .collect();
+        for step in 0.. {
+            if resumed.epoch_of(step).0 != at.epoch {
+                break;
+            }
+            seen.extend(resumed.indices(step));
+        }
+        seen.sort_unstable();
+        prop_assert_eq!(seen, (0..len).collect::<Vec<u64>>());
+    }
+}
+
+#[test]
+fn part_windowed_sampling_needs_parts_that_cover_the_records() {
+    let no_parts = Sampler::builder(10, 2)
+        .mode(SamplerMode::PartWindowed { window: 2 })
+        .build();
+    assert!(no_parts.unwrap_err().to_string().contains("parts"));
+    for bad in [vec![0u64, 5], vec![1, 10], vec![0, 6, 4, 10], vec![0]] {
+        let e = Sampler::builder(10, 2)
+            .mode(SamplerMode::PartWindowed { window: 2 })
+            .parts(bad.clone())
+            .build();
+        assert!(e.is_err(), "{bad:?}");
+    }
+    let zero = Sampler::builder(10, 2)
+        .mode(SamplerMode::PartWindowed { window: 0 })
+        .parts(vec![0, 10])
+        .build();
+    assert!(zero.is_err());
+    assert_eq!(
+        "part_windowed:8".parse::<SamplerMode>().unwrap(),
+        SamplerMode::PartWindowed { window: 8 }
+    );
+    assert_eq!(
+        "part_windowed".parse::<SamplerMode>().unwrap(),
+        SamplerMode::PartWindowed { window: 16 }
+    );
+}

@@ -178,18 +178,21 @@ impl WindowedOrder {
 /// One pass's windowed order over blocks of their own sizes (a dataset's
 /// parts: a lazily converted parquet dataset's row groups), as
 /// [`SamplerMode::PartWindowed`](super::SamplerMode::PartWindowed) draws
-/// it: the blocks in a keyed random order, windows of `window`
-/// consecutive blocks of that order, each window's records shuffled.
-/// Built once per pass (O(blocks)), then O(log blocks) per position.
+/// it: the blocks in a keyed random order, windows of consecutive blocks
+/// of that order, each window's records shuffled. The windows ramp up:
+/// 1, 2, 4, … blocks, then `window` each, so the pass's first batch needs
+/// one block (a dataset read where it lives starts after one row group's
+/// fetch, not `window`'s). Built once per pass (O(blocks)), then
+/// O(log blocks) per position.
 #[derive(Debug)]
 pub(crate) struct PartWindowedOrder {
     n: u64,
-    window: u64,
-    blocks: u64,
     /// Slot of the block order → block.
     order: FeistelPermutation,
     /// Records before each slot of the block order, and the total.
     slot_start: Vec<u64>,
+    /// Each window's first slot, and the number of blocks.
+    window_slot: Vec<u64>,
     /// The blocks' first records, and the total.
     starts: std::sync::Arc<[u64]>,
     key: u64,
@@ -215,12 +218,19 @@ impl PartWindowedOrder {
             at = at.saturating_add(size);
             slot_start.push(at);
         }
+        let mut window_slot = vec![0u64];
+        let mut size = 1u64;
+        while let Some(&last) = window_slot.last()
+            && last < blocks
+        {
+            window_slot.push((last + size).min(blocks));
+            size = (size * 2).min(window);
+        }
         PartWindowedOrder {
             n: at,
-            window,
-            blocks,
             order,
             slot_start,
+            window_slot,
             starts,
             key,
         }
@@ -239,11 +249,16 @@ impl PartWindowedOrder {
             .slot_start
             .partition_point(|&x| x <= t)
             .saturating_sub(1) as u64;
-        let j = slot / self.window;
-        let first = (j * self.window) as usize;
-        let end = ((j + 1) * self.window).min(self.blocks) as usize;
+        let j = self
+            .window_slot
+            .partition_point(|&s| s <= slot)
+            .saturating_sub(1);
+        let (first, end) = (
+            self.window_slot[j] as usize,
+            self.window_slot[j + 1] as usize,
+        );
         let start = self.slot_start[first];
-        (j, start, self.slot_start[end] - start)
+        (j as u64, start, self.slot_start[end] - start)
     }
 
     /// The records at positions `first .. first + out.len()` of the pass.
@@ -360,12 +375,39 @@ mod tests {
                         .map(|&r| block_of(r))
                         .collect();
                     assert!(blocks.len() <= window as usize, "{blocks:?}");
+                    // The windows ramp up from one block (here one of
+                    // records, or an empty one and the next).
+                    if t == 0 {
+                        assert!(blocks.len() <= 2, "{blocks:?}");
+                    }
                     t += len;
                 }
                 all.sort_unstable();
                 assert_eq!(all, (0..25).collect::<Vec<u64>>());
                 assert!(o.fill(24, &mut [0, 0]).is_err());
             }
+        }
+    }
+
+    #[test]
+    fn part_windows_ramp_up_from_one_block() {
+        let starts: std::sync::Arc<[u64]> = (0..=40u64).map(|b| b * 10).collect::<Vec<_>>().into();
+        for key in 0..10 {
+            let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), 8, key);
+            let mut all = vec![0u64; 400];
+            o.fill(0, &mut all).unwrap();
+            let mut sizes = Vec::new();
+            let mut t = 0;
+            while t < 400 {
+                let (_, _, len) = o.window_at(t);
+                sizes.push(len / 10);
+                t += len;
+            }
+            // 1, 2, 4, then 8 blocks, the rest last.
+            assert_eq!(sizes, [1, 2, 4, 8, 8, 8, 8, 1]);
+            // The first ten positions are one block's records.
+            let first: std::collections::BTreeSet<u64> = all[..10].iter().map(|r| r / 10).collect();
+            assert_eq!(first.len(), 1);
         }
     }
 }
