@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold,vision,profile]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,cold,vision,profile,stream]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -19,6 +19,7 @@ pub mod sampler;
 pub mod scale;
 pub mod sequence;
 pub mod stores;
+pub mod stream;
 pub mod suite;
 pub mod timing;
 pub mod vision;
@@ -71,6 +72,13 @@ pub struct Args {
     /// `cold` section: timed seconds per reader.
     #[arg(long, default_value_t = 5.0)]
     pub cold_seconds: f64,
+    /// `stream` section: rows of its corpus (1 000 000: about 2.05 GB of
+    /// parquet).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub stream_rows: usize,
+    /// `stream` section: SIGKILLed runs it resumes.
+    #[arg(long, default_value_t = 100)]
+    pub stream_kills: usize,
     /// `profile` section: seconds each profile measures (as `loaderx
     /// profile`'s default; at 5 s the measurements themselves scatter by
     /// about ±10 % on a 2-core machine).
@@ -160,6 +168,22 @@ pub enum Child {
         /// Timed seconds.
         #[arg(long)]
         seconds: f64,
+    },
+    /// Internal: the `stream` section's resumable loader run.
+    #[command(hide = true)]
+    StreamChild {
+        /// Parquet files where they live.
+        location: String,
+        /// The cache directory.
+        cache: PathBuf,
+        /// The first step.
+        start: u64,
+        /// Steps to run.
+        steps: u64,
+        /// Records per batch.
+        batch: usize,
+        /// Row groups per window.
+        window: u32,
     },
     /// Internal: one `vision` contender in its own process.
     #[command(hide = true)]

@@ -4,7 +4,7 @@
 //! method and the latest tables.
 //!
 //! ```text
-//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,vision]
+//! loaderx-bench [--quick] [--python PY] [--sections stores,small,sampler,sequence,loader,loader2,remote,scale,vision,profile,stream]
 //!               [--workloads a,b,c,d,e] [--min-seconds 2] [--dir DIR]
 //! ```
 
@@ -69,6 +69,14 @@ fn main() -> ExitCode {
             seconds,
         }) => vision::Pipe::parse(pipeline)
             .and_then(|pipe| vision::child(which, split, pipe, *workers, *seconds)),
+        Some(Child::StreamChild {
+            location,
+            cache,
+            start,
+            steps,
+            batch,
+            window,
+        }) => loaderx_bench::stream::child(location, cache, *start, *steps, *batch, *window),
         None => suite::run(&args),
     };
     match result {

@@ -1627,6 +1627,27 @@ pub fn run(args: &Args) -> Result<()> {
         let section = profile_section(args, &root, &mut targets, &bar)?;
         emit(&mut out, &section);
     }
+    if wants("stream") {
+        let Some(python) = args.python.clone() else {
+            return Err("the stream section needs --python (datasets, aiohttp, pyarrow)".into());
+        };
+        let cfg = crate::stream::Config {
+            rows: if args.quick { 20_000 } else { args.stream_rows },
+            files: 8,
+            group: if args.quick { 500 } else { 10_000 },
+            links: vec![(20, 400), (80, 100)],
+            batch: 256,
+            workers: 2,
+            kills: if args.quick { 3 } else { args.stream_kills },
+            python,
+        };
+        let progress = |m: String| bar.set_message(m);
+        let exe = std::env::current_exe()?;
+        emit(
+            &mut out,
+            &crate::stream::section(&cfg, &exe, &root, &mut targets, &progress)?,
+        );
+    }
     bar.finish_and_clear();
     // A quick run's vision corpus (the `vision` and `profile` sections')
     // is made for the run only.

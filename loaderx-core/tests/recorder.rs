@@ -303,6 +303,10 @@ fn tracing_sees_a_span_per_batch_and_stage_and_a_slow_batchs_records() {
     // Synchronous: the batches are made on this thread, where the
     // subscriber is the default.
     tracing::subscriber::with_default(subscriber, || {
+        // A test running beside this one may have met the loader's span
+        // callsites first, while this subscriber was not yet registered,
+        // and cached "never" for them: computed again now.
+        tracing::callsite::rebuild_interest_cache();
         let loader = builder(dir.path())
             .workers(0)
             .build_with(|b: Batch| {

@@ -194,6 +194,15 @@ impl LazyParts {
         for entry in std::fs::read_dir(&self.dir).map_err(|e| Error::io(&self.dir, e))? {
             let entry = entry.map_err(|e| Error::io(&self.dir, e))?;
             let name = entry.file_name();
+            // What a process that is gone left half done (killed while it
+            // converted or evicted a part).
+            if let Some(pid) = name.to_str().and_then(leftover_pid)
+                && !Path::new("/proc").join(pid.to_string()).exists()
+            {
+                let path = entry.path();
+                let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+                continue;
+            }
             let Some(p) = name
                 .to_str()
                 .and_then(|n| n.strip_prefix("part-"))
@@ -771,6 +780,19 @@ fn link_tree(from: &Path, to: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// The process that made `name`, when it is a temporary of a conversion,
+/// an eviction or a damaged part's removal (`.converting-part-00012-PID-N`
+/// and its `.parquet` and `.root` companions).
+fn leftover_pid(name: &str) -> Option<u32> {
+    let rest = [".converting-", ".evicted-", ".damaged-"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))?;
+    let rest = rest.strip_prefix("part-")?;
+    let (_, rest) = rest.split_once('-')?;
+    let (pid, _) = rest.split_once('-')?;
+    pid.parse().ok()
+}
+
 /// Bytes of the files under `dir` (0 for what cannot be read).
 fn tree_bytes(dir: &Path) -> u64 {
     std::fs::read_dir(dir).map_or(0, |entries| {
@@ -783,4 +805,23 @@ fn tree_bytes(dir: &Path) -> u64 {
             })
             .sum()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leftover_pid;
+
+    #[test]
+    fn leftovers_name_their_process() {
+        assert_eq!(leftover_pid(".converting-part-00012-4242-7"), Some(4242));
+        assert_eq!(
+            leftover_pid(".converting-part-00012-4242-7.parquet"),
+            Some(4242)
+        );
+        assert_eq!(leftover_pid(".evicted-part-00003-17-0"), Some(17));
+        assert_eq!(leftover_pid(".damaged-part-00003-17-0"), Some(17));
+        assert_eq!(leftover_pid("part-00003"), None);
+        assert_eq!(leftover_pid("source.json"), None);
+        assert_eq!(leftover_pid(".converting-part-x"), None);
+    }
 }

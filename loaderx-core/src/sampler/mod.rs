@@ -85,7 +85,9 @@ pub enum SamplerMode {
     /// bytes: a batch draws from about `window` parts, and about `window`
     /// parts (plus the look-ahead's) are cached at once. A pass's windows
     /// ramp up (1, 2, 4, … parts, then `window`), so its first batch needs
-    /// one part.
+    /// one part, and the first pass starts with part 0, which
+    /// [`Dataset::lazy`](crate::Dataset::lazy) converts as it opens: the
+    /// first batch needs nothing more.
     PartWindowed {
         /// Parts per window (at least 1).
         window: u32,
@@ -741,10 +743,13 @@ impl PartOrders {
         if let Some((_, o)) = memo.iter().find(|(p, _)| *p == pass) {
             return Arc::clone(o);
         }
+        // The first pass starts with part 0: a lazily converted dataset
+        // has it converted already (its open read the schema from it).
         let o = Arc::new(window::PartWindowedOrder::new(
             Arc::clone(&self.starts),
             window,
             key,
+            (pass == 0).then_some(0),
         ));
         if memo.len() >= 2 {
             memo.remove(0);

@@ -182,13 +182,17 @@ impl WindowedOrder {
 /// of that order, each window's records shuffled. The windows ramp up:
 /// 1, 2, 4, … blocks, then `window` each, so the pass's first batch needs
 /// one block (a dataset read where it lives starts after one row group's
-/// fetch, not `window`'s). Built once per pass (O(blocks)), then
-/// O(log blocks) per position.
+/// fetch, not `window`'s). With `first_block`, the block order is turned
+/// so that it starts with that block (the first pass starts with part 0,
+/// which opening a lazily converted dataset converts already). Built once
+/// per pass (O(blocks)), then O(log blocks) per position.
 #[derive(Debug)]
 pub(crate) struct PartWindowedOrder {
     n: u64,
-    /// Slot of the block order → block.
+    /// Slot of the block order → block, turned by `turn` slots.
     order: FeistelPermutation,
+    turn: u64,
+    blocks: u64,
     /// Records before each slot of the block order, and the total.
     slot_start: Vec<u64>,
     /// Each window's first slot, and the number of blocks.
@@ -202,15 +206,22 @@ impl PartWindowedOrder {
     /// The order of the records of blocks `starts` (each block's first
     /// record, then the total: at least one block, non-decreasing, from 0)
     /// for `key`, `window` blocks a window (at least 1).
-    pub(crate) fn new(starts: std::sync::Arc<[u64]>, window: u32, key: u64) -> PartWindowedOrder {
+    pub(crate) fn new(
+        starts: std::sync::Arc<[u64]>,
+        window: u32,
+        key: u64,
+        first_block: Option<u64>,
+    ) -> PartWindowedOrder {
         let blocks = starts.len().saturating_sub(1).max(1) as u64;
         let window = u64::from(window.max(1)).min(blocks);
         let order = FeistelPermutation::new(blocks, mix(key, 0));
+        let turn = first_block.and_then(|b| order.invert(b)).unwrap_or(0);
+        let block_at = |slot: u64| order.apply((slot + turn) % blocks).unwrap_or(slot);
         let mut slot_start = Vec::with_capacity(blocks as usize + 1);
         let mut at = 0u64;
         slot_start.push(0);
         for slot in 0..blocks {
-            let b = order.apply(slot).unwrap_or(slot) as usize;
+            let b = block_at(slot) as usize;
             let size = match (starts.get(b), starts.get(b + 1)) {
                 (Some(&lo), Some(&hi)) => hi.saturating_sub(lo),
                 _ => 0,
@@ -229,6 +240,8 @@ impl PartWindowedOrder {
         PartWindowedOrder {
             n: at,
             order,
+            turn,
+            blocks,
             slot_start,
             window_slot,
             starts,
@@ -288,7 +301,10 @@ impl PartWindowedOrder {
                 .slot_start
                 .partition_point(|&x| x <= at)
                 .saturating_sub(1);
-            let block = self.order.apply(slot as u64).ok_or_else(|| outside(t))? as usize;
+            let block = self
+                .order
+                .apply((slot as u64 + self.turn) % self.blocks)
+                .ok_or_else(|| outside(t))? as usize;
             *o = self.starts[block] + (at - self.slot_start[slot]);
         }
         Ok(())
@@ -355,7 +371,8 @@ mod tests {
         let starts: std::sync::Arc<[u64]> = vec![0u64, 5, 5, 8, 15, 16, 25].into();
         for window in [1, 2, 3, 6, 10] {
             for key in 0..30 {
-                let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), window, key);
+                let first = (key % 3 == 0).then_some(key % 6);
+                let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), window, key, first);
                 assert_eq!(o.len(), 25);
                 let mut all = vec![0u64; 25];
                 o.fill(0, &mut all).unwrap();
@@ -393,7 +410,7 @@ mod tests {
     fn part_windows_ramp_up_from_one_block() {
         let starts: std::sync::Arc<[u64]> = (0..=40u64).map(|b| b * 10).collect::<Vec<_>>().into();
         for key in 0..10 {
-            let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), 8, key);
+            let o = PartWindowedOrder::new(std::sync::Arc::clone(&starts), 8, key, Some(key % 40));
             let mut all = vec![0u64; 400];
             o.fill(0, &mut all).unwrap();
             let mut sizes = Vec::new();
@@ -405,9 +422,9 @@ mod tests {
             }
             // 1, 2, 4, then 8 blocks, the rest last.
             assert_eq!(sizes, [1, 2, 4, 8, 8, 8, 8, 1]);
-            // The first ten positions are one block's records.
+            // The first ten positions are the first block's records.
             let first: std::collections::BTreeSet<u64> = all[..10].iter().map(|r| r / 10).collect();
-            assert_eq!(first.len(), 1);
+            assert_eq!(first.into_iter().collect::<Vec<_>>(), [key % 40]);
         }
     }
 }
