@@ -673,7 +673,7 @@ impl Dataset {
         let ahead = 4usize;
         let result = (|| -> Result<Dataset, Error> {
             for p in 0..n {
-                parts.prefetch_parts(p + 1..(p + 1 + ahead).min(n));
+                parts.prefetch_parts(p + 1..(p + 1 + ahead).min(n), true);
                 parts.link_part(p, &staging.join(Dataset::part_name(p as u64)))?;
             }
             Dataset::merge(&staging, Some(n as u64))?;

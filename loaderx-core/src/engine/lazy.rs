@@ -21,11 +21,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::StoreReader;
-use super::parts::{
-    gather_fixed_groups, gather_packed_groups, gather_varlen_groups, group_by_part,
-    plan_varlen_groups,
-};
-use super::reader::gather_vec;
+use super::parts::{gather_packed_local, gather_varlen_local, read_local_jobs};
+use super::reader::{Staged, gather_vec};
 use super::varlen::VarlenPlan;
 use crate::codec::Sink;
 use crate::error::{Error, ErrorKind};
@@ -81,6 +78,8 @@ struct State {
     /// Ticks of needs, for recency.
     clock: u64,
     ready: usize,
+    /// Parts being converted or opened.
+    loading: usize,
 }
 
 /// The parts of one lazily converted dataset, shared by its streams.
@@ -153,6 +152,7 @@ impl LazyParts {
                 bytes: 0,
                 clock: 0,
                 ready: 0,
+                loading: 0,
             }),
             changed: Condvar::new(),
             pool,
@@ -421,6 +421,7 @@ impl LazyParts {
                     if let Slot::OnDisk { bytes } = std::mem::replace(slot, Slot::Loading) {
                         st.bytes -= bytes;
                     }
+                    st.loading += 1;
                     drop(st);
                     // Finished on the conversion thread too: a caller on a
                     // rayon thread may run other gathers while it waits for
@@ -443,6 +444,7 @@ impl LazyParts {
         let mut trash = Vec::new();
         let out = {
             let mut st = self.lock();
+            st.loading = st.loading.saturating_sub(1);
             let out = match loaded {
                 Ok((stores, bytes)) => {
                     st.clock += 1;
@@ -517,20 +519,34 @@ impl LazyParts {
     /// `parts` that is absent, and marks those ready as just needed; the
     /// bytes the started parts are expected to take (the mean of the parts
     /// ready so far), what the loader's look-ahead counts against its
-    /// bound.
-    pub(crate) fn prefetch_parts(self: &Arc<Self>, parts: impl IntoIterator<Item = usize>) -> u64 {
+    /// bound. Ahead of the gathers (`ahead`), a part is started only while
+    /// the cache has room for it beside those ready and being converted:
+    /// the look-ahead never evicts a part the batches before it still
+    /// need (a gather then converts what it needs itself).
+    pub(crate) fn prefetch_parts(
+        self: &Arc<Self>,
+        parts: impl IntoIterator<Item = usize>,
+        ahead: bool,
+    ) -> u64 {
         let mut started = 0u64;
         let mut st = self.lock();
+        let mean = (st.bytes / st.ready.max(1) as u64).max(1);
         for p in parts {
             st.clock += 1;
             let now = st.clock;
+            let room = st
+                .bytes
+                .saturating_add((st.loading as u64 + 1).saturating_mul(mean))
+                <= self.budget;
             match &mut st.slots[p] {
                 Slot::Ready { used, .. } => *used = now,
                 Slot::Loading => {}
+                Slot::Absent | Slot::OnDisk { .. } if ahead && !room => {}
                 slot @ (Slot::Absent | Slot::OnDisk { .. }) => {
                     if let Slot::OnDisk { bytes } = std::mem::replace(slot, Slot::Loading) {
                         st.bytes -= bytes;
                     }
+                    st.loading += 1;
                     started += 1;
                     let me = Arc::clone(self);
                     self.pool.spawn(move || {
@@ -540,8 +556,7 @@ impl LazyParts {
                 }
             }
         }
-        let mean = st.bytes / st.ready.max(1) as u64;
-        started * mean.max(1)
+        started * mean
     }
 
     /// Makes part `part` ready and links (or copies, across file systems)
@@ -597,7 +612,7 @@ impl LazyParts {
     fn hold(self: &Arc<Self>, indices: &[u64]) -> Result<Held, Error> {
         let parts = self.parts_of(indices);
         if parts.len() > 1 {
-            self.prefetch_parts(parts.iter().copied());
+            self.prefetch_parts(parts.iter().copied(), false);
         }
         let mut held = HashMap::with_capacity(parts.len());
         for p in parts {
@@ -683,7 +698,7 @@ impl LazyStream {
 
     pub(crate) fn prefetch(&self, indices: &[u64]) -> u64 {
         let parts = self.parts.parts_of(indices);
-        self.parts.prefetch_parts(parts)
+        self.parts.prefetch_parts(parts, true)
     }
 
     pub(crate) fn prefetch_ranges(&self, ranges: &[std::ops::Range<u64>]) -> u64 {
@@ -697,9 +712,11 @@ impl LazyStream {
         parts.sort_unstable();
         parts.dedup();
         debug_assert!(parts.iter().all(|&p| p + 1 < starts.len()));
-        self.parts.prefetch_parts(parts)
+        self.parts.prefetch_parts(parts, true)
     }
 
+    /// Every part is a local store read through its maps: records are read
+    /// where they lie, in the batch's order, as a local concatenation's.
     pub(crate) fn gather_fixed<D: Sink>(
         &self,
         indices: &[u64],
@@ -711,11 +728,14 @@ impl LazyStream {
         if width == 0 {
             return Ok(());
         }
-        let groups = group_by_part(
-            &self.parts.index,
-            indices.iter().copied().zip(dst.chunks_exact_mut(width)),
-        );
-        gather_fixed_groups(groups, width, |p| self.reader(&held, p))
+        let mut jobs = Vec::with_capacity(indices.len());
+        for (&i, d) in indices.iter().zip(dst.chunks_exact_mut(width)) {
+            let (p, local) = self.parts.index.locate_in_range(i);
+            jobs.push((p, local, self.reader(&held, p).loc(local)?, d));
+        }
+        read_local_jobs(jobs, self.template.parallel_min_bytes(), |p| {
+            self.reader(&held, p)
+        })
     }
 
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
@@ -726,9 +746,16 @@ impl LazyStream {
 
     pub(crate) fn plan_varlen(&self, indices: &[u64], header: usize) -> Result<VarlenPlan, Error> {
         let held = self.hold(indices)?;
-        let mut plan = plan_varlen_groups(&self.parts.index, indices, header, |p| {
-            self.reader(&held, p)
-        })?;
+        // Each record checked by its part where it lies, in order.
+        let locs = indices
+            .iter()
+            .map(|&i| {
+                let (p, local) = self.parts.index.locate_in_range(i);
+                self.reader(&held, p)
+                    .plan_record(local, header, Some(&Staged::Local))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut plan = VarlenPlan::new(indices.to_vec(), locs, header, false)?;
         plan.held = Some(held);
         Ok(plan)
     }
@@ -747,7 +774,13 @@ impl LazyStream {
         dst: &'d mut [D],
     ) -> Result<&'d mut [u8], Error> {
         let held = self.held_by(plan)?;
-        gather_varlen_groups(&self.parts.index, plan, dst, |p| self.reader(&held, p))
+        gather_varlen_local(
+            &self.parts.index,
+            plan,
+            dst,
+            self.template.parallel_min_bytes(),
+            |p| self.reader(&held, p),
+        )
     }
 
     pub(crate) fn gather_varlen_packed<'d, D: Sink>(
@@ -757,9 +790,14 @@ impl LazyStream {
         headers: &mut [u8],
     ) -> Result<&'d mut [u8], Error> {
         let held = self.held_by(plan)?;
-        gather_packed_groups(&self.parts.index, plan, dst, headers, |p| {
-            self.reader(&held, p)
-        })
+        gather_packed_local(
+            &self.parts.index,
+            plan,
+            dst,
+            headers,
+            self.template.parallel_min_bytes(),
+            |p| self.reader(&held, p),
+        )
     }
 }
 

@@ -326,24 +326,8 @@ impl Parts {
     /// local parts in the order given, in parallel when worth it, with one
     /// set of decoders a worker whatever the number of parts. On `Ok`
     /// every destination was written whole.
-    fn read_local<'s, D: Sink>(
-        &'s self,
-        jobs: Vec<(usize, u64, RecordLoc, &mut [D])>,
-    ) -> Result<(), Error> {
-        let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        run_jobs(
-            jobs,
-            total,
-            self.parallel_min_bytes,
-            SharedDecoders::new,
-            |dec: &mut SharedDecoders<'s>, (p, local, loc, d)| {
-                let r = &self.readers[p];
-                let dec = dec
-                    .for_state(r.codec_state())
-                    .map_err(|e| Error::io(r.path(), e))?;
-                r.read_at(local, loc, d, dec, &Staged::Local)
-            },
-        )
+    fn read_local<D: Sink>(&self, jobs: Vec<LocalJob<'_, D>>) -> Result<(), Error> {
+        read_local_jobs(jobs, self.parallel_min_bytes, |p| &self.readers[p])
     }
 
     /// Plans a variable-length gather, as [`StoreReader::plan_varlen`]: each
@@ -381,20 +365,9 @@ impl Parts {
         if !self.local || plan.check_fetched {
             return gather_varlen_groups(&self.index, plan, dst, |p| &self.readers[p]);
         }
-        let dst = plan.dst(dst, plan.len, "")?;
-        let jobs = plan
-            .tile(&mut *dst)
-            .into_iter()
-            .map(|(i, loc, d)| {
-                let (p, local) = self.locate(i);
-                (p, local, loc, d)
-            })
-            .collect();
-        self.read_local(jobs)?;
-        // SAFETY: `tile` cut `dst` into the records' segments, zeroing each
-        // lead and padding, and `read_local` returned `Ok`, so it wrote
-        // every record's destination whole.
-        Ok(unsafe { D::assume_init(dst) })
+        gather_varlen_local(&self.index, plan, dst, self.parallel_min_bytes, |p| {
+            &self.readers[p]
+        })
     }
 
     /// Reads a plan of [`Self::plan_varlen`] packed, as
@@ -408,49 +381,124 @@ impl Parts {
         if !self.local || plan.check_fetched {
             return gather_packed_groups(&self.index, plan, dst, headers, |p| &self.readers[p]);
         }
-        let header = plan.header;
-        let dst = plan.dst(dst, plan.packed_len, "packed ")?;
-        plan.check_headers(headers)?;
-        let jobs = plan.tile_packed(&mut *dst, headers);
-        self.read_local_packed(jobs, header)?;
-        // SAFETY: `tile_packed` cut `dst` into the records' element ranges,
-        // which tile it, and `read_local_packed` returned `Ok`, so it wrote
-        // every range whole.
-        Ok(unsafe { D::assume_init(dst) })
-    }
-
-    /// [`Self::read_local`] for a packed gather's jobs (global index,
-    /// location, header, elements).
-    fn read_local_packed<'s, D: Sink>(
-        &'s self,
-        jobs: Vec<PackedJob<'_, '_, D>>,
-        header: usize,
-    ) -> Result<(), Error> {
-        let total: usize = jobs.iter().map(|j| j.3.len()).sum();
-        run_jobs(
-            jobs,
-            total,
+        gather_packed_local(
+            &self.index,
+            plan,
+            dst,
+            headers,
             self.parallel_min_bytes,
-            || (SharedDecoders::new(), Vec::new()),
-            |(dec, scratch): &mut (SharedDecoders<'s>, Vec<u8>), (i, loc, head, values)| {
-                let (p, local) = self.locate(i);
-                let r = &self.readers[p];
-                let dec = dec
-                    .for_state(r.codec_state())
-                    .map_err(|e| Error::io(r.path(), e))?;
-                r.read_packed_at(
-                    local,
-                    loc,
-                    head,
-                    values,
-                    header,
-                    scratch,
-                    dec,
-                    &Staged::Local,
-                )
-            },
+            |p| &self.readers[p],
         )
     }
+}
+
+/// Reads a plan of local parts' records (made where they lie, unchecked
+/// after the read) in the batch's order, straight into its segments, as
+/// [`StoreReader::gather_varlen`].
+pub(super) fn gather_varlen_local<'d, 'r, D: Sink>(
+    index: &PartIndex,
+    plan: &VarlenPlan,
+    dst: &'d mut [D],
+    parallel_min_bytes: usize,
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<&'d mut [u8], Error> {
+    let dst = plan.dst(dst, plan.len, "")?;
+    let jobs = plan
+        .tile(&mut *dst)
+        .into_iter()
+        .map(|(i, loc, d)| {
+            let (p, local) = index.locate_in_range(i);
+            (p, local, loc, d)
+        })
+        .collect();
+    read_local_jobs(jobs, parallel_min_bytes, reader)?;
+    // SAFETY: `tile` cut `dst` into the records' segments, zeroing each
+    // lead and padding, and `read_local_jobs` returned `Ok`, so it wrote
+    // every record's destination whole.
+    Ok(unsafe { D::assume_init(dst) })
+}
+
+/// [`gather_varlen_local`] packed, as [`StoreReader::gather_varlen_packed`].
+pub(super) fn gather_packed_local<'d, 'r, D: Sink>(
+    index: &PartIndex,
+    plan: &VarlenPlan,
+    dst: &'d mut [D],
+    headers: &mut [u8],
+    parallel_min_bytes: usize,
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<&'d mut [u8], Error> {
+    let header = plan.header;
+    let dst = plan.dst(dst, plan.packed_len, "packed ")?;
+    plan.check_headers(headers)?;
+    let jobs = plan.tile_packed(&mut *dst, headers);
+    read_local_packed_jobs(index, jobs, header, parallel_min_bytes, reader)?;
+    // SAFETY: `tile_packed` cut `dst` into the records' element ranges,
+    // which tile it, and `read_local_packed_jobs` returned `Ok`, so it
+    // wrote every range whole.
+    Ok(unsafe { D::assume_init(dst) })
+}
+
+/// One record of a local gather: `(part, index in the part, location,
+/// destination)`.
+pub(super) type LocalJob<'d, D> = (usize, u64, RecordLoc, &'d mut [D]);
+
+/// Decodes local parts' jobs in the order given, in parallel when worth
+/// it, with one set of decoders a worker whatever the number of parts;
+/// part `p` is `reader(p)`. On `Ok` every destination was written whole.
+pub(super) fn read_local_jobs<'r, D: Sink>(
+    jobs: Vec<LocalJob<'_, D>>,
+    parallel_min_bytes: usize,
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<(), Error> {
+    let total: usize = jobs.iter().map(|j| j.3.len()).sum();
+    run_jobs(
+        jobs,
+        total,
+        parallel_min_bytes,
+        SharedDecoders::new,
+        |dec: &mut SharedDecoders<'r>, (p, local, loc, d)| {
+            let r = reader(p);
+            let dec = dec
+                .for_state(r.codec_state())
+                .map_err(|e| Error::io(r.path(), e))?;
+            r.read_at(local, loc, d, dec, &Staged::Local)
+        },
+    )
+}
+
+/// [`read_local_jobs`] for a packed gather's jobs (global index, location,
+/// header, elements), the parts found by `index`.
+pub(super) fn read_local_packed_jobs<'r, D: Sink>(
+    index: &PartIndex,
+    jobs: Vec<PackedJob<'_, '_, D>>,
+    header: usize,
+    parallel_min_bytes: usize,
+    reader: impl Fn(usize) -> &'r StoreReader + Sync,
+) -> Result<(), Error> {
+    let total: usize = jobs.iter().map(|j| j.3.len()).sum();
+    run_jobs(
+        jobs,
+        total,
+        parallel_min_bytes,
+        || (SharedDecoders::new(), Vec::new()),
+        |(dec, scratch): &mut (SharedDecoders<'r>, Vec<u8>), (i, loc, head, values)| {
+            let (p, local) = index.locate_in_range(i);
+            let r = reader(p);
+            let dec = dec
+                .for_state(r.codec_state())
+                .map_err(|e| Error::io(r.path(), e))?;
+            r.read_packed_at(
+                local,
+                loc,
+                head,
+                values,
+                header,
+                scratch,
+                dec,
+                &Staged::Local,
+            )
+        },
+    )
 }
 
 /// `items`, each with the index it reads, grouped by the part of `index`
