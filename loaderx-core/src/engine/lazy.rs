@@ -80,6 +80,11 @@ struct State {
     ready: usize,
     /// Parts being converted or opened.
     loading: usize,
+    /// When the look-ahead last asked for each part (0: never): the
+    /// further ahead a part is needed, the later the look-ahead asked, so
+    /// eviction goes by it rather than by the gathers' own needs, which
+    /// favour the window that is ending over the one that begins.
+    ahead: Vec<u64>,
 }
 
 /// The parts of one lazily converted dataset, shared by its streams.
@@ -153,6 +158,7 @@ impl LazyParts {
                 clock: 0,
                 ready: 0,
                 loading: 0,
+                ahead: vec![0; records.len()],
             }),
             changed: Condvar::new(),
             pool,
@@ -485,7 +491,13 @@ impl LazyParts {
                 .enumerate()
                 .filter(|&(p, _)| p != keep)
                 .filter_map(|(p, s)| match s {
-                    Slot::Ready { used, .. } => Some((*used, p)),
+                    Slot::Ready { used, .. } => Some((
+                        match st.ahead[p] {
+                            0 => *used,
+                            ahead => ahead,
+                        },
+                        p,
+                    )),
                     Slot::OnDisk { .. } => Some((0, p)),
                     _ => None,
                 })
@@ -538,6 +550,9 @@ impl LazyParts {
                 .bytes
                 .saturating_add((st.loading as u64 + 1).saturating_mul(mean))
                 <= self.budget;
+            if ahead {
+                st.ahead[p] = now;
+            }
             match &mut st.slots[p] {
                 Slot::Ready { used, .. } => *used = now,
                 Slot::Loading => {}
