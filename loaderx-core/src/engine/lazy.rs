@@ -684,15 +684,7 @@ impl LazyStream {
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
-        match indices.iter().find(|&&i| i >= self.len()) {
-            Some(&index) => Err(ErrorKind::IndexOutOfRange {
-                path: self.path.clone(),
-                index,
-                len: self.len(),
-            }
-            .into()),
-            None => Ok(()),
-        }
+        super::parts::check_in_range(&self.path, self.len(), indices)
     }
 
     /// The parts holding `indices`, held.

@@ -143,15 +143,7 @@ impl Parts {
     }
 
     pub(crate) fn check_indices(&self, indices: &[u64]) -> Result<(), Error> {
-        match indices.iter().find(|&&i| i >= self.len()) {
-            Some(&index) => Err(ErrorKind::IndexOutOfRange {
-                path: self.path.clone(),
-                index,
-                len: self.len(),
-            }
-            .into()),
-            None => Ok(()),
-        }
+        check_in_range(&self.path, self.len(), indices)
     }
 
     /// The validated location of record `index`.
@@ -436,6 +428,20 @@ pub(super) fn gather_packed_local<'d, 'r, D: Sink>(
     // which tile it, and `read_local_packed_jobs` returned `Ok`, so it
     // wrote every range whole.
     Ok(unsafe { D::assume_init(dst) })
+}
+
+/// [`ErrorKind::IndexOutOfRange`] for the first of `indices` past `len`
+/// records of the whole named `path`.
+pub(super) fn check_in_range(path: &Path, len: u64, indices: &[u64]) -> Result<(), Error> {
+    match indices.iter().find(|&&i| i >= len) {
+        Some(&index) => Err(ErrorKind::IndexOutOfRange {
+            path: path.to_path_buf(),
+            index,
+            len,
+        }
+        .into()),
+        None => Ok(()),
+    }
 }
 
 /// One record of a local gather: `(part, index in the part, location,
