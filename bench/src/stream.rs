@@ -129,8 +129,8 @@ struct Run {
     starts: Vec<u64>,
 }
 
-/// Opens `dataset` (timed from `t0`) and runs the loader over it for
-/// `epochs` passes in `mode`.
+/// Runs the loader over `dataset` (opened from `t0` on) for `epochs` passes
+/// in `mode`, or to its first batch only with `epochs` 0.
 fn run_loader(
     t0: Instant,
     dataset: Dataset,
@@ -151,8 +151,10 @@ fn run_loader(
         .batch_size(batch)
         .mode(mode)
         .seed(1)
-        .workers(workers)
-        .epochs(epochs);
+        .workers(workers);
+    if epochs > 0 {
+        b = b.epochs(epochs);
+    }
     for (name, stream) in streams {
         b = b.stream(name, stream);
     }
@@ -166,7 +168,8 @@ fn run_loader(
         records,
         starts,
     };
-    for (k, batch) in b.build()?.enumerate() {
+    let steps = if epochs > 0 { usize::MAX } else { 1 };
+    for (k, batch) in b.build()?.take(steps).enumerate() {
         let batch = batch?;
         if k == 0 {
             run.first_batch = t0.elapsed().as_secs_f64();
@@ -424,53 +427,20 @@ pub fn section(
         let cache = scratch.join(format!("lazy-{i}"));
         let t0 = Instant::now();
         let epochs = if i == 0 { 2 } else { 0 };
-        let run = if epochs > 0 {
-            let d = open(
-                location,
-                &lazy_options(&endpoint, &scratch.join("hub"), &cache, u64::MAX),
-            )?;
-            let opened = t0.elapsed().as_secs_f64();
-            let mut run = run_loader(
-                t0,
-                d,
-                SamplerMode::PartWindowed { window: 16 },
-                cfg.batch,
-                cfg.workers,
-                epochs,
-            )?;
-            run.opened = opened;
-            run
-        } else {
-            // The first batch only.
-            let d = open(
-                location,
-                &lazy_options(&endpoint, &scratch.join("hub"), &cache, u64::MAX),
-            )?;
-            let opened = t0.elapsed().as_secs_f64();
-            let mut b = DataLoader::builder()
-                .batch_size(cfg.batch)
-                .mode(SamplerMode::PartWindowed { window: 16 })
-                .seed(1)
-                .workers(cfg.workers);
-            let records = d.len();
-            let starts = d.part_starts();
-            for (name, store) in d.into_streams() {
-                b = b.stream(name, store);
-            }
-            let mut loader = b.build()?;
-            loader.next().ok_or("no batch")??;
-            let first = t0.elapsed().as_secs_f64();
-            drop(loader);
-            Run {
-                opened,
-                first_batch: first,
-                epochs: Vec::new(),
-                order: Vec::new(),
-                stats: None,
-                records,
-                starts,
-            }
-        };
+        let d = open(
+            location,
+            &lazy_options(&endpoint, &scratch.join("hub"), &cache, u64::MAX),
+        )?;
+        let opened = t0.elapsed().as_secs_f64();
+        let mut run = run_loader(
+            t0,
+            d,
+            SamplerMode::PartWindowed { window: 16 },
+            cfg.batch,
+            cfg.workers,
+            epochs,
+        )?;
+        run.opened = opened;
         progress(format!("stream: {label}: datasets streaming"));
         let want = if i == 0 { 0 } else { cfg.batch };
         let ds = datasets_run(cfg, &endpoint, &files, want, &scratch)?;

@@ -67,7 +67,7 @@ pub(crate) fn is_lazy(path: &Path) -> bool {
     let Some(s) = path.to_str() else {
         return false;
     };
-    if s.starts_with("hf://") || (loaderx_core::is_url(s) && is_lazy_location(s)) {
+    if is_lazy_location(s) {
         return true;
     }
     if loaderx_core::is_url(s) {

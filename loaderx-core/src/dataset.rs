@@ -183,7 +183,7 @@ fn schema_agrees(want: &StreamSchema, found: &StreamSchema, ambiguous: bool) -> 
 }
 
 /// The index of a part directory's name (`part-` and decimal digits).
-fn part_index(name: &str) -> Option<u64> {
+pub(crate) fn part_index(name: &str) -> Option<u64> {
     let digits = name.strip_prefix(PART_PREFIX)?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;

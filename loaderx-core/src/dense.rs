@@ -293,18 +293,6 @@ impl DynDense {
         "[`ErrorKind::KindMismatch`](crate::ErrorKind::KindMismatch) when the store is Ragged."
     );
 
-    /// The same store read through `f(engine)` (a lazily converted
-    /// dataset's stream over its part 0's store).
-    pub(crate) fn map_engine(
-        self,
-        f: impl FnOnce(Engine) -> Result<Engine, Error>,
-    ) -> Result<Self, Error> {
-        Ok(Self {
-            engine: f(self.engine)?,
-            ..self
-        })
-    }
-
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynDense, Error> {
         match engine.schema().clone() {
             Schema::Dense { dtype, item_shape } => Ok(DynDense {

@@ -6,6 +6,14 @@ use std::path::{Path, PathBuf};
 
 use crate::dtype::DType;
 
+/// The message a panic carried (a `&str` or `String` payload), if any.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> Option<String> {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+}
+
 /// A specialised `Result` whose error is [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

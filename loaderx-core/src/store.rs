@@ -6,6 +6,21 @@ use crate::engine::StoreReader;
 use crate::error::{Error, StoreKind};
 use crate::ragged::DynRagged;
 
+/// The names of the stores directly under `dir` (hidden entries left
+/// out), sorted: what [`Store::open_dir`] opens.
+pub(crate) fn store_names(dir: &Path) -> Result<Vec<String>, Error> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && Store::is_store_dir(&entry.path()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
 /// Opens the store at `path`: a local directory, or a URL (`s3://`,
 /// `gs://`, `az://`, `http(s)://`) with the options of the environment
 /// (feature `remote`).
@@ -146,6 +161,18 @@ macro_rules! reader_accessors {
         /// The engine underneath, to release its locks.
         pub(crate) fn engine_mut(&mut self) -> &mut crate::engine::Engine {
             &mut self.engine
+        }
+
+        /// The same store read through `f(engine)` (a lazily converted
+        /// dataset's stream over its part 0's store).
+        pub(crate) fn map_engine(
+            self,
+            f: impl FnOnce(crate::engine::Engine) -> Result<crate::engine::Engine, crate::Error>,
+        ) -> Result<Self, crate::Error> {
+            Ok(Self {
+                engine: f(self.engine)?,
+                ..self
+            })
         }
     };
 }
@@ -315,24 +342,11 @@ impl Store {
     /// [`open`](Self::open) for a store under it.
     pub fn open_dir(dir: impl AsRef<Path>) -> Result<Vec<(String, Store)>, Error> {
         let dir = dir.as_ref();
-        let mut paths = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-            let entry = entry.map_err(|e| Error::io(dir, e))?;
-            let hidden = entry.file_name().to_string_lossy().starts_with('.');
-            let path = entry.path();
-            if !hidden && Store::is_store_dir(&path) {
-                paths.push(path);
-            }
-        }
-        paths.sort();
-        paths
+        store_names(dir)?
             .into_iter()
-            .map(|path| {
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Ok((name, Store::open(&path)?))
+            .map(|name| {
+                let store = Store::open(dir.join(&name))?;
+                Ok((name, store))
             })
             .collect()
     }

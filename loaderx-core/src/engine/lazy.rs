@@ -22,7 +22,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use super::StoreReader;
 use super::parts::{gather_packed_local, gather_varlen_local, read_local_jobs};
-use super::reader::{Staged, gather_vec};
+use super::reader::Staged;
 use super::varlen::VarlenPlan;
 use crate::codec::Sink;
 use crate::error::{Error, ErrorKind};
@@ -65,7 +65,7 @@ enum Slot {
     /// Open: its stores (one per stream), bytes on disk, and when it was
     /// last needed.
     Ready {
-        stores: Arc<[StoreReader]>,
+        stores: PartStores,
         bytes: u64,
         used: u64,
     },
@@ -169,12 +169,8 @@ impl LazyParts {
         // Parts an earlier run converted count against the bound.
         parts.find_converted(records.len())?;
         // Part 0 names the streams, and is ready.
-        let first = parts.dir.join(Dataset::part_name(0));
         let loaded = parts.pool.install(|| parts.load_guarded(0))?;
-        parts.streams = crate::Store::open_dir(&first)?
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
+        parts.streams = crate::store::store_names(&parts.part_dir(0))?;
         parts.schemas = loaded
             .0
             .iter()
@@ -209,14 +205,12 @@ impl LazyParts {
                 let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
                 continue;
             }
+            // Only part directories as this cache names them.
             let Some(p) = name
                 .to_str()
-                .and_then(|n| n.strip_prefix("part-"))
-                .filter(|d| d.len() >= 5 && d.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|d| d.parse::<usize>().ok())
-                .filter(|&p| {
-                    p > 0 && p < parts && Dataset::part_name(p as u64) == name.to_string_lossy()
-                })
+                .and_then(|n| crate::dataset::part_index(n).filter(|&p| Dataset::part_name(p) == n))
+                .and_then(|p| usize::try_from(p).ok())
+                .filter(|&p| p > 0 && p < parts)
             else {
                 continue;
             };
@@ -253,6 +247,19 @@ impl LazyParts {
         self.dir.join(Dataset::part_name(part as u64))
     }
 
+    /// A name no other directory of the cache has, for part `part` while
+    /// it is being converted, evicted or removed as damaged (`what`):
+    /// `.what-part-NNNNN-PID-N`, which [`leftover_pid`] reads back when the
+    /// process that made it is gone.
+    fn scratch_dir(&self, what: &str, part: usize) -> PathBuf {
+        self.dir.join(format!(
+            ".{what}-{}-{}-{}",
+            Dataset::part_name(part as u64),
+            std::process::id(),
+            unique()
+        ))
+    }
+
     /// What the cache did since the dataset was opened.
     pub(crate) fn stats(&self) -> LazyStats {
         let st = self.lock();
@@ -278,19 +285,11 @@ impl LazyParts {
             self.reopened.fetch_add(1, Ordering::Relaxed);
             return Ok(());
         }
-        let tmp = self.dir.join(format!(
-            ".converting-{}-{}-{}",
-            Dataset::part_name(part as u64),
-            std::process::id(),
-            unique()
-        ));
+        let tmp = self.scratch_dir("converting", part);
         let _ = std::fs::remove_dir_all(&tmp);
         let result = catch_unwind(AssertUnwindSafe(|| self.source.convert_part(part, &tmp)))
             .unwrap_or_else(|panic| {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                let what = crate::error::panic_message(panic.as_ref())
                     .unwrap_or_else(|| "a panic".to_owned());
                 Err(format!("the conversion panicked: {what}").into())
             });
@@ -319,22 +318,20 @@ impl LazyParts {
     }
 
     /// Converts (or finds) part `part` and opens its stores, checked
-    /// against the part's record count and the streams.
-    fn load(&self, part: usize) -> Result<(Arc<[StoreReader]>, u64), Error> {
+    /// against the part's record count and part 0's schemas.
+    fn load(&self, part: usize) -> Result<(PartStores, u64), Error> {
         let dir = self.part_dir(part);
         self.ensure_on_disk(part, &dir)?;
         let want = self.index.starts()[part + 1] - self.index.starts()[part];
         let open = || -> Result<Vec<StoreReader>, Error> {
-            let mut stores = Vec::with_capacity(self.streams.len().max(1));
-            let names: Vec<String> = if self.streams.is_empty() {
-                crate::Store::open_dir(&dir)?
-                    .into_iter()
-                    .map(|(n, _)| n)
-                    .collect()
+            // Part 0 names the streams (at open, before they are known).
+            let names = if self.streams.is_empty() {
+                crate::store::store_names(&dir)?
             } else {
                 self.streams.clone()
             };
-            for (k, name) in names.iter().enumerate() {
+            let mut stores = Vec::with_capacity(names.len());
+            for name in &names {
                 let mut r = StoreReader::open(&dir.join(name))?;
                 r.release_lock();
                 // Read through the maps, which stay valid when the part is
@@ -348,37 +345,17 @@ impl LazyParts {
                         r.len()
                     )));
                 }
-                // Every part reads as part 0 does: its schema, and (a
-                // Ragged stream's dims width) its generation.
-                if let Some((schema, generation)) = self.schemas.get(k) {
-                    if r.schema() != schema {
-                        return Err(Error::invalid(format!(
-                            "{}: part {part}'s stream {name:?} holds {:?}, part 0's {schema:?}: \
-                             the source's row groups do not convert to one schema",
-                            self.name.display(),
-                            r.schema()
-                        )));
-                    }
-                    r.set_generation(*generation);
-                }
                 stores.push(r);
             }
             Ok(stores)
         };
-        let stores = match open() {
+        let mut stores = match open() {
             Ok(s) => s,
-            // A schema that differs is the source's, not the directory's.
-            Err(e) if e.to_string().contains("do not convert to one schema") => return Err(e),
             // A damaged directory, or one another process was evicting:
             // moved aside (never deleted where it is: another process may
             // have just put a whole one there) and converted again, once.
             Err(_) => {
-                let aside = self.dir.join(format!(
-                    ".damaged-{}-{}-{}",
-                    Dataset::part_name(part as u64),
-                    std::process::id(),
-                    unique()
-                ));
+                let aside = self.scratch_dir("damaged", part);
                 if std::fs::rename(&dir, &aside).is_ok() {
                     let _ = std::fs::remove_dir_all(&aside);
                 }
@@ -386,6 +363,22 @@ impl LazyParts {
                 open()?
             }
         };
+        // Every part reads as part 0 does: its schema, and (a Ragged
+        // stream's dims width) its generation. A schema that differs is
+        // the source's, not the directory's: not converted again.
+        for ((r, name), (schema, generation)) in
+            stores.iter_mut().zip(&self.streams).zip(&self.schemas)
+        {
+            if r.schema() != schema {
+                return Err(Error::invalid(format!(
+                    "{}: part {part}'s stream {name:?} holds {:?}, part 0's {schema:?}: \
+                     the source's row groups do not convert to one schema",
+                    self.name.display(),
+                    r.schema()
+                )));
+            }
+            r.set_generation(*generation);
+        }
         let bytes = stores.iter().map(StoreReader::stored_bytes).sum();
         Ok((stores.into(), bytes))
     }
@@ -407,7 +400,7 @@ impl LazyParts {
 
     /// Part `part`'s stores, converted or opened first if needed (waiting
     /// for another thread that is at it).
-    pub(crate) fn part(&self, part: usize) -> Result<Arc<[StoreReader]>, Error> {
+    pub(crate) fn part(&self, part: usize) -> Result<PartStores, Error> {
         let mut st = self.lock();
         loop {
             st.clock += 1;
@@ -445,8 +438,8 @@ impl LazyParts {
     fn finish(
         &self,
         part: usize,
-        loaded: Result<(Arc<[StoreReader]>, u64), Error>,
-    ) -> Result<Arc<[StoreReader]>, Error> {
+        loaded: Result<(PartStores, u64), Error>,
+    ) -> Result<PartStores, Error> {
         let mut trash = Vec::new();
         let out = {
             let mut st = self.lock();
@@ -512,12 +505,7 @@ impl LazyParts {
                 _ => {}
             }
             let dir = self.part_dir(p);
-            let gone = self.dir.join(format!(
-                ".evicted-{}-{}-{}",
-                Dataset::part_name(p as u64),
-                std::process::id(),
-                unique()
-            ));
+            let gone = self.scratch_dir("evicted", p);
             // Not renamed (another process evicted it already): nothing
             // of it is deleted here.
             if std::fs::rename(&dir, &gone).is_ok() {
@@ -709,7 +697,6 @@ impl LazyStream {
     }
 
     pub(crate) fn prefetch_ranges(&self, ranges: &[std::ops::Range<u64>]) -> u64 {
-        let starts = self.parts.index.starts();
         let mut parts = Vec::new();
         for r in ranges.iter().filter(|r| r.start < r.end.min(self.len())) {
             let (first, _) = self.parts.index.locate_in_range(r.start);
@@ -718,7 +705,6 @@ impl LazyStream {
         }
         parts.sort_unstable();
         parts.dedup();
-        debug_assert!(parts.iter().all(|&p| p + 1 < starts.len()));
         self.parts.prefetch_parts(parts, true)
     }
 
@@ -742,12 +728,6 @@ impl LazyStream {
         }
         read_local_jobs(jobs, self.template.parallel_min_bytes(), |p| {
             self.reader(&held, p)
-        })
-    }
-
-    pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
-        gather_vec(indices.len(), width, |dst| {
-            self.gather_fixed(indices, width, dst)
         })
     }
 

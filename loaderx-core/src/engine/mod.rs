@@ -315,10 +315,9 @@ impl Engine {
     pub(crate) fn gather_fixed_vec(&self, indices: &[u64], width: usize) -> Result<Vec<u8>, Error> {
         match self {
             Engine::Store(r) => r.gather_fixed_vec(indices, width),
-            Engine::Parts(p) => reader::gather_vec(indices.len(), width, |dst| {
-                p.gather_fixed(indices, width, dst)
+            Engine::Parts(_) | Engine::Lazy(_) => reader::gather_vec(indices.len(), width, |dst| {
+                self.gather_fixed(indices, width, dst)
             }),
-            Engine::Lazy(l) => l.gather_fixed_vec(indices, width),
         }
     }
 

@@ -575,10 +575,7 @@ impl<T, S: Staging> Producer<T, S> {
     /// caller's transform) turned into the step's error.
     fn produce_caught(&self, step: u64) -> Result<T, Error> {
         catch_unwind(AssertUnwindSafe(|| self.produce(step))).unwrap_or_else(|panic| {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
+            let message = crate::error::panic_message(panic.as_ref())
                 .unwrap_or_else(|| "non-string panic payload".into());
             Err(ErrorKind::WorkerPanicked { step, message }.into())
         })

@@ -73,18 +73,6 @@ impl DynRagged {
         }
     }
 
-    /// The same store read through `f(engine)` (a lazily converted
-    /// dataset's stream over its part 0's store).
-    pub(crate) fn map_engine(
-        self,
-        f: impl FnOnce(Engine) -> Result<Engine, Error>,
-    ) -> Result<Self, Error> {
-        Ok(Self {
-            engine: f(self.engine)?,
-            ..self
-        })
-    }
-
     pub(crate) fn from_engine(engine: StoreReader) -> Result<DynRagged, Error> {
         let generation = match *engine.schema() {
             Schema::Ragged { ndim, .. } if engine.generation().json_schema() => {

@@ -138,11 +138,7 @@ pub(crate) struct Source<'a> {
 /// Runs a decoder call, turning a panic into an error.
 fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-        let message = panic
-            .downcast_ref::<&str>()
-            .map(|s| s.to_string())
-            .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_default();
+        let message = crate::error::panic_message(panic.as_ref()).unwrap_or_default();
         Err(format!("the {what} decoder panicked: {message}"))
     })
 }
